@@ -1,0 +1,165 @@
+//! The register bytecode run by the interpreter.
+//!
+//! ## Encoding
+//! An instruction is an [`Instr`]: 12 bytes, fixed size (checked at compile
+//! time below).
+//!
+//! | bytes | field | holds |
+//! |-------|-------|-------|
+//! | 0     | `op`  | the [`Op`] (one byte) |
+//! | 1     | `flags` | reserved, zero |
+//! | 2..4  | `r0`  | first register operand |
+//! | 4..6  | `r1`  | second register operand |
+//! | 6..8  | `r2`  | third register operand |
+//! | 8..12 | `x`   | fourth register operand, or the non-register operand: jump target (instruction index), call-site index, jump-table index, register-list index or immediate |
+//!
+//! Register operands fill `r0`, `r1`, `r2`, `x` in the order of
+//! [`Op::operands`]. Registers are `u16`: a frame has at most 65 535.
+//!
+//! ## Frames, constants and immediates
+//! A function's frame is `nregs` 64-bit slots, typed by `reg_types` (f64 bits,
+//! i64, bool as 0/1, array handle). Registers `0..nparams` receive the
+//! arguments; registers `nparams..nparams + consts.len()` are the constant
+//! registers, filled from `consts` when the frame is entered (so every operand,
+//! literal or not, is a register); every other register starts at zero
+//! (0.0 / 0 / false). Call arguments, jump tables and return lists are held in
+//! side tables of the function and referenced by index from `x`.
+
+use crate::ir::{FuncId, Loc, RetType};
+use crate::op::Op;
+use crate::types::Type;
+use std::fmt;
+
+/// Register index within a frame.
+pub type Reg = u16;
+
+/// One instruction. See the module docs for the layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Instr {
+    pub op: Op,
+    pub flags: u8,
+    pub r0: Reg,
+    pub r1: Reg,
+    pub r2: Reg,
+    pub x: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Instr>() == 12);
+
+impl Instr {
+    pub const fn new(op: Op, r0: Reg, r1: Reg, r2: Reg, x: u32) -> Instr {
+        Instr {
+            op,
+            flags: 0,
+            r0,
+            r1,
+            r2,
+            x,
+        }
+    }
+
+    /// The i-th register operand (`r0`, `r1`, `r2`, then `x`).
+    pub fn reg(&self, i: usize) -> u32 {
+        match i {
+            0 => self.r0 as u32,
+            1 => self.r1 as u32,
+            2 => self.r2 as u32,
+            _ => self.x,
+        }
+    }
+}
+
+/// A call site: callee, argument registers and, for `call.acc`, the
+/// registers the returned values are added to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallSite {
+    pub func: FuncId,
+    pub args: Vec<Reg>,
+    pub rets: Vec<Reg>,
+}
+
+/// A block boundary, kept for disassembly and trap messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockMark {
+    pub name: String,
+    pub start: u32,
+}
+
+/// One bytecode function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub param_types: Vec<Type>,
+    pub ret: RetType,
+    /// The type of every register; `reg_types.len()` is the frame size.
+    pub reg_types: Vec<Type>,
+    /// Constant registers: `consts[i]` is loaded into register
+    /// `param_types.len() + i` on entry.
+    pub consts: Vec<u64>,
+    pub code: Vec<Instr>,
+    pub sites: Vec<CallSite>,
+    /// Jump tables of `blk.pop`: instruction indices.
+    pub tables: Vec<Vec<u32>>,
+    /// Register lists of `ret.n`.
+    pub lists: Vec<Vec<Reg>>,
+    /// Block starts, sorted by `start` (debug information).
+    pub blocks: Vec<BlockMark>,
+    /// Source location of each instruction (same length as `code`), or
+    /// empty if unknown.
+    pub locs: Vec<Loc>,
+    /// Register names for the disassembler (same length as `reg_types`;
+    /// empty strings where unnamed).
+    pub reg_names: Vec<String>,
+}
+
+impl Function {
+    pub fn nregs(&self) -> usize {
+        self.reg_types.len()
+    }
+
+    /// The name of the block holding instruction `pc`.
+    pub fn block_of(&self, pc: usize) -> &str {
+        let i = self.blocks.partition_point(|b| b.start as usize <= pc);
+        if i == 0 {
+            "?"
+        } else {
+            &self.blocks[i - 1].name
+        }
+    }
+}
+
+/// A program: bytecode functions referring to each other by [`FuncId`].
+/// The AD stage appends derived functions to it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Program {
+    pub funcs: Vec<Function>,
+}
+
+impl Program {
+    pub fn find(&self, name: &str) -> Option<FuncId> {
+        let name = name.strip_prefix('@').unwrap_or(name);
+        self.funcs
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| FuncId(i as u32))
+    }
+
+    pub fn func(&self, id: FuncId) -> &Function {
+        &self.funcs[id.index()]
+    }
+}
+
+impl fmt::Display for Instr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} r{} r{} r{} x{}",
+            self.op.mnemonic(),
+            self.r0,
+            self.r1,
+            self.r2,
+            self.x
+        )
+    }
+}

@@ -1,0 +1,237 @@
+//! The SSA IR: what the assembler produces, what the AD stage reads and
+//! writes, and what [`crate::lower`] turns into register bytecode.
+//!
+//! A [`Function`] is a CFG of [`Block`]s; each block has phis, ordinary
+//! instructions and one terminator. Operands are [`ValueId`]s, dense indices
+//! into the function's value table. Constants are values too (with
+//! [`ValueData::konst`] set); they belong to no block and may be used anywhere.
+//!
+//! **Invariant:** user functions (from the assembler) are in SSA form: every
+//! value is defined once and every use is dominated by its definition. The
+//! reverse functions built by `ad` are *not* SSA: their cotangent values are
+//! accumulators written many times (`acc`, `zero`, `comms.pop`) and they have
+//! no phis. Lowering does not need SSA: it maps each value to its own
+//! register and each phi to a parallel copy on its incoming edge, which is
+//! correct for both.
+
+use crate::op::Op;
+use crate::types::Type;
+use std::fmt;
+
+macro_rules! index_type {
+    ($(#[$doc:meta])* $name:ident, $prefix:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+index_type!(
+    /// An SSA value (or, in reverse code, a virtual register) of one function.
+    ValueId,
+    "v"
+);
+index_type!(
+    /// A block of one function.
+    BlockId,
+    "bb"
+);
+index_type!(
+    /// A function of a [`Module`] (and of the matching bytecode `Program`).
+    FuncId,
+    "fn"
+);
+
+/// A source location: 1-based line and column (in characters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Loc {
+    pub line: u32,
+    pub col: u32,
+}
+
+/// What a function returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RetType {
+    /// One value (every user function).
+    One(Type),
+    /// Several f64 values via `ret.n` (reverse functions).
+    Many(Vec<Type>),
+}
+
+/// One entry of a function's value table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueData {
+    pub ty: Type,
+    /// The source name without `%` (for printing); `None` for generated values.
+    pub name: Option<String>,
+    /// For constants: the 64 bits of the value (f64 bits, i64, 0/1, never an
+    /// array).
+    pub konst: Option<u64>,
+}
+
+/// A phi: `dst = phi [pred: value], ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phi {
+    pub dst: ValueId,
+    pub incoming: Vec<(BlockId, ValueId)>,
+    pub loc: Loc,
+}
+
+/// One non-phi, non-terminator instruction.
+///
+/// `dst` is the `Def` operand of [`Op::operands`] (if the opcode has one);
+/// `args` are its `Use` and `InOut` operands in table order. For `Call` and
+/// `CallAcc`, `callee` and `args` (the call arguments) describe the call and
+/// `accs` (only `CallAcc`) lists the registers the callee's returned values
+/// are added to. `imm` is the `Imm` operand (`blk.push`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Inst {
+    pub op: Op,
+    pub dst: Option<ValueId>,
+    pub args: Vec<ValueId>,
+    pub imm: u32,
+    pub callee: Option<FuncId>,
+    pub accs: Vec<ValueId>,
+    pub loc: Loc,
+}
+
+impl Inst {
+    /// A plain instruction (no call, no immediate).
+    pub fn new(op: Op, dst: Option<ValueId>, args: Vec<ValueId>, loc: Loc) -> Inst {
+        Inst {
+            op,
+            dst,
+            args,
+            imm: 0,
+            callee: None,
+            accs: Vec::new(),
+            loc,
+        }
+    }
+}
+
+/// How a block ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Term {
+    Jmp(BlockId),
+    Br {
+        cond: ValueId,
+        then_: BlockId,
+        else_: BlockId,
+    },
+    Ret(ValueId),
+    /// Return several values (reverse functions).
+    RetN(Vec<ValueId>),
+    /// Pop a block id `k` and go to `targets[k]` (reverse code only).
+    BlkPop(Vec<BlockId>),
+}
+
+impl Term {
+    pub fn successors(&self) -> Vec<BlockId> {
+        match self {
+            Term::Jmp(b) => vec![*b],
+            Term::Br { then_, else_, .. } => vec![*then_, *else_],
+            Term::Ret(_) | Term::RetN(_) => Vec::new(),
+            Term::BlkPop(ts) => ts.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    pub name: String,
+    pub phis: Vec<Phi>,
+    pub insts: Vec<Inst>,
+    pub term: Term,
+    /// Location of the terminator.
+    pub term_loc: Loc,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    /// Name without `@`.
+    pub name: String,
+    /// Parameter values, in order (their types are in `values`).
+    pub params: Vec<ValueId>,
+    pub ret: RetType,
+    pub values: Vec<ValueData>,
+    /// `blocks[0]` is the entry block.
+    pub blocks: Vec<Block>,
+    pub loc: Loc,
+}
+
+impl Function {
+    pub fn ty(&self, v: ValueId) -> Type {
+        self.values[v.index()].ty
+    }
+
+    pub fn param_types(&self) -> Vec<Type> {
+        self.params.iter().map(|p| self.ty(*p)).collect()
+    }
+
+    /// Add a value to the table.
+    pub fn new_value(&mut self, ty: Type, name: Option<String>) -> ValueId {
+        self.values.push(ValueData {
+            ty,
+            name,
+            konst: None,
+        });
+        ValueId(self.values.len() as u32 - 1)
+    }
+
+    /// Add a constant to the table.
+    pub fn new_const(&mut self, ty: Type, bits: u64) -> ValueId {
+        self.values.push(ValueData {
+            ty,
+            name: None,
+            konst: Some(bits),
+        });
+        ValueId(self.values.len() as u32 - 1)
+    }
+
+    /// Predecessors of every block, in a deterministic order (by block index,
+    /// each predecessor listed once).
+    pub fn predecessors(&self) -> Vec<Vec<BlockId>> {
+        let mut preds = vec![Vec::new(); self.blocks.len()];
+        for (i, b) in self.blocks.iter().enumerate() {
+            for s in b.term.successors() {
+                let list: &mut Vec<BlockId> = &mut preds[s.index()];
+                if !list.contains(&BlockId(i as u32)) {
+                    list.push(BlockId(i as u32));
+                }
+            }
+        }
+        preds
+    }
+}
+
+/// A whole program: functions referring to each other by [`FuncId`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Module {
+    pub funcs: Vec<Function>,
+}
+
+impl Module {
+    /// Look a function up by name (with or without `@`).
+    pub fn find(&self, name: &str) -> Option<FuncId> {
+        let name = name.strip_prefix('@').unwrap_or(name);
+        self.funcs
+            .iter()
+            .position(|f| f.name == name)
+            .map(|i| FuncId(i as u32))
+    }
+
+    pub fn func(&self, id: FuncId) -> &Function {
+        &self.funcs[id.index()]
+    }
+}

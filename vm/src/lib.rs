@@ -1,0 +1,27 @@
+//! # vm: advm's bytecode, SSA IR, lowering, verifier and interpreter
+//!
+//! Pipeline owned by this crate:
+//!
+//! ```text
+//! ir::Module (SSA, from the assembler or the AD stage)
+//!   --lower-->  bytecode::Program (registers, flat code, side tables)
+//!   --verify--> proven-safe bytecode
+//!   --interp--> values or a Trap
+//! ```
+//!
+//! * [`op`]: the single opcode table everything else reads.
+//! * [`ir`]: the SSA IR.
+//! * [`bytecode`]: the fixed-size instruction encoding and functions.
+//! * [`lower`]: SSA IR to bytecode (phis become parallel copies on edges).
+//! * [`verify`]: the bytecode verifier; **Architecture invariant:** no
+//!   bytecode that passes it can make the interpreter panic or index out of
+//!   bounds.
+//! * [`interp`]: the register interpreter with an explicit frame stack.
+//! * [`disasm`]: bytecode to text.
+
+pub mod bytecode;
+pub mod ir;
+pub mod op;
+pub mod types;
+
+pub use types::{Type, Value};

@@ -1,0 +1,280 @@
+//! The one opcode table.
+//!
+//! Every opcode of advm is declared once, in the `ops!` invocation below, with
+//! its disassembly mnemonic and the list of its operands. From that table come
+//! the [`Op`] enum, [`Op::mnemonic`], [`Op::operands`] and [`Op::ALL`]; the
+//! assembler's type inference, the lowering, the verifier and the disassembler
+//! all read the same list, so adding an opcode is adding one line here plus
+//! one arm in the interpreter (and, if it is differentiable, one rule in `ad`).
+//!
+//! The same `Op` values are used in the SSA IR ([`crate::ir`]) and in the
+//! register bytecode ([`crate::bytecode`]).
+//!
+//! ## Operand kinds
+//! Operands are listed in the order they are written in the text and stored in
+//! the instruction. Register operands fill the instruction's `r0`, `r1`, `r2`
+//! fields and then `x`; a non-register operand (jump target, call site, table,
+//! list or immediate) always lives in `x`. See [`crate::bytecode::Instr`].
+
+use crate::types::Type;
+
+/// What one operand of an opcode is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operand {
+    /// A register written by the instruction, of the given type.
+    Def(Ty),
+    /// A register read by the instruction, of the given type.
+    Use(Ty),
+    /// A register read and then written (accumulators), of the given type.
+    InOut(Ty),
+    /// A jump target (an instruction index) in `x`.
+    Target,
+    /// An index into the function's call-site table in `x`.
+    Site,
+    /// An index into the function's jump-table table in `x` (`blk.pop`).
+    Table,
+    /// An index into the function's register-list table in `x` (`ret.n`).
+    List,
+    /// A plain 32-bit immediate in `x` (`blk.push` block ids).
+    Imm,
+}
+
+/// The type of a register operand: fixed, or the same as every other `T`
+/// operand of the instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    F,
+    I,
+    B,
+    A,
+    /// Any type, equal across all `T` operands of one instruction.
+    T,
+}
+
+impl Ty {
+    /// The concrete type, if fixed.
+    pub fn fixed(self) -> Option<Type> {
+        match self {
+            Ty::F => Some(Type::F64),
+            Ty::I => Some(Type::I64),
+            Ty::B => Some(Type::Bool),
+            Ty::A => Some(Type::Arr),
+            Ty::T => None,
+        }
+    }
+}
+
+macro_rules! ops {
+    ($( $(#[$doc:meta])* $name:ident = $mn:literal [$($operand:expr),*] ; )*) => {
+        /// Every opcode of the SSA IR and of the bytecode. One byte.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum Op {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl Op {
+            /// All opcodes, in table order.
+            pub const ALL: &'static [Op] = &[ $( Op::$name, )* ];
+
+            /// The mnemonic printed by the disassembler.
+            pub fn mnemonic(self) -> &'static str {
+                match self { $( Op::$name => $mn, )* }
+            }
+
+            /// The operands, in text and storage order.
+            pub fn operands(self) -> &'static [Operand] {
+                match self { $( Op::$name => &[$($operand),*], )* }
+            }
+
+            /// Decode a byte; `None` for bytes that name no opcode.
+            pub fn from_u8(b: u8) -> Option<Op> {
+                Op::ALL.get(b as usize).copied()
+            }
+        }
+    };
+}
+
+use Operand::{Def, InOut, Imm, List, Site, Table, Target, Use};
+use Ty::{A, B, F, I, T};
+
+ops! {
+    // ---- f64 arithmetic ------------------------------------------------------
+    /// `r0 = r1 + r2` (f64)
+    AddF = "add.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = r1 - r2` (f64)
+    SubF = "sub.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = r1 * r2` (f64)
+    MulF = "mul.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = r1 / r2` (f64)
+    DivF = "div.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = r1 ^ r2` (f64, `powf`)
+    PowF = "pow.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = if r2 < r1 { r2 } else { r1 }`: ties (and a nan `r2`) go to `r1`.
+    MinF = "min.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = if r2 > r1 { r2 } else { r1 }`: ties (and a nan `r2`) go to `r1`.
+    MaxF = "max.f" [Def(F), Use(F), Use(F)];
+    /// `r0 = -r1`
+    NegF = "neg.f" [Def(F), Use(F)];
+    Sin = "sin" [Def(F), Use(F)];
+    Cos = "cos" [Def(F), Use(F)];
+    Tan = "tan" [Def(F), Use(F)];
+    Exp = "exp" [Def(F), Use(F)];
+    Log = "log" [Def(F), Use(F)];
+    Sqrt = "sqrt" [Def(F), Use(F)];
+    Tanh = "tanh" [Def(F), Use(F)];
+    AbsF = "abs.f" [Def(F), Use(F)];
+
+    // ---- i64 arithmetic (wrapping; division and remainder by zero trap) -----
+    AddI = "add.i" [Def(I), Use(I), Use(I)];
+    SubI = "sub.i" [Def(I), Use(I), Use(I)];
+    MulI = "mul.i" [Def(I), Use(I), Use(I)];
+    DivI = "div.i" [Def(I), Use(I), Use(I)];
+    RemI = "rem.i" [Def(I), Use(I), Use(I)];
+    /// Ties go to `r1`.
+    MinI = "min.i" [Def(I), Use(I), Use(I)];
+    /// Ties go to `r1`.
+    MaxI = "max.i" [Def(I), Use(I), Use(I)];
+    NegI = "neg.i" [Def(I), Use(I)];
+
+    // ---- comparisons -> bool -------------------------------------------------
+    LtF = "lt.f" [Def(B), Use(F), Use(F)];
+    LeF = "le.f" [Def(B), Use(F), Use(F)];
+    GtF = "gt.f" [Def(B), Use(F), Use(F)];
+    GeF = "ge.f" [Def(B), Use(F), Use(F)];
+    EqF = "eq.f" [Def(B), Use(F), Use(F)];
+    NeF = "ne.f" [Def(B), Use(F), Use(F)];
+    LtI = "lt.i" [Def(B), Use(I), Use(I)];
+    LeI = "le.i" [Def(B), Use(I), Use(I)];
+    GtI = "gt.i" [Def(B), Use(I), Use(I)];
+    GeI = "ge.i" [Def(B), Use(I), Use(I)];
+    EqI = "eq.i" [Def(B), Use(I), Use(I)];
+    NeI = "ne.i" [Def(B), Use(I), Use(I)];
+
+    // ---- bool ----------------------------------------------------------------
+    And = "and" [Def(B), Use(B), Use(B)];
+    Or = "or" [Def(B), Use(B), Use(B)];
+    Not = "not" [Def(B), Use(B)];
+
+    // ---- moves, selection, conversion -----------------------------------------
+    /// `r0 = if r1 { r2 } else { x }` (any type; `x` holds the third register).
+    Select = "select" [Def(T), Use(B), Use(T), Use(T)];
+    /// `r0 = r1` (any type). The text `copy`.
+    Mov = "copy" [Def(T), Use(T)];
+    /// `r0 = r1` (f64) with zero derivative.
+    NoGrad = "nograd" [Def(F), Use(F)];
+    /// i64 -> f64
+    ItoF = "itof" [Def(F), Use(I)];
+    /// f64 -> i64, truncating toward zero; traps on nan and out of range.
+    FtoI = "ftoi" [Def(I), Use(F)];
+
+    // ---- arrays ----------------------------------------------------------------
+    /// New array of `r1` zeros; `r1 < 0` traps. In AD mode the array also gets
+    /// a zeroed shadow (cotangent) array of the same length.
+    ANew = "anew" [Def(A), Use(I)];
+    ALen = "alen" [Def(I), Use(A)];
+    /// `r0 = r1[r2]`; out of bounds traps.
+    AGet = "aget" [Def(F), Use(A), Use(I)];
+    /// `r0[r1] = r2`; out of bounds traps.
+    ASet = "aset" [Use(A), Use(I), Use(F)];
+
+    // ---- control ----------------------------------------------------------------
+    /// Call the call site `x` of the function's site table; `r0` receives the
+    /// single return value (unused for functions returning several values).
+    Call = "call" [Def(T), Site];
+    /// Call site `x` of a callee that returns several f64 values (`ret.n`):
+    /// each returned value is *added* to the matching register of the site's
+    /// `rets` list. Used by reverse code to call a callee's pullback.
+    CallAcc = "call.acc" [Site];
+    /// Return `r0`.
+    Ret = "ret" [Use(T)];
+    /// Return every register of list `x` (reverse functions: one f64 per
+    /// f64 parameter of the primal).
+    RetN = "ret.n" [List];
+    Jmp = "jmp" [Target];
+    /// Jump to `x` if `r0` is true, else fall through.
+    JmpIf = "jmp.if" [Use(B), Target];
+    /// Jump to `x` if `r0` is false, else fall through.
+    JmpIfNot = "jmp.ifnot" [Use(B), Target];
+
+    // ---- reverse-mode support ---------------------------------------------------
+    /// Push block id `x` on the block stack.
+    BlkPush = "blk.push" [Imm];
+    /// Pop a block id `k` from the block stack and jump to entry `k` of jump
+    /// table `x` (phi-edge dispatch). An id out of the table's range traps.
+    BlkPop = "blk.pop" [Table];
+    /// Push the 64 bits of `r0` (any type) on the comms stack.
+    CommsPush = "comms.push" [Use(T)];
+    /// Pop 64 bits from the comms stack into `r0` (any type).
+    CommsPop = "comms.pop" [Def(T)];
+    /// `r0 += r1` (f64 adjoint accumulation)
+    Acc = "acc" [InOut(F), Use(F)];
+    /// `r0 -= r1`
+    AccNeg = "acc.neg" [InOut(F), Use(F)];
+    /// `r0 += r1 * r2`
+    AccMul = "acc.mul" [InOut(F), Use(F), Use(F)];
+    /// `r0 = 0.0`
+    Zero = "zero" [Def(F)];
+    /// `shadow(r0)[r1] += r2`: adjoint of `aget`.
+    ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)];
+    /// `r0 = shadow(r1)[r2]; shadow(r1)[r2] = 0`: adjoint of `aset`.
+    ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)];
+}
+
+impl Op {
+    /// True for instructions that end a basic block.
+    pub fn is_terminator(self) -> bool {
+        matches!(
+            self,
+            Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop
+        )
+    }
+
+    /// True for the conditional jumps that fall through.
+    pub fn is_cond_jump(self) -> bool {
+        matches!(self, Op::JmpIf | Op::JmpIfNot)
+    }
+
+    /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).
+    pub fn reg_operands(self) -> impl Iterator<Item = Operand> {
+        self.operands().iter().copied().filter(|o| {
+            matches!(o, Operand::Def(_) | Operand::Use(_) | Operand::InOut(_))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_dense_and_round_trips() {
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+            assert_eq!(Op::from_u8(i as u8), Some(*op));
+        }
+        assert_eq!(Op::from_u8(Op::ALL.len() as u8), None);
+    }
+
+    #[test]
+    fn at_most_four_registers_and_one_x_field() {
+        for op in Op::ALL {
+            let regs = op.reg_operands().count();
+            let others = op.operands().len() - regs;
+            assert!(regs <= 4, "{op:?}");
+            assert!(others <= 1, "{op:?}");
+            assert!(regs + others <= 4, "{op:?}");
+            // A non-register operand lives in `x`, so it cannot share the
+            // instruction with a fourth register.
+            assert!(!(regs == 4 && others == 1), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn mnemonics_are_unique() {
+        let mut seen = std::collections::BTreeSet::new();
+        for op in Op::ALL {
+            assert!(seen.insert(op.mnemonic()), "{}", op.mnemonic());
+        }
+    }
+}
