@@ -1,1 +1,418 @@
-//! ad
+//! # ad: reverse-mode automatic differentiation of advm bytecode
+//!
+//! Given a function of an [`ir::Module`], the AD stage builds a *forward*
+//! function (the primal plus `comms.push` of what the pullback needs and
+//! `blk.push` where a join's predecessor is ambiguous) and a *reverse*
+//! function (pops those values, replays the path that was taken backwards,
+//! and routes cotangents along the phi edges it came through). Both are
+//! lowered to bytecode, checked by the same verifier as user code, and run by
+//! the same VM. See [`transform`] for the construction and `docs/ad.md` for
+//! the design.
+//!
+//! [`Engine`] is the library entry point: it owns a module, its bytecode, a
+//! VM and the cache of derived functions (built lazily, on the first gradient
+//! that needs them, so recursion and mutual recursion work).
+//!
+//! ```
+//! let src = "
+//! fn @f(%x: f64, %y: f64) -> f64 {
+//! entry:
+//!     %p = mul %x, %y
+//!     %s = sin %p
+//!     ret %s
+//! }";
+//! let module = assembler::assemble(src, "f.adasm").expect("assembles");
+//! let mut engine = ad::Engine::new(module).expect("verifies");
+//! let f = engine.find("f").expect("defined");
+//! let g = engine.grad(f, &[vm::Value::F64(1.0), vm::Value::F64(2.0)]).expect("runs");
+//! assert_eq!(g.value, (2.0f64).sin());
+//! assert_eq!(g.grad[0], Some(vm::Value::F64(2.0 * (2.0f64).cos())));
+//! ```
+
+pub mod analysis;
+pub mod transform;
+
+use std::fmt;
+use transform::{transform, Derived};
+use vm::bytecode::Program;
+use vm::interp::{Trap, Vm};
+use vm::ir::{self, FuncId, RetType};
+use vm::{Type, Value};
+
+/// Why a gradient (or a run) could not be computed.
+#[derive(Debug)]
+pub enum AdError {
+    /// The program trapped (forward or reverse).
+    Trap(Trap),
+    /// The function cannot be differentiated (e.g. it does not return f64).
+    NotDifferentiable(String),
+    /// The arguments do not match the parameters.
+    Args(String),
+    /// A derived function failed lowering or verification: a bug in advm.
+    Internal(String),
+}
+
+impl fmt::Display for AdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdError::Trap(t) => write!(f, "{t}"),
+            AdError::NotDifferentiable(m) => write!(f, "cannot differentiate: {m}"),
+            AdError::Args(m) => write!(f, "bad arguments: {m}"),
+            AdError::Internal(m) => write!(f, "internal error (please report): {m}"),
+        }
+    }
+}
+
+impl std::error::Error for AdError {}
+
+impl From<Trap> for AdError {
+    fn from(t: Trap) -> AdError {
+        AdError::Trap(t)
+    }
+}
+
+/// Value and gradient of one call.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gradient {
+    pub value: f64,
+    /// One entry per parameter: `Some(F64)` for f64, `Some(Arr)` for f64[],
+    /// `None` for i64 and bool.
+    pub grad: Vec<Option<Value>>,
+}
+
+/// A module, its bytecode, a VM and the derived functions built so far.
+pub struct Engine {
+    module: ir::Module,
+    program: Program,
+    /// Derived functions of each user function, once built.
+    derived: Vec<Option<Derived>>,
+    /// IR of every derived function, indexed like `program.funcs` past the
+    /// user functions (kept for printing and for pictures of the CFG).
+    derived_ir: Vec<ir::Function>,
+    vm: Vm,
+    /// Raw argument buffer, reused across calls.
+    raw: Vec<u64>,
+    handles: Vec<u64>,
+}
+
+impl Engine {
+    /// Lower and verify every function of `module`.
+    pub fn new(module: ir::Module) -> Result<Engine, AdError> {
+        let program = lower_module(&module)?;
+        let n = module.funcs.len();
+        Ok(Engine {
+            module,
+            program,
+            derived: vec![None; n],
+            derived_ir: Vec::new(),
+            vm: Vm::new(Default::default()),
+            raw: Vec::new(),
+            handles: Vec::new(),
+        })
+    }
+
+    pub fn module(&self) -> &ir::Module {
+        &self.module
+    }
+
+    /// The bytecode: user functions first (same ids as the module), then
+    /// derived functions in the order they were built.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    pub fn vm_mut(&mut self) -> &mut Vm {
+        &mut self.vm
+    }
+
+    /// A user function by name, with or without `@`.
+    pub fn find(&self, name: &str) -> Option<FuncId> {
+        self.module.find(name)
+    }
+
+    /// Run a function.
+    pub fn run(&mut self, f: FuncId, args: &[Value]) -> Result<Value, AdError> {
+        self.check_args(f, args)?;
+        Ok(self.vm.run(&self.program, f, args)?)
+    }
+
+    /// Value and gradient of `f` at `args`.
+    pub fn grad(&mut self, f: FuncId, args: &[Value]) -> Result<Gradient, AdError> {
+        let mut out = Gradient::default();
+        self.grad_into(f, args, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Engine::grad`], reusing `out`'s buffers: after a warm-up call
+    /// with the same shapes this performs no heap allocation.
+    pub fn grad_into(
+        &mut self,
+        f: FuncId,
+        args: &[Value],
+        out: &mut Gradient,
+    ) -> Result<(), AdError> {
+        self.check_args(f, args)?;
+        let d = self.derive(f)?;
+        self.vm.begin(true);
+        self.raw.clear();
+        self.handles.clear();
+        for a in args {
+            let bits = match a {
+                Value::F64(x) => x.to_bits(),
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => *b as u64,
+                Value::Arr(xs) => {
+                    let h = self.vm.alloc_array(xs)?;
+                    self.handles.push(h);
+                    h
+                }
+            };
+            self.raw.push(bits);
+        }
+        self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
+        out.value = f64::from_bits(self.vm.results()[0]);
+        self.vm
+            .call_raw(&self.program, d.rev, &[1.0f64.to_bits()])?;
+        if self.vm.comms_len() != 0 || self.vm.blk_len() != 0 {
+            return Err(AdError::Internal(format!(
+                "stacks not empty after the pullback of @{} ({} comms, {} block ids)",
+                self.module.func(f).name,
+                self.vm.comms_len(),
+                self.vm.blk_len()
+            )));
+        }
+        out.grad.resize(args.len(), None);
+        let (mut fi, mut ai) = (0, 0);
+        for (slot, a) in out.grad.iter_mut().zip(args) {
+            match a {
+                Value::F64(_) => {
+                    let g = f64::from_bits(self.vm.results()[fi]);
+                    fi += 1;
+                    *slot = Some(Value::F64(g));
+                }
+                Value::Arr(_) => {
+                    let h = self.handles[ai];
+                    ai += 1;
+                    let shadow = self.vm.shadow(h).unwrap_or(&[]);
+                    match slot {
+                        Some(Value::Arr(v)) => {
+                            v.clear();
+                            v.extend_from_slice(shadow);
+                        }
+                        _ => *slot = Some(Value::Arr(shadow.to_vec())),
+                    }
+                }
+                Value::I64(_) | Value::Bool(_) => *slot = None,
+            }
+        }
+        Ok(())
+    }
+
+    /// The forward and reverse functions of `f`, building them (and those of
+    /// every function they call through) on first use.
+    pub fn derive(&mut self, f: FuncId) -> Result<Derived, AdError> {
+        if let Some(d) = self.derived[f.index()] {
+            return Ok(d);
+        }
+        if self.module.func(f).ret != RetType::One(Type::F64) {
+            return Err(AdError::NotDifferentiable(format!(
+                "@{} returns {}, not f64",
+                self.module.func(f).name,
+                ret_text(&self.module.func(f).ret)
+            )));
+        }
+        let first_new = self.program.len();
+        let result = self.derive_all(f);
+        if result.is_err() {
+            // Leave no half-built functions behind.
+            self.program.truncate(first_new);
+            self.derived_ir
+                .truncate(first_new - self.module.funcs.len());
+            for d in &mut self.derived {
+                if d.is_some_and(|d| d.fwd.index() >= first_new) {
+                    *d = None;
+                }
+            }
+        }
+        result
+    }
+
+    fn derive_all(&mut self, f: FuncId) -> Result<Derived, AdError> {
+        let first_new = self.program.len();
+        let mut work = Vec::new();
+        let root = self.reserve(f, &mut work);
+        while let Some(g) = work.pop() {
+            let mut pending = Vec::new();
+            let (fwd, rev) = {
+                let program_len = &mut self.program.len();
+                let derived = &mut self.derived;
+                let mut ids = |h: FuncId| {
+                    if let Some(d) = derived[h.index()] {
+                        return d;
+                    }
+                    let d = Derived {
+                        fwd: FuncId(*program_len as u32),
+                        rev: FuncId(*program_len as u32 + 1),
+                    };
+                    *program_len += 2;
+                    derived[h.index()] = Some(d);
+                    pending.push(h);
+                    d
+                };
+                transform(&self.module, g, &mut ids)
+            };
+            // Placeholders for functions reserved while transforming `g`.
+            for h in pending {
+                self.push_placeholders(h);
+                work.push(h);
+            }
+            let d = self.derived[g.index()]
+                .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
+            for (id, func) in [(d.fwd, fwd), (d.rev, rev)] {
+                let bc = vm::lower::lower_function(&func)
+                    .map_err(|e| AdError::Internal(format!("lowering {}: {e}", func.name)))?;
+                self.program.set(id, bc);
+                self.derived_ir[id.index() - self.module.funcs.len()] = func;
+            }
+        }
+        for i in first_new..self.program.len() {
+            vm::verify::verify_function(&mut self.program, FuncId(i as u32)).map_err(|errs| {
+                let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                AdError::Internal(format!(
+                    "derived code failed verification: {}",
+                    text.join("; ")
+                ))
+            })?;
+        }
+        Ok(root)
+    }
+
+    /// Reserve ids for `f`'s derived pair and queue it.
+    fn reserve(&mut self, f: FuncId, work: &mut Vec<FuncId>) -> Derived {
+        let n = self.program.len() as u32;
+        let d = Derived {
+            fwd: FuncId(n),
+            rev: FuncId(n + 1),
+        };
+        self.derived[f.index()] = Some(d);
+        self.push_placeholders(f);
+        work.push(f);
+        d
+    }
+
+    fn push_placeholders(&mut self, f: FuncId) {
+        let name = &self.module.func(f).name;
+        for suffix in ["fwd", "rev"] {
+            let placeholder = vm::bytecode::Function {
+                name: format!("{name}.{suffix}"),
+                param_types: Vec::new(),
+                ret: RetType::Many(Vec::new()),
+                reg_types: Vec::new(),
+                consts: Vec::new(),
+                code: Vec::new(),
+                sites: Vec::new(),
+                tables: Vec::new(),
+                lists: Vec::new(),
+                blocks: Vec::new(),
+                locs: Vec::new(),
+                reg_names: Vec::new(),
+            };
+            self.program.push(placeholder);
+            self.derived_ir.push(ir::Function {
+                name: format!("{name}.{suffix}"),
+                params: Vec::new(),
+                ret: RetType::Many(Vec::new()),
+                values: Vec::new(),
+                blocks: Vec::new(),
+                loc: Default::default(),
+            });
+        }
+    }
+
+    /// The IR of a derived function (forward or reverse), by bytecode id.
+    pub fn derived_ir(&self, id: FuncId) -> Option<&ir::Function> {
+        id.index()
+            .checked_sub(self.module.funcs.len())
+            .and_then(|i| self.derived_ir.get(i))
+    }
+
+    /// Forward and reverse bytecode of `f` and of every function derived
+    /// with it, as text.
+    pub fn disasm_ad(&mut self, f: FuncId) -> Result<String, AdError> {
+        self.derive(f)?;
+        let mut out = String::new();
+        for g in self.reachable_derived(f) {
+            out.push_str(&vm::disasm::function(self.program.func(g)));
+            out.push('\n');
+        }
+        Ok(out)
+    }
+
+    /// Derived functions reachable from `f`'s pair through call sites, in
+    /// order of discovery (forward then reverse of each).
+    pub fn reachable_derived(&self, f: FuncId) -> Vec<FuncId> {
+        let mut out = Vec::new();
+        let Some(d) = self.derived[f.index()] else {
+            return out;
+        };
+        let mut stack = vec![d.rev, d.fwd];
+        while let Some(g) = stack.pop() {
+            if out.contains(&g) {
+                continue;
+            }
+            out.push(g);
+            let mut callees: Vec<FuncId> =
+                self.program.func(g).sites.iter().map(|s| s.func).collect();
+            callees.retain(|c| c.index() >= self.module.funcs.len() && !out.contains(c));
+            callees.sort();
+            callees.dedup();
+            stack.extend(callees.into_iter().rev());
+        }
+        out
+    }
+
+    fn check_args(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let params = func.param_types();
+        if params.len() != args.len() {
+            return Err(AdError::Args(format!(
+                "@{} takes {} argument(s), got {}",
+                func.name,
+                params.len(),
+                args.len()
+            )));
+        }
+        for (i, (p, a)) in params.iter().zip(args).enumerate() {
+            if *p != a.ty() {
+                return Err(AdError::Args(format!(
+                    "argument {} of @{} must be {p}, got {}",
+                    i + 1,
+                    func.name,
+                    a.ty()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lower_module(module: &ir::Module) -> Result<Program, AdError> {
+    let mut program =
+        vm::lower::lower_module(module).map_err(|e| AdError::Internal(format!("lowering: {e}")))?;
+    vm::verify::verify_program(&mut program).map_err(|errs| {
+        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+        AdError::Internal(format!("bytecode failed verification: {}", text.join("; ")))
+    })?;
+    Ok(program)
+}
+
+fn ret_text(r: &RetType) -> String {
+    match r {
+        RetType::One(t) => t.to_string(),
+        RetType::Many(ts) => format!("{} values", ts.len()),
+    }
+}

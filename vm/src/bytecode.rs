@@ -59,6 +59,30 @@ impl Instr {
         }
     }
 
+    /// The little-endian 12-byte encoding.
+    pub fn encode(&self) -> [u8; 12] {
+        let mut w = [0u8; 12];
+        w[0] = self.op as u8;
+        w[1] = self.flags;
+        w[2..4].copy_from_slice(&self.r0.to_le_bytes());
+        w[4..6].copy_from_slice(&self.r1.to_le_bytes());
+        w[6..8].copy_from_slice(&self.r2.to_le_bytes());
+        w[8..12].copy_from_slice(&self.x.to_le_bytes());
+        w
+    }
+
+    /// Decode a word; `None` if byte 0 names no opcode.
+    pub fn decode(w: &[u8; 12]) -> Option<Instr> {
+        Some(Instr {
+            op: Op::from_u8(w[0])?,
+            flags: w[1],
+            r0: u16::from_le_bytes([w[2], w[3]]),
+            r1: u16::from_le_bytes([w[4], w[5]]),
+            r2: u16::from_le_bytes([w[6], w[7]]),
+            x: u32::from_le_bytes([w[8], w[9], w[10], w[11]]),
+        })
+    }
+
     /// The i-th register operand (`r0`, `r1`, `r2`, then `x`).
     pub fn reg(&self, i: usize) -> u32 {
         match i {
@@ -131,12 +155,23 @@ impl Function {
 
 /// A program: bytecode functions referring to each other by [`FuncId`].
 /// The AD stage appends derived functions to it.
+///
+/// The functions are private so that the verified flag of each function
+/// cannot go stale: replacing a function clears it, and only
+/// [`crate::verify`] sets it. The interpreter refuses to enter a function
+/// that is not verified, which is what makes its unchecked register accesses
+/// sound.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
-    pub funcs: Vec<Function>,
+    funcs: Vec<Function>,
+    verified: Vec<bool>,
 }
 
 impl Program {
+    pub fn new() -> Program {
+        Program::default()
+    }
+
     pub fn find(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);
         self.funcs
@@ -147,6 +182,51 @@ impl Program {
 
     pub fn func(&self, id: FuncId) -> &Function {
         &self.funcs[id.index()]
+    }
+
+    pub fn get(&self, id: FuncId) -> Option<&Function> {
+        self.funcs.get(id.index())
+    }
+
+    pub fn funcs(&self) -> &[Function] {
+        &self.funcs
+    }
+
+    pub fn len(&self) -> usize {
+        self.funcs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.funcs.is_empty()
+    }
+
+    /// Append an (unverified) function.
+    pub fn push(&mut self, f: Function) -> FuncId {
+        self.funcs.push(f);
+        self.verified.push(false);
+        FuncId(self.funcs.len() as u32 - 1)
+    }
+
+    /// Replace a function; it must be verified again before it runs.
+    pub fn set(&mut self, id: FuncId, f: Function) {
+        self.funcs[id.index()] = f;
+        self.verified[id.index()] = false;
+    }
+
+    /// Drop every function from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        self.funcs.truncate(len);
+        self.verified.truncate(len);
+    }
+
+    /// Whether `id` exists and passed the verifier since it was last set.
+    #[inline]
+    pub fn is_verified(&self, id: FuncId) -> bool {
+        self.verified.get(id.index()).copied().unwrap_or(false)
+    }
+
+    pub(crate) fn mark_verified(&mut self, id: FuncId) {
+        self.verified[id.index()] = true;
     }
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //! ir::Module (SSA, from the assembler or the AD stage)
 //!   --lower-->  bytecode::Program (registers, flat code, side tables)
-//!   --verify--> proven-safe bytecode
+//!   --verify--> proven-safe bytecode (each function marked verified)
 //!   --interp--> values or a Trap
 //! ```
 //!
@@ -18,10 +18,20 @@
 //!   bounds.
 //! * [`interp`]: the register interpreter with an explicit frame stack.
 //! * [`disasm`]: bytecode to text.
+//!
+//! `unsafe` lives only in the private `regs` module (unchecked register
+//! access, justified by the verifier).
 
 pub mod bytecode;
+pub mod disasm;
+mod heap;
+pub mod interp;
 pub mod ir;
+pub mod lower;
 pub mod op;
+mod regs;
 pub mod types;
+pub mod verify;
 
+pub use interp::{Limits, Trap, TrapKind, Vm};
 pub use types::{Type, Value};

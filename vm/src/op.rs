@@ -95,7 +95,7 @@ macro_rules! ops {
     };
 }
 
-use Operand::{Def, InOut, Imm, List, Site, Table, Target, Use};
+use Operand::{Def, Imm, InOut, List, Site, Table, Target, Use};
 use Ty::{A, B, F, I, T};
 
 ops! {
@@ -224,10 +224,7 @@ ops! {
 impl Op {
     /// True for instructions that end a basic block.
     pub fn is_terminator(self) -> bool {
-        matches!(
-            self,
-            Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop
-        )
+        matches!(self, Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop)
     }
 
     /// True for the conditional jumps that fall through.
@@ -237,9 +234,10 @@ impl Op {
 
     /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).
     pub fn reg_operands(self) -> impl Iterator<Item = Operand> {
-        self.operands().iter().copied().filter(|o| {
-            matches!(o, Operand::Def(_) | Operand::Use(_) | Operand::InOut(_))
-        })
+        self.operands()
+            .iter()
+            .copied()
+            .filter(|o| matches!(o, Operand::Def(_) | Operand::Use(_) | Operand::InOut(_)))
     }
 }
 

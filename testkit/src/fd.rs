@@ -1,0 +1,107 @@
+//! Central finite differences, for checking AD gradients.
+
+use vm::Value;
+
+/// The outcome of comparing an AD gradient with finite differences.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every entry agrees.
+    Agree,
+    /// Some difference quotient was unreliable (the two step sizes disagree
+    /// with each other: a kink, a branch flip or an overflow nearby), and no
+    /// entry disagreed where the quotients were reliable.
+    Unreliable(String),
+    /// An entry disagrees where finite differences are reliable.
+    Disagree(String),
+}
+
+/// Relative tolerance used to compare AD and finite differences.
+pub const TOLERANCE: f64 = 1e-5;
+
+/// Compare `grad` (one entry per argument, as `ad::Gradient::grad`) with
+/// central differences of `f` at `args`, using steps `h` and `h / 8` per
+/// entry. `f` returns `None` when evaluation fails (a trap).
+pub fn check(
+    mut f: impl FnMut(&[Value]) -> Option<f64>,
+    args: &[Value],
+    grad: &[Option<Value>],
+) -> Verdict {
+    let mut unreliable = None;
+    let mut probe = args.to_vec();
+    for (i, arg) in args.iter().enumerate() {
+        let entries: Vec<(Option<usize>, f64, f64)> = match (arg, grad.get(i)) {
+            (Value::F64(x), Some(Some(Value::F64(g)))) => vec![(None, *x, *g)],
+            (Value::Arr(xs), Some(Some(Value::Arr(gs)))) => xs
+                .iter()
+                .zip(gs)
+                .enumerate()
+                .map(|(j, (x, g))| (Some(j), *x, *g))
+                .collect(),
+            _ => continue,
+        };
+        for (j, x, g) in entries {
+            let mut at = |v: f64| {
+                set(&mut probe[i], j, v);
+                let y = f(&probe);
+                set(&mut probe[i], j, x);
+                y
+            };
+            let h = 1e-5 * x.abs().max(1.0);
+            let name = match j {
+                Some(j) => format!("argument {i}[{j}]"),
+                None => format!("argument {i}"),
+            };
+            let points = [x + h, x - h, x + h / 8.0, x - h / 8.0, x];
+            let ys: Option<Vec<f64>> = points.iter().map(|p| at(*p)).collect();
+            let Some(ys) = ys else {
+                unreliable = Some(format!("{name}: evaluation trapped near the point"));
+                continue;
+            };
+            let d1 = (ys[0] - ys[1]) / (2.0 * h);
+            let d2 = (ys[2] - ys[3]) / (h / 4.0);
+            // One-sided quotients that disagree reveal a kink at the point
+            // (abs at 0, a branch on `x > 0` at 0), where the central
+            // quotient is no derivative at all.
+            let forward = (ys[2] - ys[4]) / (h / 8.0);
+            let backward = (ys[4] - ys[3]) / (h / 8.0);
+            if !close(d1, d2, 1e-4) || !close(forward, backward, 1e-3) {
+                unreliable = Some(format!(
+                    "{name}: quotients {d1}, {d2}, {forward}, {backward} disagree"
+                ));
+                continue;
+            }
+            if !close(g, d2, TOLERANCE) && !close(g, d1, TOLERANCE) {
+                return Verdict::Disagree(format!(
+                    "{name}: AD {g}, finite differences {d2} (h/8), {d1} (h)"
+                ));
+            }
+        }
+    }
+    match unreliable {
+        Some(why) => Verdict::Unreliable(why),
+        None => Verdict::Agree,
+    }
+}
+
+/// `|a - b| <= tol * max(1, |a|, |b|)`, with nan equal to nan.
+pub fn close(a: f64, b: f64, tol: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    (a - b).abs() <= tol * 1f64.max(a.abs()).max(b.abs())
+}
+
+fn set(v: &mut Value, j: Option<usize>, x: f64) {
+    match (v, j) {
+        (Value::F64(y), None) => *y = x,
+        (Value::Arr(ys), Some(j)) => {
+            if let Some(y) = ys.get_mut(j) {
+                *y = x;
+            }
+        }
+        _ => {}
+    }
+}

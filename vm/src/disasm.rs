@@ -1,0 +1,170 @@
+//! Bytecode to text.
+//!
+//! ```text
+//! fn @pow(%x: f64, %n: i64) -> f64    ; 9 registers, 2 constants
+//! entry:
+//!   0000  jmp        -> head (0001)
+//! head:
+//!   0001  gt.i       %c, %k, 0
+//! ```
+//!
+//! Registers print as `%name` where the IR named them, else `r<N>`;
+//! constant registers print as their value.
+
+use crate::bytecode::{Function, Program};
+use crate::ir::RetType;
+use crate::op::Operand;
+use crate::types::Type;
+use std::fmt::Write;
+
+/// Every function of a program.
+pub fn program(p: &Program) -> String {
+    let mut out = String::new();
+    for f in p.funcs() {
+        out.push_str(&function_in(f, Some(p)));
+        out.push('\n');
+    }
+    out
+}
+
+/// One function (callees print as `fn<N>`).
+pub fn function(f: &Function) -> String {
+    function_in(f, None)
+}
+
+/// One function; callee names are looked up in `p`.
+pub fn function_in(f: &Function, p: Option<&Program>) -> String {
+    let mut out = String::new();
+    let params: Vec<String> = f
+        .param_types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{}: {t}", reg_name(f, i as u32)))
+        .collect();
+    let ret = match &f.ret {
+        RetType::One(t) => t.to_string(),
+        RetType::Many(ts) => {
+            let ts: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
+            format!("({})", ts.join(", "))
+        }
+    };
+    let _ = writeln!(
+        out,
+        "fn @{}({}) -> {ret}    ; {} registers, {} constants",
+        f.name,
+        params.join(", "),
+        f.reg_types.len(),
+        f.consts.len()
+    );
+    let mut next_block = 0;
+    for pc in 0..f.code.len() {
+        while next_block < f.blocks.len() && f.blocks[next_block].start as usize <= pc {
+            if f.blocks[next_block].start as usize == pc {
+                let _ = writeln!(out, "{}:", f.blocks[next_block].name);
+            }
+            next_block += 1;
+        }
+        let _ = writeln!(out, "  {pc:04}  {}", instr_in(f, pc, p));
+    }
+    out
+}
+
+/// One instruction, for trap messages.
+pub fn instr(f: &Function, pc: usize) -> String {
+    instr_in(f, pc, None)
+}
+
+fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
+    let Some(ins) = f.code.get(pc) else {
+        return String::from("?");
+    };
+    let mut ops: Vec<String> = Vec::new();
+    let mut slot = 0;
+    for operand in ins.op.operands() {
+        match operand {
+            Operand::Def(_) | Operand::Use(_) | Operand::InOut(_) => {
+                ops.push(operand_text(f, ins.reg(slot)));
+                slot += 1;
+            }
+            Operand::Target => ops.push(target_text(f, ins.x)),
+            Operand::Imm => ops.push(ins.x.to_string()),
+            Operand::Table => {
+                let entries: Vec<String> = f
+                    .tables
+                    .get(ins.x as usize)
+                    .map(|t| {
+                        t.iter()
+                            .enumerate()
+                            .map(|(k, pc)| format!("{k}: {}", target_text(f, *pc)))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                ops.push(format!("[{}]", entries.join(", ")));
+            }
+            Operand::List => {
+                let regs: Vec<String> = f
+                    .lists
+                    .get(ins.x as usize)
+                    .map(|l| l.iter().map(|r| operand_text(f, *r as u32)).collect())
+                    .unwrap_or_default();
+                ops.push(format!("({})", regs.join(", ")));
+            }
+            Operand::Site => {
+                let Some(site) = f.sites.get(ins.x as usize) else {
+                    ops.push("<bad site>".into());
+                    continue;
+                };
+                let name = p
+                    .and_then(|p| p.get(site.func))
+                    .map(|g| format!("@{}", g.name))
+                    .unwrap_or_else(|| format!("{}", site.func));
+                let args: Vec<String> = site
+                    .args
+                    .iter()
+                    .map(|r| operand_text(f, *r as u32))
+                    .collect();
+                let mut text = format!("{name}({})", args.join(", "));
+                if !site.rets.is_empty() {
+                    let rets: Vec<String> = site
+                        .rets
+                        .iter()
+                        .map(|r| operand_text(f, *r as u32))
+                        .collect();
+                    let _ = write!(text, " += ({})", rets.join(", "));
+                }
+                ops.push(text);
+            }
+        }
+    }
+    // `call.acc` has no Def; `call` prints `%dst, @f(...)`.
+    format!("{:<11} {}", ins.op.mnemonic(), ops.join(", "))
+}
+
+fn target_text(f: &Function, pc: u32) -> String {
+    match f.blocks.iter().find(|b| b.start == pc) {
+        Some(b) => format!("-> {} ({pc:04})", b.name),
+        None => format!("-> {pc:04}"),
+    }
+}
+
+fn operand_text(f: &Function, r: u32) -> String {
+    let np = f.param_types.len() as u32;
+    let nc = f.consts.len() as u32;
+    if r >= np && r < np + nc {
+        let bits = f.consts[(r - np) as usize];
+        return match f.reg_types.get(r as usize) {
+            Some(Type::F64) => format!("{:?}", f64::from_bits(bits)),
+            Some(Type::I64) => (bits as i64).to_string(),
+            Some(Type::Bool) => (bits != 0).to_string(),
+            _ => format!("r{r}"),
+        };
+    }
+    reg_name(f, r)
+}
+
+fn reg_name(f: &Function, r: u32) -> String {
+    match f.reg_names.get(r as usize) {
+        Some(n) if !n.is_empty() => format!("%{n}"),
+        _ => format!("r{r}"),
+    }
+}

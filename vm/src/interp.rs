@@ -1,0 +1,827 @@
+//! The register interpreter.
+//!
+//! One `match` on the opcode in a loop over the current function's code.
+//! Calls push a [`Frame`] record on an explicit frame stack (never Rust
+//! recursion), and every frame's registers are a window of one shared
+//! register stack, as in Lua. Everything the VM holds (register stack, frame
+//! stack, AD stacks, array heap, result buffer) keeps its capacity between
+//! calls, so after a warm-up call a run allocates nothing.
+//!
+//! Only verified functions are entered ([`Program::is_verified`]); see
+//! `verify.rs` for what that proves and `regs.rs` for the unchecked register
+//! access it allows. The interrupt flag and the fuel limit are checked at
+//! backward jumps and calls only, which bounds the work between checks by
+//! the length of the code.
+
+use crate::bytecode::{Function, Instr, Program};
+use crate::heap::Heap;
+use crate::ir::{FuncId, Loc, RetType};
+use crate::op::Op;
+use crate::regs::Window;
+use crate::types::{Type, Value};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Resource limits. Each has a command-line flag in `advm`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Deepest call nesting (`--max-depth`).
+    pub max_call_depth: usize,
+    /// Instructions one top-level call may execute (`--fuel`); `None` is
+    /// unlimited.
+    pub fuel: Option<u64>,
+    /// Largest array `anew` may create, in elements (`--max-array`).
+    pub max_array_len: usize,
+    /// Bytes the comms and block stacks may hold together during one
+    /// gradient call (`--max-stack-bytes`).
+    pub max_stack_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_call_depth: 100_000,
+            fuel: None,
+            max_array_len: 1 << 28,
+            max_stack_bytes: 1 << 31,
+        }
+    }
+}
+
+/// What went wrong at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TrapKind {
+    DivByZero,
+    RemByZero,
+    OutOfBounds { index: i64, len: usize },
+    NegativeLength(i64),
+    ArrayTooLarge { len: i64, limit: usize },
+    FtoiInvalid(f64),
+    CallDepth { limit: usize },
+    OutOfFuel { limit: u64 },
+    Interrupted,
+    StackLimit { limit: usize },
+    OutOfMemory,
+    StackUnderflow,
+    BadHandle,
+    NoShadow,
+    BadBlockId(u32),
+    NotVerified,
+    ArgMismatch(String),
+}
+
+impl fmt::Display for TrapKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrapKind::DivByZero => write!(f, "integer division by zero"),
+            TrapKind::RemByZero => write!(f, "integer remainder by zero"),
+            TrapKind::OutOfBounds { index, len } => {
+                write!(f, "array index {index} out of bounds for length {len}")
+            }
+            TrapKind::NegativeLength(n) => write!(f, "anew with negative length {n}"),
+            TrapKind::ArrayTooLarge { len, limit } => write!(
+                f,
+                "anew of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
+            ),
+            TrapKind::FtoiInvalid(x) => write!(f, "ftoi of {x}: not representable as i64"),
+            TrapKind::CallDepth { limit } => {
+                write!(f, "call depth exceeded (limit {limit}; raise it with --max-depth)")
+            }
+            TrapKind::OutOfFuel { limit } => {
+                write!(f, "out of fuel: executed {limit} instructions (raise the limit with --fuel)")
+            }
+            TrapKind::Interrupted => write!(f, "interrupted"),
+            TrapKind::StackLimit { limit } => write!(
+                f,
+                "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
+            ),
+            TrapKind::OutOfMemory => write!(f, "out of memory"),
+            TrapKind::StackUnderflow => write!(f, "comms or block stack underflow"),
+            TrapKind::BadHandle => write!(f, "invalid array handle"),
+            TrapKind::NoShadow => write!(f, "array has no shadow (not inside a gradient call)"),
+            TrapKind::BadBlockId(id) => write!(f, "block id {id} outside the dispatch table"),
+            TrapKind::NotVerified => write!(f, "function has not passed the verifier"),
+            TrapKind::ArgMismatch(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+/// A runtime trap: what happened and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trap {
+    pub kind: TrapKind,
+    pub func: String,
+    pub block: String,
+    pub pc: u32,
+    /// The disassembled instruction.
+    pub instr: String,
+    pub loc: Loc,
+}
+
+impl fmt::Display for Trap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "trap: {}", self.kind)?;
+        if !self.func.is_empty() {
+            write!(
+                f,
+                " in @{}, block {}, at `{}`",
+                self.func, self.block, self.instr
+            )?;
+            if self.loc.line > 0 {
+                write!(f, " (line {})", self.loc.line)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Trap {}
+
+/// A suspended caller.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    func: FuncId,
+    base: usize,
+    ret_pc: usize,
+    /// `r0` of the call (result register) or the call site (`call.acc`).
+    dst: u32,
+    site: u32,
+}
+
+/// The virtual machine: reusable state for running programs.
+pub struct Vm {
+    limits: Limits,
+    regs: Vec<u64>,
+    frames: Vec<Frame>,
+    comms: Vec<u64>,
+    blk: Vec<u32>,
+    heap: Heap,
+    results: Vec<u64>,
+    args: Vec<u64>,
+    interrupt: Arc<AtomicBool>,
+    peak_stack: usize,
+    executed: u64,
+}
+
+impl Default for Vm {
+    fn default() -> Vm {
+        Vm::new(Limits::default())
+    }
+}
+
+impl Vm {
+    pub fn new(limits: Limits) -> Vm {
+        Vm {
+            limits,
+            regs: Vec::new(),
+            frames: Vec::new(),
+            comms: Vec::new(),
+            blk: Vec::new(),
+            heap: Heap::default(),
+            results: Vec::new(),
+            args: Vec::new(),
+            interrupt: Arc::new(AtomicBool::new(false)),
+            peak_stack: 0,
+            executed: 0,
+        }
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn limits_mut(&mut self) -> &mut Limits {
+        &mut self.limits
+    }
+
+    /// Setting this flag makes the running call trap with
+    /// [`TrapKind::Interrupted`] at its next backward jump or call. The VM
+    /// does not clear it.
+    pub fn interrupt_handle(&self) -> Arc<AtomicBool> {
+        self.interrupt.clone()
+    }
+
+    /// Forget arrays and stacks; in AD mode arrays get shadows.
+    pub fn begin(&mut self, ad_mode: bool) {
+        self.heap.begin(ad_mode);
+        self.comms.clear();
+        self.blk.clear();
+        self.peak_stack = 0;
+    }
+
+    /// Copy `data` into a new heap array; returns its handle.
+    pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
+        if data.len() > self.limits.max_array_len {
+            return Err(host_trap(TrapKind::ArrayTooLarge {
+                len: data.len() as i64,
+                limit: self.limits.max_array_len,
+            }));
+        }
+        let h = self
+            .heap
+            .alloc(data.len())
+            .map_err(|_| host_trap(TrapKind::OutOfMemory))?;
+        if let Some(a) = self.heap.get_mut(h) {
+            a.copy_from_slice(data);
+        }
+        Ok(h)
+    }
+
+    pub fn array(&self, h: u64) -> Option<&[f64]> {
+        self.heap.get(h)
+    }
+
+    pub fn shadow(&self, h: u64) -> Option<&[f64]> {
+        self.heap.shadow(h)
+    }
+
+    /// Values returned by the last [`Vm::call_raw`]: the `ret` value or the
+    /// `ret.n` list.
+    pub fn results(&self) -> &[u64] {
+        &self.results
+    }
+
+    pub fn comms_len(&self) -> usize {
+        self.comms.len()
+    }
+
+    pub fn blk_len(&self) -> usize {
+        self.blk.len()
+    }
+
+    /// The most bytes the comms and block stacks held since [`Vm::begin`].
+    pub fn peak_stack_bytes(&self) -> usize {
+        self.peak_stack
+    }
+
+    /// Instructions executed by the last call.
+    pub fn executed(&self) -> u64 {
+        self.executed
+    }
+
+    /// Run `f` on host values: a fresh heap, the result converted back.
+    pub fn run(&mut self, prog: &Program, f: FuncId, args: &[Value]) -> Result<Value, Trap> {
+        let func = prog
+            .get(f)
+            .ok_or_else(|| host_trap(TrapKind::ArgMismatch(format!("no function {f}"))))?;
+        if func.param_types.len() != args.len() {
+            return Err(host_trap(TrapKind::ArgMismatch(format!(
+                "@{} takes {} argument(s), got {}",
+                func.name,
+                func.param_types.len(),
+                args.len()
+            ))));
+        }
+        self.begin(false);
+        let mut raw = std::mem::take(&mut self.args);
+        raw.clear();
+        for (i, (a, t)) in args.iter().zip(&func.param_types).enumerate() {
+            if a.ty() != *t {
+                self.args = raw;
+                return Err(host_trap(TrapKind::ArgMismatch(format!(
+                    "argument {} of @{} must be {t}, got {}",
+                    i + 1,
+                    func.name,
+                    a.ty()
+                ))));
+            }
+            let bits = match a {
+                Value::F64(x) => x.to_bits(),
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => *b as u64,
+                Value::Arr(xs) => match self.alloc_array(xs) {
+                    Ok(h) => h,
+                    Err(t) => {
+                        self.args = raw;
+                        return Err(t);
+                    }
+                },
+            };
+            raw.push(bits);
+        }
+        let result = self.call_raw(prog, f, &raw);
+        self.args = raw;
+        result?;
+        let bits = self.results.first().copied().unwrap_or(0);
+        Ok(match &func.ret {
+            RetType::One(Type::F64) => Value::F64(f64::from_bits(bits)),
+            RetType::One(Type::I64) => Value::I64(bits as i64),
+            RetType::One(Type::Bool) => Value::Bool(bits != 0),
+            RetType::One(Type::Arr) => {
+                Value::Arr(self.heap.get(bits).map(|a| a.to_vec()).unwrap_or_default())
+            }
+            RetType::Many(_) => {
+                Value::Arr(self.results.iter().map(|b| f64::from_bits(*b)).collect())
+            }
+        })
+    }
+
+    /// Call `f` with raw 64-bit arguments, keeping the heap and stacks as
+    /// they are (the AD driver runs a forward and a reverse call in one
+    /// [`Vm::begin`]). Results are in [`Vm::results`].
+    pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
+        let Some(func) = prog.get(f) else {
+            return Err(host_trap(TrapKind::ArgMismatch(format!("no function {f}"))));
+        };
+        if func.param_types.len() != args.len() {
+            return Err(host_trap(TrapKind::ArgMismatch(format!(
+                "@{} takes {} argument(s), got {}",
+                func.name,
+                func.param_types.len(),
+                args.len()
+            ))));
+        }
+        if !prog.is_verified(f) {
+            return Err(trap_at(func, 0, TrapKind::NotVerified));
+        }
+        self.frames.clear();
+        let result = self.exec(prog, f, args);
+        let bytes = self.comms.len() * 8 + self.blk.len() * 4;
+        self.peak_stack = self.peak_stack.max(bytes);
+        result
+    }
+
+    /// Prepare the frame of `f` at `base`: registers exist, constants loaded,
+    /// the rest zeroed (parameters are written by the caller afterwards).
+    fn enter(&mut self, f: &Function, base: usize) -> Result<(), TrapKind> {
+        let n = f.nregs();
+        let end = base + n;
+        if self.regs.len() < end {
+            self.regs
+                .try_reserve(end - self.regs.len())
+                .map_err(|_| TrapKind::OutOfMemory)?;
+            self.regs.resize(end, 0);
+        }
+        let np = f.param_types.len();
+        let frame = &mut self.regs[base..end];
+        frame[np..np + f.consts.len()].copy_from_slice(&f.consts);
+        frame[np + f.consts.len()..].fill(0);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trap(&self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+        trap_at(prog.func(f), pc, kind)
+    }
+
+    #[cold]
+    fn grow_comms(&mut self) -> Result<(), TrapKind> {
+        let limit = self.limits.max_stack_bytes;
+        let used = self.comms.len() * 8 + self.blk.len() * 4;
+        if used + 8 > limit {
+            return Err(TrapKind::StackLimit { limit });
+        }
+        let room = (limit - used) / 8;
+        let want = self.comms.len().max(256).min(room.max(1));
+        self.comms
+            .try_reserve(want)
+            .map_err(|_| TrapKind::OutOfMemory)
+    }
+
+    #[cold]
+    fn grow_blk(&mut self) -> Result<(), TrapKind> {
+        let limit = self.limits.max_stack_bytes;
+        let used = self.comms.len() * 8 + self.blk.len() * 4;
+        if used + 4 > limit {
+            return Err(TrapKind::StackLimit { limit });
+        }
+        let room = (limit - used) / 4;
+        let want = self.blk.len().max(256).min(room.max(1));
+        self.blk
+            .try_reserve(want)
+            .map_err(|_| TrapKind::OutOfMemory)
+    }
+
+    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
+        let fuel = self.limits.fuel.unwrap_or(u64::MAX);
+        let max_depth = self.limits.max_call_depth;
+        let max_array = self.limits.max_array_len;
+        let interrupt = self.interrupt.clone();
+        let mut steps: u64 = 0;
+
+        let mut fid = entry;
+        let mut f = prog.func(fid);
+        let mut base = 0usize;
+        self.enter(f, base)
+            .map_err(|k| self.trap(prog, fid, 0, k))?;
+        self.regs[..args.len()].copy_from_slice(args);
+        let mut w = Window::new(&mut self.regs, base, f.nregs());
+        let mut code: &[Instr] = &f.code;
+        let mut pc = 0usize;
+        let mut seg = 0usize;
+
+        macro_rules! trap {
+            ($kind:expr) => {{
+                self.executed = steps + (pc - seg + 1) as u64;
+                return Err(self.trap(prog, fid, pc, $kind));
+            }};
+        }
+        macro_rules! fr {
+            ($r:expr) => {
+                f64::from_bits(w.get($r as u32))
+            };
+        }
+        macro_rules! ir {
+            ($r:expr) => {
+                w.get($r as u32) as i64
+            };
+        }
+        macro_rules! setf {
+            ($r:expr, $v:expr) => {
+                w.set($r as u32, ($v).to_bits())
+            };
+        }
+        macro_rules! seti {
+            ($r:expr, $v:expr) => {
+                w.set($r as u32, ($v) as u64)
+            };
+        }
+        macro_rules! setb {
+            ($r:expr, $v:expr) => {
+                w.set($r as u32, ($v) as u64)
+            };
+        }
+        macro_rules! ff {
+            ($ins:expr, $e:expr) => {{
+                let a = fr!($ins.r1);
+                let b = fr!($ins.r2);
+                let e: fn(f64, f64) -> f64 = $e;
+                setf!($ins.r0, e(a, b));
+            }};
+        }
+        macro_rules! uf {
+            ($ins:expr, $e:expr) => {{
+                let a = fr!($ins.r1);
+                let e: fn(f64) -> f64 = $e;
+                setf!($ins.r0, e(a));
+            }};
+        }
+        macro_rules! cmpf {
+            ($ins:expr, $op:tt) => {{
+                let a = fr!($ins.r1);
+                let b = fr!($ins.r2);
+                setb!($ins.r0, a $op b);
+            }};
+        }
+        macro_rules! cmpi {
+            ($ins:expr, $op:tt) => {{
+                let a = ir!($ins.r1);
+                let b = ir!($ins.r2);
+                setb!($ins.r0, a $op b);
+            }};
+        }
+        // A taken jump to `target`: count the finished run of instructions;
+        // on a backward jump, check fuel and the interrupt flag.
+        macro_rules! goto {
+            ($target:expr) => {{
+                let target = $target as usize;
+                steps += (pc - seg + 1) as u64;
+                if target <= pc {
+                    if steps > fuel {
+                        trap!(TrapKind::OutOfFuel { limit: fuel });
+                    }
+                    if interrupt.load(Ordering::Relaxed) {
+                        trap!(TrapKind::Interrupted);
+                    }
+                }
+                pc = target;
+                seg = target;
+                continue;
+            }};
+        }
+
+        loop {
+            let ins = code[pc];
+            match ins.op {
+                Op::AddF => ff!(ins, |a, b| a + b),
+                Op::SubF => ff!(ins, |a, b| a - b),
+                Op::MulF => ff!(ins, |a, b| a * b),
+                Op::DivF => ff!(ins, |a, b| a / b),
+                Op::PowF => ff!(ins, f64::powf),
+                Op::MinF => ff!(ins, |a, b| if b < a { b } else { a }),
+                Op::MaxF => ff!(ins, |a, b| if b > a { b } else { a }),
+                Op::NegF => uf!(ins, |a| -a),
+                Op::Sin => uf!(ins, f64::sin),
+                Op::Cos => uf!(ins, f64::cos),
+                Op::Tan => uf!(ins, f64::tan),
+                Op::Exp => uf!(ins, f64::exp),
+                Op::Log => uf!(ins, f64::ln),
+                Op::Sqrt => uf!(ins, f64::sqrt),
+                Op::Tanh => uf!(ins, f64::tanh),
+                Op::AbsF => uf!(ins, f64::abs),
+                Op::AddI => seti!(ins.r0, ir!(ins.r1).wrapping_add(ir!(ins.r2))),
+                Op::SubI => seti!(ins.r0, ir!(ins.r1).wrapping_sub(ir!(ins.r2))),
+                Op::MulI => seti!(ins.r0, ir!(ins.r1).wrapping_mul(ir!(ins.r2))),
+                Op::DivI => {
+                    let b = ir!(ins.r2);
+                    if b == 0 {
+                        trap!(TrapKind::DivByZero);
+                    }
+                    seti!(ins.r0, ir!(ins.r1).wrapping_div(b));
+                }
+                Op::RemI => {
+                    let b = ir!(ins.r2);
+                    if b == 0 {
+                        trap!(TrapKind::RemByZero);
+                    }
+                    seti!(ins.r0, ir!(ins.r1).wrapping_rem(b));
+                }
+                Op::MinI => {
+                    let (a, b) = (ir!(ins.r1), ir!(ins.r2));
+                    seti!(ins.r0, if b < a { b } else { a });
+                }
+                Op::MaxI => {
+                    let (a, b) = (ir!(ins.r1), ir!(ins.r2));
+                    seti!(ins.r0, if b > a { b } else { a });
+                }
+                Op::NegI => seti!(ins.r0, ir!(ins.r1).wrapping_neg()),
+                Op::LtF => cmpf!(ins, <),
+                Op::LeF => cmpf!(ins, <=),
+                Op::GtF => cmpf!(ins, >),
+                Op::GeF => cmpf!(ins, >=),
+                Op::EqF => cmpf!(ins, ==),
+                Op::NeF => cmpf!(ins, !=),
+                Op::LtI => cmpi!(ins, <),
+                Op::LeI => cmpi!(ins, <=),
+                Op::GtI => cmpi!(ins, >),
+                Op::GeI => cmpi!(ins, >=),
+                Op::EqI => cmpi!(ins, ==),
+                Op::NeI => cmpi!(ins, !=),
+                Op::And => setb!(
+                    ins.r0,
+                    (w.get(ins.r1 as u32) != 0) & (w.get(ins.r2 as u32) != 0)
+                ),
+                Op::Or => setb!(
+                    ins.r0,
+                    (w.get(ins.r1 as u32) != 0) | (w.get(ins.r2 as u32) != 0)
+                ),
+                Op::Not => setb!(ins.r0, w.get(ins.r1 as u32) == 0),
+                Op::Select => {
+                    let v = if w.get(ins.r1 as u32) != 0 {
+                        w.get(ins.r2 as u32)
+                    } else {
+                        w.get(ins.x)
+                    };
+                    w.set(ins.r0 as u32, v);
+                }
+                Op::Mov | Op::NoGrad => w.set(ins.r0 as u32, w.get(ins.r1 as u32)),
+                Op::ItoF => setf!(ins.r0, ir!(ins.r1) as f64),
+                Op::FtoI => {
+                    let x = fr!(ins.r1).trunc();
+                    if !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&x) {
+                        trap!(TrapKind::FtoiInvalid(fr!(ins.r1)));
+                    }
+                    seti!(ins.r0, x as i64);
+                }
+                Op::ANew => {
+                    let n = ir!(ins.r1);
+                    if n < 0 {
+                        trap!(TrapKind::NegativeLength(n));
+                    }
+                    if n as u64 > max_array as u64 {
+                        trap!(TrapKind::ArrayTooLarge {
+                            len: n,
+                            limit: max_array
+                        });
+                    }
+                    match self.heap.alloc(n as usize) {
+                        Ok(h) => w.set(ins.r0 as u32, h),
+                        Err(_) => trap!(TrapKind::OutOfMemory),
+                    }
+                }
+                Op::ALen => match self.heap.get(w.get(ins.r1 as u32)) {
+                    Some(a) => seti!(ins.r0, a.len()),
+                    None => trap!(TrapKind::BadHandle),
+                },
+                Op::AGet => {
+                    let i = ir!(ins.r2);
+                    match self.heap.get(w.get(ins.r1 as u32)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => setf!(ins.r0, *v),
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
+                Op::ASet => {
+                    let i = ir!(ins.r1);
+                    let v = fr!(ins.r2);
+                    match self.heap.get_mut(w.get(ins.r0 as u32)) {
+                        Some(a) => {
+                            let len = a.len();
+                            match a.get_mut(i as usize) {
+                                Some(slot) if i >= 0 => *slot = v,
+                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
+                            }
+                        }
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
+                Op::Call | Op::CallAcc => {
+                    let site = &f.sites[ins.x as usize];
+                    let callee_id = site.func;
+                    if !prog.is_verified(callee_id) {
+                        trap!(TrapKind::NotVerified);
+                    }
+                    if self.frames.len() + 1 >= max_depth {
+                        trap!(TrapKind::CallDepth { limit: max_depth });
+                    }
+                    steps += (pc - seg + 1) as u64;
+                    if steps > fuel {
+                        trap!(TrapKind::OutOfFuel { limit: fuel });
+                    }
+                    if interrupt.load(Ordering::Relaxed) {
+                        trap!(TrapKind::Interrupted);
+                    }
+                    let callee = prog.func(callee_id);
+                    let new_base = base + f.nregs();
+                    if let Err(k) = self.enter(callee, new_base) {
+                        trap!(k);
+                    }
+                    for (i, a) in site.args.iter().enumerate() {
+                        self.regs[new_base + i] = self.regs[base + *a as usize];
+                    }
+                    if self.frames.len() == self.frames.capacity()
+                        && self.frames.try_reserve(64).is_err()
+                    {
+                        trap!(TrapKind::OutOfMemory);
+                    }
+                    self.frames.push(Frame {
+                        func: fid,
+                        base,
+                        ret_pc: pc + 1,
+                        dst: ins.r0 as u32,
+                        site: ins.x,
+                    });
+                    fid = callee_id;
+                    f = callee;
+                    code = &f.code;
+                    base = new_base;
+                    w = Window::new(&mut self.regs, base, f.nregs());
+                    pc = 0;
+                    seg = 0;
+                    continue;
+                }
+                Op::Ret => {
+                    let v = w.get(ins.r0 as u32);
+                    steps += (pc - seg + 1) as u64;
+                    let Some(frame) = self.frames.pop() else {
+                        self.results.clear();
+                        self.results.push(v);
+                        self.executed = steps;
+                        return Ok(());
+                    };
+                    fid = frame.func;
+                    f = prog.func(fid);
+                    code = &f.code;
+                    base = frame.base;
+                    w = Window::new(&mut self.regs, base, f.nregs());
+                    w.set(frame.dst, v);
+                    pc = frame.ret_pc;
+                    seg = pc;
+                    continue;
+                }
+                Op::RetN => {
+                    let list = &f.lists[ins.x as usize];
+                    steps += (pc - seg + 1) as u64;
+                    let Some(frame) = self.frames.pop() else {
+                        self.results.clear();
+                        for r in list {
+                            self.results.push(w.get(*r as u32));
+                        }
+                        self.executed = steps;
+                        return Ok(());
+                    };
+                    let callee_base = base;
+                    fid = frame.func;
+                    f = prog.func(fid);
+                    code = &f.code;
+                    base = frame.base;
+                    let site = &f.sites[frame.site as usize];
+                    for (r, acc) in list.iter().zip(&site.rets) {
+                        let v = f64::from_bits(self.regs[callee_base + *r as usize]);
+                        let slot = &mut self.regs[base + *acc as usize];
+                        *slot = (f64::from_bits(*slot) + v).to_bits();
+                    }
+                    w = Window::new(&mut self.regs, base, f.nregs());
+                    pc = frame.ret_pc;
+                    seg = pc;
+                    continue;
+                }
+                Op::Jmp => goto!(ins.x),
+                Op::JmpIf => {
+                    if w.get(ins.r0 as u32) != 0 {
+                        goto!(ins.x);
+                    }
+                }
+                Op::JmpIfNot => {
+                    if w.get(ins.r0 as u32) == 0 {
+                        goto!(ins.x);
+                    }
+                }
+                Op::BlkPush => {
+                    if self.blk.len() == self.blk.capacity() {
+                        if let Err(k) = self.grow_blk() {
+                            trap!(k);
+                        }
+                    }
+                    self.blk.push(ins.x);
+                }
+                Op::BlkPop => {
+                    let Some(id) = self.blk.pop() else {
+                        trap!(TrapKind::StackUnderflow);
+                    };
+                    match f.tables[ins.x as usize].get(id as usize) {
+                        Some(t) => goto!(*t),
+                        None => trap!(TrapKind::BadBlockId(id)),
+                    }
+                }
+                Op::CommsPush => {
+                    if self.comms.len() == self.comms.capacity() {
+                        if let Err(k) = self.grow_comms() {
+                            trap!(k);
+                        }
+                    }
+                    self.comms.push(w.get(ins.r0 as u32));
+                }
+                Op::CommsPop => match self.comms.pop() {
+                    Some(v) => w.set(ins.r0 as u32, v),
+                    None => trap!(TrapKind::StackUnderflow),
+                },
+                Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
+                Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
+                Op::AccMul => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
+                Op::Zero => w.set(ins.r0 as u32, 0),
+                Op::ShadowAcc => {
+                    let h = w.get(ins.r0 as u32);
+                    let i = ir!(ins.r1);
+                    let v = fr!(ins.r2);
+                    let ad = self.heap.is_ad();
+                    match self.heap.shadow_mut(h) {
+                        Some(s) => {
+                            let len = s.len();
+                            match s.get_mut(i as usize) {
+                                Some(slot) if i >= 0 => *slot += v,
+                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
+                            }
+                        }
+                        None if !ad => trap!(TrapKind::NoShadow),
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
+                Op::ShadowTake => {
+                    let h = w.get(ins.r1 as u32);
+                    let i = ir!(ins.r2);
+                    let ad = self.heap.is_ad();
+                    match self.heap.shadow_mut(h) {
+                        Some(s) => {
+                            let len = s.len();
+                            match s.get_mut(i as usize) {
+                                Some(slot) if i >= 0 => {
+                                    let v = std::mem::replace(slot, 0.0);
+                                    setf!(ins.r0, v);
+                                }
+                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
+                            }
+                        }
+                        None if !ad => trap!(TrapKind::NoShadow),
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
+            }
+            pc += 1;
+        }
+    }
+}
+
+/// A trap raised outside any function (bad host arguments, allocation).
+fn host_trap(kind: TrapKind) -> Trap {
+    Trap {
+        kind,
+        func: String::new(),
+        block: String::new(),
+        pc: 0,
+        instr: String::new(),
+        loc: Loc::default(),
+    }
+}
+
+fn trap_at(f: &Function, pc: usize, kind: TrapKind) -> Trap {
+    Trap {
+        kind,
+        func: f.name.clone(),
+        block: f.block_of(pc).to_string(),
+        pc: pc as u32,
+        instr: if pc < f.code.len() {
+            crate::disasm::instr(f, pc)
+        } else {
+            String::new()
+        },
+        loc: f.locs.get(pc).copied().unwrap_or_default(),
+    }
+}

@@ -1,0 +1,396 @@
+//! SSA IR to register bytecode.
+//!
+//! * Every IR value gets its own register: parameters first (parameter `i`
+//!   in register `i`), then constants (loaded from `consts` on frame entry),
+//!   then everything else in value order, then scratch registers for
+//!   breaking copy cycles. This needs no SSA: reverse functions from the AD
+//!   stage write their accumulators many times and lower the same way.
+//! * Phis become parallel copies on the edge actually taken: `jmp B` emits
+//!   `B`'s copies for this edge before the jump; `br c, T, E` jumps to an
+//!   edge-local copy sequence for whichever side has copies. Copies are
+//!   sequentialised so that cycles (the swap `a <- b, b <- a`) go through a
+//!   scratch register.
+//! * Blocks are laid out in IR order; a jump to the next block is omitted.
+
+use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
+use crate::ir::{self, BlockId, Loc, Term, ValueId};
+use crate::op::{Op, Operand};
+use crate::types::Type;
+use std::fmt;
+
+/// Why a function could not be lowered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LowerError {
+    /// The frame would need more registers than a `u16` can name.
+    TooManyRegisters { func: String, needed: usize },
+    /// A phi has no incoming value for an edge that reaches its block.
+    MissingPhiEdge { func: String, block: String },
+    /// A `blk.pop` targets a block with phis (edge copies need a unique edge).
+    PhiOnDispatchEdge { func: String, block: String },
+    /// An instruction's operands do not fit its opcode.
+    BadInstruction {
+        func: String,
+        block: String,
+        detail: String,
+    },
+    /// More instructions than a `u32` jump target can name.
+    TooMuchCode { func: String },
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LowerError::TooManyRegisters { func, needed } => {
+                write!(
+                    f,
+                    "@{func} needs {needed} registers; a frame holds at most 65535"
+                )
+            }
+            LowerError::MissingPhiEdge { func, block } => {
+                write!(
+                    f,
+                    "@{func}: a phi of block {block} has no value for one of its incoming edges"
+                )
+            }
+            LowerError::PhiOnDispatchEdge { func, block } => {
+                write!(f, "@{func}: blk.pop targets block {block}, which has phis")
+            }
+            LowerError::BadInstruction {
+                func,
+                block,
+                detail,
+            } => {
+                write!(f, "@{func}, block {block}: {detail}")
+            }
+            LowerError::TooMuchCode { func } => write!(f, "@{func} is too large"),
+        }
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+/// Lower every function of a module (same ids).
+pub fn lower_module(m: &ir::Module) -> Result<Program, LowerError> {
+    let mut p = Program::new();
+    for f in &m.funcs {
+        p.push(lower_function(f)?);
+    }
+    Ok(p)
+}
+
+/// Where a jump must be patched to.
+enum Fixup {
+    Block(BlockId),
+    Pc(usize),
+}
+
+struct Lowerer<'f> {
+    f: &'f ir::Function,
+    reg: Vec<Reg>,
+    reg_types: Vec<Type>,
+    reg_names: Vec<String>,
+    scratch: Vec<(Type, Reg)>,
+    code: Vec<Instr>,
+    locs: Vec<Loc>,
+    fixups: Vec<(usize, Fixup)>,
+    sites: Vec<CallSite>,
+    tables: Vec<Vec<u32>>,
+    table_blocks: Vec<Vec<BlockId>>,
+    lists: Vec<Vec<Reg>>,
+}
+
+/// Lower one function.
+pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
+    let n = f.values.len();
+    let nparams = f.params.len();
+    let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
+    let mut is_param = vec![false; n];
+    for p in &f.params {
+        if p.index() < n {
+            is_param[p.index()] = true;
+        }
+    }
+    let consts: Vec<usize> = (0..n)
+        .filter(|&i| f.values[i].konst.is_some() && !is_param[i])
+        .collect();
+    order.extend(&consts);
+    order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none()));
+    if order.len() > u16::MAX as usize - 8 {
+        return Err(LowerError::TooManyRegisters {
+            func: f.name.clone(),
+            needed: order.len(),
+        });
+    }
+    let mut reg = vec![0 as Reg; n];
+    let mut reg_types = Vec::with_capacity(order.len());
+    let mut reg_names = Vec::with_capacity(order.len());
+    for (r, &v) in order.iter().enumerate() {
+        reg[v] = r as Reg;
+        reg_types.push(f.values[v].ty);
+        reg_names.push(f.values[v].name.clone().unwrap_or_default());
+    }
+    let mut l = Lowerer {
+        f,
+        reg,
+        reg_types,
+        reg_names,
+        scratch: Vec::new(),
+        code: Vec::new(),
+        locs: Vec::new(),
+        fixups: Vec::new(),
+        sites: Vec::new(),
+        tables: Vec::new(),
+        table_blocks: Vec::new(),
+        lists: Vec::new(),
+    };
+    let mut starts = vec![0u32; f.blocks.len()];
+    let mut blocks = Vec::with_capacity(f.blocks.len());
+    for (bi, b) in f.blocks.iter().enumerate() {
+        starts[bi] = l.code.len() as u32;
+        blocks.push(BlockMark {
+            name: b.name.clone(),
+            start: l.code.len() as u32,
+        });
+        for inst in &b.insts {
+            l.inst(inst, &b.name)?;
+        }
+        l.term(BlockId(bi as u32), b)?;
+    }
+    if l.code.len() >= u32::MAX as usize {
+        return Err(LowerError::TooMuchCode {
+            func: f.name.clone(),
+        });
+    }
+    for (pc, fix) in std::mem::take(&mut l.fixups) {
+        let target = match fix {
+            Fixup::Block(b) => starts[b.index()],
+            Fixup::Pc(p) => p as u32,
+        };
+        l.code[pc].x = target;
+    }
+    for (t, bs) in l.tables.iter_mut().zip(&l.table_blocks) {
+        *t = bs.iter().map(|b| starts[b.index()]).collect();
+    }
+    let consts_bits = consts
+        .iter()
+        .map(|&i| f.values[i].konst.unwrap_or(0))
+        .collect();
+    Ok(Function {
+        name: f.name.clone(),
+        param_types: f.params.iter().map(|p| f.ty(*p)).collect(),
+        ret: f.ret.clone(),
+        reg_types: l.reg_types,
+        consts: consts_bits,
+        code: l.code,
+        sites: l.sites,
+        tables: l.tables,
+        lists: l.lists,
+        blocks,
+        locs: l.locs,
+        reg_names: l.reg_names,
+    })
+    .map(|func| {
+        debug_assert_eq!(func.param_types.len(), nparams);
+        func
+    })
+}
+
+impl Lowerer<'_> {
+    fn r(&self, v: ValueId) -> Reg {
+        self.reg.get(v.index()).copied().unwrap_or(0)
+    }
+
+    fn emit(&mut self, i: Instr, loc: Loc) -> usize {
+        self.code.push(i);
+        self.locs.push(loc);
+        self.code.len() - 1
+    }
+
+    fn bad(&self, block: &str, detail: String) -> LowerError {
+        LowerError::BadInstruction {
+            func: self.f.name.clone(),
+            block: block.to_string(),
+            detail,
+        }
+    }
+
+    fn inst(&mut self, inst: &ir::Inst, block: &str) -> Result<(), LowerError> {
+        let mut regs: Vec<u32> = Vec::with_capacity(4);
+        let mut args = inst.args.iter();
+        let mut x = 0u32;
+        for operand in inst.op.operands() {
+            match operand {
+                Operand::Def(_) => {
+                    let d = inst.dst.ok_or_else(|| {
+                        self.bad(block, format!("{} needs a destination", inst.op.mnemonic()))
+                    })?;
+                    regs.push(self.r(d) as u32);
+                }
+                Operand::Use(_) | Operand::InOut(_) => {
+                    let a = args.next().ok_or_else(|| {
+                        self.bad(
+                            block,
+                            format!("{} is missing an operand", inst.op.mnemonic()),
+                        )
+                    })?;
+                    regs.push(self.r(*a) as u32);
+                }
+                Operand::Site => {
+                    let callee = inst
+                        .callee
+                        .ok_or_else(|| self.bad(block, "call without a callee".into()))?;
+                    // For calls, `args` are the call arguments, not operands.
+                    self.sites.push(CallSite {
+                        func: callee,
+                        args: inst.args.iter().map(|a| self.r(*a)).collect(),
+                        rets: inst.accs.iter().map(|a| self.r(*a)).collect(),
+                    });
+                    x = self.sites.len() as u32 - 1;
+                }
+                Operand::Imm => x = inst.imm,
+                Operand::Target | Operand::Table | Operand::List => {
+                    return Err(self.bad(block, format!("{} is a terminator", inst.op.mnemonic())));
+                }
+            }
+        }
+        let reg = |i: usize| regs.get(i).copied().unwrap_or(0);
+        if regs.len() == 4 {
+            x = reg(3);
+        }
+        let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
+        self.emit(i, inst.loc);
+        Ok(())
+    }
+
+    /// The parallel copies of the edge `from -> to`, as (dst, src) registers.
+    fn edge_copies(&self, from: BlockId, to: BlockId) -> Result<Vec<(Reg, Reg)>, LowerError> {
+        let target = &self.f.blocks[to.index()];
+        let mut copies = Vec::with_capacity(target.phis.len());
+        for phi in &target.phis {
+            let v = phi
+                .incoming
+                .iter()
+                .find(|(l, _)| *l == from)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| LowerError::MissingPhiEdge {
+                    func: self.f.name.clone(),
+                    block: target.name.clone(),
+                })?;
+            copies.push((self.r(phi.dst), self.r(v)));
+        }
+        Ok(copies)
+    }
+
+    fn scratch(&mut self, ty: Type) -> Reg {
+        if let Some((_, r)) = self.scratch.iter().find(|(t, _)| *t == ty) {
+            return *r;
+        }
+        let r = self.reg_types.len() as Reg;
+        self.reg_types.push(ty);
+        self.reg_names.push(String::new());
+        self.scratch.push((ty, r));
+        r
+    }
+
+    /// Emit a parallel copy as a sequence of moves.
+    fn copies(&mut self, mut pending: Vec<(Reg, Reg)>, loc: Loc) {
+        pending.retain(|(d, s)| d != s);
+        while !pending.is_empty() {
+            // A copy whose destination no other copy still reads can go now.
+            if let Some(i) = (0..pending.len()).find(|&i| {
+                let d = pending[i].0;
+                !pending.iter().any(|(_, s)| *s == d)
+            }) {
+                let (d, s) = pending.remove(i);
+                self.emit(Instr::new(Op::Mov, d, s, 0, 0), loc);
+                continue;
+            }
+            // Only cycles remain: save one destination's old value and let
+            // its readers read the saved copy.
+            let d = pending[0].0;
+            let t = self.scratch(self.reg_types[d as usize]);
+            self.emit(Instr::new(Op::Mov, t, d, 0, 0), loc);
+            for (_, s) in &mut pending {
+                if *s == d {
+                    *s = t;
+                }
+            }
+        }
+    }
+
+    fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
+        let pc = self.emit(Instr::new(op, cond, 0, 0, 0), loc);
+        self.fixups.push((pc, fix));
+    }
+
+    fn term(&mut self, here: BlockId, b: &ir::Block) -> Result<(), LowerError> {
+        let loc = b.term_loc;
+        let next = BlockId(here.0 + 1);
+        match &b.term {
+            Term::Jmp(to) => {
+                let copies = self.edge_copies(here, *to)?;
+                self.copies(copies, loc);
+                if *to != next {
+                    self.jump(Op::Jmp, 0, Fixup::Block(*to), loc);
+                }
+            }
+            Term::Br { cond, then_, else_ } => {
+                let c = self.r(*cond);
+                let ct = self.edge_copies(here, *then_)?;
+                let ce = self.edge_copies(here, *else_)?;
+                let ct_trivial = ct.iter().all(|(d, s)| d == s);
+                let ce_trivial = ce.iter().all(|(d, s)| d == s);
+                if ct_trivial {
+                    // jmp.if c -> then; [else copies]; jmp else
+                    self.jump(Op::JmpIf, c, Fixup::Block(*then_), loc);
+                    self.copies(ce, loc);
+                    if *else_ != next {
+                        self.jump(Op::Jmp, 0, Fixup::Block(*else_), loc);
+                    }
+                } else if ce_trivial {
+                    self.jump(Op::JmpIfNot, c, Fixup::Block(*else_), loc);
+                    self.copies(ct, loc);
+                    if *then_ != next {
+                        self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
+                    }
+                } else {
+                    let skip = self.code.len();
+                    self.jump(Op::JmpIfNot, c, Fixup::Pc(0), loc);
+                    self.copies(ct, loc);
+                    self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
+                    let else_pc = self.code.len();
+                    if let Some(f) = self.fixups.iter_mut().find(|(pc, _)| *pc == skip) {
+                        f.1 = Fixup::Pc(else_pc);
+                    }
+                    self.copies(ce, loc);
+                    self.jump(Op::Jmp, 0, Fixup::Block(*else_), loc);
+                }
+            }
+            Term::Ret(v) => {
+                let r = self.r(*v);
+                self.emit(Instr::new(Op::Ret, r, 0, 0, 0), loc);
+            }
+            Term::RetN(vs) => {
+                let list = vs.iter().map(|v| self.r(*v)).collect();
+                self.lists.push(list);
+                let x = self.lists.len() as u32 - 1;
+                self.emit(Instr::new(Op::RetN, 0, 0, 0, x), loc);
+            }
+            Term::BlkPop(targets) => {
+                for t in targets {
+                    if !self.f.blocks[t.index()].phis.is_empty() {
+                        return Err(LowerError::PhiOnDispatchEdge {
+                            func: self.f.name.clone(),
+                            block: self.f.blocks[t.index()].name.clone(),
+                        });
+                    }
+                }
+                self.tables.push(Vec::new());
+                self.table_blocks.push(targets.clone());
+                let x = self.tables.len() as u32 - 1;
+                self.emit(Instr::new(Op::BlkPop, 0, 0, 0, x), loc);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,379 @@
+//! The bytecode verifier.
+//!
+//! **Invariant:** no [`Program`] whose functions pass [`verify_function`]
+//! can make the interpreter panic, index out of bounds, or hit undefined
+//! behaviour. The interpreter only enters functions marked verified
+//! ([`Program::is_verified`]) and, in `regs.rs`, reads and writes registers
+//! without bounds checks on the strength of these checks:
+//!
+//! 1. `reg_types.len() <= 65535`, and every parameter type is the matching
+//!    prefix of `reg_types`; `param_types.len() + consts.len() <= nregs`,
+//!    and no constant register is an array.
+//! 2. Every register operand (`r0`, `r1`, `r2`, and `x` where the opcode
+//!    has a fourth register) is `< nregs` and has the type the opcode table
+//!    requires; all `T` operands of one instruction have the same type.
+//! 3. Jump targets are `< code.len()`; jump-table, list and call-site
+//!    indices are in range and every jump-table entry is `< code.len()`.
+//! 4. Call sites: the callee exists; argument count and register types match
+//!    its parameters; `call` targets a callee returning one value whose type
+//!    is `r0`'s; `call.acc` targets a callee returning several f64 values,
+//!    one per `rets` register, each an f64 register.
+//! 5. `ret` returns a register of the function's single return type; `ret.n`
+//!    returns a list matching the function's return types.
+//! 6. The code is non-empty and its last instruction is an unconditional
+//!    terminator, so execution never runs off the end.
+//! 7. `locs` and `reg_names` are empty or as long as `code` / `reg_types`.
+//!
+//! What the verifier cannot decide statically stays a trap at run time:
+//! array bounds and handles, stack underflow, block ids outside a jump
+//! table, call depth, fuel and memory limits.
+
+use crate::bytecode::{Function, Instr, Program};
+use crate::ir::{FuncId, RetType};
+use crate::op::{Op, Operand, Ty};
+use crate::types::Type;
+use std::fmt;
+
+/// One verification failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum VerifyError {
+    /// The frame has more registers than a `u16` can name.
+    TooManyRegisters { func: String, n: usize },
+    /// Parameter or constant registers do not fit the frame or their types.
+    BadFrame { func: String, detail: String },
+    /// A register operand is out of range.
+    RegisterOutOfRange { func: String, pc: usize, reg: u32 },
+    /// A register operand has the wrong type.
+    TypeMismatch {
+        func: String,
+        pc: usize,
+        detail: String,
+    },
+    /// A jump target, table, list or call-site index is out of range.
+    BadIndex {
+        func: String,
+        pc: usize,
+        detail: String,
+    },
+    /// A call does not match its callee's signature.
+    BadCall {
+        func: String,
+        pc: usize,
+        detail: String,
+    },
+    /// A return does not match the function's return type.
+    BadReturn {
+        func: String,
+        pc: usize,
+        detail: String,
+    },
+    /// The code is empty or can run off its end.
+    FallsOffEnd { func: String },
+    /// Debug tables have the wrong length.
+    BadDebugInfo { func: String },
+    /// No such function.
+    NoFunction { id: u32 },
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyError::TooManyRegisters { func, n } => {
+                write!(f, "@{func}: {n} registers (at most 65535)")
+            }
+            VerifyError::BadFrame { func, detail } => write!(f, "@{func}: {detail}"),
+            VerifyError::RegisterOutOfRange { func, pc, reg } => {
+                write!(f, "@{func} at {pc:04}: register r{reg} out of range")
+            }
+            VerifyError::TypeMismatch { func, pc, detail }
+            | VerifyError::BadIndex { func, pc, detail }
+            | VerifyError::BadCall { func, pc, detail }
+            | VerifyError::BadReturn { func, pc, detail } => {
+                write!(f, "@{func} at {pc:04}: {detail}")
+            }
+            VerifyError::FallsOffEnd { func } => {
+                write!(
+                    f,
+                    "@{func}: code is empty or does not end in an unconditional terminator"
+                )
+            }
+            VerifyError::BadDebugInfo { func } => {
+                write!(f, "@{func}: debug tables have the wrong length")
+            }
+            VerifyError::NoFunction { id } => write!(f, "no function fn{id}"),
+        }
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// Verify every function; on success all are marked verified.
+pub fn verify_program(p: &mut Program) -> Result<(), Vec<VerifyError>> {
+    let mut errors = Vec::new();
+    for i in 0..p.len() {
+        if let Err(mut e) = verify_function(p, FuncId(i as u32)) {
+            errors.append(&mut e);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+/// Verify one function and mark it verified if it passes.
+pub fn verify_function(p: &mut Program, id: FuncId) -> Result<(), Vec<VerifyError>> {
+    let Some(f) = p.get(id) else {
+        return Err(vec![VerifyError::NoFunction { id: id.0 }]);
+    };
+    let errors = check_function(p, f);
+    if errors.is_empty() {
+        p.mark_verified(id);
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn check_function(p: &Program, f: &Function) -> Vec<VerifyError> {
+    let mut errs = Vec::new();
+    let name = || f.name.clone();
+    let nregs = f.reg_types.len();
+    if nregs > u16::MAX as usize {
+        errs.push(VerifyError::TooManyRegisters {
+            func: name(),
+            n: nregs,
+        });
+        return errs;
+    }
+    let np = f.param_types.len();
+    if np + f.consts.len() > nregs {
+        errs.push(VerifyError::BadFrame {
+            func: name(),
+            detail: format!(
+                "{np} parameters and {} constants exceed {nregs} registers",
+                f.consts.len()
+            ),
+        });
+        return errs;
+    }
+    if f.param_types.iter().zip(&f.reg_types).any(|(a, b)| a != b) {
+        errs.push(VerifyError::BadFrame {
+            func: name(),
+            detail: "parameter types differ from their registers' types".into(),
+        });
+    }
+    if f.reg_types[np..np + f.consts.len()].contains(&Type::Arr) {
+        errs.push(VerifyError::BadFrame {
+            func: name(),
+            detail: "an array constant".into(),
+        });
+    }
+    if (!f.locs.is_empty() && f.locs.len() != f.code.len())
+        || (!f.reg_names.is_empty() && f.reg_names.len() != nregs)
+    {
+        errs.push(VerifyError::BadDebugInfo { func: name() });
+    }
+    match f.code.last() {
+        Some(last) if matches!(last.op, Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop) => {}
+        _ => errs.push(VerifyError::FallsOffEnd { func: name() }),
+    }
+    for (pc, ins) in f.code.iter().enumerate() {
+        check_instr(p, f, pc, ins, &mut errs);
+    }
+    errs
+}
+
+fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<VerifyError>) {
+    let func = || f.name.clone();
+    let ncode = f.code.len();
+    let mut poly: Option<Type> = None;
+    let mut slot = 0usize;
+    let regs: Vec<Operand> = ins.op.reg_operands().collect();
+    for operand in ins.op.operands() {
+        match operand {
+            Operand::Def(ty) | Operand::Use(ty) | Operand::InOut(ty) => {
+                let r = ins.reg(slot);
+                slot += 1;
+                let Some(actual) = f.reg_types.get(r as usize).copied() else {
+                    errs.push(VerifyError::RegisterOutOfRange {
+                        func: func(),
+                        pc,
+                        reg: r,
+                    });
+                    continue;
+                };
+                match ty.fixed() {
+                    Some(want) if want != actual => errs.push(VerifyError::TypeMismatch {
+                        func: func(),
+                        pc,
+                        detail: format!(
+                            "{} operand r{r} is {actual}, expected {want}",
+                            ins.op.mnemonic()
+                        ),
+                    }),
+                    None if *ty == Ty::T => match poly {
+                        None => poly = Some(actual),
+                        Some(t) if t != actual => errs.push(VerifyError::TypeMismatch {
+                            func: func(),
+                            pc,
+                            detail: format!("{} operands mix {t} and {actual}", ins.op.mnemonic()),
+                        }),
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+            Operand::Target => {
+                if ins.x as usize >= ncode {
+                    errs.push(bad_index(
+                        f,
+                        pc,
+                        format!("jump target {} out of range", ins.x),
+                    ));
+                }
+            }
+            Operand::Table => match f.tables.get(ins.x as usize) {
+                None => errs.push(bad_index(
+                    f,
+                    pc,
+                    format!("jump table {} out of range", ins.x),
+                )),
+                Some(t) => {
+                    if t.iter().any(|&target| target as usize >= ncode) {
+                        errs.push(bad_index(
+                            f,
+                            pc,
+                            format!("jump table {} has a target out of range", ins.x),
+                        ));
+                    }
+                }
+            },
+            Operand::List => match f.lists.get(ins.x as usize) {
+                None => errs.push(bad_index(
+                    f,
+                    pc,
+                    format!("return list {} out of range", ins.x),
+                )),
+                Some(list) => check_ret_list(f, pc, list, errs),
+            },
+            Operand::Site => check_call(p, f, pc, ins, errs),
+            Operand::Imm => {}
+        }
+    }
+    debug_assert_eq!(slot, regs.len());
+    if ins.op == Op::Ret {
+        if let Some(actual) = f.reg_types.get(ins.r0 as usize) {
+            if f.ret != RetType::One(*actual) {
+                errs.push(VerifyError::BadReturn {
+                    func: func(),
+                    pc,
+                    detail: format!("ret of {actual} in a function returning {:?}", f.ret),
+                });
+            }
+        }
+    }
+}
+
+fn bad_index(f: &Function, pc: usize, detail: String) -> VerifyError {
+    VerifyError::BadIndex {
+        func: f.name.clone(),
+        pc,
+        detail,
+    }
+}
+
+fn check_ret_list(f: &Function, pc: usize, list: &[u16], errs: &mut Vec<VerifyError>) {
+    let RetType::Many(want) = &f.ret else {
+        errs.push(VerifyError::BadReturn {
+            func: f.name.clone(),
+            pc,
+            detail: "ret.n in a function returning one value".into(),
+        });
+        return;
+    };
+    let got: Option<Vec<Type>> = list
+        .iter()
+        .map(|r| f.reg_types.get(*r as usize).copied())
+        .collect();
+    if got.as_deref() != Some(want.as_slice()) {
+        errs.push(VerifyError::BadReturn {
+            func: f.name.clone(),
+            pc,
+            detail: "ret.n registers do not match the return types".into(),
+        });
+    }
+}
+
+fn check_call(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<VerifyError>) {
+    let bad = |detail: String| VerifyError::BadCall {
+        func: f.name.clone(),
+        pc,
+        detail,
+    };
+    let Some(site) = f.sites.get(ins.x as usize) else {
+        errs.push(bad_index(
+            f,
+            pc,
+            format!("call site {} out of range", ins.x),
+        ));
+        return;
+    };
+    let Some(callee) = p.get(site.func) else {
+        errs.push(bad(format!("call to missing function {}", site.func)));
+        return;
+    };
+    let arg_types: Option<Vec<Type>> = site
+        .args
+        .iter()
+        .map(|r| f.reg_types.get(*r as usize).copied())
+        .collect();
+    if arg_types.as_deref() != Some(callee.param_types.as_slice()) {
+        errs.push(bad(format!(
+            "arguments do not match the parameters of @{}",
+            callee.name
+        )));
+    }
+    match (ins.op, &callee.ret) {
+        (Op::Call, RetType::One(t)) => {
+            if !site.rets.is_empty() {
+                errs.push(bad("call site of `call` lists accumulators".into()));
+            }
+            if f.reg_types.get(ins.r0 as usize) != Some(t) {
+                errs.push(bad(format!(
+                    "result register does not have @{}'s return type {t}",
+                    callee.name
+                )));
+            }
+        }
+        (Op::CallAcc, RetType::Many(ts)) => {
+            let ok = site.rets.len() == ts.len()
+                && ts.iter().all(|t| *t == Type::F64)
+                && site
+                    .rets
+                    .iter()
+                    .all(|r| f.reg_types.get(*r as usize) == Some(&Type::F64));
+            if !ok {
+                errs.push(bad(format!(
+                    "accumulators do not match the results of @{}",
+                    callee.name
+                )));
+            }
+        }
+        _ => errs.push(bad(format!(
+            "{} cannot call @{}",
+            ins.op.mnemonic(),
+            callee.name
+        ))),
+    }
+}
+
+/// Decode little-endian 12-byte instruction words (see `bytecode.rs`).
+pub fn decode(words: &[[u8; 12]]) -> Result<Vec<Instr>, usize> {
+    words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| Instr::decode(w).ok_or(i))
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! Hand-built IR for vm tests (the vm crate does not depend on the
+//! assembler).
+#![allow(dead_code)]
+
+use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
+use vm::op::Op;
+use vm::Type;
+
+pub struct B {
+    pub f: Function,
+}
+
+impl B {
+    pub fn new(name: &str, params: &[(&str, Type)], ret: Type) -> B {
+        let mut f = Function {
+            name: name.into(),
+            params: Vec::new(),
+            ret: RetType::One(ret),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Loc::default(),
+        };
+        for (n, t) in params {
+            let v = f.new_value(*t, Some(n.to_string()));
+            f.params.push(v);
+        }
+        B { f }
+    }
+    pub fn p(&self, i: usize) -> ValueId {
+        self.f.params[i]
+    }
+    pub fn block(&mut self, name: &str) -> BlockId {
+        self.f.blocks.push(Block {
+            name: name.into(),
+            phis: Vec::new(),
+            insts: Vec::new(),
+            term: Term::RetN(Vec::new()),
+            term_loc: Loc::default(),
+        });
+        BlockId(self.f.blocks.len() as u32 - 1)
+    }
+    pub fn val(&mut self, name: &str, t: Type) -> ValueId {
+        self.f.new_value(t, Some(name.into()))
+    }
+    pub fn f64(&mut self, x: f64) -> ValueId {
+        self.f.new_const(Type::F64, x.to_bits())
+    }
+    pub fn i64(&mut self, x: i64) -> ValueId {
+        self.f.new_const(Type::I64, x as u64)
+    }
+    pub fn op(&mut self, b: BlockId, op: Op, t: Option<Type>, args: &[ValueId]) -> ValueId {
+        let d = t.map(|t| self.f.new_value(t, None));
+        self.f.blocks[b.index()].insts.push(Inst::new(
+            op,
+            d,
+            args.to_vec(),
+            Loc { line: 1, col: 1 },
+        ));
+        d.unwrap_or(ValueId(0))
+    }
+    pub fn call(&mut self, b: BlockId, callee: u32, t: Type, args: &[ValueId]) -> ValueId {
+        let d = self.f.new_value(t, None);
+        let mut i = Inst::new(Op::Call, Some(d), args.to_vec(), Loc::default());
+        i.callee = Some(FuncId(callee));
+        self.f.blocks[b.index()].insts.push(i);
+        d
+    }
+    pub fn phi(&mut self, b: BlockId, dst: ValueId, incoming: &[(BlockId, ValueId)]) {
+        self.f.blocks[b.index()].phis.push(Phi {
+            dst,
+            incoming: incoming.to_vec(),
+            loc: Loc::default(),
+        });
+    }
+    pub fn term(&mut self, b: BlockId, t: Term) {
+        self.f.blocks[b.index()].term = t;
+    }
+}
+
+/// powloop from adasm.md §1.
+pub fn powloop() -> Module {
+    let mut b = B::new("pow", &[("x", Type::F64), ("n", Type::I64)], Type::F64);
+    let (x, n) = (b.p(0), b.p(1));
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.term(entry, Term::Jmp(head));
+    let r = b.val("r", Type::F64);
+    let k = b.val("k", Type::I64);
+    let r2 = b.val("r2", Type::F64);
+    let k2 = b.val("k2", Type::I64);
+    let one = b.f64(1.0);
+    let zero = b.i64(0);
+    let ione = b.i64(1);
+    b.phi(head, r, &[(entry, one), (body, r2)]);
+    b.phi(head, k, &[(entry, n), (body, k2)]);
+    let c = b.op(head, Op::GtI, Some(Type::Bool), &[k, zero]);
+    b.term(
+        head,
+        Term::Br {
+            cond: c,
+            then_: body,
+            else_: done,
+        },
+    );
+    b.f.blocks[body.index()]
+        .insts
+        .push(Inst::new(Op::MulF, Some(r2), vec![r, x], Loc::default()));
+    b.f.blocks[body.index()].insts.push(Inst::new(
+        Op::SubI,
+        Some(k2),
+        vec![k, ione],
+        Loc::default(),
+    ));
+    b.term(body, Term::Jmp(head));
+    b.term(done, Term::Ret(r));
+    Module { funcs: vec![b.f] }
+}
+
+/// fib by `a, b = b, a + b` on one back edge (the phi swap).
+pub fn fib() -> Module {
+    let mut b = B::new("fib", &[("n", Type::I64)], Type::F64);
+    let n = b.p(0);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.term(entry, Term::Jmp(head));
+    let a = b.val("a", Type::F64);
+    let bb = b.val("b", Type::F64);
+    let k = b.val("k", Type::I64);
+    let (f0, f1, i0, i1) = (b.f64(0.0), b.f64(1.0), b.i64(0), b.i64(1));
+    let s = b.val("s", Type::F64);
+    let k2 = b.val("k2", Type::I64);
+    b.phi(head, a, &[(entry, f0), (body, bb)]);
+    b.phi(head, bb, &[(entry, f1), (body, s)]);
+    b.phi(head, k, &[(entry, i0), (body, k2)]);
+    let c = b.op(head, Op::LtI, Some(Type::Bool), &[k, n]);
+    b.term(
+        head,
+        Term::Br {
+            cond: c,
+            then_: body,
+            else_: done,
+        },
+    );
+    b.f.blocks[body.index()]
+        .insts
+        .push(Inst::new(Op::AddF, Some(s), vec![a, bb], Loc::default()));
+    b.f.blocks[body.index()]
+        .insts
+        .push(Inst::new(Op::AddI, Some(k2), vec![k, i1], Loc::default()));
+    b.term(body, Term::Jmp(head));
+    b.term(done, Term::Ret(a));
+    Module { funcs: vec![b.f] }
+}
+
+/// rec(n) = n <= 0 ? 0 : 1 + rec(n - 1), as f64.
+pub fn deep() -> Module {
+    let mut b = B::new("deep", &[("n", Type::I64)], Type::F64);
+    let n = b.p(0);
+    let entry = b.block("entry");
+    let base = b.block("base");
+    let step = b.block("step");
+    let (i0, i1, f0, f1) = (b.i64(0), b.i64(1), b.f64(0.0), b.f64(1.0));
+    let c = b.op(entry, Op::LeI, Some(Type::Bool), &[n, i0]);
+    b.term(
+        entry,
+        Term::Br {
+            cond: c,
+            then_: base,
+            else_: step,
+        },
+    );
+    b.term(base, Term::Ret(f0));
+    let m = b.op(step, Op::SubI, Some(Type::I64), &[n, i1]);
+    let r = b.call(step, 0, Type::F64, &[m]);
+    let s = b.op(step, Op::AddF, Some(Type::F64), &[r, f1]);
+    b.term(step, Term::Ret(s));
+    Module { funcs: vec![b.f] }
+}
