@@ -1,1 +1,81 @@
-//! assembler
+//! # assembler: `.adasm` text to checked SSA IR
+//!
+//! The pipeline is
+//!
+//! ```text
+//! text --lexer--> tokens --parser--> AST --check--> checked functions --lower--> vm::ir::Module
+//! ```
+//!
+//! * [`lexer`]: logos tokens; newlines are tokens because an instruction
+//!   ends at the end of its line; bad characters are reported here.
+//! * [`parser`]: a line-oriented parser producing [`parser::FuncAst`]s; it
+//!   recovers at the next line inside a function body, at the body's `{`
+//!   after a bad header, and at the next `fn` elsewhere.
+//! * `check`: resolves names (functions, registers, labels, mnemonics),
+//!   infers and checks types (overloaded mnemonics become typed opcodes),
+//!   and checks SSA form (single assignment, dominance, phi entries equal to
+//!   the block's predecessors, one terminator at the end of each block).
+//! * `lower`: translates checked functions to [`vm::ir`].
+//! * [`print_module`]: the way back, IR to text.
+//! * [`parse_call`] and [`literals_to_values`]: argument literals such as
+//!   `@f(1.0, 2, [1.0, 2.5])` for the REPL and test directives.
+//!
+//! Errors are [`Diagnostics`], rendered as
+//! `file:line:col: error: message`, the source line and a caret line.
+//!
+//! **Invariant:** assembling never panics; it returns a module or every
+//! independent error (each mistake once: values whose type is unknown
+//! because of an earlier error are accepted silently everywhere). No stage
+//! recurses on the input, so nesting or length cannot exhaust the stack, and
+//! a function with more than 60,000 values is an error rather than a module
+//! the bytecode could not address.
+//!
+//! **Invariant:** an accepted module is in SSA form, every value has a
+//! concrete type, every `Inst` uses a typed opcode whose operand types match
+//! [`vm::op::Op::operands`], and every phi has exactly one entry per
+//! predecessor.
+//!
+//! ```
+//! let src = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}\n";
+//! let module = assembler::assemble(src, "sq.adasm").expect("assembles");
+//! assert_eq!(module.funcs[0].name, "sq");
+//! let text = assembler::print_module(&module);
+//! assert!(text.contains("%y = mul %x, %x"));
+//!
+//! let err = assembler::assemble("fn @f() -> f64 {\nentry:\n    ret 2\n}\n", "f.adasm").unwrap_err();
+//! assert!(err.render().starts_with("f.adasm:3:9: error: expected f64"));
+//! ```
+
+mod check;
+pub mod diag;
+pub mod lexer;
+pub mod literal;
+mod lower;
+pub mod parser;
+mod print;
+
+pub use diag::{Diagnostic, Diagnostics, Span};
+pub use literal::{literals_to_values, parse_call, Literal};
+pub use print::print_module;
+
+/// The most values (parameters, registers and distinct constants) one
+/// function may have.
+pub const MAX_VALUES: usize = check::MAX_VALUES;
+
+/// Assemble `.adasm` source text (named `file` in diagnostics) into an IR
+/// module, or report every error found.
+pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
+    let mut sink = diag::Sink::default();
+    let tokens = lexer::lex(src, &mut sink);
+    let funcs = parser::parse(tokens, &mut sink);
+    let checked = check::check_module(&funcs, &mut sink);
+    if sink.is_empty() {
+        if let Some(funcs) = checked.into_iter().collect::<Option<Vec<_>>>() {
+            return Ok(lower::lower_module(funcs));
+        }
+        // Every rejected function reports why; this only guards the
+        // invariant that an error result is never empty.
+        sink.error(Span::default(), "internal error: a function was rejected without a diagnostic");
+    }
+    Err(sink.finish(file, src))
+}

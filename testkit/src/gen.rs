@@ -293,9 +293,14 @@ impl<'r> Body<'r> {
             }
             13 => self.def_f(&format!("neg {a}")),
             14 => self.def_f(&format!("copy {a}")),
-            15 => {
-                let t = self.def_tmp(&format!("nograd {a}"));
-                self.def_f(&format!("mul {t}, {b}"))
+            // `nograd` changes the derivative, not the value, so finite
+            // differences only agree with it where its input is constant
+            // in the arguments: here a value derived from an integer.
+            15 if !self.ipool.is_empty() => {
+                let i = self.ipool[self.rng.below(self.ipool.len())].clone();
+                let t = self.def_tmp(&format!("itof {i}"));
+                let u = self.def_tmp(&format!("nograd {t}"));
+                self.def_f(&format!("mul {u}, {b}"))
             }
             16 if !self.ipool.is_empty() => {
                 let i = self.ipool[self.rng.below(self.ipool.len())].clone();
@@ -512,10 +517,12 @@ impl<'r> Body<'r> {
     }
 
     fn finish(mut self, out: &mut String, header: &str) {
-        // Sum a few pool values so that many of them reach the result.
-        let mut acc = self.pick_f();
-        for _ in 0..self.rng.below(3) {
-            let v = self.pick_f();
+        // Sum the values defined at this point (the most recent ones) so
+        // that most of the computation reaches the result.
+        let n = self.fpool.len();
+        let take: Vec<String> = self.fpool[n.saturating_sub(8)..].to_vec();
+        let mut acc = take[0].clone();
+        for v in take.into_iter().skip(1) {
             let r = self.reg("s");
             self.emit(format!("{r} = add {acc}, {v}"));
             acc = r;

@@ -1,0 +1,1353 @@
+//! The checker: names, types and SSA form of parsed functions.
+//!
+//! For each function it
+//! 1. sorts each block's lines into phis, instructions and terminator
+//!    (reporting misplaced phis, missing terminators and instructions after
+//!    a terminator) and defines every register (reporting redefinitions);
+//! 2. infers the type of every register with a worklist, because phis may
+//!    name values defined later in the text (loop back-edges);
+//! 3. builds the CFG from the terminators (reporting unknown labels);
+//! 4. resolves every instruction to a typed opcode and checks operand
+//!    types, call signatures, phi entries against predecessors and `ret`
+//!    against the declared type;
+//! 5. checks that every use is dominated by its definition.
+//!
+//! Errors never stop the checker: an operand or register whose type is
+//! unknown because of an earlier error is "poison" and is silently accepted
+//! wherever a type is expected, so each mistake is reported once. A function
+//! without errors comes out as a [`CheckedFn`], ready for [`crate::lower`].
+
+use crate::diag::{Sink, Span};
+use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand};
+use hashbrown::{HashMap, HashSet};
+use vm::ir::Loc;
+use vm::op::{Op, Operand as Kind, Ty};
+use vm::Type;
+
+/// The most values (parameters, registers and distinct constants) one
+/// function may have: the bytecode addresses registers with 16 bits.
+pub(crate) const MAX_VALUES: usize = 60_000;
+
+/// How a mnemonic of the text maps to typed opcodes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Family {
+    /// One opcode with fixed operand types.
+    Fixed(Op),
+    /// The f64 and the i64 opcode, chosen by the operand types.
+    Num(Op, Op),
+    /// One opcode whose `T` operands may have any (equal) type.
+    Any(Op),
+}
+
+/// Every ordinary mnemonic (not `phi`, `call` or a terminator).
+pub(crate) const MNEMONICS: &[(&str, Family)] = {
+    use Family::{Any, Fixed, Num};
+    &[
+        ("add", Num(Op::AddF, Op::AddI)),
+        ("sub", Num(Op::SubF, Op::SubI)),
+        ("mul", Num(Op::MulF, Op::MulI)),
+        ("div", Num(Op::DivF, Op::DivI)),
+        ("min", Num(Op::MinF, Op::MinI)),
+        ("max", Num(Op::MaxF, Op::MaxI)),
+        ("neg", Num(Op::NegF, Op::NegI)),
+        ("lt", Num(Op::LtF, Op::LtI)),
+        ("le", Num(Op::LeF, Op::LeI)),
+        ("gt", Num(Op::GtF, Op::GtI)),
+        ("ge", Num(Op::GeF, Op::GeI)),
+        ("eq", Num(Op::EqF, Op::EqI)),
+        ("ne", Num(Op::NeF, Op::NeI)),
+        ("rem", Fixed(Op::RemI)),
+        ("pow", Fixed(Op::PowF)),
+        ("abs", Fixed(Op::AbsF)),
+        ("sin", Fixed(Op::Sin)),
+        ("cos", Fixed(Op::Cos)),
+        ("tan", Fixed(Op::Tan)),
+        ("exp", Fixed(Op::Exp)),
+        ("log", Fixed(Op::Log)),
+        ("sqrt", Fixed(Op::Sqrt)),
+        ("tanh", Fixed(Op::Tanh)),
+        ("and", Fixed(Op::And)),
+        ("or", Fixed(Op::Or)),
+        ("not", Fixed(Op::Not)),
+        ("itof", Fixed(Op::ItoF)),
+        ("ftoi", Fixed(Op::FtoI)),
+        ("nograd", Fixed(Op::NoGrad)),
+        ("anew", Fixed(Op::ANew)),
+        ("alen", Fixed(Op::ALen)),
+        ("aget", Fixed(Op::AGet)),
+        ("aset", Fixed(Op::ASet)),
+        ("select", Any(Op::Select)),
+        ("copy", Any(Op::Mov)),
+    ]
+};
+
+fn family(mnemonic: &str) -> Option<Family> {
+    MNEMONICS
+        .iter()
+        .find(|(m, _)| *m == mnemonic)
+        .map(|(_, fam)| *fam)
+}
+
+/// The `Def` operand's type of an opcode, if it has one.
+fn def_ty(op: Op) -> Option<Ty> {
+    op.operands().iter().find_map(|k| match k {
+        Kind::Def(t) => Some(*t),
+        _ => None,
+    })
+}
+
+/// The `Use` operand types of an opcode, in text order.
+fn use_tys(op: Op) -> Vec<Ty> {
+    op.operands()
+        .iter()
+        .filter_map(|k| match k {
+            Kind::Use(t) => Some(*t),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---- checked output -----------------------------------------------------------
+
+/// An operand after checking: a register (value index) or a constant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Arg {
+    Val(u32),
+    Const(Type, u64),
+}
+
+pub(crate) struct CInst {
+    pub op: Op,
+    pub dst: Option<u32>,
+    pub args: Vec<Arg>,
+    pub callee: Option<u32>,
+    pub loc: Loc,
+}
+
+pub(crate) struct CPhi {
+    pub dst: u32,
+    pub incoming: Vec<(u32, Arg)>,
+    pub loc: Loc,
+}
+
+pub(crate) enum CTerm {
+    Jmp(u32),
+    Br { cond: Arg, then_: u32, else_: u32 },
+    Ret(Arg),
+}
+
+pub(crate) struct CBlock {
+    pub name: String,
+    pub phis: Vec<CPhi>,
+    pub insts: Vec<CInst>,
+    pub term: CTerm,
+    pub term_loc: Loc,
+}
+
+pub(crate) struct CValue {
+    pub name: String,
+    pub ty: Type,
+}
+
+/// A function without errors. Value indices `0..n_params` are the
+/// parameters; the other registers follow in text order.
+pub(crate) struct CheckedFn {
+    pub name: String,
+    pub n_params: usize,
+    pub ret: Type,
+    pub values: Vec<CValue>,
+    pub blocks: Vec<CBlock>,
+    pub loc: Loc,
+}
+
+// ---- module level -------------------------------------------------------------
+
+/// A function's signature as far as its header parsed.
+struct Sig {
+    params: Vec<Option<Type>>,
+    ret: Option<Type>,
+    /// Whether every part parsed; calls to incomplete signatures are not
+    /// checked, since their errors are already reported.
+    complete: bool,
+}
+
+/// The functions of the module, by name.
+struct Globals<'a> {
+    by_name: HashMap<&'a str, u32>,
+    sigs: Vec<Sig>,
+}
+
+impl<'a> Globals<'a> {
+    fn new(funcs: &'a [FuncAst], sink: &mut Sink) -> Globals<'a> {
+        let mut by_name: HashMap<&'a str, u32> = HashMap::new();
+        let mut sigs = Vec::new();
+        for (i, f) in funcs.iter().enumerate() {
+            let params: Vec<Option<Type>> = f.params.iter().map(|p| p.ty).collect();
+            let complete = f.header_ok && f.ret.is_some() && params.iter().all(Option::is_some);
+            sigs.push(Sig {
+                params,
+                ret: f.ret,
+                complete,
+            });
+            if f.name.text.is_empty() {
+                continue;
+            }
+            if let Some(&first) = by_name.get(f.name.text.as_str()) {
+                let line = funcs.get(first as usize).map_or(0, |g| g.loc.line);
+                let msg = format!(
+                    "function `@{}` is already defined at line {line}",
+                    f.name.text
+                );
+                sink.error(f.name.span, msg);
+            } else {
+                by_name.insert(f.name.text.as_str(), i as u32);
+            }
+        }
+        Globals { by_name, sigs }
+    }
+}
+
+/// Check every function; `None` for functions with errors (all reported).
+pub(crate) fn check_module(funcs: &[FuncAst], sink: &mut Sink) -> Vec<Option<CheckedFn>> {
+    let globals = Globals::new(funcs, sink);
+    funcs
+        .iter()
+        .map(|f| FnChecker::check(f, &globals, sink))
+        .collect()
+}
+
+// ---- function level -------------------------------------------------------------
+
+/// Where a value is defined.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Site {
+    Param,
+    Phi { block: u32 },
+    /// `pos` is the index among the block's ordinary instructions (the
+    /// terminator counts as position `insts.len()`).
+    Inst { block: u32, pos: u32 },
+}
+
+impl Site {
+    fn block(self) -> Option<u32> {
+        match self {
+            Site::Param => None,
+            Site::Phi { block } | Site::Inst { block, .. } => Some(block),
+        }
+    }
+}
+
+/// What is known about a value's type during inference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TyState {
+    /// Not known yet (depends on values not inferred yet).
+    Pending,
+    Known(Type),
+    /// Unknowable because of an error that is already reported.
+    Poison,
+}
+
+/// A register: where and how it is defined.
+struct Val<'a> {
+    name: &'a str,
+    line: u32,
+    site: Site,
+    /// The defining line; `None` for parameters.
+    def: Option<&'a Line>,
+}
+
+/// A block with its lines sorted by role, each with the value it defines.
+struct LBlock<'a> {
+    name: &'a str,
+    phis: Vec<(&'a Line, Option<u32>)>,
+    insts: Vec<(&'a Line, Option<u32>)>,
+    term: Option<(&'a Line, Option<u32>)>,
+}
+
+/// Where a register is read, for the dominance check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum UseAt {
+    /// By an instruction (or, at `pos == insts.len()`, the terminator).
+    Inst { block: u32, pos: u32 },
+    /// By a phi, on the edge from `pred`: the use happens at its end.
+    Edge { pred: u32 },
+    /// Nowhere that matters (a phi entry with an unknown label).
+    Nowhere,
+}
+
+struct UseRec {
+    val: u32,
+    at: UseAt,
+    span: Span,
+}
+
+struct FnChecker<'a, 'g, 's> {
+    f: &'a FuncAst,
+    globals: &'g Globals<'a>,
+    sink: &'s mut Sink,
+    blocks: Vec<LBlock<'a>>,
+    labels: HashMap<&'a str, u32>,
+    vals: Vec<Val<'a>>,
+    names: HashMap<&'a str, u32>,
+    tys: Vec<TyState>,
+    succs: Vec<Vec<u32>>,
+    preds: Vec<Vec<u32>>,
+    /// False if some terminator is missing, broken or names an unknown
+    /// label: predecessor and dominance checks would then only cascade.
+    cfg_complete: bool,
+    uses: Vec<UseRec>,
+    /// Where the operands being checked are read.
+    at: UseAt,
+    consts: HashSet<(Type, u64)>,
+}
+
+/// An operand's type as seen by inference.
+enum ArgTy {
+    Reg(TyState),
+    Lit(Type),
+}
+
+impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
+    fn check(f: &'a FuncAst, globals: &'g Globals<'a>, sink: &'s mut Sink) -> Option<CheckedFn> {
+        let before = sink.len();
+        let mut c = FnChecker {
+            f,
+            globals,
+            sink,
+            blocks: Vec::new(),
+            labels: HashMap::new(),
+            vals: Vec::new(),
+            names: HashMap::new(),
+            tys: Vec::new(),
+            succs: Vec::new(),
+            preds: Vec::new(),
+            cfg_complete: true,
+            uses: Vec::new(),
+            at: UseAt::Nowhere,
+            consts: HashSet::new(),
+        };
+        c.define_params();
+        c.layout();
+        c.infer();
+        c.build_cfg();
+        let blocks = c.check_blocks();
+        c.check_dominance();
+        c.check_size();
+        if c.sink.len() != before {
+            return None;
+        }
+        c.finish(blocks)
+    }
+
+    fn error(&mut self, span: Span, msg: impl Into<String>) {
+        self.sink.error(span, msg);
+    }
+
+    /// Define a register, reporting a redefinition (the first definition
+    /// keeps the name).
+    fn define(&mut self, name: &'a Name, line: u32, site: Site, def: Option<&'a Line>) -> u32 {
+        let idx = self.vals.len() as u32;
+        if let Some(&first) = self.names.get(name.text.as_str()) {
+            let first_line = self.vals.get(first as usize).map_or(0, |v| v.line);
+            let msg = format!(
+                "register `%{}` is already defined at line {first_line}",
+                name.text
+            );
+            self.error(name.span, msg);
+        } else {
+            self.names.insert(name.text.as_str(), idx);
+        }
+        self.vals.push(Val {
+            name: name.text.as_str(),
+            line,
+            site,
+            def,
+        });
+        idx
+    }
+
+    fn define_params(&mut self) {
+        let f = self.f;
+        for p in &f.params {
+            self.define(&p.name, f.loc.line, Site::Param, None);
+        }
+    }
+
+    // ---- 1. layout ------------------------------------------------------------
+
+    fn layout(&mut self) {
+        let f = self.f;
+        if f.blocks.is_empty() && f.header_ok {
+            let msg = format!("function `@{}` has no blocks", f.name.text);
+            self.error(f.name.span, msg);
+        }
+        for (bi, b) in f.blocks.iter().enumerate() {
+            let name = b.label.as_ref().map_or("", |l| l.text.as_str());
+            if let Some(label) = &b.label {
+                self.define_label(label, bi as u32);
+            }
+            let lb = self.layout_block(bi as u32, name, b.span, &b.lines);
+            self.blocks.push(lb);
+        }
+    }
+
+    fn define_label(&mut self, label: &'a Name, bi: u32) {
+        if let Some(&first) = self.labels.get(label.text.as_str()) {
+            let line = self.f.blocks.get(first as usize).map_or(0, |b| b.loc.line);
+            let msg = format!(
+                "block label `{}` is already defined at line {line}",
+                label.text
+            );
+            self.error(label.span, msg);
+        } else {
+            self.labels.insert(label.text.as_str(), bi);
+        }
+    }
+
+    fn layout_block(&mut self, bi: u32, name: &'a str, span: Span, lines: &'a [Line]) -> LBlock<'a> {
+        let mut lb = LBlock {
+            name,
+            phis: Vec::new(),
+            insts: Vec::new(),
+            term: None,
+        };
+        let mut after_term_reported = false;
+        for line in lines {
+            if lb.term.is_some() {
+                if !after_term_reported {
+                    let msg = format!("instruction after the terminator of block `{name}`");
+                    self.error(line.span, msg);
+                    after_term_reported = true;
+                }
+                // Its definitions still count, so its uses do not cascade.
+                if !is_terminator_line(line) {
+                    let pos = lb.insts.len() as u32;
+                    let v = self.define_line(line, Site::Inst { block: bi, pos });
+                    lb.insts.push((line, v));
+                }
+                continue;
+            }
+            if let Body::Phi(_) = line.body {
+                if !lb.insts.is_empty() {
+                    self.error(
+                        line.mnemonic.span,
+                        "`phi` must come before the other instructions of its block",
+                    );
+                }
+                let v = self.define_line(line, Site::Phi { block: bi });
+                lb.phis.push((line, v));
+            } else if is_terminator_line(line) {
+                let pos = lb.insts.len() as u32;
+                let v = self.define_line(line, Site::Inst { block: bi, pos });
+                lb.term = Some((line, v));
+            } else {
+                let pos = lb.insts.len() as u32;
+                let v = self.define_line(line, Site::Inst { block: bi, pos });
+                lb.insts.push((line, v));
+            }
+        }
+        // A broken last line may have been the terminator: do not guess.
+        let ends_broken = lines.last().is_some_and(|l| l.body == Body::Broken);
+        if lb.term.is_none() && !ends_broken {
+            let msg = if name.is_empty() {
+                "block does not end with a terminator (`jmp`, `br` or `ret`)".to_string()
+            } else {
+                format!("block `{name}` does not end with a terminator (`jmp`, `br` or `ret`)")
+            };
+            self.error(span, msg);
+        }
+        lb
+    }
+
+    fn define_line(&mut self, line: &'a Line, site: Site) -> Option<u32> {
+        let dst = line.dst.as_ref()?;
+        Some(self.define(dst, line.loc.line, site, Some(line)))
+    }
+
+    // ---- 2. type inference --------------------------------------------------------
+
+    /// Infer every register's type. A value is (re)considered whenever one of
+    /// the registers it reads gets a type; when nothing is left to learn but
+    /// some values are still pending (a cycle of phis, or of instructions in
+    /// unreachable code), the first pending one is decided from its literals
+    /// alone, or reported as impossible to infer.
+    fn infer(&mut self) {
+        let n = self.vals.len();
+        self.tys = self
+            .vals
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v.def {
+                Some(_) => TyState::Pending,
+                None => match self.f.params.get(i).and_then(|p| p.ty) {
+                    Some(t) => TyState::Known(t),
+                    None => TyState::Poison,
+                },
+            })
+            .collect();
+        let users = self.users();
+        let mut work: Vec<u32> = (0..n as u32).rev().collect();
+        let mut cursor = 0usize;
+        loop {
+            while let Some(v) = work.pop() {
+                let vi = v as usize;
+                if self.tys.get(vi) != Some(&TyState::Pending) {
+                    continue;
+                }
+                let t = self.infer_one(vi, false);
+                if t != TyState::Pending {
+                    self.tys[vi] = t;
+                    work.extend(users[vi].iter().copied());
+                }
+            }
+            while cursor < n && self.tys[cursor] != TyState::Pending {
+                cursor += 1;
+            }
+            if cursor >= n {
+                break;
+            }
+            let t = match self.infer_one(cursor, true) {
+                TyState::Pending => {
+                    self.report_uninferable(cursor);
+                    TyState::Poison
+                }
+                t => t,
+            };
+            self.tys[cursor] = t;
+            work.extend(users[cursor].iter().copied());
+        }
+    }
+
+    fn report_uninferable(&mut self, v: usize) {
+        let Some(val) = self.vals.get(v) else { return };
+        let span = val
+            .def
+            .and_then(|l| l.dst.as_ref())
+            .map_or(Span::default(), |d| d.span);
+        let msg = format!(
+            "cannot infer the type of `%{}`: it depends only on itself",
+            val.name
+        );
+        self.error(span, msg);
+    }
+
+    /// For each value, the values whose definitions read it.
+    fn users(&self) -> Vec<Vec<u32>> {
+        let mut users = vec![Vec::new(); self.vals.len()];
+        for (i, v) in self.vals.iter().enumerate() {
+            let Some(line) = v.def else { continue };
+            for name in read_registers(line) {
+                if let Some(&u) = self.names.get(name) {
+                    if let Some(list) = users.get_mut(u as usize) {
+                        list.push(i as u32);
+                    }
+                }
+            }
+        }
+        users
+    }
+
+    fn infer_one(&self, v: usize, force: bool) -> TyState {
+        let Some(line) = self.vals.get(v).and_then(|v| v.def) else {
+            return self.tys.get(v).copied().unwrap_or(TyState::Poison);
+        };
+        match &line.body {
+            Body::Phi(arms) => self.choose(arms.iter().map(|a| &a.value), force),
+            Body::Call { callee, .. } => self.call_result(callee),
+            Body::Op(args) => self.infer_op(&line.mnemonic.text, args, force),
+            _ => TyState::Poison,
+        }
+    }
+
+    fn call_result(&self, callee: &Name) -> TyState {
+        let sig = self
+            .globals
+            .by_name
+            .get(callee.text.as_str())
+            .and_then(|&i| self.globals.sigs.get(i as usize));
+        match sig.and_then(|s| s.ret) {
+            Some(t) => TyState::Known(t),
+            None => TyState::Poison,
+        }
+    }
+
+    fn infer_op(&self, mnemonic: &str, args: &[Operand], force: bool) -> TyState {
+        match family(mnemonic) {
+            None => TyState::Poison,
+            Some(Family::Fixed(op) | Family::Any(op)) => self.result_of(op, args, force),
+            Some(Family::Num(f, i)) => {
+                // Comparisons give bool whatever the operands are.
+                if def_ty(f) == def_ty(i) {
+                    return self.result_of(f, args, force);
+                }
+                match self.choose(args.iter(), force) {
+                    TyState::Known(Type::F64) => self.result_of(f, args, force),
+                    TyState::Known(Type::I64) => self.result_of(i, args, force),
+                    TyState::Known(_) | TyState::Poison => TyState::Poison,
+                    TyState::Pending => TyState::Pending,
+                }
+            }
+        }
+    }
+
+    /// The result type of `op`: fixed by the table, or the type of its `T`
+    /// operands.
+    fn result_of(&self, op: Op, args: &[Operand], force: bool) -> TyState {
+        match def_ty(op) {
+            None => TyState::Poison,
+            Some(t) => match t.fixed() {
+                Some(t) => TyState::Known(t),
+                None => self.choose(t_args(op, args), force),
+            },
+        }
+    }
+
+    fn arg_ty(&self, o: &Operand) -> Option<ArgTy> {
+        match o {
+            Operand::Reg(n) => {
+                let st = self
+                    .names
+                    .get(n.text.as_str())
+                    .and_then(|&v| self.tys.get(v as usize).copied())
+                    .unwrap_or(TyState::Poison);
+                Some(ArgTy::Reg(st))
+            }
+            Operand::Lit { lit, .. } => Some(ArgTy::Lit(lit_type(*lit))),
+            Operand::Bad(_) => None,
+        }
+    }
+
+    /// The common type of operands that must agree: the first register with
+    /// a known type decides; literals decide only when no register can
+    /// (an f64 literal over an integer one, so that `add 1, 2.0` suggests
+    /// `1.0`). Without `force`, pending registers make the answer pending;
+    /// with it, literals decide and `Pending` means "cannot be inferred".
+    fn choose<'o>(&self, ops: impl Iterator<Item = &'o Operand>, force: bool) -> TyState {
+        let mut pending = false;
+        let mut lit: Option<Type> = None;
+        for o in ops {
+            match self.arg_ty(o) {
+                Some(ArgTy::Reg(TyState::Known(t))) => return TyState::Known(t),
+                Some(ArgTy::Reg(TyState::Pending)) => pending = true,
+                Some(ArgTy::Lit(t)) => {
+                    lit = match lit {
+                        None | Some(Type::I64) if t == Type::F64 => Some(t),
+                        None => Some(t),
+                        keep => keep,
+                    }
+                }
+                Some(ArgTy::Reg(TyState::Poison)) | None => {}
+            }
+        }
+        match (pending, force, lit) {
+            (true, false, _) => TyState::Pending,
+            (_, _, Some(t)) => TyState::Known(t),
+            (true, true, None) => TyState::Pending,
+            (false, _, None) => TyState::Poison,
+        }
+    }
+
+    fn known(&self, v: Option<u32>) -> Option<Type> {
+        match v.and_then(|v| self.tys.get(v as usize)) {
+            Some(TyState::Known(t)) => Some(*t),
+            _ => None,
+        }
+    }
+
+    // ---- 3. control-flow graph ------------------------------------------------------
+
+    fn build_cfg(&mut self) {
+        let n = self.blocks.len();
+        self.succs = vec![Vec::new(); n];
+        for bi in 0..n {
+            let targets: Vec<&'a Name> = match self.blocks[bi].term {
+                Some((line, _)) => match &line.body {
+                    Body::Jmp(l) => vec![l],
+                    Body::Br { then_, else_, .. } => vec![then_, else_],
+                    Body::Ret(_) => Vec::new(),
+                    _ => {
+                        self.cfg_complete = false;
+                        Vec::new()
+                    }
+                },
+                None => {
+                    self.cfg_complete = false;
+                    Vec::new()
+                }
+            };
+            for label in targets {
+                if let Some(t) = self.target(label) {
+                    self.succs[bi].push(t);
+                }
+            }
+        }
+        self.preds = vec![Vec::new(); n];
+        for (b, succs) in self.succs.iter().enumerate() {
+            for &s in succs {
+                // Edges of one block are added together, so a repeated
+                // predecessor (`br %c, x, x`) is always the last one.
+                if let Some(p) = self.preds.get_mut(s as usize) {
+                    if p.last() != Some(&(b as u32)) {
+                        p.push(b as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Resolve a branch target; the entry block cannot be one.
+    fn target(&mut self, label: &Name) -> Option<u32> {
+        match self.labels.get(label.text.as_str()).copied() {
+            None => {
+                self.error(label.span, format!("unknown block label `{}`", label.text));
+                self.cfg_complete = false;
+                None
+            }
+            Some(0) => {
+                let msg = format!(
+                    "cannot branch to the entry block `{}`: it has no predecessors",
+                    label.text
+                );
+                self.error(label.span, msg);
+                None
+            }
+            Some(t) => Some(t),
+        }
+    }
+
+    // ---- 4. instructions ------------------------------------------------------------
+
+    /// Check every line; a block is `Some` only if all its lines are valid.
+    fn check_blocks(&mut self) -> Vec<Option<CBlock>> {
+        (0..self.blocks.len() as u32).map(|bi| self.check_block(bi)).collect()
+    }
+
+    fn check_block(&mut self, bi: u32) -> Option<CBlock> {
+        let lb = &self.blocks[bi as usize];
+        let (name, phis, insts, term) = (lb.name, lb.phis.clone(), lb.insts.clone(), lb.term);
+        let phis: Vec<Option<CPhi>> = phis
+            .iter()
+            .map(|&(line, dst)| self.check_phi(bi, line, dst))
+            .collect();
+        let mut checked = Vec::new();
+        for (pos, &(line, dst)) in insts.iter().enumerate() {
+            self.at = UseAt::Inst {
+                block: bi,
+                pos: pos as u32,
+            };
+            checked.push(self.check_inst(line, dst));
+        }
+        self.at = UseAt::Inst {
+            block: bi,
+            pos: insts.len() as u32,
+        };
+        let term = term.and_then(|(line, _)| Some((self.check_term(line)?, line.loc)));
+        let (term, term_loc) = term?;
+        Some(CBlock {
+            name: name.to_string(),
+            phis: phis.into_iter().collect::<Option<_>>()?,
+            insts: checked.into_iter().collect::<Option<_>>()?,
+            term,
+            term_loc,
+        })
+    }
+
+    /// Report a destination where the instruction has no result, or a
+    /// missing one where it has.
+    fn check_dst(&mut self, line: &Line, produces: bool) -> bool {
+        let m = &line.mnemonic;
+        match (&line.dst, produces) {
+            (None, true) => {
+                let msg = format!(
+                    "the result of `{}` must be assigned to a register: `%name = {} ...`",
+                    m.text, m.text
+                );
+                self.error(m.span, msg);
+                false
+            }
+            (Some(d), false) => {
+                let msg = format!("`{}` does not produce a value; remove `%{} =`", m.text, d.text);
+                self.error(d.span, msg);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    fn check_inst(&mut self, line: &'a Line, dst: Option<u32>) -> Option<CInst> {
+        match &line.body {
+            Body::Op(args) => self.check_op(line, dst, args),
+            Body::Call { callee, args } => self.check_call(line, dst, callee, args),
+            _ => None,
+        }
+    }
+
+    fn check_op(&mut self, line: &Line, dst: Option<u32>, args: &[Operand]) -> Option<CInst> {
+        let m = &line.mnemonic;
+        let Some(fam) = family(&m.text) else {
+            self.error(m.span, format!("unknown instruction `{}`", m.text));
+            return self.resolve_only(args);
+        };
+        let op = match fam {
+            Family::Fixed(op) | Family::Any(op) => op,
+            Family::Num(f, i) => match self.choose(args.iter(), true) {
+                TyState::Known(Type::F64) => f,
+                TyState::Known(Type::I64) => i,
+                TyState::Known(t) => {
+                    let msg = format!("`{}` needs f64 or i64 operands, found {t}", m.text);
+                    self.error(m.span, msg);
+                    return self.resolve_only(args);
+                }
+                _ => return self.resolve_only(args),
+            },
+        };
+        let dst_ok = self.check_dst(line, def_ty(op).is_some());
+        let uses = use_tys(op);
+        if args.len() != uses.len() {
+            let msg = format!(
+                "`{}` takes {}, found {}",
+                m.text,
+                plural(uses.len(), "operand"),
+                args.len()
+            );
+            self.error(m.span, msg);
+            return self.resolve_only(args);
+        }
+        let t = match self.choose(t_args(op, args), true) {
+            TyState::Known(t) => Some(t),
+            _ => None,
+        };
+        let checked: Vec<Option<Arg>> = args
+            .iter()
+            .zip(&uses)
+            .map(|(a, ty)| self.check_arg(a, ty.fixed().or(t), ""))
+            .collect();
+        let args = checked.into_iter().collect::<Option<Vec<Arg>>>()?;
+        dst_ok.then_some(CInst {
+            op,
+            dst,
+            args,
+            callee: None,
+            loc: line.loc,
+        })
+    }
+
+    fn check_call(&mut self, line: &Line, dst: Option<u32>, callee: &Name, args: &[Operand]) -> Option<CInst> {
+        let dst_ok = self.check_dst(line, true);
+        let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
+            self.error(callee.span, format!("unknown function `@{}`", callee.text));
+            return self.resolve_only(args);
+        };
+        let globals = self.globals;
+        let sig = globals.sigs.get(fi as usize)?;
+        if !sig.complete {
+            return self.resolve_only(args);
+        }
+        if args.len() != sig.params.len() {
+            let msg = format!(
+                "`@{}` takes {}, found {}",
+                callee.text,
+                plural(sig.params.len(), "argument"),
+                args.len()
+            );
+            self.error(callee.span, msg);
+            return self.resolve_only(args);
+        }
+        let checked: Vec<Option<Arg>> = args
+            .iter()
+            .zip(&sig.params)
+            .enumerate()
+            .map(|(i, (a, ty))| {
+                let what = format!(" (parameter {} of `@{}`)", i + 1, callee.text);
+                self.check_arg(a, *ty, &what)
+            })
+            .collect();
+        let args = checked.into_iter().collect::<Option<Vec<Arg>>>()?;
+        dst_ok.then_some(CInst {
+            op: Op::Call,
+            dst,
+            args,
+            callee: Some(fi),
+            loc: line.loc,
+        })
+    }
+
+    fn check_phi(&mut self, bi: u32, line: &'a Line, dst: Option<u32>) -> Option<CPhi> {
+        let Body::Phi(arms) = &line.body else {
+            return None;
+        };
+        let mut ok = self.check_dst(line, true);
+        let m = &line.mnemonic;
+        if bi == 0 {
+            self.error(m.span, "the entry block cannot have phis");
+            ok = false;
+        }
+        let check_preds = self.cfg_complete && bi != 0;
+        let preds: HashSet<u32> = self.preds.get(bi as usize).into_iter().flatten().copied().collect();
+        let block_name = self.blocks.get(bi as usize).map_or("", |b| b.name);
+        let ty = self.known(dst);
+        let mut seen = HashSet::new();
+        let mut incoming = Vec::new();
+        for arm in arms {
+            let pred = self.labels.get(arm.label.text.as_str()).copied();
+            let label = &arm.label;
+            match pred {
+                None => {
+                    self.error(label.span, format!("unknown block label `{}`", label.text));
+                    ok = false;
+                }
+                Some(p) if !seen.insert(p) => {
+                    let msg = format!("duplicate phi entry for block `{}`", label.text);
+                    self.error(label.span, msg);
+                    ok = false;
+                }
+                Some(p) if check_preds && !preds.contains(&p) => {
+                    let msg = format!(
+                        "`{}` is not a predecessor of block `{block_name}`",
+                        label.text
+                    );
+                    self.error(label.span, msg);
+                    ok = false;
+                }
+                Some(_) => {}
+            }
+            self.at = pred.map_or(UseAt::Nowhere, |p| UseAt::Edge { pred: p });
+            match (self.check_arg(&arm.value, ty, ""), pred) {
+                (Some(a), Some(p)) => incoming.push((p, a)),
+                _ => ok = false,
+            }
+        }
+        if check_preds {
+            let mut missing: Vec<u32> = preds.difference(&seen).copied().collect();
+            missing.sort_unstable();
+            for q in missing {
+                let name = self.blocks.get(q as usize).map_or("", |b| b.name);
+                let msg = format!("phi is missing an entry for predecessor `{name}`");
+                self.error(m.span, msg);
+                ok = false;
+            }
+        }
+        Some(CPhi {
+            dst: dst?,
+            incoming,
+            loc: line.loc,
+        })
+        .filter(|_| ok)
+    }
+
+    fn check_term(&mut self, line: &'a Line) -> Option<CTerm> {
+        let dst_ok = self.check_dst(line, false);
+        let term = match &line.body {
+            Body::Jmp(l) => CTerm::Jmp(self.label_index(l)?),
+            Body::Br { cond, then_, else_ } => {
+                let cond = self.check_arg(cond, Some(Type::Bool), " (the branch condition)");
+                CTerm::Br {
+                    cond: cond?,
+                    then_: self.label_index(then_)?,
+                    else_: self.label_index(else_)?,
+                }
+            }
+            Body::Ret(v) => {
+                let what = format!(" (the return type of `@{}`)", self.f.name.text);
+                CTerm::Ret(self.check_arg(v, self.f.ret, &what)?)
+            }
+            _ => return None,
+        };
+        dst_ok.then_some(term)
+    }
+
+    /// A branch target that [`Self::target`] accepted (already reported
+    /// otherwise).
+    fn label_index(&self, l: &Name) -> Option<u32> {
+        self.labels.get(l.text.as_str()).copied().filter(|&t| t != 0)
+    }
+
+    /// Resolve the registers of operands that cannot be type-checked (their
+    /// instruction is already in error), so unknown ones are still reported.
+    fn resolve_only<T>(&mut self, args: &[Operand]) -> Option<T> {
+        for a in args {
+            self.check_arg(a, None, "");
+        }
+        None
+    }
+
+    /// Check one operand against the expected type (`None`: unknown, accept
+    /// silently), recording register uses for the dominance check. `what`
+    /// says what the expected type belongs to, for the message.
+    fn check_arg(&mut self, o: &Operand, exp: Option<Type>, what: &str) -> Option<Arg> {
+        match o {
+            Operand::Reg(n) => {
+                let Some(&v) = self.names.get(n.text.as_str()) else {
+                    self.error(n.span, format!("unknown register `%{}`", n.text));
+                    return None;
+                };
+                self.uses.push(UseRec {
+                    val: v,
+                    at: self.at,
+                    span: n.span,
+                });
+                let exp = exp?;
+                match self.tys.get(v as usize) {
+                    Some(TyState::Known(t)) if *t == exp => Some(Arg::Val(v)),
+                    Some(TyState::Known(t)) => {
+                        let msg = format!("expected {exp}{what}, found `%{}` of type {t}", n.text);
+                        self.error(n.span, msg);
+                        None
+                    }
+                    _ => None,
+                }
+            }
+            Operand::Lit { lit, text, span } => {
+                let arg = literal_arg(*lit, exp?);
+                if arg.is_none() {
+                    let msg = literal_mismatch(*lit, text, exp?, what);
+                    self.error(*span, msg);
+                }
+                if let Some(Arg::Const(t, bits)) = arg {
+                    self.consts.insert((t, bits));
+                }
+                arg
+            }
+            Operand::Bad(_) => None,
+        }
+    }
+
+    // ---- 5. dominance ---------------------------------------------------------------
+
+    fn check_dominance(&mut self) {
+        if !self.cfg_complete || self.blocks.is_empty() {
+            return;
+        }
+        let dom = DomTree::new(&self.succs);
+        let uses = std::mem::take(&mut self.uses);
+        for u in &uses {
+            let Some(val) = self.vals.get(u.val as usize) else {
+                continue;
+            };
+            let (site, name, line) = (val.site, val.name, val.line);
+            if let Some(msg) = self.dominance_error(&dom, u.at, site, name, line) {
+                self.error(u.span, msg);
+            }
+        }
+    }
+
+    /// The complaint about a use at `at` of a value defined at `site`, if
+    /// the definition does not dominate it. Uses in unreachable code are
+    /// vacuously dominated.
+    fn dominance_error(&self, dom: &DomTree, at: UseAt, site: Site, name: &str, line: u32) -> Option<String> {
+        let def_block = site.block()?;
+        match at {
+            UseAt::Nowhere => None,
+            UseAt::Inst { block, pos } => {
+                if !dom.reachable(block) {
+                    return None;
+                }
+                match site {
+                    Site::Inst { block: d, pos: j } if d == block => {
+                        (j >= pos).then(|| format!("`%{name}` is used before its definition"))
+                    }
+                    _ => (!dom.dominates(def_block, block)).then(|| {
+                        format!("the definition of `%{name}` (line {line}) does not dominate this use")
+                    }),
+                }
+            }
+            UseAt::Edge { pred } => {
+                if !dom.reachable(pred) || dom.dominates(def_block, pred) {
+                    return None;
+                }
+                let pred_name = self.blocks.get(pred as usize).map_or("", |b| b.name);
+                Some(format!(
+                    "the definition of `%{name}` (line {line}) does not dominate the end of predecessor `{pred_name}`"
+                ))
+            }
+        }
+    }
+
+    // ---- limits and output ----------------------------------------------------------
+
+    fn check_size(&mut self) {
+        let n = self.vals.len() + self.consts.len();
+        if n > MAX_VALUES {
+            let msg = format!(
+                "function `@{}` has {n} values (registers and distinct constants); at most {MAX_VALUES} are allowed",
+                self.f.name.text
+            );
+            self.error(self.f.name.span, msg);
+        }
+    }
+
+    fn finish(&self, blocks: Vec<Option<CBlock>>) -> Option<CheckedFn> {
+        let values = self
+            .vals
+            .iter()
+            .zip(&self.tys)
+            .map(|(v, t)| match t {
+                TyState::Known(ty) => Some(CValue {
+                    name: v.name.to_string(),
+                    ty: *ty,
+                }),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(CheckedFn {
+            name: self.f.name.text.clone(),
+            n_params: self.f.params.len(),
+            ret: self.f.ret?,
+            values,
+            blocks: blocks.into_iter().collect::<Option<Vec<_>>>()?,
+            loc: self.f.loc,
+        })
+    }
+}
+
+/// Whether a line ends its block (including a terminator that failed to
+/// parse, so the block is not also reported as unterminated).
+fn is_terminator_line(line: &Line) -> bool {
+    line.body.is_terminator()
+        || (line.body == Body::Broken && matches!(line.mnemonic.text.as_str(), "jmp" | "br" | "ret"))
+}
+
+/// The register names a line reads.
+fn read_registers(line: &Line) -> Vec<&str> {
+    let ops: Vec<&Operand> = match &line.body {
+        Body::Phi(arms) => arms.iter().map(|a| &a.value).collect(),
+        Body::Call { args, .. } | Body::Op(args) => args.iter().collect(),
+        Body::Br { cond, .. } => vec![cond],
+        Body::Ret(v) => vec![v],
+        Body::Jmp(_) | Body::Broken => Vec::new(),
+    };
+    ops.into_iter()
+        .filter_map(|o| match o {
+            Operand::Reg(n) => Some(n.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The operands of `op` in `T` positions.
+fn t_args<'o>(op: Op, args: &'o [Operand]) -> impl Iterator<Item = &'o Operand> {
+    args.iter()
+        .zip(use_tys(op))
+        .filter(|(_, t)| *t == Ty::T)
+        .map(|(a, _)| a)
+}
+
+fn lit_type(lit: Lit) -> Type {
+    match lit {
+        Lit::Int(_) => Type::I64,
+        Lit::Float(_) => Type::F64,
+        Lit::Bool(_) => Type::Bool,
+    }
+}
+
+/// The constant for a literal of the expected type, if it has that type.
+fn literal_arg(lit: Lit, exp: Type) -> Option<Arg> {
+    match (lit, exp) {
+        (Lit::Float(x), Type::F64) => Some(Arg::Const(Type::F64, x.to_bits())),
+        (Lit::Int(n), Type::I64) => Some(Arg::Const(Type::I64, n as u64)),
+        (Lit::Bool(b), Type::Bool) => Some(Arg::Const(Type::Bool, u64::from(b))),
+        _ => None,
+    }
+}
+
+fn literal_mismatch(lit: Lit, text: &str, exp: Type, what: &str) -> String {
+    match (lit, exp) {
+        (Lit::Int(_), Type::F64) => {
+            format!("expected f64{what}, found integer literal `{text}`; write `{text}.0`")
+        }
+        (Lit::Int(_), _) => format!("expected {exp}{what}, found integer literal `{text}`"),
+        (Lit::Float(_), _) => format!("expected {exp}{what}, found f64 literal `{text}`"),
+        (Lit::Bool(_), _) => format!("expected {exp}{what}, found bool literal `{text}`"),
+    }
+}
+
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+// ---- dominators --------------------------------------------------------------------
+
+/// The dominator tree of the blocks reachable from block 0, computed with
+/// the Cooper-Harvey-Kennedy algorithm and numbered so that a dominance
+/// query is two comparisons. Everything is iterative: no recursion depth
+/// depends on the input.
+struct DomTree {
+    /// Preorder and postorder numbers in the dominator tree (`u32::MAX`
+    /// for unreachable blocks).
+    pre: Vec<u32>,
+    post: Vec<u32>,
+}
+
+impl DomTree {
+    fn new(succs: &[Vec<u32>]) -> DomTree {
+        let n = succs.len();
+        let rpo = reverse_postorder(succs);
+        let mut rpo_num = vec![u32::MAX; n];
+        for (i, &b) in rpo.iter().enumerate() {
+            rpo_num[b as usize] = i as u32;
+        }
+        let mut preds = vec![Vec::new(); n];
+        for &b in &rpo {
+            for &s in &succs[b as usize] {
+                preds[s as usize].push(b);
+            }
+        }
+        let idom = immediate_dominators(&rpo, &rpo_num, &preds);
+        let (pre, post) = tree_numbers(&idom, n);
+        DomTree { pre, post }
+    }
+
+    fn reachable(&self, b: u32) -> bool {
+        self.pre.get(b as usize).is_some_and(|&p| p != u32::MAX)
+    }
+
+    /// Whether `a` dominates `b` (both reachable; every block dominates
+    /// itself).
+    fn dominates(&self, a: u32, b: u32) -> bool {
+        if !self.reachable(a) || !self.reachable(b) {
+            return false;
+        }
+        let (a, b) = (a as usize, b as usize);
+        self.pre[a] <= self.pre[b] && self.post[b] <= self.post[a]
+    }
+}
+
+fn reverse_postorder(succs: &[Vec<u32>]) -> Vec<u32> {
+    let n = succs.len();
+    let mut order = Vec::with_capacity(n);
+    if n == 0 {
+        return order;
+    }
+    let mut visited = vec![false; n];
+    visited[0] = true;
+    let mut stack: Vec<(u32, usize)> = vec![(0, 0)];
+    while let Some(top) = stack.last_mut() {
+        let (b, i) = *top;
+        match succs[b as usize].get(i) {
+            Some(&s) => {
+                top.1 += 1;
+                if !visited[s as usize] {
+                    visited[s as usize] = true;
+                    stack.push((s, 0));
+                }
+            }
+            None => {
+                order.push(b);
+                stack.pop();
+            }
+        }
+    }
+    order.reverse();
+    order
+}
+
+fn immediate_dominators(rpo: &[u32], rpo_num: &[u32], preds: &[Vec<u32>]) -> Vec<Option<u32>> {
+    let mut idom: Vec<Option<u32>> = vec![None; rpo_num.len()];
+    let Some(&entry) = rpo.first() else {
+        return idom;
+    };
+    idom[entry as usize] = Some(entry);
+    // Walk two fingers up the current tree until they meet; the finger with
+    // the larger reverse-postorder number is the deeper one.
+    let intersect = |idom: &[Option<u32>], mut a: u32, mut b: u32| {
+        while a != b {
+            while rpo_num[a as usize] > rpo_num[b as usize] {
+                a = idom[a as usize].unwrap_or(entry);
+            }
+            while rpo_num[b as usize] > rpo_num[a as usize] {
+                b = idom[b as usize].unwrap_or(entry);
+            }
+        }
+        a
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &b in rpo.iter().skip(1) {
+            let mut new: Option<u32> = None;
+            for &p in &preds[b as usize] {
+                if idom[p as usize].is_some() {
+                    new = Some(match new {
+                        None => p,
+                        Some(q) => intersect(&idom, p, q),
+                    });
+                }
+            }
+            if new != idom[b as usize] {
+                idom[b as usize] = new;
+                changed = true;
+            }
+        }
+    }
+    idom
+}
+
+/// Preorder and postorder numbers of the dominator tree given by `idom`.
+fn tree_numbers(idom: &[Option<u32>], n: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut children = vec![Vec::new(); n];
+    for (b, d) in idom.iter().enumerate() {
+        if let Some(d) = *d {
+            if d as usize != b {
+                children[d as usize].push(b as u32);
+            }
+        }
+    }
+    let mut pre = vec![u32::MAX; n];
+    let mut post = vec![u32::MAX; n];
+    if n == 0 || idom[0].is_none() {
+        return (pre, post);
+    }
+    let (mut next_pre, mut next_post) = (0u32, 0u32);
+    let mut stack: Vec<(u32, usize)> = vec![(0, 0)];
+    pre[0] = 0;
+    next_pre += 1;
+    while let Some(top) = stack.last_mut() {
+        let (b, i) = *top;
+        match children[b as usize].get(i) {
+            Some(&c) => {
+                top.1 += 1;
+                pre[c as usize] = next_pre;
+                next_pre += 1;
+                stack.push((c, 0));
+            }
+            None => {
+                post[b as usize] = next_post;
+                next_post += 1;
+                stack.pop();
+            }
+        }
+    }
+    (pre, post)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dominators_of_a_diamond_with_a_loop() {
+        // 0 -> 1 -> {2, 3} -> 4 -> 1 ; 4 -> 5 ; 6 unreachable
+        let succs = vec![vec![1], vec![2, 3], vec![4], vec![4], vec![1, 5], vec![], vec![5]];
+        let d = DomTree::new(&succs);
+        assert!(d.dominates(0, 5));
+        assert!(d.dominates(1, 4));
+        assert!(!d.dominates(2, 4));
+        assert!(!d.dominates(3, 4));
+        assert!(d.dominates(4, 5));
+        assert!(d.dominates(4, 4));
+        assert!(!d.reachable(6));
+        assert!(!d.dominates(6, 5));
+    }
+
+    #[test]
+    fn every_mnemonic_resolves_to_user_opcodes() {
+        for (m, fam) in MNEMONICS {
+            assert_eq!(family(m), Some(*fam));
+        }
+        assert_eq!(family("acc"), None);
+    }
+}

@@ -1,0 +1,261 @@
+//! Diagnostics: located error messages and their rendering.
+//!
+//! The stages of the assembler report errors into a [`Sink`] as byte spans
+//! and messages. [`Sink::finish`] sorts them by position and converts the
+//! byte offsets to 1-based line and character columns in one pass over the
+//! source, so reporting stays linear even for many errors on one long line.
+
+use std::fmt;
+
+/// A byte range `start..end` of the source text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span { start, end }
+    }
+
+    /// The smallest span covering both `self` and `other`.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// One error: where it is and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// 1-based line of the span's start.
+    pub line: u32,
+    /// 1-based column of the span's start, counted in characters.
+    pub col: u32,
+    pub message: String,
+    /// The offending bytes of the source.
+    pub span: Span,
+}
+
+/// Every error found in one source file, sorted by position.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostics {
+    /// The file name used in rendered messages.
+    pub file: String,
+    pub items: Vec<Diagnostic>,
+    /// The source text, kept to show the offending line under each message.
+    pub source: String,
+}
+
+impl Diagnostics {
+    /// Diagnostics for `source` (named `file`) with the given located items.
+    pub fn new(file: &str, source: &str, items: Vec<Diagnostic>) -> Diagnostics {
+        Diagnostics {
+            file: file.to_string(),
+            items,
+            source: source.to_string(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// All diagnostics, each as `FILE:LINE:COL: error: MESSAGE`, then the
+    /// source line and a caret line under the offending span, separated by
+    /// newlines (no newline after the last one).
+    pub fn render(&self) -> String {
+        let blocks: Vec<String> = self.items.iter().map(|d| self.render_one(d)).collect();
+        blocks.join("\n")
+    }
+
+    fn render_one(&self, d: &Diagnostic) -> String {
+        let start = floor_boundary(&self.source, d.span.start);
+        let line_start = self.source[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = self.source[start..]
+            .find('\n')
+            .map_or(self.source.len(), |i| start + i);
+        let text = self.source[line_start..line_end].trim_end_matches('\r');
+        let before = &self.source[line_start..start];
+        // Tabs stay tabs in the padding so the caret lines up in a terminal.
+        let pad: String = before
+            .chars()
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let end = floor_boundary(&self.source, d.span.end.clamp(start, line_end));
+        let width = self.source[start..end].chars().count().max(1);
+        format!(
+            "{}:{}:{}: error: {}\n   {}\n   {}{}",
+            self.file,
+            d.line,
+            d.col,
+            d.message,
+            text,
+            pad,
+            "^".repeat(width)
+        )
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.render())
+    }
+}
+
+impl std::error::Error for Diagnostics {}
+
+/// The largest char boundary of `s` at or below `i` (clamped to `s.len()`),
+/// so that slicing never splits a character whatever offset we are given.
+fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Where the stages collect errors before they are located and sorted.
+#[derive(Debug, Default)]
+pub(crate) struct Sink {
+    items: Vec<(Span, String)>,
+}
+
+impl Sink {
+    pub fn error(&mut self, span: Span, message: impl Into<String>) {
+        self.items.push((span, message.into()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Sort by position (keeping report order for equal positions), drop
+    /// exact duplicates and compute lines and columns.
+    pub fn finish(mut self, file: &str, source: &str) -> Diagnostics {
+        self.items.sort_by_key(|(span, _)| span.start);
+        self.items.dedup();
+        let mut cursor = Cursor::default();
+        let items = self
+            .items
+            .into_iter()
+            .map(|(span, message)| {
+                let (line, col) = cursor.advance_to(source, span.start);
+                Diagnostic {
+                    line,
+                    col,
+                    message,
+                    span,
+                }
+            })
+            .collect();
+        Diagnostics::new(file, source, items)
+    }
+}
+
+/// Converts increasing byte offsets to lines and columns incrementally.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Cursor {
+    offset: usize,
+    line: u32,
+    col: u32,
+}
+
+impl Default for Cursor {
+    fn default() -> Cursor {
+        Cursor {
+            offset: 0,
+            line: 1,
+            col: 1,
+        }
+    }
+}
+
+impl Cursor {
+    /// Move to `target` (which must not be below the previous target; a
+    /// smaller one is treated as the previous one) and return its 1-based
+    /// line and character column.
+    pub fn advance_to(&mut self, source: &str, target: usize) -> (u32, u32) {
+        let target = floor_boundary(source, target).max(self.offset);
+        for c in source[self.offset..target].chars() {
+            if c == '\n' {
+                self.line = self.line.saturating_add(1);
+                self.col = 1;
+            } else {
+                self.col = self.col.saturating_add(1);
+            }
+        }
+        self.offset = target;
+        (self.line, self.col)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(src: &str, start: usize, end: usize, msg: &str) -> Diagnostics {
+        let mut sink = Sink::default();
+        sink.error(Span::new(start, end), msg);
+        sink.finish("t.adasm", src)
+    }
+
+    #[test]
+    fn renders_the_contract_format() {
+        let src = "fn @f() -> f64 {\nentry:\n    ret %y\n}\n";
+        let start = src.find("%y").expect("present");
+        let d = one(src, start, start + 2, "unknown register `%y`");
+        assert_eq!(
+            d.render(),
+            "t.adasm:3:9: error: unknown register `%y`\n       ret %y\n           ^^"
+        );
+        assert_eq!(d.to_string(), d.render());
+    }
+
+    #[test]
+    fn columns_count_characters_not_bytes() {
+        let src = "; é\n  é€ $x\n";
+        let start = src.find('$').expect("present");
+        let d = one(src, start, start + 1, "bad");
+        assert_eq!((d.items[0].line, d.items[0].col), (2, 6));
+        assert!(d.render().ends_with("\n     é€ $x\n        ^"));
+    }
+
+    #[test]
+    fn spans_at_end_of_file_and_inside_characters_do_not_panic() {
+        let src = "é";
+        for (s, e) in [(0, 1), (1, 2), (2, 2), (5, 9), (1, 0)] {
+            let d = one(src, s, e, "m");
+            assert!(d.render().contains("error: m"));
+        }
+        let d = one("", 0, 0, "empty");
+        assert_eq!(d.render(), "t.adasm:1:1: error: empty\n   \n   ^");
+    }
+
+    #[test]
+    fn tabs_are_kept_in_the_caret_padding() {
+        let src = "\tret %y\n";
+        let d = one(src, 5, 7, "m");
+        assert_eq!((d.items[0].line, d.items[0].col), (1, 6));
+        assert!(d.render().ends_with("\n   \tret %y\n   \t    ^^"));
+    }
+
+    #[test]
+    fn sorted_by_position_and_deduplicated() {
+        let mut sink = Sink::default();
+        sink.error(Span::new(11, 12), "b");
+        sink.error(Span::new(0, 1), "a");
+        sink.error(Span::new(11, 12), "b");
+        let d = sink.finish("f", "0123456789\nabc");
+        let got: Vec<_> = d.items.iter().map(|i| (i.line, i.col, i.message.as_str())).collect();
+        assert_eq!(got, vec![(1, 1, "a"), (2, 1, "b")]);
+    }
+}

@@ -1,0 +1,165 @@
+//! Assembling never panics: arbitrary bytes, arbitrary sequences of valid
+//! tokens and mutated valid programs all give a module or diagnostics. An
+//! accepted module always prints to text that assembles again; rejected
+//! input always has at least one diagnostic, and rendering it works.
+
+use proptest::prelude::*;
+use std::path::Path;
+
+/// Assemble and check the outcome's invariants.
+fn assemble_checked(src: &str) {
+    match assembler::assemble(src, "fuzz.adasm") {
+        Ok(m) => {
+            let text = assembler::print_module(&m);
+            if let Err(d) = assembler::assemble(&text, "printed.adasm") {
+                panic!("printed module does not assemble:\n{d}\n--- source:\n{src}\n--- printed:\n{text}");
+            }
+        }
+        Err(d) => {
+            assert!(!d.items.is_empty());
+            let text = d.render();
+            assert_eq!(text.lines().count(), 3 * d.items.len(), "{text}");
+            for w in d.items.windows(2) {
+                assert!(w[0].span.start <= w[1].span.start, "sorted by position");
+            }
+        }
+    }
+}
+
+const VOCAB: &[&str] = &[
+    "fn", "@f", "@g", "@main", "%x", "%y", "%z", "%a", "%c", "entry", "body", "done", "head",
+    ":", ",", "=", "(", ")", "{", "}", "[", "]", "->", "\n", "\n", "\n", "f64", "i64", "bool",
+    "add", "sub", "mul", "lt", "gt", "phi", "br", "jmp", "ret", "call", "aset", "aget", "anew",
+    "select", "copy", "itof", "sin", "1", "-7", "0", "2.0", "-1.5e-3", "inf", "-inf", "nan",
+    "true", "false", "; comment", "$", "é", "99999999999999999999",
+];
+
+fn token_program() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(VOCAB), 0..120).prop_map(|toks| toks.join(" "))
+}
+
+fn valid_programs() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs");
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+/// A valid program with a few lines deleted, duplicated or swapped.
+fn mutated_program() -> impl Strategy<Value = String> {
+    let programs = valid_programs();
+    let n = programs.len().max(1);
+    (0..n, prop::collection::vec((0u8..3, any::<prop::sample::Index>(), any::<prop::sample::Index>()), 1..5))
+        .prop_map(move |(p, edits)| {
+            let src = programs.get(p).cloned().unwrap_or_default();
+            let mut lines: Vec<&str> = src.lines().collect();
+            for (kind, i, j) in edits {
+                if lines.is_empty() {
+                    break;
+                }
+                let (i, j) = (i.index(lines.len()), j.index(lines.len()));
+                match kind {
+                    0 => {
+                        lines.remove(i);
+                    }
+                    1 => lines.insert(j, lines[i]),
+                    _ => lines.swap(i, j),
+                }
+            }
+            lines.join("\n")
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        assemble_checked(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn arbitrary_token_sequences_never_panic(src in token_program()) {
+        assemble_checked(&src);
+    }
+
+    #[test]
+    fn mutated_programs_never_panic(src in mutated_program()) {
+        assemble_checked(&src);
+    }
+
+    #[test]
+    fn argument_literals_never_panic(s in "@?[a-z]{0,3}\\(([-0-9.e,\\[\\] ]|true|inf|nan){0,30}\\)?") {
+        if let Ok((_, lits)) = assembler::parse_call(&s) {
+            let tys = [vm::Type::F64, vm::Type::I64, vm::Type::Bool, vm::Type::Arr];
+            let params: Vec<vm::Type> = (0..lits.len()).map(|i| tys[i % 4]).collect();
+            let _ = assembler::literals_to_values(&params, &lits);
+        }
+    }
+}
+
+/// A function just over the value limit is rejected with a clear message;
+/// one at the limit is accepted.
+#[test]
+fn value_limit() {
+    fn program(n_values: usize) -> String {
+        // One parameter plus `n_values - 1` registers.
+        let mut s = String::from("fn @big(%v0: f64) -> f64 {\nentry:\n");
+        for i in 1..n_values {
+            s.push_str(&format!("    %v{i} = copy %v{}\n", i - 1));
+        }
+        s.push_str(&format!("    ret %v{}\n}}\n", n_values - 1));
+        s
+    }
+    let limit = assembler::MAX_VALUES;
+    assert!(assembler::assemble(&program(limit), "big.adasm").is_ok());
+    let err = assembler::assemble(&program(limit + 1), "big.adasm").expect_err("too big");
+    assert_eq!(err.items.len(), 1, "{err}");
+    assert_eq!((err.items[0].line, err.items[0].col), (1, 4));
+    assert!(err.items[0].message.contains("at most 60000"), "{err}");
+}
+
+/// Constants count towards the limit too.
+#[test]
+fn constants_count_towards_the_limit() {
+    let mut s = String::from("fn @k(%x: f64) -> f64 {\nentry:\n");
+    let n = assembler::MAX_VALUES / 2 + 10;
+    for i in 0..n {
+        s.push_str(&format!("    %v{i} = add %x, {i}.5\n"));
+    }
+    s.push_str("    ret %x\n}\n");
+    let err = assembler::assemble(&s, "k.adasm").expect_err("too many values");
+    assert!(err.items[0].message.contains("distinct constants"), "{err}");
+}
+
+/// Long chains of blocks, deep loop nests and many errors on one line stay
+/// fast and use no deep recursion.
+#[test]
+fn large_inputs_are_handled() {
+    // 20,000 blocks in a chain, each using a value from the first block.
+    let mut s = String::from("fn @chain(%x: f64) -> f64 {\nentry:\n    %a = add %x, 1.0\n    jmp b0\n");
+    for i in 0..20_000 {
+        s.push_str(&format!("b{i}:\n    %t{i} = add %a, 1.0\n    jmp b{}\n", i + 1));
+    }
+    s.push_str("b20000:\n    ret %a\n}\n");
+    assert!(assembler::assemble(&s, "chain.adasm").is_ok());
+    // A phi chain where each phi names a value defined later in the text.
+    let mut s = String::from("fn @late(%x: f64) -> f64 {\nentry:\n    jmp l\nl:\n");
+    for i in 0..5_000 {
+        s.push_str(&format!("    %p{i} = phi [entry: %x], [l: %p{}]\n", i + 1));
+    }
+    s.push_str("    %p5000 = phi [entry: %x], [l: %p0]\n    br true, l, out\nout:\n    ret %p0\n}\n");
+    assert!(assembler::assemble(&s, "late.adasm").is_ok());
+    // Many bad characters and many errors on one line.
+    let line = "$ ".repeat(20_000);
+    let err = assembler::assemble(&line, "bad.adasm").expect_err("bad");
+    assert_eq!(err.items.len(), 20_000);
+    let nested = "[".repeat(100_000) + &"(".repeat(100_000);
+    assert!(assembler::assemble(&nested, "nested.adasm").is_err());
+}
