@@ -377,7 +377,7 @@ impl Engine {
             .funcs
             .get(f.index())
             .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
-        let params = func.param_types();
+        let params = func.params.iter().map(|p| func.ty(*p));
         if params.len() != args.len() {
             return Err(AdError::Args(format!(
                 "@{} takes {} argument(s), got {}",
@@ -386,8 +386,8 @@ impl Engine {
                 args.len()
             )));
         }
-        for (i, (p, a)) in params.iter().zip(args).enumerate() {
-            if *p != a.ty() {
+        for (i, (p, a)) in params.zip(args).enumerate() {
+            if p != a.ty() {
                 return Err(AdError::Args(format!(
                     "argument {} of @{} must be {p}, got {}",
                     i + 1,

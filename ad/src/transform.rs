@@ -57,6 +57,7 @@ pub fn transform(
     let p = module.func(f);
     let mut t = Transform::new(module, p);
     t.translate(derived);
+    t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();
     (t.fwd, t.rev)
@@ -185,6 +186,34 @@ impl<'a> Transform<'a> {
             needs.retain(|v| !entry_values.contains(v));
         }
         self.entry_values = entry_values;
+    }
+
+    /// Put each block's pushes in the order the forward code makes them:
+    /// values defined before the block first (pushed on entry), then values
+    /// the block defines, each pushed right after its definition. Pushing
+    /// early ends the value's use in the forward code as soon as possible,
+    /// which lets the lowering coalesce loop-carried values into their phis'
+    /// registers. The reverse block pops in the opposite order.
+    fn order_needs(&mut self) {
+        for b in 0..self.p.blocks.len() {
+            let mut late = Vec::new();
+            for (i, inst) in self.p.blocks[b].insts.iter().enumerate() {
+                if let Some(old) = self.overwritten.get(&(b, i)) {
+                    late.push(*old);
+                }
+                if let Some(d) = inst.dst {
+                    late.push(d);
+                }
+            }
+            let needs = &self.needs[b];
+            let mut ordered: Vec<ValueId> = needs
+                .iter()
+                .copied()
+                .filter(|v| !late.contains(v))
+                .collect();
+            ordered.extend(late.into_iter().filter(|v| needs.contains(v)));
+            self.needs[b] = ordered;
+        }
     }
 
     /// Append the reverse fragment of `inst` (block `b`, index `i`) to `out`.
@@ -553,19 +582,56 @@ impl<'a> Transform<'a> {
         let nrets = self.cfg.rets.len();
         for b in 0..n {
             let mut insts = Vec::with_capacity(p.blocks[b].insts.len() + self.needs[b].len());
+            let needs = &self.needs[b];
+            let push = |v: ValueId| Inst::new(Op::CommsPush, None, vec![v], Loc::default());
+            // A callee's forward code pushes onto the same stack, and the
+            // reverse block pops all of its own values before it replays the
+            // callee's pullback. So nothing of this block may be pushed
+            // before its last differentiated call: up to that call, pushes
+            // wait and happen right after it (in `needs` order).
+            let cut = (0..p.blocks[b].insts.len())
+                .rev()
+                .find(|i| self.calls.contains_key(&(b, *i)));
+            let defined_at = |v: ValueId| -> Option<usize> {
+                p.blocks[b].insts.iter().enumerate().find_map(|(i, inst)| {
+                    (inst.dst == Some(v) || self.overwritten.get(&(b, i)) == Some(&v)).then_some(i)
+                })
+            };
+            let waits = |v: ValueId| match (defined_at(v), cut) {
+                (None, _) => true,
+                (Some(i), Some(c)) => i <= c,
+                (Some(_), None) => false,
+            };
+            if cut.is_none() {
+                // Values defined before this block: pushed on entry.
+                for v in needs.iter().filter(|v| defined_at(**v).is_none()) {
+                    insts.push(push(*v));
+                }
+            }
             for (i, inst) in p.blocks[b].insts.iter().enumerate() {
                 let mut inst = inst.clone();
                 if let Some(old) = self.overwritten.get(&(b, i)) {
                     let read = Inst::new(Op::AGet, Some(*old), inst.args[..2].to_vec(), inst.loc);
                     insts.push(read);
+                    if needs.contains(old) && !(cut.is_some() && waits(*old)) {
+                        insts.push(push(*old));
+                    }
                 }
                 if let Some(d) = self.calls.get(&(b, i)) {
                     inst.callee = Some(d.fwd);
                 }
+                let dst = inst.dst;
                 insts.push(inst);
-            }
-            for v in &self.needs[b] {
-                insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
+                if let Some(d) = dst.filter(|d| needs.contains(d)) {
+                    if !(cut.is_some() && waits(d)) {
+                        insts.push(push(d));
+                    }
+                }
+                if cut == Some(i) {
+                    for v in needs.iter().filter(|v| waits(**v)) {
+                        insts.push(push(*v));
+                    }
+                }
             }
             let term = p.blocks[b].term.clone();
             match &term {

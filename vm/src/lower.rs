@@ -114,7 +114,9 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         .filter(|&i| f.values[i].konst.is_some() && !is_param[i])
         .collect();
     order.extend(&consts);
-    order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none()));
+    // Values coalesced into a phi share its register (see `coalesce`).
+    let alias = coalesce(f, &is_param);
+    order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none() && alias[i] == i));
     if order.len() > u16::MAX as usize - 8 {
         return Err(LowerError::TooManyRegisters {
             func: f.name.clone(),
@@ -128,6 +130,11 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         reg[v] = r as Reg;
         reg_types.push(f.values[v].ty);
         reg_names.push(f.values[v].name.clone().unwrap_or_default());
+    }
+    for v in 0..n {
+        if alias[v] != v {
+            reg[v] = reg[alias[v]];
+        }
     }
     let mut l = Lowerer {
         f,
@@ -193,6 +200,75 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         debug_assert_eq!(func.param_types.len(), nparams);
         func
     })
+}
+
+/// Phi coalescing: the value `v` a phi `p` receives on edge `P -> B` may
+/// live in `p`'s register, which turns that edge's copy into nothing, when
+/// writing `v` there cannot clobber a `p` that is still needed:
+///
+/// * `v` is defined by an instruction in `P` and used only by this phi;
+/// * `P` ends in `jmp B`, so after `v`'s definition control reaches `B`,
+///   where `p` is redefined anyway;
+/// * no instruction of `P` after `v`'s definition reads `p`, and no other
+///   phi of `B` reads `p` on this edge (the swap `a <- b, b <- a + b`).
+///
+/// Values coalesced into the same phi come from different predecessors and
+/// are each read only by the phi, so their live ranges do not overlap. This
+/// only applies to SSA functions; reverse functions have no phis.
+fn coalesce(f: &ir::Function, is_param: &[bool]) -> Vec<usize> {
+    let n = f.values.len();
+    let mut alias: Vec<usize> = (0..n).collect();
+    let mut uses = vec![0u32; n];
+    let mut def: Vec<Option<(usize, usize)>> = vec![None; n];
+    for (bi, b) in f.blocks.iter().enumerate() {
+        for phi in &b.phis {
+            for (_, v) in &phi.incoming {
+                uses[v.index()] += 1;
+            }
+        }
+        for (ii, inst) in b.insts.iter().enumerate() {
+            for v in inst.args.iter().chain(&inst.accs) {
+                uses[v.index()] += 1;
+            }
+            if let Some(d) = inst.dst {
+                def[d.index()] = Some((bi, ii));
+            }
+        }
+        match &b.term {
+            Term::Br { cond, .. } => uses[cond.index()] += 1,
+            Term::Ret(v) => uses[v.index()] += 1,
+            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+    }
+    for (bi, b) in f.blocks.iter().enumerate() {
+        for phi in &b.phis {
+            let p = phi.dst;
+            for (pred, v) in &phi.incoming {
+                let vi = v.index();
+                if is_param[vi] || f.values[vi].konst.is_some() || uses[vi] != 1 || alias[vi] != vi
+                {
+                    continue;
+                }
+                let Some((db, di)) = def[vi] else { continue };
+                let pb = &f.blocks[pred.index()];
+                if db != pred.index() || pb.term != Term::Jmp(BlockId(bi as u32)) {
+                    continue;
+                }
+                let read_later = pb.insts[di + 1..]
+                    .iter()
+                    .any(|i| i.args.contains(&p) || i.accs.contains(&p));
+                let read_by_phi = b
+                    .phis
+                    .iter()
+                    .any(|q| q.dst != p && q.incoming.iter().any(|(l, w)| l == pred && *w == p));
+                if !read_later && !read_by_phi && f.values[vi].ty == f.values[p.index()].ty {
+                    alias[vi] = p.index();
+                }
+            }
+        }
+    }
+    alias
 }
 
 impl Lowerer<'_> {

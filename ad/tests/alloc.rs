@@ -1,0 +1,95 @@
+//! After a warm-up call, a gradient call allocates nothing on the heap
+//! (adasm.md §4 property 7), for a loop, a recursive function and an array
+//! program. Counted by a global allocator wrapper.
+
+use ad::{Engine, Gradient};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use vm::Value;
+
+struct Counting;
+
+// Per thread: the test harness runs tests on several threads at once.
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> usize {
+    ALLOCS.with(|c| c.get())
+}
+
+// SAFETY: forwards to the system allocator; only counts calls.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations_of_second_call(src: &str, name: &str, args: &[Value]) -> (usize, Gradient) {
+    let module = assembler::assemble(src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut e = Engine::new(module).expect("verifies");
+    let f = e.find(name).expect("exists");
+    let mut out = Gradient::default();
+    e.grad_into(f, args, &mut out).expect("warm-up");
+    let before = allocs();
+    e.grad_into(f, args, &mut out).expect("second call");
+    let after = allocs();
+    (after - before, out)
+}
+
+fn program(file: &str) -> String {
+    std::fs::read_to_string(testkit::workspace_root().join(file)).expect("program exists")
+}
+
+#[test]
+fn powloop_gradient_allocates_nothing_after_warm_up() {
+    let (n, g) = allocations_of_second_call(
+        &program("programs/bench/powloop.adasm"),
+        "pow",
+        &[Value::F64(1.0001), Value::I64(10_000)],
+    );
+    assert_eq!(n, 0, "allocations in the second gradient call");
+    assert!(g.value > 2.7);
+}
+
+#[test]
+fn recursive_gradient_allocates_nothing_after_warm_up() {
+    let (n, g) = allocations_of_second_call(
+        &program("programs/bench/recursion.adasm"),
+        "rec",
+        &[Value::F64(0.9), Value::I64(100)],
+    );
+    assert_eq!(n, 0, "allocations in the second gradient call");
+    assert!(g.value > 0.0);
+}
+
+#[test]
+fn array_gradient_allocates_nothing_after_warm_up() {
+    let v = Value::Arr(testkit::suite::sines(1000));
+    let (n, g) = allocations_of_second_call(
+        &program("programs/bench/logsumexp.adasm"),
+        "logsumexp",
+        &[v],
+    );
+    assert_eq!(n, 0, "allocations in the second gradient call");
+    assert!(matches!(&g.grad[0], Some(Value::Arr(a)) if a.len() == 1000));
+}
