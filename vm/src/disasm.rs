@@ -13,7 +13,7 @@
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::Operand;
+use crate::op::{Op, Operand};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -136,8 +136,19 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
             }
         }
     }
-    // `call.acc` has no Def; `call` prints `%dst, @f(...)`.
-    format!("{:<11} {}", ins.op.mnemonic(), ops.join(", "))
+    let mnemonic = match (ins.op, crate::op::Cond::from_flags(ins.flags)) {
+        (Op::JmpCmpI | Op::JmpCmpF, Some(c)) => {
+            let neg = if ins.flags & crate::op::COND_NEGATE != 0 {
+                "ifnot"
+            } else {
+                "if"
+            };
+            let t = if ins.op == Op::JmpCmpI { "i" } else { "f" };
+            format!("jmp.{neg}.{}.{t}", c.name())
+        }
+        (op, _) => op.mnemonic().to_string(),
+    };
+    format!("{mnemonic:<11} {}", ops.join(", "))
 }
 
 fn target_text(f: &Function, pc: u32) -> String {

@@ -16,7 +16,7 @@
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::op::Op;
+use crate::op::{Op, COND_NEGATE};
 use crate::regs::Window;
 use crate::types::{Type, Value};
 use std::fmt;
@@ -721,6 +721,34 @@ impl Vm {
                 }
                 Op::JmpIfNot => {
                     if w.get(ins.r0 as u32) == 0 {
+                        goto!(ins.x);
+                    }
+                }
+                Op::JmpCmpI => {
+                    let (a, b) = (ir!(ins.r0), ir!(ins.r1));
+                    let t = match ins.flags & 7 {
+                        0 => a < b,
+                        1 => a <= b,
+                        2 => a > b,
+                        3 => a >= b,
+                        4 => a == b,
+                        _ => a != b,
+                    };
+                    if t != (ins.flags & COND_NEGATE != 0) {
+                        goto!(ins.x);
+                    }
+                }
+                Op::JmpCmpF => {
+                    let (a, b) = (fr!(ins.r0), fr!(ins.r1));
+                    let t = match ins.flags & 7 {
+                        0 => a < b,
+                        1 => a <= b,
+                        2 => a > b,
+                        3 => a >= b,
+                        4 => a == b,
+                        _ => a != b,
+                    };
+                    if t != (ins.flags & COND_NEGATE != 0) {
                         goto!(ins.x);
                     }
                 }

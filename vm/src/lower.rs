@@ -14,7 +14,7 @@
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
-use crate::op::{Op, Operand};
+use crate::op::{Cond, Op, Operand, COND_NEGATE};
 use crate::types::Type;
 use std::fmt;
 
@@ -78,6 +78,13 @@ pub fn lower_module(m: &ir::Module) -> Result<Program, LowerError> {
     Ok(p)
 }
 
+/// How a conditional branch tests its condition.
+#[derive(Clone, Copy)]
+enum Test {
+    Reg(Reg),
+    Fused(Op, Cond, Reg, Reg),
+}
+
 /// Where a jump must be patched to.
 enum Fixup {
     Block(BlockId),
@@ -97,6 +104,8 @@ struct Lowerer<'f> {
     tables: Vec<Vec<u32>>,
     table_blocks: Vec<Vec<BlockId>>,
     lists: Vec<Vec<Reg>>,
+    /// How often each value is read.
+    uses: Vec<u32>,
 }
 
 /// Lower one function.
@@ -115,7 +124,8 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         .collect();
     order.extend(&consts);
     // Values coalesced into a phi share its register (see `coalesce`).
-    let alias = coalesce(f, &is_param);
+    let uses = use_counts(f);
+    let alias = coalesce(f, &is_param, &uses);
     order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none() && alias[i] == i));
     if order.len() > u16::MAX as usize - 8 {
         return Err(LowerError::TooManyRegisters {
@@ -149,6 +159,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         tables: Vec::new(),
         table_blocks: Vec::new(),
         lists: Vec::new(),
+        uses,
     };
     let mut starts = vec![0u32; f.blocks.len()];
     let mut blocks = Vec::with_capacity(f.blocks.len());
@@ -215,30 +226,15 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
 /// Values coalesced into the same phi come from different predecessors and
 /// are each read only by the phi, so their live ranges do not overlap. This
 /// only applies to SSA functions; reverse functions have no phis.
-fn coalesce(f: &ir::Function, is_param: &[bool]) -> Vec<usize> {
+fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
     let n = f.values.len();
     let mut alias: Vec<usize> = (0..n).collect();
-    let mut uses = vec![0u32; n];
     let mut def: Vec<Option<(usize, usize)>> = vec![None; n];
     for (bi, b) in f.blocks.iter().enumerate() {
-        for phi in &b.phis {
-            for (_, v) in &phi.incoming {
-                uses[v.index()] += 1;
-            }
-        }
         for (ii, inst) in b.insts.iter().enumerate() {
-            for v in inst.args.iter().chain(&inst.accs) {
-                uses[v.index()] += 1;
-            }
             if let Some(d) = inst.dst {
                 def[d.index()] = Some((bi, ii));
             }
-        }
-        match &b.term {
-            Term::Br { cond, .. } => uses[cond.index()] += 1,
-            Term::Ret(v) => uses[v.index()] += 1,
-            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
-            Term::Jmp(_) | Term::BlkPop(_) => {}
         }
     }
     for (bi, b) in f.blocks.iter().enumerate() {
@@ -269,6 +265,30 @@ fn coalesce(f: &ir::Function, is_param: &[bool]) -> Vec<usize> {
         }
     }
     alias
+}
+
+/// How often each value is read (instructions, phis, terminators).
+fn use_counts(f: &ir::Function) -> Vec<u32> {
+    let mut uses = vec![0u32; f.values.len()];
+    for b in &f.blocks {
+        for phi in &b.phis {
+            for (_, v) in &phi.incoming {
+                uses[v.index()] += 1;
+            }
+        }
+        for inst in &b.insts {
+            for v in inst.args.iter().chain(&inst.accs) {
+                uses[v.index()] += 1;
+            }
+        }
+        match &b.term {
+            Term::Br { cond, .. } => uses[cond.index()] += 1,
+            Term::Ret(v) => uses[v.index()] += 1,
+            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+    }
+    uses
 }
 
 impl Lowerer<'_> {
@@ -394,6 +414,41 @@ impl Lowerer<'_> {
         }
     }
 
+    /// How a `br` on `cond` at the end of block `b` tests it: as a fused
+    /// compare-and-branch when `cond` is computed by the block's last
+    /// instruction, a comparison, and used nowhere else (the comparison,
+    /// already emitted, is taken back), else as a bool register.
+    fn branch_test(&mut self, b: &ir::Block, cond: ValueId) -> Test {
+        let fusable = b.insts.last().filter(|last| {
+            last.dst == Some(cond)
+                && self.uses.get(cond.index()) == Some(&1)
+                && last.args.len() == 2
+        });
+        if let Some(last) = fusable {
+            if let Some((cc, op)) = Cond::of(last.op) {
+                let (ra, rb) = (self.r(last.args[0]), self.r(last.args[1]));
+                self.code.pop();
+                self.locs.pop();
+                return Test::Fused(op, cc, ra, rb);
+            }
+        }
+        Test::Reg(self.r(cond))
+    }
+
+    /// Jump to `fix` when the test holds (or, with `negate`, fails).
+    fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) {
+        let ins = match test {
+            Test::Reg(c) => Instr::new(if negate { Op::JmpIfNot } else { Op::JmpIf }, c, 0, 0, 0),
+            Test::Fused(op, cc, a, b) => {
+                let mut i = Instr::new(op, a, b, 0, 0);
+                i.flags = cc as u8 | if negate { COND_NEGATE } else { 0 };
+                i
+            }
+        };
+        let pc = self.emit(ins, loc);
+        self.fixups.push((pc, fix));
+    }
+
     fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
         let pc = self.emit(Instr::new(op, cond, 0, 0, 0), loc);
         self.fixups.push((pc, fix));
@@ -411,27 +466,29 @@ impl Lowerer<'_> {
                 }
             }
             Term::Br { cond, then_, else_ } => {
-                let c = self.r(*cond);
                 let ct = self.edge_copies(here, *then_)?;
                 let ce = self.edge_copies(here, *else_)?;
                 let ct_trivial = ct.iter().all(|(d, s)| d == s);
                 let ce_trivial = ce.iter().all(|(d, s)| d == s);
-                if ct_trivial {
-                    // jmp.if c -> then; [else copies]; jmp else
-                    self.jump(Op::JmpIf, c, Fixup::Block(*then_), loc);
+                let test = self.branch_test(b, *cond);
+                if ct_trivial && ce_trivial && *then_ == next {
+                    self.cond_jump(test, true, Fixup::Block(*else_), loc);
+                } else if ct_trivial {
+                    // jump-if -> then; [else copies]; jmp else
+                    self.cond_jump(test, false, Fixup::Block(*then_), loc);
                     self.copies(ce, loc);
                     if *else_ != next {
                         self.jump(Op::Jmp, 0, Fixup::Block(*else_), loc);
                     }
                 } else if ce_trivial {
-                    self.jump(Op::JmpIfNot, c, Fixup::Block(*else_), loc);
+                    self.cond_jump(test, true, Fixup::Block(*else_), loc);
                     self.copies(ct, loc);
                     if *then_ != next {
                         self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
                     }
                 } else {
                     let skip = self.code.len();
-                    self.jump(Op::JmpIfNot, c, Fixup::Pc(0), loc);
+                    self.cond_jump(test, true, Fixup::Pc(0), loc);
                     self.copies(ct, loc);
                     self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
                     let else_pc = self.code.len();
@@ -439,7 +496,9 @@ impl Lowerer<'_> {
                         f.1 = Fixup::Pc(else_pc);
                     }
                     self.copies(ce, loc);
-                    self.jump(Op::Jmp, 0, Fixup::Block(*else_), loc);
+                    if *else_ != next {
+                        self.jump(Op::Jmp, 0, Fixup::Block(*else_), loc);
+                    }
                 }
             }
             Term::Ret(v) => {

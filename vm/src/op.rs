@@ -219,6 +219,74 @@ ops! {
     ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)];
     /// `r0 = shadow(r1)[r2]; shadow(r1)[r2] = 0`: adjoint of `aset`.
     ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)];
+
+    // ---- fused compare-and-branch (made by the lowering) ---------------------
+    /// Jump to `x` if `r0 CC r1` (i64) differs from the negate bit: `flags`
+    /// bits 0-2 hold the condition (see [`Cond`]), bit 3 negates it.
+    JmpCmpI = "jmp.cmp.i" [Use(I), Use(I), Target];
+    /// As `jmp.cmp.i`, on f64 (IEEE: every comparison with nan is false
+    /// except `ne`, so a negated `lt` is not `ge`).
+    JmpCmpF = "jmp.cmp.f" [Use(F), Use(F), Target];
+}
+
+/// The condition of a fused compare-and-branch, in `Instr::flags`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Cond {
+    Lt = 0,
+    Le = 1,
+    Gt = 2,
+    Ge = 3,
+    Eq = 4,
+    Ne = 5,
+}
+
+/// Bit 3 of `Instr::flags` on a fused compare-and-branch: jump when the
+/// comparison is false.
+pub const COND_NEGATE: u8 = 8;
+
+impl Cond {
+    pub fn from_flags(flags: u8) -> Option<Cond> {
+        Some(match flags & 7 {
+            0 => Cond::Lt,
+            1 => Cond::Le,
+            2 => Cond::Gt,
+            3 => Cond::Ge,
+            4 => Cond::Eq,
+            5 => Cond::Ne,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cond::Lt => "lt",
+            Cond::Le => "le",
+            Cond::Gt => "gt",
+            Cond::Ge => "ge",
+            Cond::Eq => "eq",
+            Cond::Ne => "ne",
+        }
+    }
+
+    /// The fused condition and type class of a comparison opcode.
+    pub fn of(op: Op) -> Option<(Cond, Op)> {
+        Some(match op {
+            Op::LtI => (Cond::Lt, Op::JmpCmpI),
+            Op::LeI => (Cond::Le, Op::JmpCmpI),
+            Op::GtI => (Cond::Gt, Op::JmpCmpI),
+            Op::GeI => (Cond::Ge, Op::JmpCmpI),
+            Op::EqI => (Cond::Eq, Op::JmpCmpI),
+            Op::NeI => (Cond::Ne, Op::JmpCmpI),
+            Op::LtF => (Cond::Lt, Op::JmpCmpF),
+            Op::LeF => (Cond::Le, Op::JmpCmpF),
+            Op::GtF => (Cond::Gt, Op::JmpCmpF),
+            Op::GeF => (Cond::Ge, Op::JmpCmpF),
+            Op::EqF => (Cond::Eq, Op::JmpCmpF),
+            Op::NeF => (Cond::Ne, Op::JmpCmpF),
+            _ => return None,
+        })
+    }
 }
 
 impl Op {
@@ -229,7 +297,7 @@ impl Op {
 
     /// True for the conditional jumps that fall through.
     pub fn is_cond_jump(self) -> bool {
-        matches!(self, Op::JmpIf | Op::JmpIfNot)
+        matches!(self, Op::JmpIf | Op::JmpIfNot | Op::JmpCmpI | Op::JmpCmpF)
     }
 
     /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).

@@ -22,7 +22,8 @@
 //!    returns a list matching the function's return types.
 //! 6. The code is non-empty and its last instruction is an unconditional
 //!    terminator, so execution never runs off the end.
-//! 7. `locs` and `reg_names` are empty or as long as `code` / `reg_types`.
+//! 7. Fused compare-and-branch instructions carry a valid condition.
+//! 8. `locs` and `reg_names` are empty or as long as `code` / `reg_types`.
 //!
 //! What the verifier cannot decide statically stays a trap at run time:
 //! array bounds and handles, stack underflow, block ids outside a jump
@@ -263,6 +264,15 @@ fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec
         }
     }
     debug_assert_eq!(slot, regs.len());
+    if matches!(ins.op, Op::JmpCmpI | Op::JmpCmpF)
+        && crate::op::Cond::from_flags(ins.flags).is_none()
+    {
+        errs.push(bad_index(
+            f,
+            pc,
+            format!("bad condition flags {:#x}", ins.flags),
+        ));
+    }
     if ins.op == Op::Ret {
         if let Some(actual) = f.reg_types.get(ins.r0 as usize) {
             if f.ret != RetType::One(*actual) {
