@@ -444,18 +444,16 @@ impl Vm {
             };
         }
         macro_rules! ff {
-            ($ins:expr, $e:expr) => {{
-                let a = fr!($ins.r1);
-                let b = fr!($ins.r2);
-                let e: fn(f64, f64) -> f64 = $e;
-                setf!($ins.r0, e(a, b));
+            ($ins:expr, |$a:ident, $b:ident| $e:expr) => {{
+                let $a = fr!($ins.r1);
+                let $b = fr!($ins.r2);
+                setf!($ins.r0, $e);
             }};
         }
         macro_rules! uf {
-            ($ins:expr, $e:expr) => {{
-                let a = fr!($ins.r1);
-                let e: fn(f64) -> f64 = $e;
-                setf!($ins.r0, e(a));
+            ($ins:expr, |$a:ident| $e:expr) => {{
+                let $a = fr!($ins.r1);
+                setf!($ins.r0, $e);
             }};
         }
         macro_rules! cmpf {
@@ -499,18 +497,18 @@ impl Vm {
                 Op::SubF => ff!(ins, |a, b| a - b),
                 Op::MulF => ff!(ins, |a, b| a * b),
                 Op::DivF => ff!(ins, |a, b| a / b),
-                Op::PowF => ff!(ins, f64::powf),
+                Op::PowF => ff!(ins, |a, b| a.powf(b)),
                 Op::MinF => ff!(ins, |a, b| if b < a { b } else { a }),
                 Op::MaxF => ff!(ins, |a, b| if b > a { b } else { a }),
                 Op::NegF => uf!(ins, |a| -a),
-                Op::Sin => uf!(ins, f64::sin),
-                Op::Cos => uf!(ins, f64::cos),
-                Op::Tan => uf!(ins, f64::tan),
-                Op::Exp => uf!(ins, f64::exp),
-                Op::Log => uf!(ins, f64::ln),
-                Op::Sqrt => uf!(ins, f64::sqrt),
-                Op::Tanh => uf!(ins, f64::tanh),
-                Op::AbsF => uf!(ins, f64::abs),
+                Op::Sin => uf!(ins, |a| a.sin()),
+                Op::Cos => uf!(ins, |a| a.cos()),
+                Op::Tan => uf!(ins, |a| a.tan()),
+                Op::Exp => uf!(ins, |a| a.exp()),
+                Op::Log => uf!(ins, |a| a.ln()),
+                Op::Sqrt => uf!(ins, |a| a.sqrt()),
+                Op::Tanh => uf!(ins, |a| a.tanh()),
+                Op::AbsF => uf!(ins, |a| a.abs()),
                 Op::AddI => seti!(ins.r0, ir!(ins.r1).wrapping_add(ir!(ins.r2))),
                 Op::SubI => seti!(ins.r0, ir!(ins.r1).wrapping_sub(ir!(ins.r2))),
                 Op::MulI => seti!(ins.r0, ir!(ins.r1).wrapping_mul(ir!(ins.r2))),

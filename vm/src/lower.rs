@@ -435,6 +435,30 @@ impl Lowerer<'_> {
         Test::Reg(self.r(cond))
     }
 
+    /// If block `to` is a single comparison feeding its `br`, with no copies
+    /// on either outgoing edge, its fused test and targets.
+    fn threadable(&self, to: BlockId) -> Result<Option<(Test, BlockId, BlockId)>, LowerError> {
+        let b = &self.f.blocks[to.index()];
+        let Term::Br { cond, then_, else_ } = &b.term else {
+            return Ok(None);
+        };
+        let [cmp] = b.insts.as_slice() else {
+            return Ok(None);
+        };
+        if cmp.dst != Some(*cond) || self.uses.get(cond.index()) != Some(&1) || cmp.args.len() != 2 {
+            return Ok(None);
+        }
+        let Some((cc, op)) = Cond::of(cmp.op) else {
+            return Ok(None);
+        };
+        let trivial = |c: Vec<(Reg, Reg)>| c.iter().all(|(d, s)| d == s);
+        if !trivial(self.edge_copies(to, *then_)?) || !trivial(self.edge_copies(to, *else_)?) {
+            return Ok(None);
+        }
+        let test = Test::Fused(op, cc, self.r(cmp.args[0]), self.r(cmp.args[1]));
+        Ok(Some((test, *then_, *else_)))
+    }
+
     /// Jump to `fix` when the test holds (or, with `negate`, fails).
     fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) {
         let ins = match test {
@@ -461,7 +485,18 @@ impl Lowerer<'_> {
             Term::Jmp(to) => {
                 let copies = self.edge_copies(here, *to)?;
                 self.copies(copies, loc);
-                if *to != next {
+                if *to == next {
+                    return Ok(());
+                }
+                if let Some((test, then_, else_)) = self.threadable(*to)? {
+                    // Jump threading: `to` only tests and branches (a loop
+                    // header), so test here and go straight to its targets;
+                    // a loop then costs one jump per iteration, not two.
+                    self.cond_jump(test, false, Fixup::Block(then_), loc);
+                    if else_ != next {
+                        self.jump(Op::Jmp, 0, Fixup::Block(else_), loc);
+                    }
+                } else {
                     self.jump(Op::Jmp, 0, Fixup::Block(*to), loc);
                 }
             }

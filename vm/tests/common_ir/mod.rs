@@ -180,3 +180,30 @@ pub fn deep() -> Module {
     b.term(step, Term::Ret(s));
     Module { funcs: vec![b.f] }
 }
+
+/// `s = sum_{i < n} sin(itof(i))`.
+pub fn sumsin() -> Module {
+    let mut b = B::new("sumsin", &[("n", Type::I64)], Type::F64);
+    let n = b.p(0);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.term(entry, Term::Jmp(head));
+    let i = b.val("i", Type::I64);
+    let s = b.val("s", Type::F64);
+    let i2 = b.val("i2", Type::I64);
+    let s2 = b.val("s2", Type::F64);
+    let (i0, i1, f0) = (b.i64(0), b.i64(1), b.f64(0.0));
+    b.phi(head, i, &[(entry, i0), (body, i2)]);
+    b.phi(head, s, &[(entry, f0), (body, s2)]);
+    let c = b.op(head, Op::LtI, Some(Type::Bool), &[i, n]);
+    b.term(head, Term::Br { cond: c, then_: body, else_: done });
+    let x = b.op(body, Op::ItoF, Some(Type::F64), &[i]);
+    let y = b.op(body, Op::Sin, Some(Type::F64), &[x]);
+    b.f.blocks[body.index()].insts.push(Inst::new(Op::AddF, Some(s2), vec![s, y], Loc::default()));
+    b.f.blocks[body.index()].insts.push(Inst::new(Op::AddI, Some(i2), vec![i, i1], Loc::default()));
+    b.term(body, Term::Jmp(head));
+    b.term(done, Term::Ret(s));
+    Module { funcs: vec![b.f] }
+}
