@@ -1,0 +1,129 @@
+//! Command-line arguments to and results from functions: JSON in, JSON or
+//! text out (adasm.md §5).
+
+use serde_json::{json, Value as Json};
+use vm::{Type, Value};
+
+/// Parse `--args` JSON for parameters of the given types.
+///
+/// Numbers for f64 and i64 (an i64 needs an integer), `true`/`false`, arrays
+/// of numbers for `f64[]`. As an extension, the strings `"inf"`, `"-inf"`
+/// and `"nan"` are accepted wherever an f64 is (the same spelling `--json`
+/// output uses).
+pub fn parse_json_args(text: &str, params: &[Type]) -> Result<Vec<Value>, String> {
+    let json: Json = serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+    let Json::Array(items) = json else {
+        return Err("--args must be a JSON array with one entry per parameter".into());
+    };
+    if items.len() != params.len() {
+        return Err(format!(
+            "--args has {} entries, but the function takes {} parameter(s)",
+            items.len(),
+            params.len()
+        ));
+    }
+    items
+        .iter()
+        .zip(params)
+        .enumerate()
+        .map(|(i, (item, ty))| value(item, *ty).map_err(|e| format!("argument {}: {e}", i + 1)))
+        .collect()
+}
+
+fn float(item: &Json) -> Result<f64, String> {
+    match item {
+        Json::Number(n) => n.as_f64().ok_or_else(|| format!("{n} is not an f64")),
+        Json::String(s) if s == "inf" => Ok(f64::INFINITY),
+        Json::String(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
+        Json::String(s) if s == "nan" => Ok(f64::NAN),
+        other => Err(format!("expected a number, found {other}")),
+    }
+}
+
+fn value(item: &Json, ty: Type) -> Result<Value, String> {
+    match ty {
+        Type::F64 => float(item).map(Value::F64),
+        Type::I64 => match item {
+            Json::Number(n) => n
+                .as_i64()
+                .map(Value::I64)
+                .ok_or_else(|| format!("the parameter is i64: expected an integer, found {n}")),
+            other => Err(format!("the parameter is i64: expected an integer, found {other}")),
+        },
+        Type::Bool => match item {
+            Json::Bool(b) => Ok(Value::Bool(*b)),
+            other => Err(format!("expected true or false, found {other}")),
+        },
+        Type::Arr => match item {
+            Json::Array(xs) => xs.iter().map(float).collect::<Result<_, _>>().map(Value::Arr),
+            other => Err(format!("the parameter is f64[]: expected an array of numbers, found {other}")),
+        },
+    }
+}
+
+/// An f64 as JSON: a number, or `"inf"`, `"-inf"`, `"nan"`.
+pub fn float_json(x: f64) -> Json {
+    if x.is_nan() {
+        json!("nan")
+    } else if x.is_infinite() {
+        json!(if x > 0.0 { "inf" } else { "-inf" })
+    } else {
+        json!(x)
+    }
+}
+
+pub fn value_json(v: &Value) -> Json {
+    match v {
+        Value::F64(x) => float_json(*x),
+        Value::I64(i) => json!(i),
+        Value::Bool(b) => json!(b),
+        Value::Arr(xs) => Json::Array(xs.iter().map(|x| float_json(*x)).collect()),
+    }
+}
+
+/// A value as text; arrays longer than `max` (if given) are shortened to
+/// their first and last few elements.
+pub fn value_text(v: &Value, max: Option<usize>) -> String {
+    match v {
+        Value::Arr(xs) => match max {
+            Some(max) if xs.len() > max => {
+                let head: Vec<String> = xs[..max / 2].iter().map(|x| x.to_string()).collect();
+                let tail: Vec<String> = xs[xs.len() - max / 2..].iter().map(|x| x.to_string()).collect();
+                format!("[{}, … {} more …, {}] (length {})", head.join(", "), xs.len() - max, tail.join(", "), xs.len())
+            }
+            _ => v.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_all_kinds() {
+        let v = parse_json_args(r#"[1.5, 2, true, [1, 2.5], "inf"]"#, &[Type::F64, Type::I64, Type::Bool, Type::Arr, Type::F64])
+            .expect("parses");
+        assert_eq!(v[0], Value::F64(1.5));
+        assert_eq!(v[1], Value::I64(2));
+        assert_eq!(v[3], Value::Arr(vec![1.0, 2.5]));
+        assert_eq!(v[4], Value::F64(f64::INFINITY));
+    }
+
+    #[test]
+    fn rejects_mismatches() {
+        assert!(parse_json_args("[1.5", &[Type::F64]).is_err());
+        assert!(parse_json_args("{}", &[Type::F64]).is_err());
+        assert!(parse_json_args("[1.5]", &[Type::I64]).is_err());
+        assert!(parse_json_args("[1, 2]", &[Type::I64]).is_err());
+        assert!(parse_json_args("[[1, true]]", &[Type::Arr]).is_err());
+    }
+
+    #[test]
+    fn non_finite_json() {
+        assert_eq!(float_json(f64::NAN), json!("nan"));
+        assert_eq!(float_json(f64::NEG_INFINITY), json!("-inf"));
+        assert_eq!(value_json(&Value::Arr(vec![1.0, f64::INFINITY])), json!([1.0, "inf"]));
+    }
+}

@@ -1,0 +1,378 @@
+//! The subcommands. Each returns the process exit status.
+
+use crate::args::{float_json, parse_json_args, value_json, value_text};
+use crate::{CallArgs, LimitArgs};
+use ad::{AdError, Engine, Gradient};
+use serde_json::json;
+use std::path::Path;
+use std::time::Instant;
+use vm::ir::FuncId;
+use vm::{Type, Value};
+
+/// Exit statuses (see the crate docs).
+pub const EXIT_TRAP: u8 = 1;
+pub const EXIT_ASSEMBLY: u8 = 2;
+pub const EXIT_CHECK_FAILED: u8 = 3;
+pub const EXIT_USAGE: u8 = 64;
+pub const EXIT_INTERNAL: u8 = 70;
+
+/// Why a command failed, which decides the exit status.
+pub enum Fail {
+    Usage(String),
+    Assembly(String),
+    Trap(String),
+    Internal(String),
+}
+
+impl Fail {
+    fn report(self) -> u8 {
+        let (code, text) = match self {
+            Fail::Usage(m) => (EXIT_USAGE, format!("advm: {m}")),
+            Fail::Assembly(m) => (EXIT_ASSEMBLY, m),
+            Fail::Trap(m) => (EXIT_TRAP, m),
+            Fail::Internal(m) => (EXIT_INTERNAL, format!("advm: {m}")),
+        };
+        eprintln!("{}", text.trim_end());
+        code
+    }
+}
+
+impl From<AdError> for Fail {
+    fn from(e: AdError) -> Fail {
+        match e {
+            AdError::Trap(t) => Fail::Trap(t.to_string()),
+            AdError::NotDifferentiable(_) | AdError::Args(_) => Fail::Usage(e.to_string()),
+            AdError::Internal(_) => Fail::Internal(e.to_string()),
+        }
+    }
+}
+
+fn finish(r: Result<(), Fail>) -> u8 {
+    match r {
+        Ok(()) => 0,
+        Err(f) => f.report(),
+    }
+}
+
+/// Read and assemble a file into an engine.
+pub fn load(file: &Path) -> Result<Engine, Fail> {
+    let src = std::fs::read_to_string(file).map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
+    let name = file.display().to_string();
+    let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
+    Engine::new(module).map_err(Fail::from)
+}
+
+fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
+    let limits = engine.vm_mut().limits_mut();
+    if let Some(f) = l.fuel {
+        limits.fuel = Some(f);
+    }
+    if let Some(d) = l.max_depth {
+        limits.max_call_depth = d;
+    }
+    if let Some(a) = l.max_array {
+        limits.max_array_len = a;
+    }
+    if let Some(b) = l.max_stack_bytes {
+        limits.max_stack_bytes = b;
+    }
+}
+
+fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
+    let name = name.unwrap_or("main");
+    engine.find(name).ok_or_else(|| {
+        let names: Vec<String> = engine.module().funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        Fail::Usage(format!(
+            "{} has no function @{} (it defines {})",
+            file.display(),
+            name.trim_start_matches('@'),
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ))
+    })
+}
+
+fn param_types(engine: &Engine, f: FuncId) -> Vec<Type> {
+    engine.module().func(f).param_types()
+}
+
+fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
+    let func = engine.module().func(f);
+    func.params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| func.values[p.index()].name.clone().unwrap_or_else(|| format!("arg{i}")))
+        .collect()
+}
+
+fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, Fail> {
+    let params = param_types(engine, f);
+    let text = match (&a.args, &a.args_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(p)) => std::fs::read_to_string(p)
+            .map_err(|e| Fail::Usage(format!("cannot read arguments file {}: {e}", p.display())))?,
+        (None, None) if params.is_empty() => "[]".into(),
+        (None, None) => {
+            return Err(Fail::Usage(format!(
+                "@{} takes {} argument(s): pass them with --args '[...]'",
+                engine.module().func(f).name,
+                params.len()
+            )))
+        }
+    };
+    parse_json_args(&text, &params).map_err(Fail::Usage)
+}
+
+/// Engine, function and arguments of a call command.
+fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
+    let mut engine = load(&a.file)?;
+    apply_limits(&mut engine, &a.limits);
+    let f = pick(&engine, a.func.as_deref(), &a.file)?;
+    let args = call_values(a, &engine, f)?;
+    Ok((engine, f, args))
+}
+
+pub fn run(a: &CallArgs) -> u8 {
+    finish((|| {
+        let (mut engine, f, args) = prepare(a)?;
+        let v = engine.run(f, &args)?;
+        if a.json {
+            println!("{}", json!({ "value": value_json(&v) }));
+        } else {
+            println!("{}", value_text(&v, None));
+        }
+        Ok(())
+    })())
+}
+
+/// `∂x = 12` lines for a gradient.
+pub fn gradient_lines(names: &[String], g: &Gradient, max: Option<usize>) -> Vec<String> {
+    names
+        .iter()
+        .zip(&g.grad)
+        .map(|(n, v)| match v {
+            Some(v) => format!("∂{n} = {}", value_text(v, max)),
+            None => format!("∂{n} = -"),
+        })
+        .collect()
+}
+
+pub fn grad(a: &CallArgs) -> u8 {
+    finish((|| {
+        let (mut engine, f, args) = prepare(a)?;
+        let g = engine.grad(f, &args)?;
+        if a.json {
+            let grads: Vec<serde_json::Value> = g
+                .grad
+                .iter()
+                .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
+                .collect();
+            println!("{}", json!({ "value": float_json(g.value), "grad": grads }));
+        } else {
+            println!("value = {}", g.value);
+            for line in gradient_lines(&param_names(&engine, f), &g, Some(8)) {
+                println!("{line}");
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// Relative tolerance of `advm check`: entries agree when
+/// `|ad - fd| <= TOL * max(1, |ad|, |fd|)`.
+pub const CHECK_TOLERANCE: f64 = 1e-5;
+
+/// One compared entry of `check`.
+pub struct Compared {
+    pub name: String,
+    pub ad: f64,
+    pub fd: f64,
+    pub ok: bool,
+}
+
+/// Central differences for every f64 parameter and every element of every
+/// f64[] parameter, compared with the AD gradient.
+pub fn compare(engine: &mut Engine, f: FuncId, args: &[Value], names: &[String]) -> Result<(f64, Vec<Compared>), Fail> {
+    let g = engine.grad(f, args)?;
+    let mut out = Vec::new();
+    let mut probe = args.to_vec();
+    for (i, arg) in args.iter().enumerate() {
+        let entries: Vec<(Option<usize>, f64, f64)> = match (arg, &g.grad[i]) {
+            (Value::F64(x), Some(Value::F64(d))) => vec![(None, *x, *d)],
+            (Value::Arr(xs), Some(Value::Arr(ds))) => {
+                xs.iter().zip(ds).enumerate().map(|(j, (x, d))| (Some(j), *x, *d)).collect()
+            }
+            _ => continue,
+        };
+        for (j, x, d) in entries {
+            let h = 1e-6 * x.abs().max(1.0);
+            let mut at = |v: f64| -> Result<f64, Fail> {
+                match (&mut probe[i], j) {
+                    (Value::F64(y), None) => *y = v,
+                    (Value::Arr(ys), Some(j)) => ys[j] = v,
+                    _ => {}
+                }
+                let r = engine.run(f, &probe);
+                match (&mut probe[i], j) {
+                    (Value::F64(y), None) => *y = x,
+                    (Value::Arr(ys), Some(j)) => ys[j] = x,
+                    _ => {}
+                }
+                match r? {
+                    Value::F64(y) => Ok(y),
+                    other => Err(Fail::Usage(format!("the function returned {other}, not an f64"))),
+                }
+            };
+            let fd = (at(x + h)? - at(x - h)?) / (2.0 * h);
+            let ok = (d - fd).abs() <= CHECK_TOLERANCE * 1f64.max(d.abs()).max(fd.abs()) || (d.is_nan() && fd.is_nan());
+            let name = match j {
+                Some(j) => format!("{}[{j}]", names[i]),
+                None => names[i].clone(),
+            };
+            out.push(Compared { name, ad: d, fd, ok });
+        }
+    }
+    Ok((g.value, out))
+}
+
+pub fn check(a: &CallArgs) -> u8 {
+    let r = (|| -> Result<bool, Fail> {
+        let (mut engine, f, args) = prepare(a)?;
+        let names = param_names(&engine, f);
+        let (value, rows) = compare(&mut engine, f, &args, &names)?;
+        let all_ok = rows.iter().all(|r| r.ok);
+        if a.json {
+            let entries: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok}))
+                .collect();
+            println!(
+                "{}",
+                json!({"value": float_json(value), "tolerance": CHECK_TOLERANCE, "ok": all_ok, "entries": entries})
+            );
+        } else {
+            println!("value = {value}");
+            println!(
+                "tolerance: |ad - fd| <= {CHECK_TOLERANCE:e} * max(1, |ad|, |fd|); central differences, h = 1e-6 * max(1, |x|)"
+            );
+            for r in &rows {
+                println!(
+                    "{} ∂{} ad = {} fd = {} |diff| = {:.3e}",
+                    if r.ok { "ok  " } else { "FAIL" },
+                    r.name,
+                    r.ad,
+                    r.fd,
+                    (r.ad - r.fd).abs()
+                );
+            }
+            println!(
+                "{}",
+                if all_ok {
+                    format!("all {} entries agree", rows.len())
+                } else {
+                    format!("{} of {} entries disagree", rows.iter().filter(|r| !r.ok).count(), rows.len())
+                }
+            );
+        }
+        Ok(all_ok)
+    })();
+    match r {
+        Ok(true) => 0,
+        Ok(false) => EXIT_CHECK_FAILED,
+        Err(f) => f.report(),
+    }
+}
+
+pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
+    finish((|| {
+        let mut engine = load(file)?;
+        let targets: Vec<FuncId> = match func {
+            Some(name) => vec![pick(&engine, Some(name), file)?],
+            None => (0..engine.module().funcs.len()).map(|i| FuncId(i as u32)).collect(),
+        };
+        for f in &targets {
+            print!("{}", vm::disasm::function_in(engine.program().func(*f), Some(engine.program())));
+            println!();
+        }
+        if ad {
+            for f in targets {
+                if engine.module().func(f).ret != vm::ir::RetType::One(Type::F64) {
+                    if func.is_some() {
+                        engine.derive(f)?;
+                    }
+                    continue;
+                }
+                engine.derive(f)?;
+                for g in engine.reachable_derived(f) {
+                    print!("{}", vm::disasm::function_in(engine.program().func(g), Some(engine.program())));
+                    println!();
+                }
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// Median nanoseconds per call of `call`, after warm-up, and allocations
+/// per call.
+fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f64), Fail> {
+    for _ in 0..20 {
+        call()?;
+    }
+    // Batches of calls sized to take about a millisecond each.
+    let start = Instant::now();
+    let mut probe = 0u64;
+    while start.elapsed().as_micros() < 1000 && probe < 1_000_000 {
+        call()?;
+        probe += 1;
+    }
+    let batch = probe.max(1);
+    let mut samples = Vec::with_capacity(256);
+    let allocs_before = crate::alloc_count::allocations();
+    let mut calls = 0u64;
+    let total = Instant::now();
+    while samples.len() < 15 || (total.elapsed().as_millis() < 500 && samples.len() < 200) {
+        let t = Instant::now();
+        for _ in 0..batch {
+            call()?;
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / batch as f64);
+        calls += batch;
+    }
+    let allocs = (crate::alloc_count::allocations() - allocs_before) as f64 / calls as f64;
+    samples.sort_by(|a, b| a.total_cmp(b));
+    Ok((samples[samples.len() / 2], allocs))
+}
+
+pub fn bench(a: &CallArgs) -> u8 {
+    finish((|| {
+        let (mut engine, f, args) = prepare(a)?;
+        // Fail early with the real error rather than inside the loops.
+        engine.run(f, &args)?;
+        let mut out = Gradient::default();
+        engine.grad_into(f, &args, &mut out)?;
+        let (primal_ns, allocs_primal) = time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
+        let (grad_ns, allocs_grad) = time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
+        let ratio = grad_ns / primal_ns;
+        if a.json {
+            println!(
+                "{}",
+                json!({
+                    "primal_ns": primal_ns,
+                    "grad_ns": grad_ns,
+                    "ratio": ratio,
+                    "allocs_per_primal": allocs_primal,
+                    "allocs_per_grad": allocs_grad,
+                })
+            );
+        } else {
+            println!("primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call");
+            println!("grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call");
+            println!("ratio:  {ratio:.2}");
+        }
+        Ok(())
+    })())
+}
+
+pub fn repl(_file: Option<&Path>) -> u8 {
+    Fail::Usage("the REPL is not available in this build".into()).report()
+}
