@@ -18,6 +18,7 @@
 //! without errors comes out as a [`CheckedFn`], ready for [`crate::lower`].
 
 use crate::diag::{Sink, Span};
+use crate::dom::DomTree;
 use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand};
 use hashbrown::{HashMap, HashSet};
 use vm::ir::Loc;
@@ -222,10 +223,15 @@ pub(crate) fn check_module(funcs: &[FuncAst], sink: &mut Sink) -> Vec<Option<Che
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Site {
     Param,
-    Phi { block: u32 },
+    Phi {
+        block: u32,
+    },
     /// `pos` is the index among the block's ordinary instructions (the
     /// terminator counts as position `insts.len()`).
-    Inst { block: u32, pos: u32 },
+    Inst {
+        block: u32,
+        pos: u32,
+    },
 }
 
 impl Site {
@@ -404,7 +410,13 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
         }
     }
 
-    fn layout_block(&mut self, bi: u32, name: &'a str, span: Span, lines: &'a [Line]) -> LBlock<'a> {
+    fn layout_block(
+        &mut self,
+        bi: u32,
+        name: &'a str,
+        span: Span,
+        lines: &'a [Line],
+    ) -> LBlock<'a> {
         let mut lb = LBlock {
             name,
             phis: Vec::new(),
@@ -719,7 +731,9 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
 
     /// Check every line; a block is `Some` only if all its lines are valid.
     fn check_blocks(&mut self) -> Vec<Option<CBlock>> {
-        (0..self.blocks.len() as u32).map(|bi| self.check_block(bi)).collect()
+        (0..self.blocks.len() as u32)
+            .map(|bi| self.check_block(bi))
+            .collect()
     }
 
     fn check_block(&mut self, bi: u32) -> Option<CBlock> {
@@ -766,7 +780,10 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
                 false
             }
             (Some(d), false) => {
-                let msg = format!("`{}` does not produce a value; remove `%{} =`", m.text, d.text);
+                let msg = format!(
+                    "`{}` does not produce a value; remove `%{} =`",
+                    m.text, d.text
+                );
                 self.error(d.span, msg);
                 false
             }
@@ -788,21 +805,11 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             self.error(m.span, format!("unknown instruction `{}`", m.text));
             return self.resolve_only(args);
         };
-        let op = match fam {
-            Family::Fixed(op) | Family::Any(op) => op,
-            Family::Num(f, i) => match self.choose(args.iter(), true) {
-                TyState::Known(Type::F64) => f,
-                TyState::Known(Type::I64) => i,
-                TyState::Known(t) => {
-                    let msg = format!("`{}` needs f64 or i64 operands, found {t}", m.text);
-                    self.error(m.span, msg);
-                    return self.resolve_only(args);
-                }
-                _ => return self.resolve_only(args),
-            },
-        };
-        let dst_ok = self.check_dst(line, def_ty(op).is_some());
-        let uses = use_tys(op);
+        // Both opcodes of an overloaded mnemonic have the same operand
+        // shape, so arity and destination are checked before resolving it.
+        let (Family::Fixed(proto) | Family::Any(proto) | Family::Num(proto, _)) = fam;
+        let dst_ok = self.check_dst(line, def_ty(proto).is_some());
+        let uses = use_tys(proto);
         if args.len() != uses.len() {
             let msg = format!(
                 "`{}` takes {}, found {}",
@@ -813,13 +820,14 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             self.error(m.span, msg);
             return self.resolve_only(args);
         }
+        let op = self.resolve_overload(fam, m, args)?;
         let t = match self.choose(t_args(op, args), true) {
             TyState::Known(t) => Some(t),
             _ => None,
         };
         let checked: Vec<Option<Arg>> = args
             .iter()
-            .zip(&uses)
+            .zip(use_tys(op))
             .map(|(a, ty)| self.check_arg(a, ty.fixed().or(t), ""))
             .collect();
         let args = checked.into_iter().collect::<Option<Vec<Arg>>>()?;
@@ -832,7 +840,32 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
         })
     }
 
-    fn check_call(&mut self, line: &Line, dst: Option<u32>, callee: &Name, args: &[Operand]) -> Option<CInst> {
+    /// The typed opcode of a mnemonic for these operands. `None` if the
+    /// operand types rule out both (reported) or are unknown (poison).
+    fn resolve_overload(&mut self, fam: Family, m: &Name, args: &[Operand]) -> Option<Op> {
+        let (f, i) = match fam {
+            Family::Fixed(op) | Family::Any(op) => return Some(op),
+            Family::Num(f, i) => (f, i),
+        };
+        match self.choose(args.iter(), true) {
+            TyState::Known(Type::F64) => Some(f),
+            TyState::Known(Type::I64) => Some(i),
+            TyState::Known(t) => {
+                let msg = format!("`{}` needs f64 or i64 operands, found {t}", m.text);
+                self.error(m.span, msg);
+                self.resolve_only(args)
+            }
+            _ => self.resolve_only(args),
+        }
+    }
+
+    fn check_call(
+        &mut self,
+        line: &Line,
+        dst: Option<u32>,
+        callee: &Name,
+        args: &[Operand],
+    ) -> Option<CInst> {
         let dst_ok = self.check_dst(line, true);
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
             self.error(callee.span, format!("unknown function `@{}`", callee.text));
@@ -883,7 +916,13 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             ok = false;
         }
         let check_preds = self.cfg_complete && bi != 0;
-        let preds: HashSet<u32> = self.preds.get(bi as usize).into_iter().flatten().copied().collect();
+        let preds: HashSet<u32> = self
+            .preds
+            .get(bi as usize)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
         let block_name = self.blocks.get(bi as usize).map_or("", |b| b.name);
         let ty = self.known(dst);
         let mut seen = HashSet::new();
@@ -959,7 +998,10 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     /// A branch target that [`Self::target`] accepted (already reported
     /// otherwise).
     fn label_index(&self, l: &Name) -> Option<u32> {
-        self.labels.get(l.text.as_str()).copied().filter(|&t| t != 0)
+        self.labels
+            .get(l.text.as_str())
+            .copied()
+            .filter(|&t| t != 0)
     }
 
     /// Resolve the registers of operands that cannot be type-checked (their
@@ -1034,7 +1076,14 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     /// The complaint about a use at `at` of a value defined at `site`, if
     /// the definition does not dominate it. Uses in unreachable code are
     /// vacuously dominated.
-    fn dominance_error(&self, dom: &DomTree, at: UseAt, site: Site, name: &str, line: u32) -> Option<String> {
+    fn dominance_error(
+        &self,
+        dom: &DomTree,
+        at: UseAt,
+        site: Site,
+        name: &str,
+        line: u32,
+    ) -> Option<String> {
         let def_block = site.block()?;
         match at {
             UseAt::Nowhere => None,
@@ -1047,7 +1096,9 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
                         (j >= pos).then(|| format!("`%{name}` is used before its definition"))
                     }
                     _ => (!dom.dominates(def_block, block)).then(|| {
-                        format!("the definition of `%{name}` (line {line}) does not dominate this use")
+                        format!(
+                            "the definition of `%{name}` (line {line}) does not dominate this use"
+                        )
                     }),
                 }
             }
@@ -1104,7 +1155,8 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
 /// parse, so the block is not also reported as unterminated).
 fn is_terminator_line(line: &Line) -> bool {
     line.body.is_terminator()
-        || (line.body == Body::Broken && matches!(line.mnemonic.text.as_str(), "jmp" | "br" | "ret"))
+        || (line.body == Body::Broken
+            && matches!(line.mnemonic.text.as_str(), "jmp" | "br" | "ret"))
 }
 
 /// The register names a line reads.
@@ -1125,7 +1177,7 @@ fn read_registers(line: &Line) -> Vec<&str> {
 }
 
 /// The operands of `op` in `T` positions.
-fn t_args<'o>(op: Op, args: &'o [Operand]) -> impl Iterator<Item = &'o Operand> {
+fn t_args(op: Op, args: &[Operand]) -> impl Iterator<Item = &Operand> {
     args.iter()
         .zip(use_tys(op))
         .filter(|(_, t)| *t == Ty::T)
@@ -1169,179 +1221,9 @@ fn plural(n: usize, what: &str) -> String {
     }
 }
 
-// ---- dominators --------------------------------------------------------------------
-
-/// The dominator tree of the blocks reachable from block 0, computed with
-/// the Cooper-Harvey-Kennedy algorithm and numbered so that a dominance
-/// query is two comparisons. Everything is iterative: no recursion depth
-/// depends on the input.
-struct DomTree {
-    /// Preorder and postorder numbers in the dominator tree (`u32::MAX`
-    /// for unreachable blocks).
-    pre: Vec<u32>,
-    post: Vec<u32>,
-}
-
-impl DomTree {
-    fn new(succs: &[Vec<u32>]) -> DomTree {
-        let n = succs.len();
-        let rpo = reverse_postorder(succs);
-        let mut rpo_num = vec![u32::MAX; n];
-        for (i, &b) in rpo.iter().enumerate() {
-            rpo_num[b as usize] = i as u32;
-        }
-        let mut preds = vec![Vec::new(); n];
-        for &b in &rpo {
-            for &s in &succs[b as usize] {
-                preds[s as usize].push(b);
-            }
-        }
-        let idom = immediate_dominators(&rpo, &rpo_num, &preds);
-        let (pre, post) = tree_numbers(&idom, n);
-        DomTree { pre, post }
-    }
-
-    fn reachable(&self, b: u32) -> bool {
-        self.pre.get(b as usize).is_some_and(|&p| p != u32::MAX)
-    }
-
-    /// Whether `a` dominates `b` (both reachable; every block dominates
-    /// itself).
-    fn dominates(&self, a: u32, b: u32) -> bool {
-        if !self.reachable(a) || !self.reachable(b) {
-            return false;
-        }
-        let (a, b) = (a as usize, b as usize);
-        self.pre[a] <= self.pre[b] && self.post[b] <= self.post[a]
-    }
-}
-
-fn reverse_postorder(succs: &[Vec<u32>]) -> Vec<u32> {
-    let n = succs.len();
-    let mut order = Vec::with_capacity(n);
-    if n == 0 {
-        return order;
-    }
-    let mut visited = vec![false; n];
-    visited[0] = true;
-    let mut stack: Vec<(u32, usize)> = vec![(0, 0)];
-    while let Some(top) = stack.last_mut() {
-        let (b, i) = *top;
-        match succs[b as usize].get(i) {
-            Some(&s) => {
-                top.1 += 1;
-                if !visited[s as usize] {
-                    visited[s as usize] = true;
-                    stack.push((s, 0));
-                }
-            }
-            None => {
-                order.push(b);
-                stack.pop();
-            }
-        }
-    }
-    order.reverse();
-    order
-}
-
-fn immediate_dominators(rpo: &[u32], rpo_num: &[u32], preds: &[Vec<u32>]) -> Vec<Option<u32>> {
-    let mut idom: Vec<Option<u32>> = vec![None; rpo_num.len()];
-    let Some(&entry) = rpo.first() else {
-        return idom;
-    };
-    idom[entry as usize] = Some(entry);
-    // Walk two fingers up the current tree until they meet; the finger with
-    // the larger reverse-postorder number is the deeper one.
-    let intersect = |idom: &[Option<u32>], mut a: u32, mut b: u32| {
-        while a != b {
-            while rpo_num[a as usize] > rpo_num[b as usize] {
-                a = idom[a as usize].unwrap_or(entry);
-            }
-            while rpo_num[b as usize] > rpo_num[a as usize] {
-                b = idom[b as usize].unwrap_or(entry);
-            }
-        }
-        a
-    };
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for &b in rpo.iter().skip(1) {
-            let mut new: Option<u32> = None;
-            for &p in &preds[b as usize] {
-                if idom[p as usize].is_some() {
-                    new = Some(match new {
-                        None => p,
-                        Some(q) => intersect(&idom, p, q),
-                    });
-                }
-            }
-            if new != idom[b as usize] {
-                idom[b as usize] = new;
-                changed = true;
-            }
-        }
-    }
-    idom
-}
-
-/// Preorder and postorder numbers of the dominator tree given by `idom`.
-fn tree_numbers(idom: &[Option<u32>], n: usize) -> (Vec<u32>, Vec<u32>) {
-    let mut children = vec![Vec::new(); n];
-    for (b, d) in idom.iter().enumerate() {
-        if let Some(d) = *d {
-            if d as usize != b {
-                children[d as usize].push(b as u32);
-            }
-        }
-    }
-    let mut pre = vec![u32::MAX; n];
-    let mut post = vec![u32::MAX; n];
-    if n == 0 || idom[0].is_none() {
-        return (pre, post);
-    }
-    let (mut next_pre, mut next_post) = (0u32, 0u32);
-    let mut stack: Vec<(u32, usize)> = vec![(0, 0)];
-    pre[0] = 0;
-    next_pre += 1;
-    while let Some(top) = stack.last_mut() {
-        let (b, i) = *top;
-        match children[b as usize].get(i) {
-            Some(&c) => {
-                top.1 += 1;
-                pre[c as usize] = next_pre;
-                next_pre += 1;
-                stack.push((c, 0));
-            }
-            None => {
-                post[b as usize] = next_post;
-                next_post += 1;
-                stack.pop();
-            }
-        }
-    }
-    (pre, post)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dominators_of_a_diamond_with_a_loop() {
-        // 0 -> 1 -> {2, 3} -> 4 -> 1 ; 4 -> 5 ; 6 unreachable
-        let succs = vec![vec![1], vec![2, 3], vec![4], vec![4], vec![1, 5], vec![], vec![5]];
-        let d = DomTree::new(&succs);
-        assert!(d.dominates(0, 5));
-        assert!(d.dominates(1, 4));
-        assert!(!d.dominates(2, 4));
-        assert!(!d.dominates(3, 4));
-        assert!(d.dominates(4, 5));
-        assert!(d.dominates(4, 4));
-        assert!(!d.reachable(6));
-        assert!(!d.dominates(6, 5));
-    }
 
     #[test]
     fn every_mnemonic_resolves_to_user_opcodes() {

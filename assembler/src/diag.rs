@@ -255,7 +255,11 @@ mod tests {
         sink.error(Span::new(0, 1), "a");
         sink.error(Span::new(11, 12), "b");
         let d = sink.finish("f", "0123456789\nabc");
-        let got: Vec<_> = d.items.iter().map(|i| (i.line, i.col, i.message.as_str())).collect();
+        let got: Vec<_> = d
+            .items
+            .iter()
+            .map(|i| (i.line, i.col, i.message.as_str()))
+            .collect();
         assert_eq!(got, vec![(1, 1, "a"), (2, 1, "b")]);
     }
 }

@@ -11,7 +11,7 @@ use vm::ir::Loc;
 
 /// One kind of token; names and literals borrow their text from the source.
 #[derive(Logos, Clone, Copy, Debug, PartialEq)]
-#[logos(skip r"[ \t\r\x0B\x0C]+")]
+#[logos(skip r"[ \t\r\x0B\x0C\u{FEFF}]+")]
 #[logos(skip(r";[^\n]*", allow_greedy = true))]
 pub enum Tok<'s> {
     #[token("\n")]

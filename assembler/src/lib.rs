@@ -6,15 +6,16 @@
 //! text --lexer--> tokens --parser--> AST --check--> checked functions --lower--> vm::ir::Module
 //! ```
 //!
-//! * [`lexer`]: logos tokens; newlines are tokens because an instruction
+//! * `lexer`: logos tokens; newlines are tokens because an instruction
 //!   ends at the end of its line; bad characters are reported here.
-//! * [`parser`]: a line-oriented parser producing [`parser::FuncAst`]s; it
+//! * `parser`: a line-oriented parser producing one AST per function; it
 //!   recovers at the next line inside a function body, at the body's `{`
 //!   after a bad header, and at the next `fn` elsewhere.
 //! * `check`: resolves names (functions, registers, labels, mnemonics),
 //!   infers and checks types (overloaded mnemonics become typed opcodes),
 //!   and checks SSA form (single assignment, dominance, phi entries equal to
 //!   the block's predecessors, one terminator at the end of each block).
+//! * `dom`: dominator trees (Cooper-Harvey-Kennedy), for the SSA checks.
 //! * `lower`: translates checked functions to [`vm::ir`].
 //! * [`print_module`]: the way back, IR to text.
 //! * [`parse_call`] and [`literals_to_values`]: argument literals such as
@@ -42,16 +43,18 @@
 //! let text = assembler::print_module(&module);
 //! assert!(text.contains("%y = mul %x, %x"));
 //!
-//! let err = assembler::assemble("fn @f() -> f64 {\nentry:\n    ret 2\n}\n", "f.adasm").unwrap_err();
+//! let err = assembler::assemble("fn @f() -> f64 {\nentry:\n    ret 2\n}\n", "f.adasm")
+//!     .expect_err("an integer literal is not an f64");
 //! assert!(err.render().starts_with("f.adasm:3:9: error: expected f64"));
 //! ```
 
 mod check;
-pub mod diag;
-pub mod lexer;
-pub mod literal;
+mod diag;
+mod dom;
+mod lexer;
+mod literal;
 mod lower;
-pub mod parser;
+mod parser;
 mod print;
 
 pub use diag::{Diagnostic, Diagnostics, Span};
@@ -75,7 +78,10 @@ pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
         }
         // Every rejected function reports why; this only guards the
         // invariant that an error result is never empty.
-        sink.error(Span::default(), "internal error: a function was rejected without a diagnostic");
+        sink.error(
+            Span::default(),
+            "internal error: a function was rejected without a diagnostic",
+        );
     }
     Err(sink.finish(file, src))
 }

@@ -71,7 +71,10 @@ impl<'s> CallParser<'s> {
             .toks
             .get(self.pos)
             .map_or(String::new(), |t| format!(" at column {}", t.loc.col));
-        Err(format!("expected {what}, found {}{col}", self.peek().describe()))
+        Err(format!(
+            "expected {what}, found {}{col}",
+            self.peek().describe()
+        ))
     }
 
     fn expect(&mut self, want: Tok<'static>, what: &str) -> Result<(), String> {
@@ -183,7 +186,12 @@ pub fn literals_to_values(params: &[Type], lits: &[Literal]) -> Result<Vec<Value
 fn to_value(ty: Type, lit: &Literal) -> Result<Value, String> {
     match (ty, lit) {
         (Type::F64, Literal::Num { value, .. }) => Ok(Value::F64(*value)),
-        (Type::I64, Literal::Num { text, is_int: true, .. }) => text
+        (
+            Type::I64,
+            Literal::Num {
+                text, is_int: true, ..
+            },
+        ) => text
             .parse::<i64>()
             .map(Value::I64)
             .map_err(|_| format!("integer `{text}` is out of range for i64")),
@@ -226,7 +234,10 @@ mod tests {
     #[test]
     fn name_without_at_and_no_arguments() {
         assert_eq!(parse_call("  main()  "), Ok(("main".to_string(), vec![])));
-        assert_eq!(parse_call("@pow.v2(1e3)").map(|c| c.0), Ok("pow.v2".to_string()));
+        assert_eq!(
+            parse_call("@pow.v2(1e3)").map(|c| c.0),
+            Ok("pow.v2".to_string())
+        );
     }
 
     #[test]
@@ -264,7 +275,10 @@ mod tests {
             ])
         );
         let (_, lits) = parse_call("@f(-9223372036854775808)").expect("parses");
-        assert_eq!(literals_to_values(&[Type::I64], &lits), Ok(vec![Value::I64(i64::MIN)]));
+        assert_eq!(
+            literals_to_values(&[Type::I64], &lits),
+            Ok(vec![Value::I64(i64::MIN)])
+        );
     }
 
     #[test]
@@ -272,9 +286,21 @@ mod tests {
         let cases: &[(&str, &[Type], &str)] = &[
             ("@f(1.0)", &[], "expected 0 arguments, found 1"),
             ("@f()", &[Type::F64], "expected 1 argument, found 0"),
-            ("@f(2.5)", &[Type::I64], "argument 1: expected an integer for i64, found `2.5`"),
-            ("@f(9223372036854775808)", &[Type::I64], "out of range for i64"),
-            ("@f(1.0, 1)", &[Type::F64, Type::Bool], "argument 2: expected bool, found `1`"),
+            (
+                "@f(2.5)",
+                &[Type::I64],
+                "argument 1: expected an integer for i64, found `2.5`",
+            ),
+            (
+                "@f(9223372036854775808)",
+                &[Type::I64],
+                "out of range for i64",
+            ),
+            (
+                "@f(1.0, 1)",
+                &[Type::F64, Type::Bool],
+                "argument 2: expected bool, found `1`",
+            ),
             ("@f(true)", &[Type::F64], "expected f64, found `true`"),
             ("@f(1.0)", &[Type::Arr], "expected f64[], found `1.0`"),
             ("@f([1.0])", &[Type::F64], "expected f64, found `[1]`"),

@@ -34,18 +34,13 @@ pub enum Lit {
 pub enum Operand {
     Reg(Name),
     /// A literal with its source text (used in messages such as "write `2.0`").
-    Lit { lit: Lit, text: String, span: Span },
+    Lit {
+        lit: Lit,
+        text: String,
+        span: Span,
+    },
     /// A literal that was already reported as invalid (out of range).
     Bad(Span),
-}
-
-impl Operand {
-    pub fn span(&self) -> Span {
-        match self {
-            Operand::Reg(n) => n.span,
-            Operand::Lit { span, .. } | Operand::Bad(span) => *span,
-        }
-    }
 }
 
 /// One `[label: value]` entry of a phi.
@@ -59,9 +54,16 @@ pub struct PhiArm {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {
     Phi(Vec<PhiArm>),
-    Call { callee: Name, args: Vec<Operand> },
+    Call {
+        callee: Name,
+        args: Vec<Operand>,
+    },
     Jmp(Name),
-    Br { cond: Operand, then_: Name, else_: Name },
+    Br {
+        cond: Operand,
+        then_: Name,
+        else_: Name,
+    },
     Ret(Operand),
     /// Any other mnemonic with comma-separated operands (resolved by the
     /// checker, which also reports unknown mnemonics).
@@ -576,7 +578,8 @@ impl<'s, 'd> Parser<'s, 'd> {
             Tok::Float(s) => match s.parse::<f64>() {
                 Ok(x) => lit(Lit::Float(x), s),
                 Err(_) => {
-                    self.sink.error(t.span, format!("invalid f64 literal `{s}`"));
+                    self.sink
+                        .error(t.span, format!("invalid f64 literal `{s}`"));
                     Operand::Bad(t.span)
                 }
             },
@@ -624,9 +627,8 @@ mod tests {
 
     #[test]
     fn recovers_at_the_next_line() {
-        let (funcs, errs) = parse_src(
-            "fn @f() -> f64 {\nentry:\n  %y = add 1.0 2.0\n  %z = add (\n  ret %y\n}\n",
-        );
+        let (funcs, errs) =
+            parse_src("fn @f() -> f64 {\nentry:\n  %y = add 1.0 2.0\n  %z = add (\n  ret %y\n}\n");
         assert_eq!(
             errs,
             vec![
@@ -642,8 +644,9 @@ mod tests {
 
     #[test]
     fn missing_brace_is_reported_at_the_next_function() {
-        let (funcs, errs) =
-            parse_src("fn @f() -> f64 {\nentry:\n  ret 1.0\nfn @g() -> f64 {\nentry:\n  ret 2.0\n}");
+        let (funcs, errs) = parse_src(
+            "fn @f() -> f64 {\nentry:\n  ret 1.0\nfn @g() -> f64 {\nentry:\n  ret 2.0\n}",
+        );
         assert_eq!(
             errs,
             vec!["4:1: expected `}` to close function `@f`, found `fn`"]

@@ -23,11 +23,7 @@ use vm::Type;
 /// The text of a whole module: its functions in order, separated by blank
 /// lines.
 pub fn print_module(m: &Module) -> String {
-    let fnames = unique_names(
-        m.funcs.iter().map(|f| Some(f.name.as_str())),
-        is_name,
-        "f",
-    );
+    let fnames = unique_names(m.funcs.iter().map(|f| Some(f.name.as_str())), is_name, "f");
     let mut out = String::new();
     for (i, f) in m.funcs.iter().enumerate() {
         if i > 0 {
@@ -41,8 +37,7 @@ pub fn print_module(m: &Module) -> String {
 /// Whether `s` can follow `%` or `@`.
 fn is_name(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
@@ -131,9 +126,13 @@ struct FnPrinter<'a> {
 impl<'a> FnPrinter<'a> {
     fn new(f: &'a Function, index: usize, fnames: &'a [String]) -> FnPrinter<'a> {
         let regs = unique_names(
-            f.values
-                .iter()
-                .map(|v| if v.konst.is_some() { None } else { v.name.as_deref() }),
+            f.values.iter().map(|v| {
+                if v.konst.is_some() {
+                    None
+                } else {
+                    v.name.as_deref()
+                }
+            }),
             is_name,
             "v",
         );
@@ -146,7 +145,11 @@ impl<'a> FnPrinter<'a> {
                 None => format!("%{reg}"),
             })
             .collect();
-        let labels = unique_names(f.blocks.iter().map(|b| Some(b.name.as_str())), is_label, "bb");
+        let labels = unique_names(
+            f.blocks.iter().map(|b| Some(b.name.as_str())),
+            is_label,
+            "bb",
+        );
         FnPrinter {
             f,
             index,
@@ -239,7 +242,11 @@ impl<'a> FnPrinter<'a> {
             }
             Op::CallAcc => {
                 let callee = i.callee.map_or("?".to_string(), |c| self.fname(c));
-                format!("{m} @{callee}({}) -> [{}]", self.vals(&i.args), self.vals(&i.accs))
+                format!(
+                    "{m} @{callee}({}) -> [{}]",
+                    self.vals(&i.args),
+                    self.vals(&i.accs)
+                )
             }
             Op::BlkPush => format!("{m} {}", i.imm),
             _ if i.args.is_empty() => m.to_string(),
@@ -273,7 +280,15 @@ mod tests {
 
     #[test]
     fn constants_print_as_literals_that_read_back() {
-        for x in [1.0, -0.0, 0.1, 1e300, 2.5e-10, f64::MIN_POSITIVE, 123456789.0] {
+        for x in [
+            1.0,
+            -0.0,
+            0.1,
+            1e300,
+            2.5e-10,
+            f64::MIN_POSITIVE,
+            123456789.0,
+        ] {
             let t = const_text(Type::F64, f64::to_bits(x));
             assert!(t.contains('.') || t.contains('e'), "{t}");
             assert_eq!(t.parse::<f64>().map(f64::to_bits), Ok(x.to_bits()), "{t}");
@@ -281,14 +296,25 @@ mod tests {
         assert_eq!(const_text(Type::F64, f64::INFINITY.to_bits()), "inf");
         assert_eq!(const_text(Type::F64, f64::NEG_INFINITY.to_bits()), "-inf");
         assert_eq!(const_text(Type::F64, f64::NAN.to_bits()), "nan");
-        assert_eq!(const_text(Type::I64, i64::MIN as u64), "-9223372036854775808");
+        assert_eq!(
+            const_text(Type::I64, i64::MIN as u64),
+            "-9223372036854775808"
+        );
         assert_eq!(const_text(Type::Bool, 1), "true");
     }
 
     #[test]
     fn names_are_made_valid_and_unique() {
         let names = unique_names(
-            [Some("x"), None, Some("x"), Some("v1"), Some("a b"), Some("")].into_iter(),
+            [
+                Some("x"),
+                None,
+                Some("x"),
+                Some("v1"),
+                Some("a b"),
+                Some(""),
+            ]
+            .into_iter(),
             is_name,
             "v",
         );

@@ -18,7 +18,9 @@ struct Expected {
 fn directives(src: &str) -> Vec<Expected> {
     let mut out = Vec::new();
     for (i, l) in src.lines().enumerate() {
-        let Some((_, rest)) = l.split_once("; error:") else { continue };
+        let Some((_, rest)) = l.split_once("; error:") else {
+            continue;
+        };
         let mut parts = rest.trim().splitn(3, ':');
         let (Some(line), Some(col), Some(text)) = (parts.next(), parts.next(), parts.next()) else {
             panic!("line {}: malformed directive {l:?}", i + 1);
@@ -47,7 +49,9 @@ fn error_files() -> Vec<PathBuf> {
 /// The mismatches between a file's directives and its diagnostics.
 fn check_file(path: &Path) -> Vec<String> {
     let src = std::fs::read_to_string(path).expect("readable");
-    let name = path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+    let name = path
+        .file_name()
+        .map_or(String::new(), |n| n.to_string_lossy().into_owned());
     let mut expected = directives(&src);
     let mut problems = Vec::new();
     if expected.is_empty() {
@@ -69,7 +73,10 @@ fn check_file(path: &Path) -> Vec<String> {
             Some(i) => {
                 expected.remove(i);
             }
-            None => problems.push(format!("{name}: unexpected {}:{}: {}", d.line, d.col, d.message)),
+            None => problems.push(format!(
+                "{name}: unexpected {}:{}: {}",
+                d.line, d.col, d.message
+            )),
         }
     }
     for e in expected {
@@ -84,7 +91,11 @@ fn check_render(diags: &assembler::Diagnostics, name: &str, problems: &mut Vec<S
     let text = diags.render();
     let lines: Vec<&str> = text.split('\n').collect();
     if lines.len() != 3 * diags.items.len() {
-        problems.push(format!("{name}: render has {} lines for {} diagnostics", lines.len(), diags.items.len()));
+        problems.push(format!(
+            "{name}: render has {} lines for {} diagnostics",
+            lines.len(),
+            diags.items.len()
+        ));
         return;
     }
     for (d, chunk) in diags.items.iter().zip(lines.chunks(3)) {
@@ -110,8 +121,16 @@ fn directives_parse() {
     assert_eq!(
         d,
         vec![
-            Expected { line: 4, col: 18, text: "write `2.0`".to_string() },
-            Expected { line: 1, col: 1, text: "x: y".to_string() },
+            Expected {
+                line: 4,
+                col: 18,
+                text: "write `2.0`".to_string()
+            },
+            Expected {
+                line: 1,
+                col: 1,
+                text: "x: y".to_string()
+            },
         ]
     );
 }

@@ -12,7 +12,9 @@ fn adasm_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -45,13 +47,23 @@ fn normal_form(m: &Module) -> String {
         for b in &f.blocks {
             let _ = writeln!(out, " {}:", b.name);
             for p in &b.phis {
-                let inc: Vec<String> = p.incoming.iter().map(|(b, x)| format!("{b}={}", v(*x))).collect();
+                let inc: Vec<String> = p
+                    .incoming
+                    .iter()
+                    .map(|(b, x)| format!("{b}={}", v(*x)))
+                    .collect();
                 let _ = writeln!(out, "  {} = phi {}", v(p.dst), inc.join(" "));
             }
             for i in &b.insts {
                 let args: Vec<String> = i.args.iter().map(|a| v(*a)).collect();
                 let dst = i.dst.map(v).unwrap_or_default();
-                let _ = writeln!(out, "  {dst} = {:?} {:?} {}", i.op, i.callee, args.join(" "));
+                let _ = writeln!(
+                    out,
+                    "  {dst} = {:?} {:?} {}",
+                    i.op,
+                    i.callee,
+                    args.join(" ")
+                );
             }
             let term = match &b.term {
                 Term::Jmp(t) => format!("jmp {t}"),
@@ -80,9 +92,17 @@ fn round_trip(path: &Path) {
     let text1 = assembler::print_module(&m1);
     let m2 = match assembler::assemble(&text1, "printed.adasm") {
         Ok(m) => m,
-        Err(d) => panic!("printed {} does not assemble:\n{d}\n{text1}", path.display()),
+        Err(d) => panic!(
+            "printed {} does not assemble:\n{d}\n{text1}",
+            path.display()
+        ),
     };
-    assert_eq!(normal_form(&m1), normal_form(&m2), "{}:\n{text1}", path.display());
+    assert_eq!(
+        normal_form(&m1),
+        normal_form(&m2),
+        "{}:\n{text1}",
+        path.display()
+    );
     assert_eq!(text1, assembler::print_module(&m2), "{}", path.display());
     check_invariants(&m1);
 }
@@ -164,7 +184,10 @@ fn lowering_resolves_opcodes_constants_names_and_locations() {
     assert_eq!(names, ["entry", "head", "body", "done"]);
     let head = &f.blocks[1];
     assert_eq!(head.phis.len(), 2);
-    assert_eq!(f.values[head.phis[0].dst.index()].name.as_deref(), Some("r"));
+    assert_eq!(
+        f.values[head.phis[0].dst.index()].name.as_deref(),
+        Some("r")
+    );
     assert_eq!(f.ty(head.phis[1].dst), Type::I64);
     assert_eq!(head.phis[0].loc, vm::ir::Loc { line: 6, col: 5 });
     assert_eq!(head.insts[0].op, Op::GtI);
@@ -196,7 +219,11 @@ fn calls_refer_to_functions_by_index() {
     let even = m.find("@is_even").expect("defined");
     let odd = m.find("is_odd").expect("defined");
     let calls_of = |f: &Function| -> Vec<_> {
-        f.blocks.iter().flat_map(|b| &b.insts).filter_map(|i| i.callee).collect()
+        f.blocks
+            .iter()
+            .flat_map(|b| &b.insts)
+            .filter_map(|i| i.callee)
+            .collect()
     };
     assert_eq!(calls_of(m.func(even)), vec![odd]);
     assert_eq!(calls_of(m.func(odd)), vec![even]);
@@ -209,7 +236,9 @@ fn literal_only_operations_take_the_literal_types() {
     // valid part.)
     let err = assembler::assemble(src, "f.adasm").expect_err("unknown mnemonic");
     assert_eq!(err.items.len(), 1, "{err}");
-    assert!(err.items[0].message.contains("unknown instruction `phi_free_copy`"));
+    assert!(err.items[0]
+        .message
+        .contains("unknown instruction `phi_free_copy`"));
     let src = src.replace("  %d = phi_free_copy\n", "");
     let m = assembler::assemble(&src, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
     let insts = &m.funcs[0].blocks[0].insts;
@@ -230,7 +259,12 @@ fn print_handles_any_module_without_panicking() {
     f.values[1].name = Some("r".to_string());
     f.blocks[1].name = "fn".to_string();
     f.blocks[2].name = f.blocks[3].name.clone();
-    f.blocks[2].insts.push(vm::ir::Inst::new(Op::Acc, Some(ValueId(999)), vec![ValueId(0)], Default::default()));
+    f.blocks[2].insts.push(vm::ir::Inst::new(
+        Op::Acc,
+        Some(ValueId(999)),
+        vec![ValueId(0)],
+        Default::default(),
+    ));
     f.blocks[3].term = Term::BlkPop(vec![vm::ir::BlockId(77)]);
     f.ret = vm::ir::RetType::Many(vec![Type::F64, Type::F64]);
     let text = assembler::print_module(&m);
@@ -239,4 +273,39 @@ fn print_handles_any_module_without_panicking() {
     assert!(text.contains("bb3:"), "{text}");
     assert!(text.contains("acc"), "{text}");
     assert!(text.contains("blk.pop [?bb77]"), "{text}");
+}
+
+/// The random programs of `testkit` (used by the AD property tests)
+/// assemble and round-trip.
+#[test]
+fn generated_programs_assemble_and_round_trip() {
+    let cfg = testkit::gen::Config::default();
+    for seed in 0..200 {
+        let g = testkit::gen::program(seed, &cfg);
+        let m = match assembler::assemble(&g.source, "gen.adasm") {
+            Ok(m) => m,
+            Err(d) => panic!("seed {seed}:\n{d}\n{}", g.source),
+        };
+        check_invariants(&m);
+        let text = assembler::print_module(&m);
+        let m2 = assembler::assemble(&text, "printed.adasm").unwrap_or_else(|d| panic!("{d}"));
+        assert_eq!(normal_form(&m), normal_form(&m2), "seed {seed}");
+        assert!(m.find(&g.entry).is_some());
+    }
+}
+
+/// Newlines are free between the tokens of a header, a label may share its
+/// line with an instruction, `}` may follow the last instruction, and CRLF
+/// line ends and a byte-order mark are accepted.
+#[test]
+fn layout_freedoms() {
+    let src = "\u{feff}fn @f(\r\n  %x: f64,\r\n  %y: f64\r\n) -> f64\r\n{\r\nentry: %s = add %x, %y\r\n  jmp out\r\nout: ret %s }\r\n";
+    let m = assembler::assemble(src, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let f = &m.funcs[0];
+    assert_eq!(f.blocks.len(), 2);
+    assert_eq!(f.blocks[0].insts[0].loc, vm::ir::Loc { line: 6, col: 8 });
+    assert_eq!(f.blocks[1].term_loc, vm::ir::Loc { line: 8, col: 6 });
+    let err = assembler::assemble("fn @f() -> f64 {\r\nentry:\r\n  ret 1\r\n}\r\n", "f.adasm")
+        .expect_err("integer literal");
+    assert!(err.render().contains("\n     ret 1\n         ^"), "{err}");
 }

@@ -17,6 +17,14 @@ fn assemble_checked(src: &str) {
         }
         Err(d) => {
             assert!(!d.items.is_empty());
+            // Every rejection comes with a real reason.
+            for i in &d.items {
+                assert!(
+                    !i.message.starts_with("internal error"),
+                    "{}\n{src}",
+                    i.message
+                );
+            }
             let text = d.render();
             assert_eq!(text.lines().count(), 3 * d.items.len(), "{text}");
             for w in d.items.windows(2) {
@@ -27,11 +35,66 @@ fn assemble_checked(src: &str) {
 }
 
 const VOCAB: &[&str] = &[
-    "fn", "@f", "@g", "@main", "%x", "%y", "%z", "%a", "%c", "entry", "body", "done", "head",
-    ":", ",", "=", "(", ")", "{", "}", "[", "]", "->", "\n", "\n", "\n", "f64", "i64", "bool",
-    "add", "sub", "mul", "lt", "gt", "phi", "br", "jmp", "ret", "call", "aset", "aget", "anew",
-    "select", "copy", "itof", "sin", "1", "-7", "0", "2.0", "-1.5e-3", "inf", "-inf", "nan",
-    "true", "false", "; comment", "$", "é", "99999999999999999999",
+    "fn",
+    "@f",
+    "@g",
+    "@main",
+    "%x",
+    "%y",
+    "%z",
+    "%a",
+    "%c",
+    "entry",
+    "body",
+    "done",
+    "head",
+    ":",
+    ",",
+    "=",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    "->",
+    "\n",
+    "\n",
+    "\n",
+    "f64",
+    "i64",
+    "bool",
+    "add",
+    "sub",
+    "mul",
+    "lt",
+    "gt",
+    "phi",
+    "br",
+    "jmp",
+    "ret",
+    "call",
+    "aset",
+    "aget",
+    "anew",
+    "select",
+    "copy",
+    "itof",
+    "sin",
+    "1",
+    "-7",
+    "0",
+    "2.0",
+    "-1.5e-3",
+    "inf",
+    "-inf",
+    "nan",
+    "true",
+    "false",
+    "; comment",
+    "$",
+    "é",
+    "99999999999999999999",
 ];
 
 fn token_program() -> impl Strategy<Value = String> {
@@ -55,7 +118,17 @@ fn valid_programs() -> Vec<String> {
 fn mutated_program() -> impl Strategy<Value = String> {
     let programs = valid_programs();
     let n = programs.len().max(1);
-    (0..n, prop::collection::vec((0u8..3, any::<prop::sample::Index>(), any::<prop::sample::Index>()), 1..5))
+    (
+        0..n,
+        prop::collection::vec(
+            (
+                0u8..3,
+                any::<prop::sample::Index>(),
+                any::<prop::sample::Index>(),
+            ),
+            1..5,
+        ),
+    )
         .prop_map(move |(p, edits)| {
             let src = programs.get(p).cloned().unwrap_or_default();
             let mut lines: Vec<&str> = src.lines().collect();
@@ -76,8 +149,85 @@ fn mutated_program() -> impl Strategy<Value = String> {
         })
 }
 
+const TEMPLATES: &[&str] = &[
+    "L1:",
+    "L1:",
+    "%R1 = add %R2, %R3",
+    "%R1 = add %R2, 1.0",
+    "%R1 = sub %R2, 1",
+    "%R1 = phi [L1: %R2], [L2: %R3]",
+    "%R1 = phi [L1: 1.0]",
+    "%R1 = phi [L1: 0], [L2: %R2]",
+    "br %R1, L1, L2",
+    "br true, L1, L2",
+    "jmp L1",
+    "ret %R1",
+    "ret 1.0",
+    "%R1 = lt %R2, %R3",
+    "%R1 = call @f(%R2)",
+    "%R1 = call @g(%R2, %R3)",
+    "aset %R1, %R2, %R3",
+    "%R1 = anew 3",
+    "%R1 = itof %R2",
+    "%R1 = ftoi %R2",
+    "%R1 = select %R1, %R2, %R3",
+    "%R1 = copy %R2",
+    "%R1 = aget %R2, %R3",
+    "%R1 = neg %R2",
+    "%R1 = alen %R2",
+];
+const REGS: &[&str] = &["x", "n", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
+const LABELS: &[&str] = &["entry", "b1", "b2", "b3", "b4"];
+
+/// Functions made of whole instruction lines, with registers and labels
+/// from small sets and a fresh destination `%t<i>` on line `i`: many reach
+/// type inference, phi and dominance checks, and some are valid (and then
+/// must round-trip).
+fn line_program() -> impl Strategy<Value = String> {
+    let line = (
+        prop::sample::select(TEMPLATES),
+        prop::sample::select(REGS),
+        prop::sample::select(REGS),
+        prop::sample::select(REGS),
+        prop::sample::select(LABELS),
+        prop::sample::select(LABELS),
+    );
+    prop::collection::vec(line, 1..25).prop_map(|lines| {
+        let body: Vec<String> = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (t, r1, r2, r3, l1, l2))| {
+                t.replace("%R1 = ", &format!("%t{i} = "))
+                    .replace("R1", r1)
+                    .replace("R2", r2)
+                    .replace("R3", r3)
+                    .replace("L1", l1)
+                    .replace("L2", l2)
+            })
+            .collect();
+        format!(
+            "fn @f(%x: f64, %n: i64) -> f64 {{\nentry:\n{}\n}}\n\
+             fn @g(%a: f64, %n: i64) -> f64 {{\nentry:\n    ret %a\n}}\n",
+            body.join("\n")
+        )
+    })
+}
+
+/// Cases per property: 500 unless `PROPTEST_CASES` says otherwise.
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_instruction_lines_never_panic(src in line_program()) {
+        assemble_checked(&src);
+    }
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
@@ -143,9 +293,13 @@ fn constants_count_towards_the_limit() {
 #[test]
 fn large_inputs_are_handled() {
     // 20,000 blocks in a chain, each using a value from the first block.
-    let mut s = String::from("fn @chain(%x: f64) -> f64 {\nentry:\n    %a = add %x, 1.0\n    jmp b0\n");
+    let mut s =
+        String::from("fn @chain(%x: f64) -> f64 {\nentry:\n    %a = add %x, 1.0\n    jmp b0\n");
     for i in 0..20_000 {
-        s.push_str(&format!("b{i}:\n    %t{i} = add %a, 1.0\n    jmp b{}\n", i + 1));
+        s.push_str(&format!(
+            "b{i}:\n    %t{i} = add %a, 1.0\n    jmp b{}\n",
+            i + 1
+        ));
     }
     s.push_str("b20000:\n    ret %a\n}\n");
     assert!(assembler::assemble(&s, "chain.adasm").is_ok());
@@ -154,7 +308,9 @@ fn large_inputs_are_handled() {
     for i in 0..5_000 {
         s.push_str(&format!("    %p{i} = phi [entry: %x], [l: %p{}]\n", i + 1));
     }
-    s.push_str("    %p5000 = phi [entry: %x], [l: %p0]\n    br true, l, out\nout:\n    ret %p0\n}\n");
+    s.push_str(
+        "    %p5000 = phi [entry: %x], [l: %p0]\n    br true, l, out\nout:\n    ret %p0\n}\n",
+    );
     assert!(assembler::assemble(&s, "late.adasm").is_ok());
     // Many bad characters and many errors on one line.
     let line = "$ ".repeat(20_000);
