@@ -11,7 +11,8 @@ use vm::{Type, Value};
 /// and `"nan"` are accepted wherever an f64 is (the same spelling `--json`
 /// output uses).
 pub fn parse_json_args(text: &str, params: &[Type]) -> Result<Vec<Value>, String> {
-    let json: Json = serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
     let Json::Array(items) = json else {
         return Err("--args must be a JSON array with one entry per parameter".into());
     };
@@ -48,15 +49,23 @@ fn value(item: &Json, ty: Type) -> Result<Value, String> {
                 .as_i64()
                 .map(Value::I64)
                 .ok_or_else(|| format!("the parameter is i64: expected an integer, found {n}")),
-            other => Err(format!("the parameter is i64: expected an integer, found {other}")),
+            other => Err(format!(
+                "the parameter is i64: expected an integer, found {other}"
+            )),
         },
         Type::Bool => match item {
             Json::Bool(b) => Ok(Value::Bool(*b)),
             other => Err(format!("expected true or false, found {other}")),
         },
         Type::Arr => match item {
-            Json::Array(xs) => xs.iter().map(float).collect::<Result<_, _>>().map(Value::Arr),
-            other => Err(format!("the parameter is f64[]: expected an array of numbers, found {other}")),
+            Json::Array(xs) => xs
+                .iter()
+                .map(float)
+                .collect::<Result<_, _>>()
+                .map(Value::Arr),
+            other => Err(format!(
+                "the parameter is f64[]: expected an array of numbers, found {other}"
+            )),
         },
     }
 }
@@ -88,8 +97,17 @@ pub fn value_text(v: &Value, max: Option<usize>) -> String {
         Value::Arr(xs) => match max {
             Some(max) if xs.len() > max => {
                 let head: Vec<String> = xs[..max / 2].iter().map(|x| x.to_string()).collect();
-                let tail: Vec<String> = xs[xs.len() - max / 2..].iter().map(|x| x.to_string()).collect();
-                format!("[{}, … {} more …, {}] (length {})", head.join(", "), xs.len() - max, tail.join(", "), xs.len())
+                let tail: Vec<String> = xs[xs.len() - max / 2..]
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect();
+                format!(
+                    "[{}, … {} more …, {}] (length {})",
+                    head.join(", "),
+                    xs.len() - max,
+                    tail.join(", "),
+                    xs.len()
+                )
             }
             _ => v.to_string(),
         },
@@ -103,8 +121,11 @@ mod tests {
 
     #[test]
     fn parses_all_kinds() {
-        let v = parse_json_args(r#"[1.5, 2, true, [1, 2.5], "inf"]"#, &[Type::F64, Type::I64, Type::Bool, Type::Arr, Type::F64])
-            .expect("parses");
+        let v = parse_json_args(
+            r#"[1.5, 2, true, [1, 2.5], "inf"]"#,
+            &[Type::F64, Type::I64, Type::Bool, Type::Arr, Type::F64],
+        )
+        .expect("parses");
         assert_eq!(v[0], Value::F64(1.5));
         assert_eq!(v[1], Value::I64(2));
         assert_eq!(v[3], Value::Arr(vec![1.0, 2.5]));
@@ -124,6 +145,9 @@ mod tests {
     fn non_finite_json() {
         assert_eq!(float_json(f64::NAN), json!("nan"));
         assert_eq!(float_json(f64::NEG_INFINITY), json!("-inf"));
-        assert_eq!(value_json(&Value::Arr(vec![1.0, f64::INFINITY])), json!([1.0, "inf"]));
+        assert_eq!(
+            value_json(&Value::Arr(vec![1.0, f64::INFINITY])),
+            json!([1.0, "inf"])
+        );
     }
 }

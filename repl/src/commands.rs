@@ -56,7 +56,8 @@ fn finish(r: Result<(), Fail>) -> u8 {
 
 /// Read and assemble a file into an engine.
 pub fn load(file: &Path) -> Result<Engine, Fail> {
-    let src = std::fs::read_to_string(file).map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
+    let src = std::fs::read_to_string(file)
+        .map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
     let name = file.display().to_string();
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
     Engine::new(module).map_err(Fail::from)
@@ -81,12 +82,21 @@ fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
 fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
     let name = name.unwrap_or("main");
     engine.find(name).ok_or_else(|| {
-        let names: Vec<String> = engine.module().funcs.iter().map(|f| format!("@{}", f.name)).collect();
+        let names: Vec<String> = engine
+            .module()
+            .funcs
+            .iter()
+            .map(|f| format!("@{}", f.name))
+            .collect();
         Fail::Usage(format!(
             "{} has no function @{} (it defines {})",
             file.display(),
             name.trim_start_matches('@'),
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
         ))
     })
 }
@@ -100,7 +110,12 @@ fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
     func.params
         .iter()
         .enumerate()
-        .map(|(i, p)| func.values[p.index()].name.clone().unwrap_or_else(|| format!("arg{i}")))
+        .map(|(i, p)| {
+            func.values[p.index()]
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("arg{i}"))
+        })
         .collect()
 }
 
@@ -191,16 +206,24 @@ pub struct Compared {
 
 /// Central differences for every f64 parameter and every element of every
 /// f64[] parameter, compared with the AD gradient.
-pub fn compare(engine: &mut Engine, f: FuncId, args: &[Value], names: &[String]) -> Result<(f64, Vec<Compared>), Fail> {
+pub fn compare(
+    engine: &mut Engine,
+    f: FuncId,
+    args: &[Value],
+    names: &[String],
+) -> Result<(f64, Vec<Compared>), Fail> {
     let g = engine.grad(f, args)?;
     let mut out = Vec::new();
     let mut probe = args.to_vec();
     for (i, arg) in args.iter().enumerate() {
         let entries: Vec<(Option<usize>, f64, f64)> = match (arg, &g.grad[i]) {
             (Value::F64(x), Some(Value::F64(d))) => vec![(None, *x, *d)],
-            (Value::Arr(xs), Some(Value::Arr(ds))) => {
-                xs.iter().zip(ds).enumerate().map(|(j, (x, d))| (Some(j), *x, *d)).collect()
-            }
+            (Value::Arr(xs), Some(Value::Arr(ds))) => xs
+                .iter()
+                .zip(ds)
+                .enumerate()
+                .map(|(j, (x, d))| (Some(j), *x, *d))
+                .collect(),
             _ => continue,
         };
         for (j, x, d) in entries {
@@ -219,16 +242,24 @@ pub fn compare(engine: &mut Engine, f: FuncId, args: &[Value], names: &[String])
                 }
                 match r? {
                     Value::F64(y) => Ok(y),
-                    other => Err(Fail::Usage(format!("the function returned {other}, not an f64"))),
+                    other => Err(Fail::Usage(format!(
+                        "the function returned {other}, not an f64"
+                    ))),
                 }
             };
             let fd = (at(x + h)? - at(x - h)?) / (2.0 * h);
-            let ok = (d - fd).abs() <= CHECK_TOLERANCE * 1f64.max(d.abs()).max(fd.abs()) || (d.is_nan() && fd.is_nan());
+            let ok = (d - fd).abs() <= CHECK_TOLERANCE * 1f64.max(d.abs()).max(fd.abs())
+                || (d.is_nan() && fd.is_nan());
             let name = match j {
                 Some(j) => format!("{}[{j}]", names[i]),
                 None => names[i].clone(),
             };
-            out.push(Compared { name, ad: d, fd, ok });
+            out.push(Compared {
+                name,
+                ad: d,
+                fd,
+                ok,
+            });
         }
     }
     Ok((g.value, out))
@@ -269,7 +300,11 @@ pub fn check(a: &CallArgs) -> u8 {
                 if all_ok {
                     format!("all {} entries agree", rows.len())
                 } else {
-                    format!("{} of {} entries disagree", rows.iter().filter(|r| !r.ok).count(), rows.len())
+                    format!(
+                        "{} of {} entries disagree",
+                        rows.iter().filter(|r| !r.ok).count(),
+                        rows.len()
+                    )
                 }
             );
         }
@@ -287,10 +322,15 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
         let mut engine = load(file)?;
         let targets: Vec<FuncId> = match func {
             Some(name) => vec![pick(&engine, Some(name), file)?],
-            None => (0..engine.module().funcs.len()).map(|i| FuncId(i as u32)).collect(),
+            None => (0..engine.module().funcs.len())
+                .map(|i| FuncId(i as u32))
+                .collect(),
         };
         for f in &targets {
-            print!("{}", vm::disasm::function_in(engine.program().func(*f), Some(engine.program())));
+            print!(
+                "{}",
+                vm::disasm::function_in(engine.program().func(*f), Some(engine.program()))
+            );
             println!();
         }
         if ad {
@@ -303,7 +343,10 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
                 }
                 engine.derive(f)?;
                 for g in engine.reachable_derived(f) {
-                    print!("{}", vm::disasm::function_in(engine.program().func(g), Some(engine.program())));
+                    print!(
+                        "{}",
+                        vm::disasm::function_in(engine.program().func(g), Some(engine.program()))
+                    );
                     println!();
                 }
             }
@@ -350,8 +393,10 @@ pub fn bench(a: &CallArgs) -> u8 {
         engine.run(f, &args)?;
         let mut out = Gradient::default();
         engine.grad_into(f, &args, &mut out)?;
-        let (primal_ns, allocs_primal) = time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
-        let (grad_ns, allocs_grad) = time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
+        let (primal_ns, allocs_primal) =
+            time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
+        let (grad_ns, allocs_grad) =
+            time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
         let ratio = grad_ns / primal_ns;
         if a.json {
             println!(
@@ -365,8 +410,12 @@ pub fn bench(a: &CallArgs) -> u8 {
                 })
             );
         } else {
-            println!("primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call");
-            println!("grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call");
+            println!(
+                "primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call"
+            );
+            println!(
+                "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
+            );
             println!("ratio:  {ratio:.2}");
         }
         Ok(())

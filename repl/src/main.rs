@@ -19,7 +19,11 @@ use std::process::ExitCode;
 static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 
 #[derive(Parser, Debug)]
-#[command(name = "advm", version, about = "A bytecode VM that differentiates programs")]
+#[command(
+    name = "advm",
+    version,
+    about = "A bytecode VM that differentiates programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use vm::{Type, Value};
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     entries.sort();
     for p in entries {
@@ -53,9 +55,16 @@ fn literal(text: &str) -> Result<Literal, String> {
 fn matches_literal(v: &Value, lit: &Literal) -> bool {
     match (v, lit) {
         (Value::F64(x), Literal::Num { value, .. }) => close(*x, *value, 1e-12),
-        (Value::I64(i), Literal::Num { text, is_int: true, .. }) => text.parse::<i64>().ok() == Some(*i),
+        (
+            Value::I64(i),
+            Literal::Num {
+                text, is_int: true, ..
+            },
+        ) => text.parse::<i64>().ok() == Some(*i),
         (Value::Bool(b), Literal::Bool(e)) => b == e,
-        (Value::Arr(xs), Literal::Array(es)) => xs.len() == es.len() && xs.iter().zip(es).all(|(x, e)| close(*x, *e, 1e-12)),
+        (Value::Arr(xs), Literal::Array(es)) => {
+            xs.len() == es.len() && xs.iter().zip(es).all(|(x, e)| close(*x, *e, 1e-12))
+        }
         _ => false,
     }
 }
@@ -67,7 +76,10 @@ fn json_close(got: &Option<Value>, want: &Json) -> bool {
         (Some(Value::F64(x)), Json::Number(n)) => n.as_f64().is_some_and(|n| close(*x, n, 1e-9)),
         (Some(Value::Arr(xs)), Json::Array(ns)) => {
             xs.len() == ns.len()
-                && xs.iter().zip(ns).all(|(x, n)| n.as_f64().is_some_and(|n| close(*x, n, 1e-9)))
+                && xs
+                    .iter()
+                    .zip(ns)
+                    .all(|(x, n)| n.as_f64().is_some_and(|n| close(*x, n, 1e-9)))
         }
         _ => false,
     }
@@ -80,7 +92,10 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn call(&self, text: &str) -> Result<(vm::ir::FuncId, Vec<Value>), String> {
         let (name, lits) = parse_call(text.trim())?;
-        let f = self.engine.find(&name).ok_or(format!("no function @{name}"))?;
+        let f = self
+            .engine
+            .find(&name)
+            .ok_or(format!("no function @{name}"))?;
         let params: Vec<Type> = self.engine.module().func(f).param_types();
         Ok((f, literals_to_values(&params, &lits)?))
     }
@@ -103,14 +118,21 @@ impl Ctx<'_> {
                 let (value, grads) = rest.split_once(';').ok_or("missing `; [gradient]`")?;
                 let (f, args) = self.call(call)?;
                 let want_value = literal(value.trim())?;
-                let want: Json = serde_json::from_str(grads.trim()).map_err(|e| format!("bad gradient JSON: {e}"))?;
-                let Json::Array(want) = want else { return Err("the gradient must be a JSON array".into()) };
+                let want: Json = serde_json::from_str(grads.trim())
+                    .map_err(|e| format!("bad gradient JSON: {e}"))?;
+                let Json::Array(want) = want else {
+                    return Err("the gradient must be a JSON array".into());
+                };
                 let g = self.engine.grad(f, &args).map_err(|e| e.to_string())?;
                 if !matches_literal(&Value::F64(g.value), &want_value) {
                     return Err(format!("value {} expected {}", g.value, value.trim()));
                 }
                 if want.len() != g.grad.len() {
-                    return Err(format!("{} gradient entries expected, got {}", want.len(), g.grad.len()));
+                    return Err(format!(
+                        "{} gradient entries expected, got {}",
+                        want.len(),
+                        g.grad.len()
+                    ));
                 }
                 for (i, (got, w)) in g.grad.iter().zip(&want).enumerate() {
                     if !json_close(got, w) {
@@ -155,11 +177,19 @@ fn corpus() {
     let root = testkit::workspace_root();
     let mut paths = Vec::new();
     files(&root.join("programs"), &mut paths);
-    assert!(paths.len() >= 12, "the corpus has only {} programs", paths.len());
+    assert!(
+        paths.len() >= 12,
+        "the corpus has only {} programs",
+        paths.len()
+    );
     let mut failures = Vec::new();
     let mut checked = 0;
     for path in &paths {
-        let rel = path.strip_prefix(&root).unwrap_or(path).display().to_string();
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         let src = std::fs::read_to_string(path).expect("readable");
         let module = match assembler::assemble(&src, &rel) {
             Ok(m) => m,
@@ -175,11 +205,17 @@ fn corpus() {
                 continue;
             }
         };
-        let mut ctx = Ctx { engine: &mut engine };
+        let mut ctx = Ctx {
+            engine: &mut engine,
+        };
         let mut found = 0;
         for (i, line) in src.lines().enumerate() {
-            let Some(rest) = line.strip_prefix("; ") else { continue };
-            let Some((kind, body)) = rest.split_once(": ") else { continue };
+            let Some(rest) = line.strip_prefix("; ") else {
+                continue;
+            };
+            let Some((kind, body)) = rest.split_once(": ") else {
+                continue;
+            };
             if !matches!(kind, "run" | "grad" | "check" | "trap") {
                 continue;
             }
@@ -193,7 +229,12 @@ fn corpus() {
         }
         checked += found;
     }
-    assert!(failures.is_empty(), "{} corpus failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} corpus failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     eprintln!("{checked} directives in {} programs", paths.len());
 }
 
@@ -206,7 +247,9 @@ fn corpus_uses_every_instruction() {
     let mut ops = std::collections::BTreeSet::new();
     for path in &paths {
         let src = std::fs::read_to_string(path).expect("readable");
-        let Ok(m) = assembler::assemble(&src, "x") else { continue };
+        let Ok(m) = assembler::assemble(&src, "x") else {
+            continue;
+        };
         for f in &m.funcs {
             for b in &f.blocks {
                 if !b.phis.is_empty() {
@@ -249,7 +292,16 @@ fn corpus_uses_every_instruction() {
                 | vm::op::Op::ShadowTake
         )
     });
-    let missing: Vec<String> = user_ops.map(|op| format!("{op:?}")).filter(|op| !ops.contains(op)).collect();
-    let missing_terms: Vec<&str> = ["phi", "jmp", "br", "ret"].into_iter().filter(|t| !ops.contains(*t)).collect();
-    assert!(missing.is_empty() && missing_terms.is_empty(), "unused: {missing:?} {missing_terms:?}");
+    let missing: Vec<String> = user_ops
+        .map(|op| format!("{op:?}"))
+        .filter(|op| !ops.contains(op))
+        .collect();
+    let missing_terms: Vec<&str> = ["phi", "jmp", "br", "ret"]
+        .into_iter()
+        .filter(|t| !ops.contains(*t))
+        .collect();
+    assert!(
+        missing.is_empty() && missing_terms.is_empty(),
+        "unused: {missing:?} {missing_terms:?}"
+    );
 }
