@@ -253,16 +253,14 @@ impl<'a> Transform<'a> {
                         e.op(Op::AccMul, None, vec![cb, d, va]);
                     }
                 }
-                Op::DivF => {
-                    if ca.is_some() || cb.is_some() {
-                        let vb = e.need(bb);
-                        let t = e.op(Op::DivF, Some(Type::F64), vec![d, vb]);
-                        e.acc(ca, t);
-                        if cb.is_some() {
-                            let vy = e.need(y);
-                            let t2 = e.op(Op::MulF, Some(Type::F64), vec![t, vy]);
-                            e.acc_neg(cb, t2);
-                        }
+                Op::DivF if ca.is_some() || cb.is_some() => {
+                    let vb = e.need(bb);
+                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, vb]);
+                    e.acc(ca, t);
+                    if cb.is_some() {
+                        let vy = e.need(y);
+                        let t2 = e.op(Op::MulF, Some(Type::F64), vec![t, vy]);
+                        e.acc_neg(cb, t2);
                     }
                 }
                 Op::PowF => {
@@ -309,13 +307,11 @@ impl<'a> Transform<'a> {
                     let va = e.need(a);
                     e.op(Op::Cos, Some(Type::F64), vec![va])
                 }),
-                Op::Cos => {
-                    if ca.is_some() {
-                        let va = e.need(a);
-                        let s = e.op(Op::Sin, Some(Type::F64), vec![va]);
-                        let t = e.op(Op::MulF, Some(Type::F64), vec![d, s]);
-                        e.acc_neg(ca, t);
-                    }
+                Op::Cos if ca.is_some() => {
+                    let va = e.need(a);
+                    let s = e.op(Op::Sin, Some(Type::F64), vec![va]);
+                    let t = e.op(Op::MulF, Some(Type::F64), vec![d, s]);
+                    e.acc_neg(ca, t);
                 }
                 Op::Tan => e.scaled(ca, d, |e| {
                     let vy = e.need(y);
@@ -324,20 +320,16 @@ impl<'a> Transform<'a> {
                     e.op(Op::AddF, Some(Type::F64), vec![t, one])
                 }),
                 Op::Exp => e.scaled(ca, d, |e| e.need(y)),
-                Op::Log => {
-                    if ca.is_some() {
-                        let va = e.need(a);
-                        let t = e.op(Op::DivF, Some(Type::F64), vec![d, va]);
-                        e.acc(ca, t);
-                    }
+                Op::Log if ca.is_some() => {
+                    let va = e.need(a);
+                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, va]);
+                    e.acc(ca, t);
                 }
-                Op::Sqrt => {
-                    if ca.is_some() {
-                        let vy = e.need(y);
-                        let t = e.op(Op::AddF, Some(Type::F64), vec![vy, vy]);
-                        let t = e.op(Op::DivF, Some(Type::F64), vec![d, t]);
-                        e.acc(ca, t);
-                    }
+                Op::Sqrt if ca.is_some() => {
+                    let vy = e.need(y);
+                    let t = e.op(Op::AddF, Some(Type::F64), vec![vy, vy]);
+                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, t]);
+                    e.acc(ca, t);
                 }
                 Op::Tanh => e.scaled(ca, d, |e| {
                     let vy = e.need(y);

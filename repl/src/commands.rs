@@ -25,6 +25,11 @@ pub enum Fail {
 }
 
 impl Fail {
+    /// Print the message and give the exit status.
+    pub fn report_code(self) -> u8 {
+        self.report()
+    }
+
     fn report(self) -> u8 {
         let (code, text) = match self {
             Fail::Usage(m) => (EXIT_USAGE, format!("advm: {m}")),
@@ -357,7 +362,7 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
 
 /// Median nanoseconds per call of `call`, after warm-up, and allocations
 /// per call.
-fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f64), Fail> {
+pub fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f64), Fail> {
     for _ in 0..20 {
         call()?;
     }
@@ -422,6 +427,29 @@ pub fn bench(a: &CallArgs) -> u8 {
     })())
 }
 
-pub fn repl(_file: Option<&Path>) -> u8 {
-    Fail::Usage("the REPL is not available in this build".into()).report()
+pub fn repl(file: Option<&Path>) -> u8 {
+    crate::repl::run(file)
+}
+
+/// `advm cfg FILE --fn NAME [--ad]`: Graphviz DOT on stdout.
+pub fn cfg(file: &Path, func: &str, ad: bool) -> u8 {
+    finish((|| {
+        let mut engine = load(file)?;
+        let f = pick(&engine, Some(func), file)?;
+        if !ad {
+            print!(
+                "{}",
+                crate::cfg::primal_dot(engine.module(), engine.module().func(f))
+            );
+            return Ok(());
+        }
+        let d = engine.derive(f)?;
+        let (Some(fwd), Some(rev)) = (engine.derived_ir(d.fwd), engine.derived_ir(d.rev)) else {
+            return Err(Fail::Internal("derived IR missing".into()));
+        };
+        let program = engine.program();
+        let names = |c: FuncId| program.get(c).map_or("?".into(), |g| g.name.clone());
+        print!("{}", crate::cfg::ad_dot(&names, fwd, rev));
+        Ok(())
+    })())
 }

@@ -9,7 +9,9 @@
 
 mod alloc_count;
 mod args;
+mod cfg;
 mod commands;
+mod repl;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -87,6 +89,14 @@ enum Command {
     Bench(CallArgs),
     /// The interactive REPL (also plain `advm`).
     Repl { file: Option<PathBuf> },
+    /// Graphviz DOT of a function's CFG; with --ad its forward and reverse CFGs.
+    Cfg {
+        file: PathBuf,
+        #[arg(long = "fn", value_name = "NAME")]
+        func: String,
+        #[arg(long)]
+        ad: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -109,6 +119,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Disasm { file, func, ad }) => commands::disasm(&file, func.as_deref(), ad),
         Some(Command::Repl { file }) => commands::repl(file.as_deref()),
+        Some(Command::Cfg { file, func, ad }) => commands::cfg(&file, &func, ad),
         None => commands::repl(None),
     };
     ExitCode::from(status)

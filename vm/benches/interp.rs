@@ -46,7 +46,8 @@ fn interp(c: &mut Criterion) {
     bench_program(c, "sumsin_1000", &sumsin, &[1000]);
     let mut vm = Vm::default();
     assert_eq!(
-        vm.run(&pow, FuncId(0), &[Value::F64(2.0), Value::I64(10)]).expect("runs"),
+        vm.run(&pow, FuncId(0), &[Value::F64(2.0), Value::I64(10)])
+            .expect("runs"),
         Value::F64(1024.0)
     );
 }

@@ -202,6 +202,12 @@ impl Vm {
         self.interrupt.clone()
     }
 
+    /// Use `flag` as the interrupt flag (so that one Ctrl-C handler can
+    /// serve VMs created later).
+    pub fn set_interrupt_handle(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupt = flag;
+    }
+
     /// Forget arrays and stacks; in AD mode arrays get shadows.
     pub fn begin(&mut self, ad_mode: bool) {
         self.heap.begin(ad_mode);
@@ -568,7 +574,8 @@ impl Vm {
                 Op::ItoF => setf!(ins.r0, ir!(ins.r1) as f64),
                 Op::FtoI => {
                     let x = fr!(ins.r1).trunc();
-                    if !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&x) {
+                    // i64 covers [-2^63, 2^63).
+                    if !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&x) {
                         trap!(TrapKind::FtoiInvalid(fr!(ins.r1)));
                     }
                     seti!(ins.r0, x as i64);

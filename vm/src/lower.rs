@@ -111,7 +111,6 @@ struct Lowerer<'f> {
 /// Lower one function.
 pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     let n = f.values.len();
-    let nparams = f.params.len();
     let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
     let mut is_param = vec![false; n];
     for p in &f.params {
@@ -206,10 +205,6 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         blocks,
         locs: l.locs,
         reg_names: l.reg_names,
-    })
-    .map(|func| {
-        debug_assert_eq!(func.param_types.len(), nparams);
-        func
     })
 }
 
@@ -445,7 +440,8 @@ impl Lowerer<'_> {
         let [cmp] = b.insts.as_slice() else {
             return Ok(None);
         };
-        if cmp.dst != Some(*cond) || self.uses.get(cond.index()) != Some(&1) || cmp.args.len() != 2 {
+        if cmp.dst != Some(*cond) || self.uses.get(cond.index()) != Some(&1) || cmp.args.len() != 2
+        {
             return Ok(None);
         }
         let Some((cc, op)) = Cond::of(cmp.op) else {

@@ -198,11 +198,22 @@ pub fn sumsin() -> Module {
     b.phi(head, i, &[(entry, i0), (body, i2)]);
     b.phi(head, s, &[(entry, f0), (body, s2)]);
     let c = b.op(head, Op::LtI, Some(Type::Bool), &[i, n]);
-    b.term(head, Term::Br { cond: c, then_: body, else_: done });
+    b.term(
+        head,
+        Term::Br {
+            cond: c,
+            then_: body,
+            else_: done,
+        },
+    );
     let x = b.op(body, Op::ItoF, Some(Type::F64), &[i]);
     let y = b.op(body, Op::Sin, Some(Type::F64), &[x]);
-    b.f.blocks[body.index()].insts.push(Inst::new(Op::AddF, Some(s2), vec![s, y], Loc::default()));
-    b.f.blocks[body.index()].insts.push(Inst::new(Op::AddI, Some(i2), vec![i, i1], Loc::default()));
+    b.f.blocks[body.index()]
+        .insts
+        .push(Inst::new(Op::AddF, Some(s2), vec![s, y], Loc::default()));
+    b.f.blocks[body.index()]
+        .insts
+        .push(Inst::new(Op::AddI, Some(i2), vec![i, i1], Loc::default()));
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(s));
     Module { funcs: vec![b.f] }
