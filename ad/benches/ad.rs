@@ -32,7 +32,11 @@ fn loop_fn(name: &str, op: Op) -> Function {
     f.params.push(n);
     let x = f.new_value(Type::F64, Some("x".into()));
     f.params.push(x);
-    let (zero, one, fzero) = (f.new_const(Type::I64, 0), f.new_const(Type::I64, 1), f.new_const(Type::F64, 0));
+    let (zero, one, fzero) = (
+        f.new_const(Type::I64, 0),
+        f.new_const(Type::I64, 1),
+        f.new_const(Type::F64, 0),
+    );
     let i = f.new_value(Type::I64, Some("i".into()));
     let i2 = f.new_value(Type::I64, Some("i2".into()));
     let c = f.new_value(Type::Bool, None);
@@ -59,8 +63,20 @@ fn loop_fn(name: &str, op: Op) -> Function {
         });
     }
     body.push(Inst::new(Op::AddI, Some(i2), vec![i, one], l));
-    let mut head = block("head", vec![Inst::new(Op::LtI, Some(c), vec![i, n], l)], Term::Br { cond: c, then_: BlockId(2), else_: BlockId(3) });
-    head.phis.push(Phi { dst: i, incoming: vec![(BlockId(0), zero), (BlockId(2), i2)], loc: l });
+    let mut head = block(
+        "head",
+        vec![Inst::new(Op::LtI, Some(c), vec![i, n], l)],
+        Term::Br {
+            cond: c,
+            then_: BlockId(2),
+            else_: BlockId(3),
+        },
+    );
+    head.phis.push(Phi {
+        dst: i,
+        incoming: vec![(BlockId(0), zero), (BlockId(2), i2)],
+        loc: l,
+    });
     f.blocks = vec![
         block("entry", vec![], Term::Jmp(BlockId(1))),
         head,
@@ -71,12 +87,24 @@ fn loop_fn(name: &str, op: Op) -> Function {
         // Eight dispatching pops per iteration: a chain of blocks.
         let mut blocks = vec![f.blocks[0].clone(), f.blocks[1].clone()];
         for k in 0..PER_ITER {
-            let next = if k + 1 < PER_ITER { BlockId(3 + k as u32) } else { BlockId(2 + PER_ITER as u32) };
+            let next = if k + 1 < PER_ITER {
+                BlockId(3 + k as u32)
+            } else {
+                BlockId(2 + PER_ITER as u32)
+            };
             blocks.push(block(&format!("pop{k}"), vec![], Term::BlkPop(vec![next])));
         }
-        blocks.push(block("latch", vec![Inst::new(Op::AddI, Some(i2), vec![i, one], l)], Term::Jmp(BlockId(1))));
+        blocks.push(block(
+            "latch",
+            vec![Inst::new(Op::AddI, Some(i2), vec![i, one], l)],
+            Term::Jmp(BlockId(1)),
+        ));
         blocks.push(block("done", vec![], Term::Ret(fzero)));
-        blocks[1].term = Term::Br { cond: c, then_: BlockId(2), else_: BlockId(3 + PER_ITER as u32) };
+        blocks[1].term = Term::Br {
+            cond: c,
+            then_: BlockId(2),
+            else_: BlockId(3 + PER_ITER as u32),
+        };
         blocks[1].phis[0].incoming[1].0 = BlockId(2 + PER_ITER as u32);
         f.blocks = blocks;
     }
@@ -138,8 +166,16 @@ fn ratio(c: &mut Criterion) {
         g.warm_up_time(Duration::from_millis(500));
         g.measurement_time(Duration::from_secs(2));
         g.sample_size(30);
-        g.bench_function("primal", |b| b.iter(|| black_box(engine.run(f, black_box(&case.args)).expect("run"))));
-        g.bench_function("grad", |b| b.iter(|| engine.grad_into(f, black_box(&case.args), &mut out).expect("grad")));
+        g.bench_function("primal", |b| {
+            b.iter(|| black_box(engine.run(f, black_box(&case.args)).expect("run")))
+        });
+        g.bench_function("grad", |b| {
+            b.iter(|| {
+                engine
+                    .grad_into(f, black_box(&case.args), &mut out)
+                    .expect("grad")
+            })
+        });
         g.finish();
     }
 }

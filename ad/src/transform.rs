@@ -59,6 +59,7 @@ pub fn transform(
     t.translate(derived);
     t.order_needs();
     t.assemble_reverse();
+    t.layout_reverse();
     t.assemble_forward();
     (t.fwd, t.rev)
 }
@@ -93,6 +94,9 @@ struct Transform<'a> {
     frags: Vec<Vec<Inst>>,
     /// Needed values defined in the entry block: pushed once at `ret`.
     entry_values: Vec<ValueId>,
+    /// Reverse registers (cotangents) that receive exactly one
+    /// contribution per instance of their value.
+    set_once: Vec<bool>,
 }
 
 impl<'a> Transform<'a> {
@@ -123,6 +127,15 @@ impl<'a> Transform<'a> {
             }
         }
         let fwd_def = cfg.def_block.clone();
+        let mut set_once = vec![false; rev.values.len()];
+        for (v, once) in single_contribution(p, &cfg, &active)
+            .into_iter()
+            .enumerate()
+        {
+            if let (true, Some(c)) = (once, cot[v]) {
+                set_once[c.index()] = true;
+            }
+        }
         let nblocks = p.blocks.len();
         Transform {
             module,
@@ -142,6 +155,7 @@ impl<'a> Transform<'a> {
             needs: vec![Vec::new(); nblocks],
             frags: vec![Vec::new(); nblocks],
             entry_values: Vec::new(),
+            set_once,
         }
     }
 
@@ -246,11 +260,11 @@ impl<'a> Transform<'a> {
                 Op::MulF => {
                     if let Some(ca) = ca {
                         let vb = e.need(bb);
-                        e.op(Op::AccMul, None, vec![ca, d, vb]);
+                        e.acc_mul(ca, d, vb);
                     }
                     if let Some(cb) = cb {
                         let va = e.need(a);
-                        e.op(Op::AccMul, None, vec![cb, d, va]);
+                        e.acc_mul(cb, d, va);
                     }
                 }
                 Op::DivF if ca.is_some() || cb.is_some() => {
@@ -270,7 +284,7 @@ impl<'a> Transform<'a> {
                         let t = e.op(Op::SubF, Some(Type::F64), vec![vb, one]);
                         let t = e.op(Op::PowF, Some(Type::F64), vec![va, t]);
                         let t = e.op(Op::MulF, Some(Type::F64), vec![t, vb]);
-                        e.op(Op::AccMul, None, vec![ca, d, t]);
+                        e.acc_mul(ca, d, t);
                     }
                     if let Some(cb) = cb {
                         // ln a where a > 0, else 0 (adasm.md §3).
@@ -280,7 +294,7 @@ impl<'a> Transform<'a> {
                         let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
                         let l = e.op(Op::Select, Some(Type::F64), vec![pos, l, zero]);
                         let t = e.op(Op::MulF, Some(Type::F64), vec![l, vy]);
-                        e.op(Op::AccMul, None, vec![cb, d, t]);
+                        e.acc_mul(cb, d, t);
                     }
                 }
                 Op::MinF | Op::MaxF => {
@@ -373,10 +387,29 @@ impl<'a> Transform<'a> {
             _ => {}
         }
         if let Some(d) = dbar {
-            if e.t.cfg.in_cycle[b] {
+            // A single-contribution cotangent is overwritten, not added to,
+            // by its next instance, so it needs no zeroing.
+            if e.t.cfg.in_cycle[b] && !e.t.set_once[d.index()] {
                 e.op(Op::Zero, None, vec![d]);
             }
         }
+    }
+
+    /// A contribution `to op= args`: accumulated in general, but written
+    /// outright into a cotangent that receives exactly one contribution per
+    /// instance (see [`single_contribution`]).
+    fn contribution(&self, op: Op, to: ValueId, args: Vec<ValueId>, loc: Loc) -> Inst {
+        if !self.set_once.get(to.index()).copied().unwrap_or(false) {
+            let mut all = vec![to];
+            all.extend(args);
+            return Inst::new(op, None, all, loc);
+        }
+        let set = match op {
+            Op::Acc => Op::Mov,
+            Op::AccNeg => Op::NegF,
+            _ => Op::MulF,
+        };
+        Inst::new(set, Some(to), args, loc)
     }
 
     // ---- reverse-function helpers -------------------------------------------
@@ -461,12 +494,8 @@ impl<'a> Transform<'a> {
             let mut insts = Vec::new();
             if let (Term::Ret(v), Some(seed)) = (&p.blocks[r.index()].term, self.seed) {
                 if let Some(c) = self.cot[v.index()] {
-                    insts.push(Inst::new(
-                        Op::Acc,
-                        None,
-                        vec![c, seed],
-                        p.blocks[r.index()].term_loc,
-                    ));
+                    let loc = p.blocks[r.index()].term_loc;
+                    insts.push(self.contribution(Op::Acc, c, vec![seed], loc));
                 }
             }
             let rb = ret_blocks[k];
@@ -509,6 +538,56 @@ impl<'a> Transform<'a> {
         debug_assert_eq!(start, BlockId(0));
     }
 
+    /// Put each phi-edge block right before the reverse block it jumps to,
+    /// so that the lowering can fall through instead of jumping: in a
+    /// reverse loop that saves one dispatch per iteration.
+    fn layout_reverse(&mut self) {
+        let blocks = &self.rev.blocks;
+        let n = blocks.len();
+        let is_edge = |b: &Block| b.name.starts_with("edge.");
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        let mut placed = vec![false; n];
+        for t in 0..n {
+            if is_edge(&blocks[t]) {
+                continue;
+            }
+            let feeder = (0..n).find(|&e| {
+                !placed[e] && is_edge(&blocks[e]) && blocks[e].term == Term::Jmp(BlockId(t as u32))
+            });
+            if let Some(e) = feeder {
+                placed[e] = true;
+                order.push(e);
+            }
+            placed[t] = true;
+            order.push(t);
+        }
+        order.extend((0..n).filter(|&e| !placed[e]));
+        let mut new_index = vec![0u32; n];
+        for (pos, old) in order.iter().enumerate() {
+            new_index[*old] = pos as u32;
+        }
+        let remap = |b: &mut BlockId| *b = BlockId(new_index[b.index()]);
+        let mut old_blocks: Vec<Option<Block>> = std::mem::take(&mut self.rev.blocks)
+            .into_iter()
+            .map(Some)
+            .collect();
+        for old in order {
+            let Some(mut b) = old_blocks[old].take() else {
+                continue;
+            };
+            match &mut b.term {
+                Term::Jmp(t) => remap(t),
+                Term::Br { then_, else_, .. } => {
+                    remap(then_);
+                    remap(else_);
+                }
+                Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
+                Term::Ret(_) | Term::RetN(_) => {}
+            }
+            self.rev.blocks.push(b);
+        }
+    }
+
     /// The reverse block to go to after the reverse of `b` when `b` was
     /// entered from `pred`: an edge block moving phi cotangents, or directly
     /// the predecessor's reverse block.
@@ -548,13 +627,21 @@ impl<'a> Transform<'a> {
             }
             for (t, w, loc) in temps {
                 if let Some(cw) = w.and_then(|w| self.cot[w.index()]) {
-                    insts.push(Inst::new(Op::Acc, None, vec![cw, t], loc));
+                    insts.push(self.contribution(Op::Acc, cw, vec![t], loc));
                 }
             }
         } else {
             for (c, w, loc) in moves {
-                if let Some(cw) = w.and_then(|w| self.cot[w.index()]) {
-                    insts.push(Inst::new(Op::Acc, None, vec![cw, c], loc));
+                let cw = w.and_then(|w| self.cot[w.index()]);
+                if let (Some(cw), true) = (cw, cyclic) {
+                    if self.set_once[cw.index()] {
+                        // Move and clear in one instruction.
+                        insts.push(Inst::new(Op::Take, Some(cw), vec![c], loc));
+                        continue;
+                    }
+                }
+                if let Some(cw) = cw {
+                    insts.push(self.contribution(Op::Acc, cw, vec![c], loc));
                 }
                 if cyclic {
                     insts.push(Inst::new(Op::Zero, Some(c), Vec::new(), loc));
@@ -707,6 +794,74 @@ impl<'a> Transform<'a> {
     }
 }
 
+/// Values whose cotangent receives exactly one contribution each time the
+/// value is defined, so the reverse code can write it instead of adding to
+/// it and never needs to zero it: active f64 values with a single use that
+/// runs whenever the definition does and whose reverse adds into the value
+/// with a plain `acc` / `acc.neg` / `acc.mul` (not a callee's `call.acc`):
+///
+/// * an instruction later in the defining block, or its `ret`;
+/// * a phi of the successor, when the defining block ends in `jmp` to it.
+fn single_contribution(p: &Function, cfg: &Cfg, active: &[bool]) -> Vec<bool> {
+    let n = p.values.len();
+    let mut uses = vec![0u32; n];
+    for b in &p.blocks {
+        for phi in &b.phis {
+            for (_, v) in &phi.incoming {
+                uses[v.index()] += 1;
+            }
+        }
+        for inst in &b.insts {
+            for v in &inst.args {
+                uses[v.index()] += 1;
+            }
+        }
+        match &b.term {
+            Term::Br { cond, .. } => uses[cond.index()] += 1,
+            Term::Ret(v) => uses[v.index()] += 1,
+            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+    }
+    let mut once = vec![false; n];
+    for (bi, b) in p.blocks.iter().enumerate() {
+        let defined_here = |v: ValueId| cfg.def_block[v.index()] == Some(BlockId(bi as u32));
+        let candidate = |v: ValueId| {
+            active[v.index()]
+                && p.ty(v) == Type::F64
+                && uses[v.index()] == 1
+                && p.values[v.index()].konst.is_none()
+                && !p.params.contains(&v)
+                && !b.phis.iter().any(|ph| ph.dst == v)
+        };
+        for inst in &b.insts {
+            if inst.op == Op::Call {
+                continue;
+            }
+            for v in &inst.args {
+                if candidate(*v) && defined_here(*v) {
+                    once[v.index()] = true;
+                }
+            }
+        }
+        if let Term::Ret(v) = &b.term {
+            if candidate(*v) && defined_here(*v) {
+                once[v.index()] = true;
+            }
+        }
+        if let Term::Jmp(succ) = &b.term {
+            for phi in &p.blocks[succ.index()].phis {
+                for (label, v) in &phi.incoming {
+                    if label.index() == bi && candidate(*v) && defined_here(*v) {
+                        once[v.index()] = true;
+                    }
+                }
+            }
+        }
+    }
+    once
+}
+
 fn blk_push(k: u32) -> Inst {
     let mut i = Inst::new(Op::BlkPush, None, Vec::new(), Loc::default());
     i.imm = k;
@@ -753,13 +908,21 @@ impl Emit<'_, '_> {
 
     fn acc(&mut self, to: Option<ValueId>, v: ValueId) {
         if let Some(to) = to {
-            self.op(Op::Acc, None, vec![to, v]);
+            let inst = self.t.contribution(Op::Acc, to, vec![v], self.loc);
+            self.out.push(inst);
         }
+    }
+
+    /// `to += a * b` (or `to = a * b` for a single-contribution cotangent).
+    fn acc_mul(&mut self, to: ValueId, a: ValueId, b: ValueId) {
+        let inst = self.t.contribution(Op::AccMul, to, vec![a, b], self.loc);
+        self.out.push(inst);
     }
 
     fn acc_neg(&mut self, to: Option<ValueId>, v: ValueId) {
         if let Some(to) = to {
-            self.op(Op::AccNeg, None, vec![to, v]);
+            let inst = self.t.contribution(Op::AccNeg, to, vec![v], self.loc);
+            self.out.push(inst);
         }
     }
 
@@ -772,7 +935,7 @@ impl Emit<'_, '_> {
     ) {
         if let Some(to) = to {
             let f = factor(self);
-            self.op(Op::AccMul, None, vec![to, d, f]);
+            self.acc_mul(to, d, f);
         }
     }
 

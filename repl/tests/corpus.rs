@@ -288,6 +288,7 @@ fn corpus_uses_every_instruction() {
                 | vm::op::Op::AccNeg
                 | vm::op::Op::AccMul
                 | vm::op::Op::Zero
+                | vm::op::Op::Take
                 | vm::op::Op::ShadowAcc
                 | vm::op::Op::ShadowTake
         )

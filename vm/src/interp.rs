@@ -790,6 +790,11 @@ impl Vm {
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
                 Op::AccMul => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
                 Op::Zero => w.set(ins.r0 as u32, 0),
+                Op::Take => {
+                    let v = w.get(ins.r1 as u32);
+                    w.set(ins.r1 as u32, 0);
+                    w.set(ins.r0 as u32, v);
+                }
                 Op::ShadowAcc => {
                     let h = w.get(ins.r0 as u32);
                     let i = ir!(ins.r1);

@@ -430,6 +430,17 @@ impl Lowerer<'_> {
         Test::Reg(self.r(cond))
     }
 
+    /// If block `to` is nothing but a `blk.pop`, its targets.
+    fn pop_only(&self, to: BlockId) -> Option<Vec<BlockId>> {
+        let b = &self.f.blocks[to.index()];
+        match &b.term {
+            Term::BlkPop(targets) if b.insts.is_empty() && b.phis.is_empty() => {
+                Some(targets.clone())
+            }
+            _ => None,
+        }
+    }
+
     /// If block `to` is a single comparison feeding its `br`, with no copies
     /// on either outgoing edge, its fused test and targets.
     fn threadable(&self, to: BlockId) -> Result<Option<(Test, BlockId, BlockId)>, LowerError> {
@@ -484,7 +495,14 @@ impl Lowerer<'_> {
                 if *to == next {
                     return Ok(());
                 }
-                if let Some((test, then_, else_)) = self.threadable(*to)? {
+                if let Some(targets) = self.pop_only(*to) {
+                    // `to` only pops a block id and dispatches (a reverse
+                    // loop header): dispatch here.
+                    self.tables.push(Vec::new());
+                    self.table_blocks.push(targets);
+                    let x = self.tables.len() as u32 - 1;
+                    self.emit(Instr::new(Op::BlkPop, 0, 0, 0, x), loc);
+                } else if let Some((test, then_, else_)) = self.threadable(*to)? {
                     // Jump threading: `to` only tests and branches (a loop
                     // header), so test here and go straight to its targets;
                     // a loop then costs one jump per iteration, not two.

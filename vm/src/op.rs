@@ -220,6 +220,10 @@ ops! {
     /// `r0 = shadow(r1)[r2]; shadow(r1)[r2] = 0`: adjoint of `aset`.
     ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)];
 
+    /// `r0 = r1; r1 = 0.0`: moves a phi's cotangent to its incoming value
+    /// on a reverse edge.
+    Take = "take" [Def(F), InOut(F)];
+
     // ---- fused compare-and-branch (made by the lowering) ---------------------
     /// Jump to `x` if `r0 CC r1` (i64) differs from the negate bit: `flags`
     /// bits 0-2 hold the condition (see [`Cond`]), bit 3 negates it.

@@ -19,7 +19,11 @@ fn func(code: Vec<Instr>, regs: Vec<Type>, params: usize, ret: RetType) -> Funct
         reg_types: regs,
         consts: Vec::new(),
         code,
-        sites: vec![CallSite { func: FuncId(0), args: vec![0], rets: Vec::new() }],
+        sites: vec![CallSite {
+            func: FuncId(0),
+            args: vec![0],
+            rets: Vec::new(),
+        }],
         tables: vec![vec![0]],
         lists: vec![vec![0]],
         blocks: Vec::new(),
@@ -41,7 +45,12 @@ fn i(op: Op, r0: u16, r1: u16, r2: u16, x: u32) -> Instr {
 #[test]
 fn accepts_a_good_function() {
     let regs = vec![Type::F64, Type::F64];
-    let f = func(vec![i(Op::AddF, 1, 0, 0, 0), i(Op::Ret, 1, 0, 0, 0)], regs, 1, RetType::One(Type::F64));
+    let f = func(
+        vec![i(Op::AddF, 1, 0, 0, 0), i(Op::Ret, 1, 0, 0, 0)],
+        regs,
+        1,
+        RetType::One(Type::F64),
+    );
     assert_eq!(verify_one(f), Ok(()));
 }
 
@@ -50,25 +59,98 @@ fn rejects_each_class_of_bad_bytecode() {
     let one = RetType::One(Type::F64);
     let ff = vec![Type::F64, Type::F64];
     let cases: Vec<(&str, Function)> = vec![
-        ("register out of range", func(vec![i(Op::AddF, 9, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)], ff.clone(), 1, one.clone())),
-        ("wrong operand type", func(vec![i(Op::AddI, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)], ff.clone(), 1, one.clone())),
-        ("mixed T operands", func(vec![i(Op::Mov, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)], vec![Type::F64, Type::I64], 1, one.clone())),
-        ("jump out of range", func(vec![i(Op::Jmp, 0, 0, 0, 99)], ff.clone(), 1, one.clone())),
-        ("falls off the end", func(vec![i(Op::AddF, 1, 0, 0, 0)], ff.clone(), 1, one.clone())),
+        (
+            "register out of range",
+            func(
+                vec![i(Op::AddF, 9, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+                ff.clone(),
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "wrong operand type",
+            func(
+                vec![i(Op::AddI, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+                ff.clone(),
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "mixed T operands",
+            func(
+                vec![i(Op::Mov, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+                vec![Type::F64, Type::I64],
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "jump out of range",
+            func(vec![i(Op::Jmp, 0, 0, 0, 99)], ff.clone(), 1, one.clone()),
+        ),
+        (
+            "falls off the end",
+            func(vec![i(Op::AddF, 1, 0, 0, 0)], ff.clone(), 1, one.clone()),
+        ),
         ("empty code", func(vec![], ff.clone(), 1, one.clone())),
-        ("bad return type", func(vec![i(Op::Ret, 1, 0, 0, 0)], vec![Type::F64, Type::I64], 1, one.clone())),
-        ("table out of range", func(vec![i(Op::BlkPop, 0, 0, 0, 5)], ff.clone(), 1, one.clone())),
-        ("list in a one-value function", func(vec![i(Op::RetN, 0, 0, 0, 0)], ff.clone(), 1, one.clone())),
-        ("call site out of range", func(vec![i(Op::Call, 1, 0, 0, 7), i(Op::Ret, 1, 0, 0, 0)], ff.clone(), 1, one.clone())),
-        ("call result type", func(vec![i(Op::Call, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)], vec![Type::F64, Type::I64], 1, one.clone())),
-        ("call.acc of a one-value function", func(vec![i(Op::CallAcc, 0, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)], ff.clone(), 1, one.clone())),
+        (
+            "bad return type",
+            func(
+                vec![i(Op::Ret, 1, 0, 0, 0)],
+                vec![Type::F64, Type::I64],
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "table out of range",
+            func(vec![i(Op::BlkPop, 0, 0, 0, 5)], ff.clone(), 1, one.clone()),
+        ),
+        (
+            "list in a one-value function",
+            func(vec![i(Op::RetN, 0, 0, 0, 0)], ff.clone(), 1, one.clone()),
+        ),
+        (
+            "call site out of range",
+            func(
+                vec![i(Op::Call, 1, 0, 0, 7), i(Op::Ret, 1, 0, 0, 0)],
+                ff.clone(),
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "call result type",
+            func(
+                vec![i(Op::Call, 1, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+                vec![Type::F64, Type::I64],
+                1,
+                one.clone(),
+            ),
+        ),
+        (
+            "call.acc of a one-value function",
+            func(
+                vec![i(Op::CallAcc, 0, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+                ff.clone(),
+                1,
+                one.clone(),
+            ),
+        ),
         ("params do not match registers", {
             let mut f = func(vec![i(Op::Ret, 0, 0, 0, 0)], ff.clone(), 1, one.clone());
             f.param_types = vec![Type::I64];
             f
         }),
         ("array constant", {
-            let mut f = func(vec![i(Op::Ret, 0, 0, 0, 0)], vec![Type::F64, Type::Arr], 1, one.clone());
+            let mut f = func(
+                vec![i(Op::Ret, 0, 0, 0, 0)],
+                vec![Type::F64, Type::Arr],
+                1,
+                one.clone(),
+            );
             f.consts = vec![0];
             f
         }),
@@ -91,7 +173,12 @@ fn rejects_each_class_of_bad_bytecode() {
 #[test]
 fn unverified_functions_do_not_run() {
     let mut p = Program::new();
-    p.push(func(vec![i(Op::Ret, 0, 0, 0, 0)], vec![Type::F64], 1, RetType::One(Type::F64)));
+    p.push(func(
+        vec![i(Op::Ret, 0, 0, 0, 0)],
+        vec![Type::F64],
+        1,
+        RetType::One(Type::F64),
+    ));
     let mut vm = Vm::default();
     let err = vm.call_raw(&p, FuncId(0), &[0]).expect_err("refused");
     assert_eq!(err.kind, vm::TrapKind::NotVerified);
