@@ -10,8 +10,8 @@
 //! Only verified functions are entered ([`Program::is_verified`]); see
 //! `verify.rs` for what that proves and `regs.rs` for the unchecked register
 //! access it allows. The interrupt flag and the fuel limit are checked at
-//! backward jumps and calls only, which bounds the work between checks by
-//! the length of the code.
+//! every 1024th backward jump or call only: a decrement per loop iteration,
+//! and a bounded amount of work between checks.
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
@@ -22,6 +22,10 @@ use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Backward jumps and calls between two looks at fuel and the interrupt
+/// flag: the fuel limit may be overrun by that many loop iterations.
+const POLL_EVERY: u32 = 1024;
 
 /// Resource limits. Each has a command-line flag in `advm`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -404,8 +408,12 @@ impl Vm {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
+        #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
         let interrupt = self.interrupt.clone();
         let mut steps: u64 = 0;
+        // Fuel and the interrupt flag are looked at every POLL_EVERY
+        // backward jumps and calls, so that the check costs one decrement.
+        let mut poll: u32 = 1;
 
         let mut fid = entry;
         let mut f = prog.func(fid);
@@ -483,11 +491,16 @@ impl Vm {
                 let target = $target as usize;
                 steps += (pc - seg + 1) as u64;
                 if target <= pc {
-                    if steps > fuel {
-                        trap!(TrapKind::OutOfFuel { limit: fuel });
-                    }
-                    if interrupt.load(Ordering::Relaxed) {
-                        trap!(TrapKind::Interrupted);
+                    poll -= 1;
+                    if poll == 0 {
+                        poll = POLL_EVERY;
+                        if steps > fuel {
+                            trap!(TrapKind::OutOfFuel { limit: fuel });
+                        }
+                        #[cfg(not(feature = "no-interrupt-check"))]
+                        if interrupt.load(Ordering::Relaxed) {
+                            trap!(TrapKind::Interrupted);
+                        }
                     }
                 }
                 pc = target;
@@ -497,7 +510,7 @@ impl Vm {
         }
 
         loop {
-            let ins = code[pc];
+            let ins = *crate::regs::fetch(code, pc);
             match ins.op {
                 Op::AddF => ff!(ins, |a, b| a + b),
                 Op::SubF => ff!(ins, |a, b| a - b),
@@ -637,11 +650,16 @@ impl Vm {
                         trap!(TrapKind::CallDepth { limit: max_depth });
                     }
                     steps += (pc - seg + 1) as u64;
-                    if steps > fuel {
-                        trap!(TrapKind::OutOfFuel { limit: fuel });
-                    }
-                    if interrupt.load(Ordering::Relaxed) {
-                        trap!(TrapKind::Interrupted);
+                    poll -= 1;
+                    if poll == 0 {
+                        poll = POLL_EVERY;
+                        if steps > fuel {
+                            trap!(TrapKind::OutOfFuel { limit: fuel });
+                        }
+                        #[cfg(not(feature = "no-interrupt-check"))]
+                        if interrupt.load(Ordering::Relaxed) {
+                            trap!(TrapKind::Interrupted);
+                        }
                     }
                     let callee = prog.func(callee_id);
                     let new_base = base + f.nregs();

@@ -56,3 +56,19 @@ impl Window {
         unsafe { *self.ptr.add(r as usize) = v }
     }
 }
+
+/// The instruction at `pc`.
+///
+/// Sound without a bounds check because `pc` is only ever 0, a jump target,
+/// a return address, or the successor of an instruction that is not an
+/// unconditional terminator; the verifier proves jump targets and jump-table
+/// entries `< code.len()` (check 3) and that the last instruction is an
+/// unconditional terminator (check 6), so each of these is in range.
+#[inline(always)]
+pub(crate) fn fetch(code: &[crate::bytecode::Instr], pc: usize) -> &crate::bytecode::Instr {
+    #[cfg(feature = "checked")]
+    assert!(pc < code.len(), "pc {pc} out of range");
+    debug_assert!(pc < code.len());
+    // SAFETY: `pc < code.len()` as argued above.
+    unsafe { code.get_unchecked(pc) }
+}
