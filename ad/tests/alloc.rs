@@ -93,3 +93,22 @@ fn array_gradient_allocates_nothing_after_warm_up() {
     assert_eq!(n, 0, "allocations in the second gradient call");
     assert!(matches!(&g.grad[0], Some(Value::Arr(a)) if a.len() == 1000));
 }
+
+#[test]
+fn primal_runs_allocate_nothing_after_warm_up() {
+    for (file, name, args) in [
+        ("programs/bench/powloop.adasm", "pow", vec![Value::F64(1.0001), Value::I64(10_000)]),
+        ("programs/bench/recursion.adasm", "rec", vec![Value::F64(0.9), Value::I64(100)]),
+        ("programs/bench/branchy.adasm", "branchy", vec![Value::Arr(testkit::suite::sines(1000))]),
+    ] {
+        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let mut e = Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        e.run(f, &args).expect("warm-up");
+        let before = allocs();
+        let v = e.run(f, &args).expect("second run");
+        let n = allocs() - before;
+        assert_eq!(n, 0, "{file}: allocations in the second run");
+        assert!(matches!(v, Value::F64(_)));
+    }
+}
