@@ -510,7 +510,7 @@ impl Vm {
         }
 
         loop {
-            let ins = *crate::regs::fetch(code, pc);
+            let ins = crate::regs::fetch(code, pc);
             match ins.op {
                 Op::AddF => ff!(ins, |a, b| a + b),
                 Op::SubF => ff!(ins, |a, b| a - b),
