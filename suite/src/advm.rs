@@ -1,0 +1,199 @@
+//! The suite programs run by advm: the `.adasm` files of `programs/bench/`.
+//!
+//! * [`Advm::primal`] runs the user function on a VM of its own through
+//!   `Vm::call_raw` (array arguments copied into the VM heap, whose buffers
+//!   are reused): no allocation per call after the first, unlike
+//!   `Engine::run`, which converts `Value`s in and out.
+//! * [`Advm::grad`] is `ad::Engine::grad_into` (forward function, then
+//!   reverse function, on the engine's VM), allocation-free after warm-up.
+
+use crate::Input;
+use ad::{AdError, Engine, Gradient};
+use vm::bytecode::Program;
+use vm::ir::FuncId;
+use vm::{Trap, Value, Vm};
+
+/// One suite program loaded into advm, with its arguments.
+pub struct Advm {
+    engine: Engine,
+    f: FuncId,
+    args: Vec<Value>,
+    wrt: &'static [usize],
+    out: Gradient,
+    /// The user program, lowered and verified separately for
+    /// [`Advm::primal`] (the engine's VM and program cannot be borrowed at
+    /// once from outside).
+    program: Program,
+    vm: Vm,
+    raw: Vec<u64>,
+}
+
+impl Advm {
+    /// Load `programs/bench/<file>.adasm` and find `func` in it.
+    pub fn load(file: &str, func: &str, args: Vec<Value>) -> Result<Advm, String> {
+        let path = format!("programs/bench/{file}.adasm");
+        let src = std::fs::read_to_string(testkit::workspace_root().join(&path))
+            .map_err(|e| format!("{path}: {e}"))?;
+        let wrt = Input::from_args(file, &args).wrt();
+        Advm::from_source(&src, &path, func, args, wrt)
+    }
+
+    /// Like [`Advm::load`], for a suite case.
+    pub fn from_case(case: &testkit::suite::Case) -> Result<Advm, String> {
+        let path = testkit::suite::path(case);
+        let src = std::fs::read_to_string(testkit::workspace_root().join(&path))
+            .map_err(|e| format!("{path}: {e}"))?;
+        let wrt = Input::from_case(case).wrt();
+        Advm::from_source(&src, &path, case.func, case.args.clone(), wrt)
+    }
+
+    /// Assemble `src`; the gradient is flattened over the arguments `wrt`.
+    pub fn from_source(
+        src: &str,
+        path: &str,
+        func: &str,
+        args: Vec<Value>,
+        wrt: &'static [usize],
+    ) -> Result<Advm, String> {
+        let module = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
+        let mut program = vm::lower::lower_module(&module).map_err(|e| format!("{e}"))?;
+        vm::verify::verify_program(&mut program).map_err(|errs| {
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        let engine = Engine::new(module).map_err(|e| e.to_string())?;
+        let f = engine
+            .find(func)
+            .ok_or_else(|| format!("{path}: no function @{func}"))?;
+        Ok(Advm {
+            engine,
+            f,
+            args,
+            wrt,
+            out: Gradient::default(),
+            program,
+            vm: Vm::default(),
+            raw: Vec::new(),
+        })
+    }
+
+    pub fn args(&self) -> &[Value] {
+        &self.args
+    }
+
+    /// Replace the arguments (same types).
+    pub fn set_args(&mut self, args: Vec<Value>) {
+        self.args = args;
+    }
+
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// The primal value, by `Vm::call_raw` on the user function.
+    pub fn primal(&mut self) -> Result<f64, Trap> {
+        self.vm.begin(false);
+        self.raw.clear();
+        for a in &self.args {
+            let bits = match a {
+                Value::F64(x) => x.to_bits(),
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => u64::from(*b),
+                Value::Arr(xs) => self.vm.alloc_array(xs)?,
+            };
+            self.raw.push(bits);
+        }
+        self.vm.call_raw(&self.program, self.f, &self.raw)?;
+        Ok(f64::from_bits(self.vm.results()[0]))
+    }
+
+    /// The primal value through `Engine::run` (converts `Value`s; allocates).
+    pub fn run(&mut self) -> Result<f64, AdError> {
+        match self.engine.run(self.f, &self.args)? {
+            Value::F64(y) => Ok(y),
+            other => Err(AdError::NotDifferentiable(format!(
+                "returned {other:?}, not f64"
+            ))),
+        }
+    }
+
+    /// Value and gradient by `Engine::grad_into`; the gradient is in
+    /// [`Advm::gradient`].
+    pub fn grad(&mut self) -> Result<f64, AdError> {
+        self.engine.grad_into(self.f, &self.args, &mut self.out)?;
+        Ok(self.out.value)
+    }
+
+    /// The last gradient, one entry per argument.
+    pub fn gradient(&self) -> &Gradient {
+        &self.out
+    }
+
+    /// The last gradient with respect to the suite's differentiated inputs,
+    /// flattened in argument order into `g`.
+    pub fn flat_grad(&self, g: &mut [f64]) {
+        let mut at = 0;
+        for &i in self.wrt {
+            match self.out.grad.get(i) {
+                Some(Some(Value::F64(x))) => {
+                    g[at] = *x;
+                    at += 1;
+                }
+                Some(Some(Value::Arr(xs))) => {
+                    g[at..at + xs.len()].copy_from_slice(xs);
+                    at += xs.len();
+                }
+                other => panic!("argument {i}: no f64 gradient ({other:?})"),
+            }
+        }
+        assert_eq!(at, g.len(), "flattened gradient length");
+    }
+
+    /// Peak bytes on the AD stacks (comms + block ids) during the last
+    /// gradient.
+    pub fn peak_stack_bytes(&mut self) -> usize {
+        self.engine.vm_mut().peak_stack_bytes()
+    }
+
+    /// Instructions executed per call by the primal, the forward function
+    /// and the reverse function, on a copy of the engine's program (for ns
+    /// per instruction; not for timing).
+    pub fn instruction_counts(&mut self) -> Result<InstrCounts, String> {
+        self.primal().map_err(|e| e.to_string())?;
+        let primal = self.vm.executed();
+        let d = self.engine.derive(self.f).map_err(|e| e.to_string())?;
+        let program = self.engine.program().clone();
+        let mut vm = Vm::default();
+        vm.begin(true);
+        let mut raw = Vec::new();
+        for a in &self.args {
+            raw.push(match a {
+                Value::F64(x) => x.to_bits(),
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => u64::from(*b),
+                Value::Arr(xs) => vm.alloc_array(xs).map_err(|e| e.to_string())?,
+            });
+        }
+        vm.call_raw(&program, d.fwd, &raw)
+            .map_err(|e| e.to_string())?;
+        let forward = vm.executed();
+        vm.call_raw(&program, d.rev, &[1.0f64.to_bits()])
+            .map_err(|e| e.to_string())?;
+        let reverse = vm.executed();
+        Ok(InstrCounts {
+            primal,
+            forward,
+            reverse,
+        })
+    }
+}
+
+/// Bytecode instructions executed by one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InstrCounts {
+    pub primal: u64,
+    pub forward: u64,
+    pub reverse: u64,
+}

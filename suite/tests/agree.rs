@@ -1,0 +1,174 @@
+//! Every implementation of every suite program agrees: native primal,
+//! native adjoint, `reverse`, `echidna` and advm (primal by `Vm::call_raw`
+//! and `Engine::run`, gradient by `Engine::grad_into`), on the value and on
+//! the gradient with respect to the differentiated inputs, and all match
+//! testkit's independent reference values. The native adjoint is also
+//! checked against finite differences of the native primal, so that a
+//! failure of advm is told apart from a wrong baseline.
+//!
+//! Tolerances (relative): values 1e-12 where the arithmetic is the same
+//! operation for operation, 1e-9 where a peer rounds differently
+//! (`Input::peer_value_exact`); gradients 1e-8.
+
+use suite::advm::Advm;
+use suite::native::Native;
+use suite::peers::{EchidnaPeer, ReversePeer};
+use suite::{cases, close, first_mismatch, Input, Peer};
+use testkit::fd::{check, Verdict};
+use testkit::suite::Case;
+use vm::Value;
+
+const VALUE_EXACT: f64 = 1e-12;
+const VALUE_LOOSE: f64 = 1e-9;
+const GRAD: f64 = 1e-8;
+
+fn assert_value(what: &str, case: &Case, got: f64, want: f64, tol: f64) {
+    assert!(
+        close(got, want, tol),
+        "{}: {what} value {got:e} vs {want:e} (rel tol {tol:e})",
+        case.file
+    );
+}
+
+fn assert_grad(what: &str, case: &Case, got: &[f64], want: &[f64]) {
+    if let Some((i, a, b)) = first_mismatch(got, want, GRAD) {
+        panic!(
+            "{}: {what} gradient[{i}] = {a:e} vs native adjoint {b:e} (of {} entries)",
+            case.file,
+            want.len()
+        );
+    }
+}
+
+/// The native adjoint's value and flattened gradient, checked against the
+/// native primal, testkit's references and finite differences.
+fn native_reference(case: &Case, input: &Input) -> (f64, Vec<f64>) {
+    let mut native = Native::new();
+    let primal = native.primal(input);
+    assert_value(
+        "native primal vs reference",
+        case,
+        primal,
+        case.value,
+        VALUE_EXACT,
+    );
+    let mut g = vec![f64::NAN; input.grad_len()];
+    let value = native.grad(input, &mut g);
+    assert_value("native adjoint vs primal", case, value, primal, VALUE_EXACT);
+    if let Some(d) = case.dfirst {
+        assert!(
+            close(g[0], d, GRAD),
+            "{}: native derivative {} vs reference {d}",
+            case.file,
+            g[0]
+        );
+    }
+    // A second call with warm buffers gives the same result.
+    let mut g2 = vec![f64::NAN; input.grad_len()];
+    assert_eq!(native.grad(input, &mut g2), value);
+    assert_eq!(g, g2, "{}: native adjoint not repeatable", case.file);
+    (value, g)
+}
+
+/// `flat` (over `input.wrt()`) spread back to one entry per argument.
+fn unflatten(input: &Input, args: &[Value], flat: &[f64]) -> Vec<Option<Value>> {
+    let mut out = vec![None; args.len()];
+    let mut at = 0;
+    for &i in input.wrt() {
+        out[i] = Some(match &args[i] {
+            Value::F64(_) => {
+                at += 1;
+                Value::F64(flat[at - 1])
+            }
+            Value::Arr(xs) => {
+                at += xs.len();
+                Value::Arr(flat[at - xs.len()..at].to_vec())
+            }
+            other => panic!("argument {i} ({other:?}) is not differentiable"),
+        });
+    }
+    assert_eq!(at, flat.len());
+    out
+}
+
+#[test]
+fn native_adjoints_match_finite_differences() {
+    for (case, input) in cases() {
+        let (_, g) = native_reference(&case, &input);
+        let mut native = Native::new();
+        let verdict = check(
+            |args| Some(native.primal(&Input::from_args(case.file, args))),
+            &case.args,
+            &unflatten(&input, &case.args, &g),
+        );
+        match verdict {
+            Verdict::Agree => {}
+            // branchy's v[0] = sin(0) = 0 sits on its kink.
+            Verdict::Unreliable(why) if case.file == "branchy" => eprintln!("branchy: {why}"),
+            other => panic!(
+                "{}: native adjoint vs finite differences: {other:?}",
+                case.file
+            ),
+        }
+    }
+}
+
+#[test]
+fn peers_agree_with_native() {
+    let mut rev = ReversePeer::new();
+    for (case, input) in cases() {
+        let (value, g) = native_reference(&case, &input);
+        let mut got = vec![f64::NAN; input.grad_len()];
+        for peer in [Peer::Reverse, Peer::Echidna] {
+            got.fill(f64::NAN);
+            let v = match peer {
+                Peer::Reverse => rev.grad(&input, &mut got),
+                Peer::Echidna => EchidnaPeer::new(&input).grad(&mut got),
+            };
+            let tol = if input.peer_value_exact(peer) {
+                VALUE_EXACT
+            } else {
+                VALUE_LOOSE
+            };
+            let name = format!("{peer:?}");
+            assert_value(&name, &case, v, value, tol);
+            assert_value(&name, &case, v, case.value, tol);
+            assert_grad(&name, &case, &got, &g);
+        }
+    }
+}
+
+#[test]
+fn advm_agrees_with_native() {
+    for (case, input) in cases() {
+        let (value, g) = native_reference(&case, &input);
+        let mut advm = Advm::from_case(&case).unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let p = advm
+            .primal()
+            .unwrap_or_else(|e| panic!("{}: advm primal: {e}", case.file));
+        assert_value("advm primal (call_raw)", &case, p, value, VALUE_EXACT);
+        let r = advm
+            .run()
+            .unwrap_or_else(|e| panic!("{}: advm Engine::run: {e}", case.file));
+        assert_value("advm Engine::run", &case, r, value, VALUE_EXACT);
+        // Twice: the second call runs on warm buffers.
+        for round in 0..2 {
+            let v = advm
+                .grad()
+                .unwrap_or_else(|e| panic!("{}: advm gradient: {e}", case.file));
+            assert_value(
+                &format!("advm grad (round {round})"),
+                &case,
+                v,
+                value,
+                VALUE_EXACT,
+            );
+            let mut got = vec![f64::NAN; input.grad_len()];
+            advm.flat_grad(&mut got);
+            assert_grad(&format!("advm (round {round})"), &case, &got, &g);
+            if let Some(d) = case.dfirst {
+                assert!(close(got[0], d, GRAD), "{}: advm derivative", case.file);
+            }
+        }
+    }
+}

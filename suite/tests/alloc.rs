@@ -1,0 +1,121 @@
+//! Heap allocations per call after a warm-up call, counted by a global
+//! allocator wrapper, for every suite program at its benchmark size:
+//! advm's gradient (`Engine::grad_into`) and primal (`Vm::call_raw`) and the
+//! native primal and adjoint must allocate nothing; the peers' counts are
+//! printed for docs/benchmarks.md (`cargo test -p suite --test alloc --
+//! --nocapture`).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use suite::advm::Advm;
+use suite::cases;
+use suite::native::Native;
+use suite::peers::{EchidnaPeer, ReversePeer};
+
+struct Counting;
+
+// Per thread: the test harness runs tests on several threads at once.
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> usize {
+    ALLOCS.with(|c| c.get())
+}
+
+// SAFETY: forwards to the system allocator; only counts calls.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count();
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by the second of two calls of `f`.
+fn second_call(mut f: impl FnMut()) -> usize {
+    f();
+    let before = allocs();
+    f();
+    allocs() - before
+}
+
+#[test]
+fn advm_and_native_allocate_nothing_per_call_after_warm_up() {
+    let mut failures = Vec::new();
+    for (case, input) in cases() {
+        let mut advm = Advm::from_case(&case).unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let mut g = vec![0.0; input.grad_len()];
+        let mut native = Native::new();
+        let mut rev = ReversePeer::new();
+        let mut ech = EchidnaPeer::new(&input);
+        let counts = [
+            (
+                "advm grad",
+                second_call(|| {
+                    advm.grad().expect("advm gradient");
+                }),
+            ),
+            (
+                "advm primal",
+                second_call(|| {
+                    advm.primal().expect("advm primal");
+                }),
+            ),
+            (
+                "native primal",
+                second_call(|| {
+                    native.primal(&input);
+                }),
+            ),
+            (
+                "native adjoint",
+                second_call(|| {
+                    native.grad(&input, &mut g);
+                }),
+            ),
+            (
+                "reverse",
+                second_call(|| {
+                    rev.grad(&input, &mut g);
+                }),
+            ),
+            (
+                "echidna",
+                second_call(|| {
+                    ech.grad(&mut g);
+                }),
+            ),
+        ];
+        let line: Vec<String> = counts.iter().map(|(w, n)| format!("{w} {n}")).collect();
+        println!("{:10} allocations per call: {}", case.file, line.join(", "));
+        for (what, n) in &counts[..4] {
+            if *n != 0 {
+                failures.push(format!("{}: {what} made {n} allocations", case.file));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
