@@ -211,15 +211,17 @@ impl Engine {
     /// The forward and reverse functions of `f`, building them (and those of
     /// every function they call through) on first use.
     pub fn derive(&mut self, f: FuncId) -> Result<Derived, AdError> {
-        if let Some(d) = self.derived[f.index()] {
-            return Ok(d);
-        }
+        // Checked before the cache: a function that returns no f64 may have
+        // been derived as a callee, but is still no gradient target.
         if self.module.func(f).ret != RetType::One(Type::F64) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} returns {}, not f64",
                 self.module.func(f).name,
                 ret_text(&self.module.func(f).ret)
             )));
+        }
+        if let Some(d) = self.derived[f.index()] {
+            return Ok(d);
         }
         let first_new = self.program.len();
         let result = self.derive_all(f);
