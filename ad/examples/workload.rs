@@ -9,7 +9,8 @@ fn main() {
     let Some(case) = testkit::suite::cases().into_iter().find(|c| c.file == file) else {
         return eprintln!("no suite program {file}");
     };
-    let src = std::fs::read_to_string(testkit::workspace_root().join(testkit::suite::path(&case))).expect("program");
+    let src = std::fs::read_to_string(testkit::workspace_root().join(testkit::suite::path(&case)))
+        .expect("program");
     let module = assembler::assemble(&src, case.file).expect("assembles");
     let mut e = ad::Engine::new(module).expect("verifies");
     let f = e.find(case.func).expect("function");

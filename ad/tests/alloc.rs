@@ -97,9 +97,21 @@ fn array_gradient_allocates_nothing_after_warm_up() {
 #[test]
 fn primal_runs_allocate_nothing_after_warm_up() {
     for (file, name, args) in [
-        ("programs/bench/powloop.adasm", "pow", vec![Value::F64(1.0001), Value::I64(10_000)]),
-        ("programs/bench/recursion.adasm", "rec", vec![Value::F64(0.9), Value::I64(100)]),
-        ("programs/bench/branchy.adasm", "branchy", vec![Value::Arr(testkit::suite::sines(1000))]),
+        (
+            "programs/bench/powloop.adasm",
+            "pow",
+            vec![Value::F64(1.0001), Value::I64(10_000)],
+        ),
+        (
+            "programs/bench/recursion.adasm",
+            "rec",
+            vec![Value::F64(0.9), Value::I64(100)],
+        ),
+        (
+            "programs/bench/branchy.adasm",
+            "branchy",
+            vec![Value::Arr(testkit::suite::sines(1000))],
+        ),
     ] {
         let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
         let mut e = Engine::new(module).expect("verifies");

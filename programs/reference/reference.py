@@ -1,271 +1,823 @@
 #!/usr/bin/env python3
 """Independent reference values for the corpus's `; run:` and `; grad:`
-directives: each program re-implemented directly in Python, with
-derivatives from forward-mode dual numbers (not from advm). Run it and
-compare its output with the directives in programs/*.adasm."""
+directives.
+
+Every program under programs/ is re-implemented here directly in Python
+(standard library only), and derivatives come from forward-mode dual
+numbers, never from advm. Each value in a directive was copied from this
+script's output (full precision, repr()).
+
+    python3 reference.py            print the directive lines per program
+    python3 reference.py --check    read every .adasm under programs/ and
+                                    compare each run/grad/trap directive with
+                                    this script's own computation; exit 1 on
+                                    any mismatch, or on a directive naming a
+                                    function this script does not implement
+
+`repl/tests/corpus.rs` runs `--check`, so the directives cannot drift from
+the reference. Semantics follow adasm.md §3: i64 division and remainder
+truncate toward zero and trap on zero; `min`/`max` ties go to the first
+operand; abs'(0) = 0; pow's b-cotangent is y ln(a) only where a > 0;
+`ftoi` truncates and traps on nan or overflow; the call depth limit is the
+VM's default, 100000 frames.
+"""
 import math
+import os
+import re
+import sys
+
+MAX_CALL_DEPTH = 100_000
+
+
+class Trap(Exception):
+    """A runtime trap of the VM (the test only checks that one happens)."""
+
+
+# ---- dual numbers ------------------------------------------------------------
 
 
 class D:
-    """Dual number a + b eps; `d` is a tuple of partial derivatives."""
+    """Dual number: value `v` and partial derivatives `d` (a tuple)."""
 
     def __init__(self, v, d):
-        self.v, self.d = v, tuple(d)
+        self.v, self.d = float(v), tuple(d)
 
-    def _c(o, n):
-        return o if isinstance(o, D) else D(o, (0.0,) * n)
+    def lift(self, o):
+        return o if isinstance(o, D) else D(o, (0.0,) * len(self.d))
 
     def __add__(s, o):
-        o = D._c(o, len(s.d)); return D(s.v + o.v, [a + b for a, b in zip(s.d, o.d)])
-    __radd__ = __add__
+        o = s.lift(o)
+        return D(s.v + o.v, [a + b for a, b in zip(s.d, o.d)])
+
+    def __radd__(s, o):
+        return s.lift(o) + s
 
     def __sub__(s, o):
-        o = D._c(o, len(s.d)); return D(s.v - o.v, [a - b for a, b in zip(s.d, o.d)])
+        o = s.lift(o)
+        return D(s.v - o.v, [a - b for a, b in zip(s.d, o.d)])
 
     def __rsub__(s, o):
-        return D._c(o, len(s.d)) - s
+        return s.lift(o) - s
 
     def __mul__(s, o):
-        o = D._c(o, len(s.d)); return D(s.v * o.v, [a * o.v + s.v * b for a, b in zip(s.d, o.d)])
-    __rmul__ = __mul__
+        o = s.lift(o)
+        return D(s.v * o.v, [a * o.v + s.v * b for a, b in zip(s.d, o.d)])
+
+    def __rmul__(s, o):
+        return s.lift(o) * s
 
     def __truediv__(s, o):
-        o = D._c(o, len(s.d))
-        return D(s.v / o.v, [(a * o.v - s.v * b) / (o.v * o.v) for a, b in zip(s.d, o.d)])
+        o = s.lift(o)
+        return D(fdiv(s.v, o.v), [fdiv(a * o.v - s.v * b, o.v * o.v) for a, b in zip(s.d, o.d)])
+
+    def __rtruediv__(s, o):
+        return s.lift(o) / s
 
     def __neg__(s):
         return D(-s.v, [-a for a in s.d])
 
-
-def f1(fn, df, x):
-    return D(fn(x.v), [df(x.v) * a for a in x.d])
-
-
-def sin(x): return f1(math.sin, math.cos, x)
-def exp(x): return f1(math.exp, math.exp, x)
-def log(x): return f1(math.log, lambda v: 1 / v, x)
-def sqrt(x): return f1(math.sqrt, lambda v: 0.5 / math.sqrt(v), x)
-def tanh(x): return f1(math.tanh, lambda v: 1 - math.tanh(v) ** 2, x)
+    # Comparisons look at the value only (they are not differentiable).
+    def __lt__(s, o): return val(s) < val(o)
+    def __le__(s, o): return val(s) <= val(o)
+    def __gt__(s, o): return val(s) > val(o)
+    def __ge__(s, o): return val(s) >= val(o)
 
 
-def var(vals):
-    n = len(vals)
-    return [D(v, [1.0 if i == j else 0.0 for j in range(n)]) for i, v in enumerate(vals)]
+def val(x):
+    return x.v if isinstance(x, D) else x
 
 
-def show(name, y):
-    print(f"{name}: value {y.v!r} grad {[g for g in y.d]!r}")
+def fdiv(a, b):
+    """IEEE division (Python raises on division by zero)."""
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if a == 0 or math.isnan(a):
+            return math.nan
+        return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
-def fib(x, n):
-    a, b = x, D(1.0, [0.0])
-    for _ in range(n):
-        a, b = b, a + b
-    return a
+def unary(f, df):
+    def g(x):
+        if isinstance(x, D):
+            dv = df(x.v)
+            return D(f(x.v), [dv * a for a in x.d])
+        return f(x)
+    return g
 
 
-def series(x, n):
-    s, p = D(0.0, [0.0]), D(1.0, [0.0])
-    for _ in range(n):
-        s, p = s + p, p * x
+sin = unary(math.sin, math.cos)
+cos = unary(math.cos, lambda v: -math.sin(v))
+tan = unary(math.tan, lambda v: 1.0 + math.tan(v) ** 2)
+exp = unary(math.exp, math.exp)
+log = unary(math.log, lambda v: 1.0 / v)
+sqrt = unary(math.sqrt, lambda v: 0.5 / math.sqrt(v))
+tanh = unary(math.tanh, lambda v: 1.0 - math.tanh(v) ** 2)
+fabs = unary(abs, lambda v: 1.0 if v > 0 else (-1.0 if v < 0 else 0.0))
+
+
+def ipow(a, b):
+    """IEEE pow (C99 Annex F) where Python's math.pow raises."""
+    try:
+        return math.pow(a, b)
+    except ValueError:
+        if a == 0.0 and b < 0:
+            odd = b == math.floor(b) and int(b) % 2 == 1
+            return math.copysign(math.inf, a) if odd else math.inf
+        return math.nan  # a < 0 and b not an integer
+    except OverflowError:
+        return math.inf
+
+
+def fpow(a, b):
+    if not isinstance(a, D) and not isinstance(b, D):
+        return ipow(a, b)
+    n = len((a if isinstance(a, D) else b).d)
+    a = a if isinstance(a, D) else D(a, (0.0,) * n)
+    b = b if isinstance(b, D) else D(b, (0.0,) * n)
+    y = ipow(a.v, b.v)
+    da = b.v * ipow(a.v, b.v - 1.0)
+    db = y * math.log(a.v) if a.v > 0 else 0.0
+    return D(y, [da * p + db * q for p, q in zip(a.d, b.d)])
+
+
+def fmin(a, b):
+    """`min a, b`: ties go to a."""
+    return b if b < a else a
+
+
+def fmax(a, b):
+    """`max a, b`: ties go to a."""
+    return b if b > a else a
+
+
+def nograd(x):
+    return D(x.v, (0.0,) * len(x.d)) if isinstance(x, D) else x
+
+
+def ftoi(x):
+    x = val(x)
+    if math.isnan(x) or math.isinf(x):
+        raise Trap("ftoi")
+    k = math.trunc(x)
+    if not -(2 ** 63) <= k < 2 ** 63:
+        raise Trap("ftoi")
+    return k
+
+
+def itof(k):
+    return float(k)
+
+
+def idiv(a, b):
+    """i64 division, truncating toward zero."""
+    if b == 0:
+        raise Trap("integer division by zero")
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def irem(a, b):
+    """i64 remainder with the sign of a (Rust's `%`)."""
+    if b == 0:
+        raise Trap("integer remainder by zero")
+    return a - b * idiv(a, b)
+
+
+def anew(n):
+    if n < 0:
+        raise Trap("negative length")
+    return [0.0] * n
+
+
+def aget(a, i):
+    if not 0 <= i < len(a):
+        raise Trap("out of bounds")
+    return a[i]
+
+
+def aset(a, i, x):
+    if not 0 <= i < len(a):
+        raise Trap("out of bounds")
+    a[i] = x
+
+
+def depth(n):
+    if n > MAX_CALL_DEPTH:
+        raise Trap("call depth")
+
+
+# ---- the programs, one function per adasm function -----------------------------
+# Each mirrors the adasm text operation by operation, in the same order, so
+# that values agree to the last bit and gradients to rounding.
+
+
+def array_build_f(x, n):
+    a = anew(n)
+    p, k = 1.0, 0
+    while k < n:
+        aset(a, k, p)
+        p = p * x
+        k += 1
+    s = 0.0
+    for j in range(len(a)):
+        s = s + itof(j + 1) * aget(a, j)
     return s
 
 
-def piece(x):
-    if x.v < -1:
-        return -(x * x)
-    if x.v >= 1:
-        return exp(x - 1.0)
-    return sin(x)
-
-
-def helper(x, y):
-    sq = lambda u: u * u
-    return sq(x) + sq(y) + sq(x * y)
-
-
-def inplace(x, y):
-    a0 = x * y
-    return a0 + x * x
-
-
-def array_param(v, s):
-    return sum((e * s) * (e * s) for e in v)
-
-
-def array_build(x, n):
-    p, acc = D(1.0, [0.0]), D(0.0, [0.0])
-    for k in range(n):
-        acc = acc + (k + 1) * p
+def array_return_powers(x, n):
+    a = anew(n)
+    p, k = 1.0, 0
+    while k < n:
+        aset(a, k, p)
         p = p * x
+        k += 1
+    return a
+
+
+def array_return_f(x, n):
+    a = array_return_powers(x, n)
+    s = 0.0
+    for j in range(len(a)):
+        s = s + itof(j + 1) * aget(a, j)
+    return s
+
+
+def array_inplace_f(x, y):
+    a = anew(2)
+    aset(a, 0, x)
+    aset(a, 1, x)
+    aset(a, 0, aget(a, 0) * y)
+    return aget(a, 0) + aget(a, 1) * x
+
+
+def array_param_f(v, s):
+    v = list(v)  # the caller's array is scaled in place; ours is a copy
+    for i in range(len(v)):
+        aset(v, i, aget(v, i) * s)
+    acc = 0.0
+    for j in range(len(v)):
+        x = aget(v, j)
+        acc = acc + x * x
     return acc
 
 
-def smm(x, y):
-    hi = y if y.v > x.v else x
-    lo = y if y.v < x.v else x
-    d = x - y
-    ad = d if d.v > 0 else (-d if d.v < 0 else d * 0.0)
-    s = x if x.v < 0 else y
-    return hi + lo * 2.0 + ad + s
+def array_sum_sum(v):
+    s = 0.0
+    for i in range(len(v)):
+        s = s + aget(v, i)
+    return s
 
 
-def multi_ret(x):
-    if x.v > 4:
+def array_sum_dot(v, w):
+    s = 0.0
+    for i in range(fmin(len(v), len(w))):
+        s = s + aget(v, i) * aget(w, i)
+    return s
+
+
+def bool_logic_f(a, b, x, y):
+    l = a and not b
+    r1 = x >= y and x != 0.0
+    r2 = x <= y and x == y
+    return l or (r1 or r2)
+
+
+def branch_in_loop_walk(x, n):
+    v, s, k = x, 0.0, 0
+    while k < n:
+        v = v * v if v > 0.5 else v + 0.3
+        s = s + v
+        k += 1
+    return s
+
+
+def collatz(n):
+    if n <= 0:
+        return idiv(n, 0)
+    x, s = n, 0
+    while x != 1:
+        x = idiv(x, 2) if irem(x, 2) == 0 else x * 3 + 1
+        s += 1
+    return s
+
+
+def conversions_f(x):
+    k = ftoi(x * 10.0)
+    k2 = fmin(fmax(k, -5), 5)
+    return itof(k2) * x + itof(-k2)
+
+
+def early_ret_grow(x, limit, n):
+    r, k = 1.0, 0
+    while k < n:
+        r2 = r * x
+        if r2 > limit:
+            return r2 * 2.0
+        r, k = r2, k + 1
+    return r
+
+
+def fib(x, n):
+    a, b, k = x, 1.0, 0
+    while k < n:
+        a, b, k = b, a + b, k + 1
+    return a
+
+
+def gcd(a, b):
+    if b == 0:
+        return irem(a, b)
+    x, y = a, b
+    while y != 0:
+        x, y = y, irem(x, y)
+    return -x if x < 0 else x
+
+
+def sq(u):
+    return u * u
+
+
+def helper_f(x, y):
+    return (sq(x) + sq(y)) + sq(x * y)
+
+
+def horner(c, x):
+    acc = 0.0
+    for i in range(len(c)):
+        acc = acc * x + aget(c, i)
+    return acc
+
+
+def logsumexp_amax(v):
+    m = aget(v, 0)
+    for i in range(1, len(v)):
+        m = fmax(m, aget(v, i))
+    return m
+
+
+def logsumexp_lse(v):
+    m = logsumexp_amax(v)
+    s = 0.0
+    for i in range(len(v)):
+        s = s + exp(aget(v, i) - m)
+    return m + log(s)
+
+
+def math_f(x, y):
+    r = tan(x) / 3.0 + exp(-x)
+    r = r + log(x + 1.0)
+    r = r + sqrt(x)
+    r = r + tanh(x)
+    r = r + cos(x)
+    return r + fpow(x, y)
+
+
+def multi_ret_f(x):
+    if x > 4.0:
         return sqrt(x)
-    if x.v > 1:
+    if x > 1.0:
         return log(x)
     return tanh(x)
 
 
-def horner(c, x):
-    acc = D(0.0, [0.0] * len(x.d))
-    for ci in c:
-        acc = acc * x + ci
-    return acc
+def mutual_even(x, n):
+    if n == 0:
+        return x
+    return mutual_odd(sin(x), n - 1)
 
 
-def nsqrt(a):
+def mutual_odd(x, n):
+    if n == 0:
+        return -x
+    return mutual_even(x * x, n - 1)
+
+
+def nested_grid(x, y, n, m):
+    s = 0.0
+    for i in range(n):
+        xi = x * itof(i)
+        for j in range(m):
+            s = s + sin(xi + y * itof(j))
+    return s
+
+
+def newton_nsqrt(a):
     y = a
     for _ in range(8):
         y = (y + a / y) / 2.0
     return y
 
 
-def conversions(x):
-    k = int(x.v * 10.0)
-    k = min(max(k, -5), 5)
-    return x * float(k) + float(-k)
+def nograd_f(x):
+    return x * nograd(x) + x  # the last term is `copy %x`
 
 
-def main():
-    x, = var([1.0]); show("fib(1.0, 10)", fib(x, 10))
-    x, = var([0.5]); show("fib(0.5, 10)", fib(x, 10))
-    x, = var([0.5]); show("series(0.5, 6)", series(x, 6))
-    for v in (-2.0, 0.5, 2.0):
-        x, = var([v]); show(f"piece({v})", piece(x))
-    x, y = var([2.0, 3.0]); show("helper(2, 3)", helper(x, y))
-    x, y = var([2.0, 3.0]); show("array_inplace(2, 3)", inplace(x, y))
-    *v, s = var([1.0, 2.0, 3.0, 2.0]); show("array_param([1,2,3], 2)", array_param(v, s))
-    x, = var([2.0]); show("array_build(2, 4)", array_build(x, 4))
-    x, = var([3.0]); show("nograd(3): value", D(3.0 * 3.0 + 3.0, [3.0 + 1.0]))
-    x, y = var([1.0, 3.0]); show("smm(1, 3)", smm(x, y))
-    x, y = var([-2.0, 1.0]); show("smm(-2, 1)", smm(x, y))
-    for v in (9.0, 2.0):
-        x, = var([v]); show(f"multi_ret({v})", multi_ret(x))
-    *c, x = var([1.0, -2.0, 3.0, 2.0]); show("horner([1,-2,3], 2)", horner(c, x))
-    a, = var([4.0]); show("nsqrt(4)", nsqrt(a))
-    x, = var([0.34]); show("conversions(0.34)", conversions(x))
-    x, = var([-2.0]); show("conversions(-2)", conversions(x))
-    print("gcd(48,18)", math.gcd(48, 18), "gcd(17,5)", math.gcd(17, 5), "gcd(-12,8)", math.gcd(-12, 8))
-    n, s = 27, 0
-    while n != 1:
-        n = n // 2 if n % 2 == 0 else 3 * n + 1; s += 1
-    print("collatz(27)", s)
-    print("sincos(0.9)", math.sin(math.cos(0.9)), -math.cos(math.cos(0.9)) * math.sin(0.9))
+def pow_rules_p(a, b):
+    return fpow(a, b)
 
 
-main()
-
-
-def grid(x, y, n, m):
-    s = D(0.0, [0.0, 0.0])
-    for i in range(n):
-        for j in range(m):
-            s = s + sin(x * float(i) + y * float(j))
-    return s
-
-
-def walk(x, n):
-    v, s = x, D(0.0, [0.0])
-    for _ in range(n):
-        v = v * v if v.v > 0.5 else v + 0.3
-        s = s + v
-    return s
-
-
-def grow(x, limit, n):
-    r = D(1.0, [0.0, 0.0])
-    for _ in range(n):
-        r2 = r * x
-        if r2.v > limit.v:
-            return r2 * 2.0
-        r = r2
+def powloop(x, n):
+    r, k = 1.0, n
+    while k > 0:
+        r, k = r * x, k - 1
     return r
 
 
-def even(x, n):
-    if n == 0:
-        return x
-    return odd(sin(x), n - 1)
+def rec(x, n):
+    depth(n + 1)
+    r = x
+    for _ in range(n):
+        r = x * sin(r)
+    return r
 
 
-def odd(x, n):
-    if n == 0:
-        return -x
-    return even(x * x, n - 1)
+def select_minmax_abs_f(x, y):
+    hi = fmax(x, y)
+    lo = fmin(x, y)
+    ad = fabs(x - y)
+    s = x if x < 0.0 else y
+    return ((hi + lo * 2.0) + ad) + s
 
 
-def mathf(x, y):
-    t = f1(math.tan, lambda v: 1 + math.tan(v) ** 2, x)
-    p = D(x.v ** y.v, [y.v * x.v ** (y.v - 1) * a + x.v ** y.v * math.log(x.v) * b for a, b in zip(x.d, y.d)])
-    c = f1(math.cos, lambda v: -math.sin(v), x)
-    return t / 3.0 + exp(-x) + log(x + 1.0) + sqrt(x) + tanh(x) + c + p
-
-
-def logsumexp(v):
-    m = v[0]
-    for e in v[1:]:
-        m = e if e.v > m.v else m
-    s = D(0.0, [0.0] * len(v[0].d))
-    for e in v:
-        s = s + exp(e - m)
-    return m + log(s)
-
-
-def branchy(v):
-    s = D(0.0, [0.0] * len(v[0].d))
-    for e in v:
-        s = s + (e * e if e.v > 0 else e * 0.01)
+def series(x, n):
+    s, p, k = 0.0, 1.0, 0
+    while k < n:
+        s, p, k = s + p, p * x, k + 1
     return s
 
 
+def sincos(x, y):
+    return sin(x) * cos(y) + cos(sin(x * y))
+
+
+def piece(x):
+    if x < -1.0:
+        return -(x * x)
+    if x >= 1.0:
+        return exp(x - 1.0)
+    return sin(x)
+
+
+def traps_pick(v, i):
+    x = aget(v, i)
+    return x * x
+
+
+def traps_put(i):
+    aset(anew(2), i, 1.0)
+    return 0.0
+
+
+def traps_neg(n):
+    anew(n)
+    return 0.0
+
+
+# Benchmark-suite programs (programs/bench/).
+
+
+def bench_sincos(x):
+    return sin(cos(x))
+
+
+def branchy(v):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        s = s + (x * x if x > 0.0 else x * 0.01)
+    return s
+
+
+def bench_logsumexp(v):
+    m = aget(v, 0)
+    for i in range(1, len(v)):
+        m = fmax(m, aget(v, i))
+    s = 0.0
+    for j in range(len(v)):
+        s = s + exp(aget(v, j) - m)
+    return m + log(s)
+
+
 def logreg(X, y, w, N, Dm):
-    loss = D(0.0, [0.0] * len(w[0].d))
+    loss = 0.0
     for k in range(N):
-        dot = D(0.0, [0.0] * len(w[0].d))
+        dot = 0.0
         for j in range(Dm):
-            dot = dot + X[k * Dm + j] * w[j]
-        loss = loss + log(exp(-(y[k] * dot)) + 1.0)
-    return loss / float(N)
+            dot = dot + aget(X, k * Dm + j) * aget(w, j)
+        loss = loss + log(exp(-(aget(y, k) * dot)) + 1.0)
+    return loss / itof(N)
 
 
 def mlp(x, W1, b1, W2, b2):
     H, Dm = len(b1), len(x)
     o = b2
     for i in range(H):
-        acc = b1[i]
+        acc = aget(b1, i)
         for j in range(Dm):
-            acc = acc + W1[i * Dm + j] * x[j]
-        o = o + W2[i] * tanh(acc)
+            acc = acc + aget(W1, i * Dm + j) * aget(x, j)
+        o = o + aget(W2, i) * tanh(acc)
     return o * o
 
 
-def more():
-    x, y = var([0.3, 0.7]); show("grid(0.3, 0.7, 4, 5)", grid(x, y, 4, 5))
-    x, = var([0.45]); show("walk(0.45, 7)", walk(x, 7))
-    x, l = var([1.5, 10.0]); show("grow(1.5, 10.0, 20)", grow(x, l, 20))
-    x, = var([0.8]); show("even(0.8, 5)", even(x, 5))
-    x, y = var([0.7, 1.3]); show("math(0.7, 1.3)", mathf(x, y))
-    v = var([0.5, -1.25, 2.0, 0.75]); show("logsumexp([0.5, -1.25, 2.0, 0.75])", logsumexp(v))
-    v = var([0.5, -1.25, 2.0, -0.75]); show("branchy([0.5, -1.25, 2.0, -0.75])", branchy(v))
-    allv = var([0.5, -1.0, 0.25, 2.0, -0.5, 1.5, 0.1, -0.2])
-    X = [D(a.v, [0.0, 0.0]) for a in allv[:6]]
-    w = var([0.1, -0.2])
-    show("logreg(X, [1,-1,1], [0.1,-0.2], 3, 2) wrt w", logreg(X, [1.0, -1.0, 1.0], w, 3, 2))
-    allv = var([0.5, -1.0, 0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.01, 0.02, 0.03, 0.1, -0.2, 0.3, 0.05])
-    x, W1, b1, W2, b2 = allv[0:2], allv[2:8], allv[8:11], allv[11:14], allv[14]
-    show("mlp(...) wrt x, W1, b1, W2, b2", mlp(x, W1, b1, W2, b2))
+# (file relative to programs/, function name) -> implementation.
+PROGRAMS = {
+    ("array_build.adasm", "f"): array_build_f,
+    ("array_inplace.adasm", "f"): array_inplace_f,
+    ("array_param.adasm", "f"): array_param_f,
+    ("array_return.adasm", "f"): array_return_f,
+    ("array_return.adasm", "powers"): array_return_powers,
+    ("array_sum.adasm", "sum"): array_sum_sum,
+    ("array_sum.adasm", "dot"): array_sum_dot,
+    ("bool_logic.adasm", "f"): bool_logic_f,
+    ("branch_in_loop.adasm", "walk"): branch_in_loop_walk,
+    ("collatz.adasm", "collatz"): collatz,
+    ("conversions.adasm", "f"): conversions_f,
+    ("early_ret.adasm", "grow"): early_ret_grow,
+    ("fib_swap.adasm", "fib"): fib,
+    ("gcd.adasm", "gcd"): gcd,
+    ("helper_calls.adasm", "f"): helper_f,
+    ("horner.adasm", "horner"): horner,
+    ("logsumexp.adasm", "lse"): logsumexp_lse,
+    ("logsumexp.adasm", "amax"): logsumexp_amax,
+    ("math.adasm", "f"): math_f,
+    ("multi_ret.adasm", "f"): multi_ret_f,
+    ("mutual.adasm", "even"): mutual_even,
+    ("mutual.adasm", "odd"): mutual_odd,
+    ("nested_loops.adasm", "grid"): nested_grid,
+    ("newton_sqrt.adasm", "nsqrt"): newton_nsqrt,
+    ("nograd.adasm", "f"): nograd_f,
+    ("pow_rules.adasm", "p"): pow_rules_p,
+    ("powloop.adasm", "pow"): powloop,
+    ("recursion.adasm", "rec"): rec,
+    ("select_minmax_abs.adasm", "f"): select_minmax_abs_f,
+    ("several_phis.adasm", "series"): series,
+    ("sincos.adasm", "sincos"): sincos,
+    ("three_way.adasm", "piece"): piece,
+    ("traps.adasm", "pick"): traps_pick,
+    ("traps.adasm", "put"): traps_put,
+    ("traps.adasm", "neg"): traps_neg,
+    ("bench/branchy.adasm", "branchy"): branchy,
+    ("bench/logreg.adasm", "logreg"): logreg,
+    ("bench/logsumexp.adasm", "logsumexp"): bench_logsumexp,
+    ("bench/mlp.adasm", "mlp"): mlp,
+    ("bench/powloop.adasm", "pow"): powloop,
+    ("bench/recursion.adasm", "rec"): rec,
+    ("bench/sincos.adasm", "sincos"): bench_sincos,
+}
 
 
-more()
+# ---- evaluation ----------------------------------------------------------------
+
+
+def is_float(a):
+    return isinstance(a, float)
+
+
+def gradient(f, args):
+    """Value and gradient of f at args: f64 and f64[] arguments are seeded
+    (one unit direction per scalar); i64/bool get None."""
+    n = sum(1 if is_float(a) else len(a) if isinstance(a, list) else 0 for a in args)
+    seeds, k = [], 0
+
+    def unit():
+        nonlocal k
+        d = [0.0] * n
+        d[k] = 1.0
+        k += 1
+        return d
+
+    for a in args:
+        if is_float(a):
+            seeds.append(D(a, unit()))
+        elif isinstance(a, list):
+            seeds.append([D(x, unit()) for x in a])
+        else:
+            seeds.append(a)
+    y = f(*seeds)
+    d = y.d if isinstance(y, D) else (0.0,) * n
+    grads, k = [], 0
+    for a in args:
+        if is_float(a):
+            grads.append(d[k])
+            k += 1
+        elif isinstance(a, list):
+            grads.append(list(d[k:k + len(a)]))
+            k += len(a)
+        else:
+            grads.append(None)
+    return val(y), grads
+
+
+# ---- the directive syntax (assembler::parse_call literals) ------------------------
+
+TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?inf|nan)|"
+                   r"(-?[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?))")
+
+
+def parse_literals(text):
+    """`1.0, 2, [1.0, 2.0], true, nan` -> Python values (int for integer
+    literals, float otherwise)."""
+    pos, out, stack = 0, [], []
+    cur = out
+    text = text.strip()
+    while pos < len(text):
+        m = TOKEN.match(text, pos)
+        if not m:
+            raise ValueError(f"cannot read literal at `{text[pos:]}`")
+        pos = m.end()
+        lb, rb, comma, b, special, num = m.groups()
+        if lb:
+            stack.append(cur)
+            cur.append([])
+            cur = cur[-1]
+        elif rb:
+            cur = stack.pop()
+        elif comma:
+            pass
+        elif b:
+            cur.append(b == "true")
+        elif special:
+            cur.append(float(special))
+        else:
+            is_int = re.fullmatch(r"-?[0-9]+", num) is not None
+            cur.append(int(num) if is_int else float(num))
+    if stack:
+        raise ValueError(f"unbalanced brackets in `{text}`")
+    return out
+
+
+def parse_call(text):
+    m = re.fullmatch(r"\s*@?([A-Za-z0-9_.]+)\((.*)\)\s*", text)
+    if not m:
+        raise ValueError(f"not a call: `{text}`")
+    args = parse_literals(m.group(2))
+    # Arrays are f64[]: their integer literals are floats.
+    return m.group(1), [[float(x) for x in a] if isinstance(a, list) else a for a in args]
+
+
+def show_float(x):
+    return repr(x)
+
+
+def show_json(x):
+    if x is None:
+        return "null"
+    if isinstance(x, list):
+        return "[" + ", ".join(show_json(e) for e in x) + "]"
+    if math.isnan(x):
+        return '"nan"'
+    if math.isinf(x):
+        return '"inf"' if x > 0 else '"-inf"'
+    return repr(x)
+
+
+def show_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(repr(x) for x in v) + "]"
+    return repr(v)
+
+
+def close(a, b, tol):
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    if isinstance(b, float) and math.isnan(b):
+        return False
+    return a == b or abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+
+
+def same_value(got, want):
+    if isinstance(got, bool) or isinstance(want, bool):
+        return type(got) is type(want) and got == want
+    if isinstance(got, int) and not isinstance(got, bool):
+        return isinstance(want, int) and got == want
+    if isinstance(got, list):
+        return isinstance(want, list) and len(got) == len(want) and all(
+            close(g, w, 1e-12) for g, w in zip(got, want))
+    return isinstance(want, (int, float)) and close(got, float(want), 1e-12)
+
+
+def same_grad_entry(got, want):
+    if want == "_":
+        return True
+    if got is None or want is None:
+        return got is None and want is None
+    if isinstance(got, list):
+        return isinstance(want, list) and len(got) == len(want) and all(
+            same_grad_entry(g, w) for g, w in zip(got, want))
+    if isinstance(want, str):
+        want = float(want)
+    return isinstance(want, (int, float)) and close(got, float(want), 1e-12)
+
+
+def parse_json_grad(text):
+    """The gradient list of a grad directive (JSON, with "inf"/"nan"/"_")."""
+    import json
+    return json.loads(text)
+
+
+# ---- driver ------------------------------------------------------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIRECTIVE = re.compile(r"^; (run|grad|trap|check|check-fails): (.*)$")
+
+
+def corpus_files():
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = sorted(d for d in dirnames if d != "reference")
+        for name in sorted(filenames):
+            if name.endswith(".adasm"):
+                path = os.path.join(dirpath, name)
+                yield os.path.relpath(path, ROOT).replace(os.sep, "/"), path
+
+
+def compute(rel, call):
+    name, args = parse_call(call)
+    f = PROGRAMS.get((rel, name))
+    if f is None:
+        raise KeyError(f"no reference implementation of @{name} in {rel}")
+    return name, args, f
+
+
+def check_directive(rel, kind, body):
+    """None if the directive agrees with the reference, else a message."""
+    if kind in ("check", "check-fails"):
+        compute(rel, body)  # the function must at least be known
+        return None
+    call, _, rest = body.partition("=>")
+    name, args, f = compute(rel, call)
+    if kind == "trap":
+        try:
+            v = f(*args)
+        except Trap:
+            return None
+        return f"the reference returns {show_value(v)}, not a trap"
+    if kind == "run":
+        want = parse_literals(rest)
+        if len(want) != 1:
+            return f"expected one value after `=>`, found `{rest.strip()}`"
+        got = f(*args)
+        if not same_value(got, want[0]):
+            return f"reference value {show_value(got)}, directive says {rest.strip()}"
+        return None
+    value_text, _, grad_text = rest.partition(";")
+    want_value = parse_literals(value_text)
+    want_grad = parse_json_grad(grad_text)
+    got_value, got_grad = gradient(f, args)
+    if len(want_value) != 1 or not same_value(got_value, want_value[0]):
+        return f"reference value {show_float(got_value)}, directive says {value_text.strip()}"
+    if not same_grad_entry(got_grad, want_grad):
+        return f"reference gradient {show_json(got_grad)}, directive says {grad_text.strip()}"
+    return None
+
+
+def check():
+    failures, count = [], 0
+    for rel, path in corpus_files():
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                m = DIRECTIVE.match(line.rstrip("\n"))
+                if not m:
+                    continue
+                count += 1
+                try:
+                    why = check_directive(rel, m.group(1), m.group(2))
+                except Exception as e:  # a parse error or a missing program
+                    why = f"{type(e).__name__}: {e}"
+                if why:
+                    failures.append(f"programs/{rel}:{lineno}: {m.group(1)}: {why}")
+    for f in failures:
+        print(f)
+    print(f"{count} directives, {len(failures)} disagree with the reference")
+    return 1 if failures else 0
+
+
+def show():
+    """Print the directive lines the corpus uses, recomputed."""
+    for rel, path in corpus_files():
+        print(f"== programs/{rel}")
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                m = DIRECTIVE.match(line.rstrip("\n"))
+                if not m or m.group(1) not in ("run", "grad"):
+                    continue
+                call = m.group(2).partition("=>")[0].strip()
+                try:
+                    name, args, f = compute(rel, call)
+                    if m.group(1) == "run":
+                        print(f"; run: {call} => {show_value(f(*args))}")
+                    else:
+                        v, g = gradient(f, args)
+                        print(f"; grad: {call} => {show_float(v)} ; {show_json(g)}")
+                except Trap as e:
+                    print(f"; trap: {call} => {e}")
+                except Exception as e:
+                    print(f"; ERROR {call}: {type(e).__name__}: {e}")
+
+
+if __name__ == "__main__":
+    sys.exit(check() if sys.argv[1:] == ["--check"] else show())

@@ -1,9 +1,12 @@
 //! The subcommands. Each returns the process exit status.
 
-use crate::args::{float_json, parse_json_args, value_json, value_text};
+use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
+use advm::args::{float_json, parse_json_args, value_json, value_text};
+use advm::fd;
 use serde_json::json;
+use std::fmt::Display;
 use std::path::Path;
 use std::time::Instant;
 use vm::ir::FuncId;
@@ -15,6 +18,7 @@ pub const EXIT_ASSEMBLY: u8 = 2;
 pub const EXIT_CHECK_FAILED: u8 = 3;
 pub const EXIT_USAGE: u8 = 64;
 pub const EXIT_INTERNAL: u8 = 70;
+pub const EXIT_OUTPUT: u8 = 74;
 
 /// Why a command failed, which decides the exit status.
 pub enum Fail {
@@ -37,7 +41,7 @@ impl Fail {
             Fail::Trap(m) => (EXIT_TRAP, m),
             Fail::Internal(m) => (EXIT_INTERNAL, format!("advm: {m}")),
         };
-        eprintln!("{}", text.trim_end());
+        out::err(text.trim_end());
         code
     }
 }
@@ -50,6 +54,46 @@ impl From<AdError> for Fail {
             AdError::Internal(_) => Fail::Internal(e.to_string()),
         }
     }
+}
+
+impl Fail {
+    /// Name the program file in a trap's message (assembly diagnostics and
+    /// usage messages name it already).
+    fn in_file(self, file: &Path) -> Fail {
+        match self {
+            Fail::Trap(m) => Fail::Trap(format!("{}: {m}", file.display())),
+            other => other,
+        }
+    }
+}
+
+impl std::fmt::Display for Fail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fail::Usage(m) | Fail::Assembly(m) | Fail::Trap(m) | Fail::Internal(m) => {
+                f.write_str(m)
+            }
+        }
+    }
+}
+
+/// One line on standard output. A closed pipe drops it (see [`out`]); any
+/// other write error ends the process with status 74, as nothing more can
+/// be reported on standard output.
+pub fn emit(text: impl Display) -> Result<(), Fail> {
+    out::line(text).unwrap_or_else(|e| output_failed(e));
+    Ok(())
+}
+
+/// Text on standard output, no newline added (see [`emit`]).
+fn emit_raw(text: impl Display) -> Result<(), Fail> {
+    out::print(text).unwrap_or_else(|e| output_failed(e));
+    Ok(())
+}
+
+fn output_failed(e: std::io::Error) -> ! {
+    out::err(format_args!("advm: cannot write to standard output: {e}"));
+    std::process::exit(EXIT_OUTPUT.into())
 }
 
 fn finish(r: Result<(), Fail>) -> u8 {
@@ -152,16 +196,19 @@ fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
 }
 
 pub fn run(a: &CallArgs) -> u8 {
-    finish((|| {
-        let (mut engine, f, args) = prepare(a)?;
-        let v = engine.run(f, &args)?;
-        if a.json {
-            println!("{}", json!({ "value": value_json(&v) }));
-        } else {
-            println!("{}", value_text(&v, None));
-        }
-        Ok(())
-    })())
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let v = engine.run(f, &args)?;
+            if a.json {
+                emit(json!({ "value": value_json(&v) }))?;
+            } else {
+                emit(value_text(&v, None))?;
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
 }
 
 /// `∂x = 12` lines for a gradient.
@@ -177,144 +224,85 @@ pub fn gradient_lines(names: &[String], g: &Gradient, max: Option<usize>) -> Vec
 }
 
 pub fn grad(a: &CallArgs) -> u8 {
-    finish((|| {
-        let (mut engine, f, args) = prepare(a)?;
-        let g = engine.grad(f, &args)?;
-        if a.json {
-            let grads: Vec<serde_json::Value> = g
-                .grad
-                .iter()
-                .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
-                .collect();
-            println!("{}", json!({ "value": float_json(g.value), "grad": grads }));
-        } else {
-            println!("value = {}", g.value);
-            for line in gradient_lines(&param_names(&engine, f), &g, Some(8)) {
-                println!("{line}");
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let g = engine.grad(f, &args)?;
+            if a.json {
+                let grads: Vec<serde_json::Value> = g
+                    .grad
+                    .iter()
+                    .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
+                    .collect();
+                emit(json!({ "value": float_json(g.value), "grad": grads }))?;
+            } else {
+                emit(format_args!("value = {}", g.value))?;
+                for line in gradient_lines(&param_names(&engine, f), &g, Some(8)) {
+                    emit(line)?;
+                }
             }
-        }
-        Ok(())
-    })())
-}
-
-/// Relative tolerance of `advm check`: entries agree when
-/// `|ad - fd| <= TOL * max(1, |ad|, |fd|)`.
-pub const CHECK_TOLERANCE: f64 = 1e-5;
-
-/// One compared entry of `check`.
-pub struct Compared {
-    pub name: String,
-    pub ad: f64,
-    pub fd: f64,
-    pub ok: bool,
-}
-
-/// Central differences for every f64 parameter and every element of every
-/// f64[] parameter, compared with the AD gradient.
-pub fn compare(
-    engine: &mut Engine,
-    f: FuncId,
-    args: &[Value],
-    names: &[String],
-) -> Result<(f64, Vec<Compared>), Fail> {
-    let g = engine.grad(f, args)?;
-    let mut out = Vec::new();
-    let mut probe = args.to_vec();
-    for (i, arg) in args.iter().enumerate() {
-        let entries: Vec<(Option<usize>, f64, f64)> = match (arg, &g.grad[i]) {
-            (Value::F64(x), Some(Value::F64(d))) => vec![(None, *x, *d)],
-            (Value::Arr(xs), Some(Value::Arr(ds))) => xs
-                .iter()
-                .zip(ds)
-                .enumerate()
-                .map(|(j, (x, d))| (Some(j), *x, *d))
-                .collect(),
-            _ => continue,
-        };
-        for (j, x, d) in entries {
-            let h = 1e-6 * x.abs().max(1.0);
-            let mut at = |v: f64| -> Result<f64, Fail> {
-                match (&mut probe[i], j) {
-                    (Value::F64(y), None) => *y = v,
-                    (Value::Arr(ys), Some(j)) => ys[j] = v,
-                    _ => {}
-                }
-                let r = engine.run(f, &probe);
-                match (&mut probe[i], j) {
-                    (Value::F64(y), None) => *y = x,
-                    (Value::Arr(ys), Some(j)) => ys[j] = x,
-                    _ => {}
-                }
-                match r? {
-                    Value::F64(y) => Ok(y),
-                    other => Err(Fail::Usage(format!(
-                        "the function returned {other}, not an f64"
-                    ))),
-                }
-            };
-            let fd = (at(x + h)? - at(x - h)?) / (2.0 * h);
-            let ok = (d - fd).abs() <= CHECK_TOLERANCE * 1f64.max(d.abs()).max(fd.abs())
-                || (d.is_nan() && fd.is_nan());
-            let name = match j {
-                Some(j) => format!("{}[{j}]", names[i]),
-                None => names[i].clone(),
-            };
-            out.push(Compared {
-                name,
-                ad: d,
-                fd,
-                ok,
-            });
-        }
-    }
-    Ok((g.value, out))
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
 }
 
 pub fn check(a: &CallArgs) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
-        let (value, rows) = compare(&mut engine, f, &args, &names)?;
+        let g = engine.grad(f, &args)?;
+        let rows = fd::compare(&args, &g.grad, &names, |probe| {
+            match engine.run(f, probe)? {
+                Value::F64(y) => Ok(y),
+                other => Err(Fail::Internal(format!(
+                    "the function returned {other} in a finite-difference run, not an f64"
+                ))),
+            }
+        })?;
         let all_ok = rows.iter().all(|r| r.ok);
         if a.json {
             let entries: Vec<serde_json::Value> = rows
                 .iter()
-                .map(|r| json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok}))
+                .map(|r| {
+                    json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok})
+                })
                 .collect();
-            println!(
-                "{}",
-                json!({"value": float_json(value), "tolerance": CHECK_TOLERANCE, "ok": all_ok, "entries": entries})
-            );
+            emit(json!({
+                "value": float_json(g.value),
+                "tolerance": fd::TOLERANCE,
+                "ok": all_ok,
+                "entries": entries,
+            }))?;
         } else {
-            println!("value = {value}");
-            println!(
-                "tolerance: |ad - fd| <= {CHECK_TOLERANCE:e} * max(1, |ad|, |fd|); central differences, h = 1e-6 * max(1, |x|)"
-            );
+            emit(format_args!("value = {}", g.value))?;
+            emit(format_args!("tolerance: {}", fd::RULE))?;
+            let width = rows
+                .iter()
+                .map(|r| r.name.chars().count())
+                .max()
+                .unwrap_or(0)
+                + 1;
             for r in &rows {
-                println!(
-                    "{} ∂{} ad = {} fd = {} |diff| = {:.3e}",
+                emit(format_args!(
+                    "{} {:<width$} ad = {:<24} fd = {:<24} |ad - fd| = {:.3e}",
                     if r.ok { "ok  " } else { "FAIL" },
-                    r.name,
+                    format!("∂{}", r.name),
                     r.ad,
                     r.fd,
                     (r.ad - r.fd).abs()
-                );
+                ))?;
             }
-            println!(
-                "{}",
-                if all_ok {
-                    format!("all {} entries agree", rows.len())
-                } else {
-                    format!(
-                        "{} of {} entries disagree",
-                        rows.iter().filter(|r| !r.ok).count(),
-                        rows.len()
-                    )
-                }
-            );
+            let bad = rows.iter().filter(|r| !r.ok).count();
+            emit(if bad == 0 {
+                format!("all {} entries agree", rows.len())
+            } else {
+                format!("{bad} of {} entries disagree", rows.len())
+            })?;
         }
         Ok(all_ok)
-    })();
+    })()
+    .map_err(|f: Fail| f.in_file(&a.file));
     match r {
         Ok(true) => 0,
         Ok(false) => EXIT_CHECK_FAILED,
@@ -332,11 +320,10 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
                 .collect(),
         };
         for f in &targets {
-            print!(
-                "{}",
-                vm::disasm::function_in(engine.program().func(*f), Some(engine.program()))
-            );
-            println!();
+            emit(vm::disasm::function_in(
+                engine.program().func(*f),
+                Some(engine.program()),
+            ))?;
         }
         if ad {
             for f in targets {
@@ -348,11 +335,10 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
                 }
                 engine.derive(f)?;
                 for g in engine.reachable_derived(f) {
-                    print!(
-                        "{}",
-                        vm::disasm::function_in(engine.program().func(g), Some(engine.program()))
-                    );
-                    println!();
+                    emit(vm::disasm::function_in(
+                        engine.program().func(g),
+                        Some(engine.program()),
+                    ))?;
                 }
             }
         }
@@ -392,39 +378,39 @@ pub fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f6
 }
 
 pub fn bench(a: &CallArgs) -> u8 {
-    finish((|| {
-        let (mut engine, f, args) = prepare(a)?;
-        // Fail early with the real error rather than inside the loops.
-        engine.run(f, &args)?;
-        let mut out = Gradient::default();
-        engine.grad_into(f, &args, &mut out)?;
-        let (primal_ns, allocs_primal) =
-            time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
-        let (grad_ns, allocs_grad) =
-            time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
-        let ratio = grad_ns / primal_ns;
-        if a.json {
-            println!(
-                "{}",
-                json!({
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            // Fail early with the real error rather than inside the loops.
+            engine.run(f, &args)?;
+            let mut out = Gradient::default();
+            engine.grad_into(f, &args, &mut out)?;
+            let (primal_ns, allocs_primal) =
+                time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
+            let (grad_ns, allocs_grad) =
+                time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
+            let ratio = grad_ns / primal_ns;
+            if a.json {
+                emit(json!({
                     "primal_ns": primal_ns,
                     "grad_ns": grad_ns,
                     "ratio": ratio,
                     "allocs_per_primal": allocs_primal,
                     "allocs_per_grad": allocs_grad,
-                })
-            );
-        } else {
-            println!(
+                }))?;
+            } else {
+                emit(format_args!(
                 "primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call"
-            );
-            println!(
-                "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
-            );
-            println!("ratio:  {ratio:.2}");
-        }
-        Ok(())
-    })())
+            ))?;
+                emit(format_args!(
+                    "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
+                ))?;
+                emit(format_args!("ratio:  {ratio:.2}"))?;
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
 }
 
 pub fn repl(file: Option<&Path>) -> u8 {
@@ -437,11 +423,10 @@ pub fn cfg(file: &Path, func: &str, ad: bool) -> u8 {
         let mut engine = load(file)?;
         let f = pick(&engine, Some(func), file)?;
         if !ad {
-            print!(
-                "{}",
-                crate::cfg::primal_dot(engine.module(), engine.module().func(f))
-            );
-            return Ok(());
+            return emit_raw(crate::cfg::primal_dot(
+                engine.module(),
+                engine.module().func(f),
+            ));
         }
         let d = engine.derive(f)?;
         let (Some(fwd), Some(rev)) = (engine.derived_ir(d.fwd), engine.derived_ir(d.rev)) else {
@@ -449,7 +434,6 @@ pub fn cfg(file: &Path, func: &str, ad: bool) -> u8 {
         };
         let program = engine.program();
         let names = |c: FuncId| program.get(c).map_or("?".into(), |g| g.name.clone());
-        print!("{}", crate::cfg::ad_dot(&names, fwd, rev));
-        Ok(())
+        emit_raw(crate::cfg::ad_dot(&names, fwd, rev))
     })())
 }

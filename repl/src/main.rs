@@ -1,18 +1,27 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | check | disasm | bench | repl` per the contract in
-//! `../shared/docs/adasm.md` §5. Exit status: 0 success; 1 runtime trap;
-//! 2 assembly or verification error; 3 `check` found a disagreement;
-//! 64 bad usage (unknown subcommand or flag, a `--fn` naming no function,
-//! bad `--args`, unreadable files); 70 an internal error (a bug in advm).
-//! Nothing ends in a panic.
+//! `advm run | grad | check | disasm | bench | cfg | repl` per the contract
+//! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
+//! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
+//! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
+//! usage, 70 internal error, 74 standard output unwritable. Nothing ends in
+//! a panic: clap's errors are mapped to 64 (help and version to 0), user
+//! data is never unwrapped, and output goes through [`out`].
+//!
+//! Modules: `commands` (one function per subcommand, returning the exit
+//! status), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
+//! `alloc_count` (the counting global allocator `bench` reads), `out`
+//! (stdout without panics); argument conversion and the gradient check
+//! live in the library half (`advm::args`, `advm::fd`).
 
 mod alloc_count;
-mod args;
 mod cfg;
 mod commands;
+mod out;
 mod repl;
 
+// The library half (`src/lib.rs`), shared with the tests.
+use advm::args;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;

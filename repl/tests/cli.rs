@@ -1,13 +1,15 @@
-//! The `advm` command line against the contract (adasm.md §5): outputs,
-//! JSON shapes and every exit status.
+//! The `advm` command line against the contract (adasm.md §5): text and
+//! `--json` outputs of run, grad, check, disasm and bench, and every exit
+//! status (0, 1, 2, 3, 64, 74), run on the built binary.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn advm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_advm"))
         .args(args)
         .current_dir(testkit::workspace_root())
+        .stdin(Stdio::null())
         .output()
         .expect("advm runs")
 }
@@ -20,6 +22,27 @@ fn status(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
 
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&o.stdout)))
+}
+
+/// Status 0, nothing on stderr; the stdout.
+fn ok(args: &[&str]) -> String {
+    let o = advm(args);
+    assert_eq!(status(&o), 0, "{args:?}: {}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "", "{args:?}");
+    text(&o.stdout)
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let o = advm(args);
+    assert_eq!(status(&o), 0, "{args:?}: {}", text(&o.stderr));
+    // One JSON object on one line.
+    assert_eq!(text(&o.stdout).trim().lines().count(), 1, "{args:?}");
+    json(&o)
+}
+
 fn temp_program(src: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("p.adasm");
@@ -27,71 +50,72 @@ fn temp_program(src: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+const POW: &str = "programs/powloop.adasm";
+
 #[test]
 fn run_prints_the_value() {
-    let o = advm(&[
+    assert_eq!(
+        ok(&["run", POW, "--fn", "@pow", "--args", "[2.0, 10]"]),
+        "1024\n"
+    );
+    assert_eq!(
+        ok(&["run", POW, "--fn", "pow", "--args", "[2.0, 10]", "--json"]),
+        "{\"value\":1024.0}\n"
+    );
+    // Floats round-trip.
+    let v = ok(&["run", POW, "--fn", "pow", "--args", "[1.0001, 1000]"]);
+    assert_eq!(v.trim().parse::<f64>().ok(), Some(1.1051653926032188));
+    // i64 and bool results.
+    let gcd = [
         "run",
-        "programs/bench/powloop.adasm",
+        "programs/gcd.adasm",
         "--fn",
-        "@pow",
+        "gcd",
         "--args",
-        "[2.0, 10]",
-    ]);
-    assert_eq!(status(&o), 0, "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout).trim(), "1024");
-    let o = advm(&[
+        "[48, 18]",
+    ];
+    assert_eq!(ok(&gcd), "6\n");
+    assert_eq!(ok_json(&[&gcd[..], &["--json"]].concat())["value"], 6);
+    let b = [
         "run",
-        "programs/bench/powloop.adasm",
+        "programs/bool_logic.adasm",
         "--fn",
-        "pow",
+        "f",
         "--args",
-        "[2.0, 10]",
-        "--json",
-    ]);
-    assert_eq!(text(&o.stdout).trim(), r#"{"value":1024.0}"#);
+        "[true, false, 1.0, 2.0]",
+    ];
+    assert_eq!(ok(&b), "true\n");
+    assert_eq!(ok_json(&[&b[..], &["--json"]].concat())["value"], true);
 }
 
 #[test]
 fn run_defaults_to_main_and_reads_an_args_file() {
-    let (dir, path) =
-        temp_program("fn @main(%x: f64) -> f64 {\nentry:\n    %y = mul %x, 3.0\n    ret %y\n}\n");
+    let (dir, path) = temp_program(
+        "fn @main(%x: f64, %n: i64) -> f64[] {\nentry:\n    %a = anew %n\n    aset %a, 0, %x\n    ret %a\n}\n",
+    );
     let args = dir.path().join("args.json");
-    std::fs::write(&args, "[1.5]").expect("writes");
-    let o = advm(&[
-        "run",
-        path.to_str().expect("utf8"),
-        "--args-file",
-        args.to_str().expect("utf8"),
-    ]);
-    assert_eq!(status(&o), 0, "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout).trim(), "4.5");
+    std::fs::write(&args, "[1.5, 3]").expect("writes");
+    let p = path.to_str().expect("utf8");
+    let a = args.to_str().expect("utf8");
+    assert_eq!(ok(&["run", p, "--args-file", a]), "[1.5, 0, 0]\n");
+    assert_eq!(
+        ok_json(&["run", p, "--args-file", a, "--json"])["value"],
+        serde_json::json!([1.5, 0.0, 0.0])
+    );
 }
 
 #[test]
 fn grad_text_and_json() {
-    let o = advm(&[
-        "grad",
-        "programs/bench/powloop.adasm",
-        "--fn",
-        "pow",
-        "--args",
-        "[2.0, 10]",
-    ]);
-    assert_eq!(status(&o), 0, "{}", text(&o.stderr));
-    assert_eq!(text(&o.stdout), "value = 1024\n∂x = 5120\n∂n = -\n");
-    let o = advm(&[
-        "grad",
-        "programs/bench/powloop.adasm",
-        "--fn",
-        "pow",
-        "--args",
-        "[2.0, 10]",
-        "--json",
-    ]);
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(j["value"], 1024.0);
-    assert_eq!(j["grad"], serde_json::json!([5120.0, null]));
-    let o = advm(&[
+    assert_eq!(
+        ok(&["grad", POW, "--fn", "pow", "--args", "[2.0, 10]"]),
+        "value = 1024\n∂x = 5120\n∂n = -\n"
+    );
+    let j = ok_json(&["grad", POW, "--fn", "pow", "--args", "[2.0, 10]", "--json"]);
+    assert_eq!(
+        j,
+        serde_json::json!({"value": 1024.0, "grad": [5120.0, null]})
+    );
+    let j = ok_json(&[
         "grad",
         "programs/horner.adasm",
         "--fn",
@@ -100,48 +124,145 @@ fn grad_text_and_json() {
         "[[1, -2, 3], 2]",
         "--json",
     ]);
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(j["grad"], serde_json::json!([[4.0, 2.0, 1.0], 2.0]));
+    assert_eq!(
+        ok(&[
+            "grad",
+            "programs/horner.adasm",
+            "--fn",
+            "horner",
+            "--args",
+            "[[1, -2, 3], 2]"
+        ]),
+        "value = 3\n∂c = [4, 2, 1]\n∂x = 2\n"
+    );
 }
 
 #[test]
-fn check_prints_its_tolerance_and_fails_on_disagreement() {
-    let o = advm(&[
+fn long_array_gradients_are_shortened_in_text_only() {
+    let twelve = format!("[[{}]]", ["0.5"; 12].join(", "));
+    let args = [
+        "grad",
+        "programs/array_sum.adasm",
+        "--fn",
+        "sum",
+        "--args",
+        &twelve,
+    ];
+    let out = ok(&args);
+    assert!(out.starts_with("value = 6\n∂v = [1, 1, 1, 1, "), "{out}");
+    assert!(out.contains("(length 12)"), "{out}");
+    let j = ok_json(&[&args[..], &["--json"]].concat());
+    assert_eq!(j["grad"][0], serde_json::json!(vec![1.0; 12]));
+}
+
+#[test]
+fn non_finite_values_print_as_strings_in_json() {
+    let (_dir, path) = temp_program(
+        "fn @f(%x: f64) -> f64 {\nentry:\n    %y = div 1.0, %x\n    ret %y\n}\n\
+         fn @g(%x: f64) -> f64 {\nentry:\n    %y = sqrt %x\n    ret %y\n}\n\
+         fn @h() -> f64[] {\nentry:\n    %a = anew 4\n    aset %a, 0, inf\n    aset %a, 1, nan\n    aset %a, 2, -inf\n    ret %a\n}\n",
+    );
+    let p = path.to_str().expect("utf8");
+    assert_eq!(
+        ok(&["run", p, "--fn", "f", "--args", "[0.0]", "--json"]),
+        "{\"value\":\"inf\"}\n"
+    );
+    assert_eq!(ok(&["run", p, "--fn", "f", "--args", "[-0.0]"]), "-inf\n");
+    assert_eq!(
+        ok(&["run", p, "--fn", "g", "--args", "[-1.0]", "--json"]),
+        "{\"value\":\"nan\"}\n"
+    );
+    // "inf" as an argument (an extension) and inside arrays.
+    assert_eq!(
+        ok(&["run", p, "--fn", "g", "--args", r#"["inf"]"#]),
+        "inf\n"
+    );
+    assert_eq!(
+        ok_json(&["run", p, "--fn", "h", "--json"])["value"],
+        serde_json::json!(["inf", "nan", "-inf", 0.0])
+    );
+    // A non-finite gradient entry: d/da a^0.5 at a = 0.
+    assert_eq!(
+        ok_json(&[
+            "grad",
+            "programs/pow_rules.adasm",
+            "--fn",
+            "p",
+            "--args",
+            "[0.0, 0.5]",
+            "--json"
+        ]),
+        serde_json::json!({"value": 0.0, "grad": ["inf", 0.0]})
+    );
+}
+
+#[test]
+fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
+    let out = ok(&[
         "check",
-        "programs/bench/recursion.adasm",
+        "programs/recursion.adasm",
         "--fn",
         "rec",
         "--args",
         "[0.9, 100]",
     ]);
-    assert_eq!(status(&o), 0, "{}", text(&o.stdout));
-    assert!(text(&o.stdout).contains("tolerance"), "{}", text(&o.stdout));
+    assert!(out.contains("tolerance: |ad - fd| <= 1e-5"), "{out}");
+    assert!(out.contains("ok   ∂x "), "{out}");
+    assert!(out.ends_with("all 1 entries agree\n"), "{out}");
+    let out = ok(&[
+        "check",
+        "programs/horner.adasm",
+        "--fn",
+        "horner",
+        "--args",
+        "[[0.5, 1.5, -1.0], 0.7]",
+    ]);
+    for entry in ["∂c[0]", "∂c[1]", "∂c[2]", "∂x"] {
+        assert!(out.contains(entry), "{entry} in {out}");
+    }
     // nograd makes AD and finite differences disagree on purpose.
-    let o = advm(&[
+    let args = [
         "check",
         "programs/nograd.adasm",
         "--fn",
         "f",
         "--args",
         "[3.0]",
-    ]);
-    assert_eq!(status(&o), 3, "{}", text(&o.stdout));
-    assert!(text(&o.stdout).contains("FAIL"));
+    ];
+    let o = advm(&args);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("FAIL ∂x") && out.contains("1 of 1 entries disagree"),
+        "{out}"
+    );
+    let o = advm(&[&args[..], &["--json"]].concat());
+    assert_eq!(status(&o), 3);
+    let j = json(&o);
+    assert_eq!(j["ok"], false);
+    assert_eq!(j["tolerance"], 1e-5);
+    assert_eq!(j["value"], 12.0);
+    assert_eq!(j["entries"][0]["param"], "x");
+    assert_eq!(j["entries"][0]["ad"], 4.0);
+    assert_eq!(j["entries"][0]["ok"], false);
+    let fd = j["entries"][0]["fd"].as_f64().expect("number");
+    assert!((fd - 7.0).abs() < 1e-6, "{j}");
 }
 
 #[test]
 fn disasm_with_and_without_ad() {
-    let o = advm(&["disasm", "programs/bench/powloop.adasm"]);
-    assert_eq!(status(&o), 0);
-    assert!(text(&o.stdout).contains("fn @pow("));
-    let o = advm(&[
-        "disasm",
-        "programs/bench/powloop.adasm",
-        "--fn",
-        "pow",
-        "--ad",
-    ]);
-    let out = text(&o.stdout);
+    let out = ok(&["disasm", "programs/mutual.adasm"]);
+    assert!(
+        out.contains("fn @even(") && out.contains("fn @odd("),
+        "{out}"
+    );
+    let out = ok(&["disasm", POW, "--fn", "pow"]);
+    assert!(
+        out.contains("fn @pow(") && !out.contains("@pow.rev"),
+        "{out}"
+    );
+    let out = ok(&["disasm", POW, "--fn", "@pow", "--ad"]);
     for m in [
         "@pow.fwd",
         "@pow.rev",
@@ -152,21 +273,25 @@ fn disasm_with_and_without_ad() {
     ] {
         assert!(out.contains(m), "missing {m} in\n{out}");
     }
+    // Callees are derived with their caller.
+    let out = ok(&["disasm", "programs/mutual.adasm", "--fn", "even", "--ad"]);
+    assert!(
+        out.contains("@odd.fwd") && out.contains("@odd.rev"),
+        "{out}"
+    );
 }
 
 #[test]
-fn bench_reports_json() {
-    let o = advm(&[
+fn bench_reports_json_and_text() {
+    let args = [
         "bench",
-        "programs/bench/sincos.adasm",
+        "programs/sincos.adasm",
         "--fn",
         "sincos",
         "--args",
-        "[0.9]",
-        "--json",
-    ]);
-    assert_eq!(status(&o), 0, "{}", text(&o.stderr));
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        "[0.9, -0.4]",
+    ];
+    let j = ok_json(&[&args[..], &["--json"]].concat());
     for k in [
         "primal_ns",
         "grad_ns",
@@ -176,25 +301,61 @@ fn bench_reports_json() {
     ] {
         assert!(j[k].is_number(), "{k} in {j}");
     }
+    assert!(j["primal_ns"].as_f64() > Some(0.0), "{j}");
+    // Warm gradient calls reuse the engine's arenas.
     assert_eq!(j["allocs_per_grad"], 0.0, "{j}");
+    let out = ok(&args);
+    assert!(
+        out.contains("primal:") && out.contains("grad:") && out.contains("ratio:"),
+        "{out}"
+    );
 }
 
 #[test]
-fn traps_exit_1_with_location() {
-    let cases = [
+fn help_and_version_exit_0() {
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["run", "--help"],
+        &["help", "grad"],
+    ] {
+        let o = advm(args);
+        assert_eq!(status(&o), 0, "{args:?}: {}", text(&o.stderr));
+        assert!(!o.stdout.is_empty(), "{args:?}");
+    }
+    let out = ok(&["--help"]);
+    for cmd in ["run", "grad", "check", "disasm", "bench", "repl"] {
+        assert!(out.contains(cmd), "{cmd} in {out}");
+    }
+}
+
+#[test]
+fn traps_exit_1_naming_function_block_and_instruction() {
+    let cases: [(&[&str], &str); 9] = [
         (
-            vec![
+            &[
                 "run",
                 "programs/traps.adasm",
                 "--fn",
-                "oob",
+                "pick",
                 "--args",
-                "[5]",
+                "[[1.0, 2.0], 5]",
+            ],
+            "array index 5 out of bounds for length 2",
+        ),
+        (
+            &[
+                "run",
+                "programs/traps.adasm",
+                "--fn",
+                "put",
+                "--args",
+                "[-1]",
             ],
             "out of bounds",
         ),
         (
-            vec![
+            &[
                 "run",
                 "programs/traps.adasm",
                 "--fn",
@@ -205,18 +366,7 @@ fn traps_exit_1_with_location() {
             "negative length",
         ),
         (
-            vec![
-                "run",
-                "programs/gcd.adasm",
-                "--fn",
-                "gcd",
-                "--args",
-                "[3, 0]",
-            ],
-            "remainder by zero",
-        ),
-        (
-            vec![
+            &[
                 "run",
                 "programs/collatz.adasm",
                 "--fn",
@@ -224,11 +374,22 @@ fn traps_exit_1_with_location() {
                 "--args",
                 "[0]",
             ],
-            "division by zero",
+            "integer division by zero",
         ),
         (
-            vec![
+            &[
                 "run",
+                "programs/gcd.adasm",
+                "--fn",
+                "gcd",
+                "--args",
+                "[3, 0]",
+            ],
+            "integer remainder by zero",
+        ),
+        (
+            &[
+                "grad",
                 "programs/mutual.adasm",
                 "--fn",
                 "even",
@@ -239,13 +400,56 @@ fn traps_exit_1_with_location() {
             ],
             "call depth",
         ),
+        (
+            &[
+                "run",
+                POW,
+                "--fn",
+                "pow",
+                "--args",
+                "[1.0, 1000000]",
+                "--fuel",
+                "1000",
+            ],
+            "out of fuel",
+        ),
+        (
+            &[
+                "check",
+                "programs/array_build.adasm",
+                "--fn",
+                "f",
+                "--args",
+                "[0.5, 100]",
+                "--max-array",
+                "10",
+            ],
+            "array limit",
+        ),
+        (
+            &[
+                "grad",
+                "programs/conversions.adasm",
+                "--fn",
+                "f",
+                "--args",
+                r#"["nan"]"#,
+            ],
+            "ftoi",
+        ),
     ];
     for (args, msg) in cases {
-        let o = advm(&args);
-        assert_eq!(status(&o), 1, "{args:?}: {}", text(&o.stderr));
+        let o = advm(args);
         let err = text(&o.stderr);
+        assert_eq!(status(&o), 1, "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        // FILE: trap: MESSAGE in @f, block B, at `INSTRUCTION` (line N)
         assert!(
-            err.contains(msg) && err.contains(" in @") && err.contains("block"),
+            err.starts_with(&format!("{}: trap: ", args[1]))
+                && err.contains(msg)
+                && err.contains(" in @")
+                && err.contains("block")
+                && err.contains("(line "),
             "{args:?}: {err}"
         );
     }
@@ -253,69 +457,110 @@ fn traps_exit_1_with_location() {
 
 #[test]
 fn assembly_errors_exit_2_with_file_line_col_and_caret() {
-    let (_dir, path) =
-        temp_program("fn @f(%x: f64) -> f64 {\nentry:\n    %y = add %x, 2\n    ret %y\n}\n");
-    let o = advm(&[
-        "run",
-        path.to_str().expect("utf8"),
-        "--fn",
-        "f",
-        "--args",
-        "[1.0]",
-    ]);
-    assert_eq!(status(&o), 2);
-    let err = text(&o.stderr);
-    assert!(err.contains("p.adasm:3:18: error:"), "{err}");
-    assert!(err.contains("2.0"), "{err}");
-    assert!(err.contains('^'), "{err}");
+    let (_dir, path) = temp_program(
+        "fn @f(%x: f64) -> f64 {\nentry:\n    %y = add %x, 2\n    %z = mul %y, %nope\n    ret %z\n}\n",
+    );
+    let p = path.to_str().expect("utf8");
+    for cmd in ["run", "grad", "check", "disasm", "bench"] {
+        let o =
+            advm(&[cmd, p, "--fn", "f", "--args", "[1.0]"][..if cmd == "disasm" { 4 } else { 6 }]);
+        assert_eq!(status(&o), 2, "{cmd}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        // Every error, each with its location, source line and caret.
+        assert!(err.contains("p.adasm:3:18: error:"), "{err}");
+        assert!(err.contains("2.0"), "{err}");
+        assert!(err.contains("p.adasm:4:"), "{err}");
+        assert!(
+            err.contains("    %y = add %x, 2") && err.contains('^'),
+            "{err}"
+        );
+        assert!(o.stdout.is_empty());
+    }
 }
 
 #[test]
 fn usage_errors_exit_64() {
+    let (dir, _) = temp_program("");
+    let args_dir = dir.path().to_str().expect("utf8");
     let cases: Vec<Vec<&str>> = vec![
+        // Unknown subcommand or flag, missing FILE.
         vec!["frobnicate"],
-        vec!["run", "programs/bench/powloop.adasm", "--bogus"],
+        vec!["run", POW, "--bogus"],
+        vec!["run"],
+        vec!["grad", POW, "--fn"],
+        // --fn naming no function, with or without `@`.
+        vec!["run", POW, "--fn", "nope", "--args", "[]"],
+        vec!["grad", POW, "--fn", "@nope", "--args", "[1.0, 2]"],
+        vec!["disasm", POW, "--fn", "nope"],
+        vec!["run", POW],
+        // --args not JSON, not an array, wrong count or kinds.
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0, "],
+        vec!["run", POW, "--fn", "pow", "--args", "{\"x\": 1}"],
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0, 10, 1]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0, 1.5]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0, 10.0]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[2.0, \"10\"]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[true, 10]"],
+        vec!["run", POW, "--fn", "pow", "--args", "[[2.0], 10]"],
         vec![
             "run",
-            "programs/bench/powloop.adasm",
-            "--fn",
-            "nope",
-            "--args",
-            "[]",
-        ],
-        vec![
-            "run",
-            "programs/bench/powloop.adasm",
-            "--fn",
-            "pow",
-            "--args",
-            "[2.0, ",
-        ],
-        vec![
-            "run",
-            "programs/bench/powloop.adasm",
-            "--fn",
-            "pow",
-            "--args",
-            "[2.0]",
-        ],
-        vec![
-            "run",
-            "programs/bench/powloop.adasm",
+            POW,
             "--fn",
             "pow",
             "--args",
-            "[2.0, 1.5]",
+            "[2.0, 99999999999999999999]",
+        ],
+        vec![
+            "grad",
+            "programs/horner.adasm",
+            "--fn",
+            "horner",
+            "--args",
+            "[1.0, 2.0]",
+        ],
+        vec![
+            "grad",
+            "programs/horner.adasm",
+            "--fn",
+            "horner",
+            "--args",
+            "[[1.0, true], 2.0]",
         ],
         vec![
             "run",
-            "programs/bench/powloop.adasm",
+            "programs/bool_logic.adasm",
+            "--fn",
+            "f",
+            "--args",
+            "[1, false, 1.0, 2.0]",
+        ],
+        // A parameterised function without --args.
+        vec!["grad", POW, "--fn", "pow"],
+        // Unreadable arguments file; both --args and --args-file.
+        vec![
+            "run",
+            POW,
             "--fn",
             "pow",
             "--args-file",
             "/nonexistent/args.json",
         ],
+        vec!["run", POW, "--fn", "pow", "--args-file", args_dir],
+        vec![
+            "run",
+            POW,
+            "--fn",
+            "pow",
+            "--args",
+            "[2.0, 1]",
+            "--args-file",
+            "a.json",
+        ],
+        // Missing or unreadable program file.
         vec!["run", "/nonexistent/file.adasm"],
+        vec!["disasm", args_dir],
+        // Differentiating a function that does not return f64.
         vec![
             "grad",
             "programs/gcd.adasm",
@@ -324,26 +569,73 @@ fn usage_errors_exit_64() {
             "--args",
             "[4, 6]",
         ],
+        vec![
+            "check",
+            "programs/bool_logic.adasm",
+            "--fn",
+            "f",
+            "--args",
+            "[true, false, 1.0, 2.0]",
+        ],
+        // A bad limit.
+        vec![
+            "run", POW, "--fn", "pow", "--args", "[2.0, 1]", "--fuel", "-5",
+        ],
     ];
     for args in cases {
         let o = advm(&args);
-        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
-        assert!(!text(&o.stderr).is_empty(), "{args:?}");
+        let err = text(&o.stderr);
+        assert_eq!(status(&o), 64, "{args:?}: {err}");
+        assert!(
+            !err.is_empty() && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}");
     }
+    // Messages name the file or the function.
+    let err = text(&advm(&["run", POW, "--fn", "nope", "--args", "[]"]).stderr);
+    assert!(
+        err.contains("powloop.adasm") && err.contains("@nope") && err.contains("@pow"),
+        "{err}"
+    );
+    let err = text(&advm(&["run", "/nonexistent/file.adasm"]).stderr);
+    assert!(err.contains("/nonexistent/file.adasm"), "{err}");
+    let err = text(&advm(&["run", POW, "--fn", "pow", "--args", "[2.0, 1.5]"]).stderr);
+    assert!(
+        err.contains("argument 2") && err.contains("integer"),
+        "{err}"
+    );
 }
 
 #[test]
-fn non_finite_values_print_as_strings_in_json() {
-    let (_dir, path) = temp_program(
-        "fn @f(%x: f64) -> f64 {\nentry:\n    %y = div 1.0, %x\n    ret %y\n}\nfn @g(%x: f64) -> f64 {\nentry:\n    %y = sqrt %x\n    ret %y\n}\n",
-    );
-    let p = path.to_str().expect("utf8");
-    let o = advm(&["run", p, "--fn", "f", "--args", "[0.0]", "--json"]);
-    assert_eq!(text(&o.stdout).trim(), r#"{"value":"inf"}"#);
-    let o = advm(&["run", p, "--fn", "f", "--args", "[-0.0]"]);
-    assert_eq!(text(&o.stdout).trim(), "-inf");
-    let o = advm(&["run", p, "--fn", "g", "--args", "[-1.0]", "--json"]);
-    assert_eq!(text(&o.stdout).trim(), r#"{"value":"nan"}"#);
-    let o = advm(&["run", p, "--fn", "g", "--args", r#"["inf"]"#]);
-    assert_eq!(text(&o.stdout).trim(), "inf");
+fn a_closed_pipe_is_not_a_panic() {
+    let (_dir, path) =
+        temp_program("fn @main(%n: i64) -> f64[] {\nentry:\n    %a = anew %n\n    ret %a\n}\n");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_advm"))
+        .args(["run", path.to_str().expect("utf8"), "--args", "[2000000]"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("advm runs");
+    // Nobody reads: close our end before advm writes its 6 MB line.
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("advm ends");
+    assert_eq!(status(&o), 0, "{}", text(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn an_unwritable_stdout_exits_74() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not Linux
+    };
+    let o = Command::new(env!("CARGO_BIN_EXE_advm"))
+        .args(["run", POW, "--fn", "pow", "--args", "[2.0, 10]"])
+        .current_dir(testkit::workspace_root())
+        .stdout(full)
+        .output()
+        .expect("advm runs");
+    assert_eq!(status(&o), 74, "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("cannot write to standard output"));
 }

@@ -1,23 +1,46 @@
-//! The program corpus: every `.adasm` file under `programs/` (except
-//! `programs/reference/`) carries its expectations in comment directives,
-//! checked here. Adding a file adds a test.
+//! The program corpus: every `.adasm` file under `programs/` (and its
+//! subfolders, except `programs/reference/`) carries its expectations in
+//! comment directives, checked here against [`ad::Engine`]. Adding a file
+//! adds a test.
 //!
 //! ```text
-//! ; run: @f(ARGS) => EXPECTED          value (number, bool, array, inf, nan)
-//! ; grad: @f(ARGS) => VALUE ; [G, ...] value and gradient (JSON; null for
-//!                                      i64/bool parameters, "_" to skip)
-//! ; check: @f(ARGS)                    AD agrees with finite differences
-//! ; trap: @f(ARGS) => TEXT             the call traps, message contains TEXT
+//! ; run: @f(ARGS) => EXPECTED           the value: exact for i64/bool,
+//!                                       relative 1e-12 for f64 (nan == nan),
+//!                                       element-wise for arrays
+//! ; grad: @f(ARGS) => VALUE ; [G, ...]  value (relative 1e-12) and gradient
+//!                                       (JSON: a number per f64, an array per
+//!                                       f64[], null per i64/bool parameter,
+//!                                       "inf"/"-inf"/"nan" strings, "_" to
+//!                                       skip an entry; each number within
+//!                                       1e-9 relative + 1e-12 absolute)
+//! ; check: @f(ARGS)                     AD agrees with central finite
+//!                                       differences, exactly as `advm check`
+//!                                       decides (`advm::fd`)
+//! ; check-fails: @f(ARGS)               ... and here they must disagree
+//!                                       (`nograd` on purpose)
+//! ; trap: @f(ARGS) => TEXT              the call traps; the message contains TEXT
 //! ```
 //!
-//! Expected values come from an independent implementation
-//! (`programs/reference/reference.py`), never from advm.
+//! ARGS use the REPL's literal syntax (`assembler::parse_call`). Besides the
+//! directives themselves the corpus must: have at least 25 programs in
+//! `programs/` itself; give every file a directive; give every function that
+//! a directive calls, returns f64 and has an f64 or f64[] parameter at least
+//! one `grad` and one `check` (or `check-fails`) directive; and, together,
+//! use every instruction of the language.
+//!
+//! Expected values come from an independent implementation,
+//! `programs/reference/reference.py`, never from advm; the last test runs
+//! its `--check` mode, which recomputes every run/grad/trap directive.
 
 use ad::Engine;
 use assembler::{literals_to_values, parse_call, Literal};
 use serde_json::Value as Json;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
+
+const KINDS: [&str; 5] = ["run", "grad", "check", "check-fails", "trap"];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -36,14 +59,41 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn close(a: f64, b: f64, tol: f64) -> bool {
-    if a.is_nan() || b.is_nan() {
-        return a.is_nan() && b.is_nan();
-    }
-    a == b || (a - b).abs() <= tol * 1f64.max(a.abs()).max(b.abs())
+fn corpus() -> (PathBuf, Vec<PathBuf>) {
+    let root = testkit::workspace_root();
+    let mut paths = Vec::new();
+    files(&root.join("programs"), &mut paths);
+    (root, paths)
 }
 
-/// Parse `EXPECTED` as one literal.
+/// `; KIND: BODY` lines with their 1-based line numbers.
+fn directives(src: &str) -> Vec<(usize, &str, &str)> {
+    src.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let (kind, body) = line.strip_prefix("; ")?.split_once(": ")?;
+            KINDS.contains(&kind).then_some((i + 1, kind, body))
+        })
+        .collect()
+}
+
+/// Relative 1e-12 (values) with nan equal to nan.
+fn same_f64(got: f64, want: f64) -> bool {
+    if got.is_nan() || want.is_nan() {
+        return got.is_nan() && want.is_nan();
+    }
+    got == want || (got - want).abs() <= 1e-12 * got.abs().max(want.abs())
+}
+
+/// Relative 1e-9 plus absolute 1e-12 (gradient entries).
+fn same_grad(got: f64, want: f64) -> bool {
+    if got.is_nan() || want.is_nan() {
+        return got.is_nan() && want.is_nan();
+    }
+    got == want || (got - want).abs() <= 1e-9 * got.abs().max(want.abs()) + 1e-12
+}
+
+/// Parse `EXPECTED` as one literal (`inf`, `nan`, numbers, bools, arrays).
 fn literal(text: &str) -> Result<Literal, String> {
     let (_, mut lits) = parse_call(&format!("@x({text})"))?;
     if lits.len() != 1 {
@@ -54,7 +104,7 @@ fn literal(text: &str) -> Result<Literal, String> {
 
 fn matches_literal(v: &Value, lit: &Literal) -> bool {
     match (v, lit) {
-        (Value::F64(x), Literal::Num { value, .. }) => close(*x, *value, 1e-12),
+        (Value::F64(x), Literal::Num { value, .. }) => same_f64(*x, *value),
         (
             Value::I64(i),
             Literal::Num {
@@ -63,26 +113,51 @@ fn matches_literal(v: &Value, lit: &Literal) -> bool {
         ) => text.parse::<i64>().ok() == Some(*i),
         (Value::Bool(b), Literal::Bool(e)) => b == e,
         (Value::Arr(xs), Literal::Array(es)) => {
-            xs.len() == es.len() && xs.iter().zip(es).all(|(x, e)| close(*x, *e, 1e-12))
+            xs.len() == es.len() && xs.iter().zip(es).all(|(x, e)| same_f64(*x, *e))
         }
         _ => false,
     }
 }
 
-fn json_close(got: &Option<Value>, want: &Json) -> bool {
+/// A JSON number, or the strings `"inf"`, `"-inf"`, `"nan"`.
+fn json_f64(j: &Json) -> Option<f64> {
+    match j {
+        Json::Number(n) => n.as_f64(),
+        Json::String(s) if s == "inf" => Some(f64::INFINITY),
+        Json::String(s) if s == "-inf" => Some(f64::NEG_INFINITY),
+        Json::String(s) if s == "nan" => Some(f64::NAN),
+        _ => None,
+    }
+}
+
+fn grad_entry_matches(got: &Option<Value>, want: &Json) -> bool {
     match (got, want) {
         (_, Json::String(s)) if s == "_" => true,
         (None, Json::Null) => true,
-        (Some(Value::F64(x)), Json::Number(n)) => n.as_f64().is_some_and(|n| close(*x, n, 1e-9)),
-        (Some(Value::Arr(xs)), Json::Array(ns)) => {
-            xs.len() == ns.len()
+        (Some(Value::F64(x)), w) => json_f64(w).is_some_and(|w| same_grad(*x, w)),
+        (Some(Value::Arr(xs)), Json::Array(ws)) => {
+            xs.len() == ws.len()
                 && xs
                     .iter()
-                    .zip(ns)
-                    .all(|(x, n)| n.as_f64().is_some_and(|n| close(*x, n, 1e-9)))
+                    .zip(ws)
+                    .all(|(x, w)| json_f64(w).is_some_and(|w| same_grad(*x, w)))
         }
         _ => false,
     }
+}
+
+fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
+    let func = engine.module().func(f);
+    func.params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            func.values
+                .get(p.index())
+                .and_then(|v| v.name.clone())
+                .unwrap_or_else(|| format!("arg{i}"))
+        })
+        .collect()
 }
 
 struct Ctx<'a> {
@@ -90,7 +165,7 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn call(&self, text: &str) -> Result<(vm::ir::FuncId, Vec<Value>), String> {
+    fn call(&self, text: &str) -> Result<(FuncId, Vec<Value>), String> {
         let (name, lits) = parse_call(text.trim())?;
         let f = self
             .engine
@@ -98,6 +173,33 @@ impl Ctx<'_> {
             .ok_or(format!("no function @{name}"))?;
         let params: Vec<Type> = self.engine.module().func(f).param_types();
         Ok((f, literals_to_values(&params, &lits)?))
+    }
+
+    /// The function a directive calls (for the coverage rule).
+    fn target(&self, body: &str) -> Option<FuncId> {
+        let call = body.split_once("=>").map_or(body, |(c, _)| c);
+        let (name, _) = parse_call(call.trim()).ok()?;
+        self.engine.find(&name)
+    }
+
+    /// AD against finite differences as `advm check` does it; the entries
+    /// that disagree.
+    fn fd_disagreements(&mut self, body: &str) -> Result<(usize, Vec<String>), String> {
+        let (f, args) = self.call(body)?;
+        let names = param_names(self.engine, f);
+        let g = self.engine.grad(f, &args).map_err(|e| e.to_string())?;
+        let engine = &mut *self.engine;
+        let rows = advm::fd::compare(&args, &g.grad, &names, |a| match engine.run(f, a) {
+            Ok(Value::F64(y)) => Ok(y),
+            Ok(other) => Err(format!("returned {other}, not an f64")),
+            Err(e) => Err(format!("finite differences trapped: {e}")),
+        })?;
+        let bad = rows
+            .iter()
+            .filter(|r| !r.ok)
+            .map(|r| format!("∂{}: ad {} fd {}", r.name, r.ad, r.fd))
+            .collect();
+        Ok((rows.len(), bad))
     }
 
     fn directive(&mut self, kind: &str, body: &str) -> Result<(), String> {
@@ -134,28 +236,39 @@ impl Ctx<'_> {
                         g.grad.len()
                     ));
                 }
-                for (i, (got, w)) in g.grad.iter().zip(&want).enumerate() {
-                    if !json_close(got, w) {
-                        return Err(format!("gradient entry {i}: got {got:?}, expected {w}"));
-                    }
+                let bad: Vec<String> = g
+                    .grad
+                    .iter()
+                    .zip(&want)
+                    .enumerate()
+                    .filter(|(_, (got, w))| !grad_entry_matches(got, w))
+                    .map(|(i, (got, w))| format!("entry {i}: got {got:?}, expected {w}"))
+                    .collect();
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(bad.join("; "))
                 }
-                Ok(())
             }
             "check" => {
-                let (f, args) = self.call(body)?;
-                let g = self.engine.grad(f, &args).map_err(|e| e.to_string())?;
-                let engine = &mut *self.engine;
-                let verdict = testkit::fd::check(
-                    |a| match engine.run(f, a) {
-                        Ok(Value::F64(y)) => Some(y),
-                        _ => None,
-                    },
-                    &args,
-                    &g.grad,
-                );
-                match verdict {
-                    testkit::fd::Verdict::Agree => Ok(()),
-                    other => Err(format!("{other:?}")),
+                let (_, bad) = self.fd_disagreements(body)?;
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "AD and finite differences disagree: {}",
+                        bad.join("; ")
+                    ))
+                }
+            }
+            "check-fails" => {
+                let (n, bad) = self.fd_disagreements(body)?;
+                if bad.is_empty() {
+                    Err(format!(
+                        "all {n} entries agree, but this directive expects a disagreement"
+                    ))
+                } else {
+                    Ok(())
                 }
             }
             "trap" => {
@@ -173,24 +286,32 @@ impl Ctx<'_> {
 }
 
 #[test]
-fn corpus() {
-    let root = testkit::workspace_root();
-    let mut paths = Vec::new();
-    files(&root.join("programs"), &mut paths);
-    assert!(
-        paths.len() >= 12,
-        "the corpus has only {} programs",
-        paths.len()
-    );
+fn corpus_directives_hold() {
+    let (root, paths) = corpus();
     let mut failures = Vec::new();
     let mut checked = 0;
+    let top_level = paths
+        .iter()
+        .filter(|p| p.parent() == Some(&root.join("programs")))
+        .count();
+    if top_level < 25 {
+        failures.push(format!(
+            "programs/ has {top_level} programs; the corpus needs at least 25"
+        ));
+    }
     for path in &paths {
         let rel = path
             .strip_prefix(&root)
             .unwrap_or(path)
             .display()
             .to_string();
-        let src = std::fs::read_to_string(path).expect("readable");
+        let src = match std::fs::read_to_string(path) {
+            Ok(s) => s,
+            Err(e) => {
+                failures.push(format!("{rel}: unreadable: {e}"));
+                continue;
+            }
+        };
         let module = match assembler::assemble(&src, &rel) {
             Ok(m) => m,
             Err(d) => {
@@ -208,26 +329,42 @@ fn corpus() {
         let mut ctx = Ctx {
             engine: &mut engine,
         };
-        let mut found = 0;
-        for (i, line) in src.lines().enumerate() {
-            let Some(rest) = line.strip_prefix("; ") else {
-                continue;
-            };
-            let Some((kind, body)) = rest.split_once(": ") else {
-                continue;
-            };
-            if !matches!(kind, "run" | "grad" | "check" | "trap") {
-                continue;
-            }
-            found += 1;
-            if let Err(e) = ctx.directive(kind, body) {
-                failures.push(format!("{rel}:{}: {kind}: {e}", i + 1));
-            }
-        }
-        if found == 0 {
+        let found = directives(&src);
+        if found.is_empty() {
             failures.push(format!("{rel}: no directives"));
         }
-        checked += found;
+        // Function -> (has grad, has check or check-fails, first line).
+        let mut coverage: BTreeMap<u32, (bool, bool, usize)> = BTreeMap::new();
+        for &(line, kind, body) in &found {
+            checked += 1;
+            if let Err(e) = ctx.directive(kind, body) {
+                failures.push(format!("{rel}:{line}: {kind}: {e}"));
+            }
+            if kind == "trap" {
+                continue;
+            }
+            if let Some(f) = ctx.target(body) {
+                let entry = coverage.entry(f.0).or_insert((false, false, line));
+                entry.0 |= kind == "grad";
+                entry.1 |= kind == "check" || kind == "check-fails";
+            }
+        }
+        for (f, (has_grad, has_check, line)) in coverage {
+            let func = ctx.engine.module().func(FuncId(f));
+            let differentiable = func.ret == RetType::One(Type::F64)
+                && func.param_types().iter().any(|t| t.is_differentiable());
+            if differentiable && !(has_grad && has_check) {
+                failures.push(format!(
+                    "{rel}:{line}: @{} returns f64 from differentiable parameters but has no {}",
+                    func.name,
+                    match (has_grad, has_check) {
+                        (false, false) => "`grad:` and no `check:` directive",
+                        (false, _) => "`grad:` directive",
+                        _ => "`check:` directive",
+                    }
+                ));
+            }
+        }
     }
     assert!(
         failures.is_empty(),
@@ -238,15 +375,17 @@ fn corpus() {
     eprintln!("{checked} directives in {} programs", paths.len());
 }
 
-/// Together the corpus uses every instruction of the language.
+/// Together the corpus uses every instruction of the language, in each
+/// typed form (`add` on f64 and on i64 are distinct opcodes).
 #[test]
 fn corpus_uses_every_instruction() {
-    let root = testkit::workspace_root();
-    let mut paths = Vec::new();
-    files(&root.join("programs"), &mut paths);
+    let (_, paths) = corpus();
     let mut ops = std::collections::BTreeSet::new();
     for path in &paths {
-        let src = std::fs::read_to_string(path).expect("readable");
+        let Ok(src) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        // Files that do not assemble are reported by the test above.
         let Ok(m) = assembler::assemble(&src, "x") else {
             continue;
         };
@@ -269,6 +408,7 @@ fn corpus_uses_every_instruction() {
             }
         }
     }
+    // Opcodes only lowering and the AD transform produce.
     let user_ops = vm::op::Op::ALL.iter().filter(|op| {
         !matches!(
             op,
@@ -304,5 +444,33 @@ fn corpus_uses_every_instruction() {
     assert!(
         missing.is_empty() && missing_terms.is_empty(),
         "unused: {missing:?} {missing_terms:?}"
+    );
+}
+
+/// The expected values are the reference implementation's: its `--check`
+/// mode recomputes every run/grad/trap directive in Python. Skipped (with a
+/// note) only where no `python3` can be started.
+#[test]
+fn directives_agree_with_the_reference_implementation() {
+    let (root, _) = corpus();
+    let script = root.join("programs/reference/reference.py");
+    let out = match std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--check")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("python3 not found: reference values not re-derived");
+            return;
+        }
+        Err(e) => panic!("cannot run {}: {e}", script.display()),
+    };
+    assert!(
+        out.status.success(),
+        "{} --check:\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }

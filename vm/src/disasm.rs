@@ -152,7 +152,8 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
 }
 
 fn target_text(f: &Function, pc: u32) -> String {
-    match f.blocks.iter().find(|b| b.start == pc) {
+    // Empty blocks share their start with the next block: name the last.
+    match f.blocks.iter().rev().find(|b| b.start == pc) {
         Some(b) => format!("-> {} ({pc:04})", b.name),
         None => format!("-> {pc:04}"),
     }

@@ -1,0 +1,754 @@
+//! A REPL session: the functions defined so far, the engine built from
+//! them, and the commands.
+//!
+//! The session keeps the source text of every function by name (typed or
+//! loaded, see [`Chunk`]). A definition or `:load` replaces the functions of
+//! the same names, re-assembles the whole text and builds a fresh
+//! [`Engine`]; only when that succeeds does it become the session's state,
+//! so a definition with errors changes nothing. The fresh engine has no
+//! derived code, so replacing a function also drops the forward and reverse
+//! code of every function that called it.
+
+use super::source::{self, call_shape, locate_call_error, Chunk, Combined, Problem, Source};
+use crate::commands::{self, gradient_lines, Fail};
+use ad::{Engine, Gradient};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use vm::ir::FuncId;
+use vm::Value;
+
+/// Commands, for `:help` and completion: (name, argument hint, what it does).
+pub const COMMANDS: &[(&str, &str, &str)] = &[
+    (":help", "", "this text"),
+    (":quit", "", "leave (also Ctrl-D)"),
+    (":load", " FILE", "load the functions of FILE"),
+    (":reload", "", "load the last file again"),
+    (":funcs", "", "list the functions"),
+    (":disasm", " @f", "bytecode (all functions without @f)"),
+    (":ad", " @f", "forward and reverse bytecode"),
+    (
+        ":cfg",
+        " @f",
+        "write f.dot and f.ad.dot (and SVGs with Graphviz)",
+    ),
+    (":time", " [grad] @f(args)", "median time per call"),
+    ("grad", " @f(args)", "value and gradient"),
+];
+
+pub const HELP: &str = "\
+  fn @f(%x: f64) -> f64 {     define or replace a function; the input goes on
+    ...                       until the braces balance (Ctrl-C abandons it)
+  }
+  @f(args)                    run: @pow(2.0, 10), arrays as [1.0, 2.0]
+  grad @f(args)               value and gradient
+  :time @f(args)              median time per call after warm-up
+  :time grad @f(args)         the same for the gradient
+  :disasm [@f]                bytecode
+  :ad @f                      forward and reverse bytecode
+  :cfg @f                     write f.dot and f.ad.dot (CFG pictures) here,
+                              and f.svg, f.ad.svg if Graphviz is installed
+  :load FILE                  load (or replace) the functions of FILE
+  :reload                     load the last file again
+  :funcs                      list the functions
+  :help                       this text
+  :quit                       leave (also Ctrl-D)
+keys: Tab completes commands, @names and file paths; Ctrl-C interrupts a
+running computation, or clears the line; Up/Down and Ctrl-R search history.";
+
+/// Function names and signatures, shared with the line editor's helper.
+#[derive(Default)]
+pub struct Known {
+    /// (name without `@`, `(%x: f64, ...) -> T`)
+    pub funcs: Vec<(String, String)>,
+}
+
+/// What one input asks of the loop.
+#[derive(Debug, PartialEq)]
+pub enum Reply {
+    /// Nothing to print.
+    Quiet,
+    /// Print on stdout.
+    Out(String),
+    /// Print on stderr (already rendered, with a caret where it applies).
+    Err(String),
+    /// Leave the REPL.
+    Quit,
+}
+
+pub struct Session {
+    chunks: Vec<Chunk>,
+    engine: Option<Engine>,
+    last_file: Option<PathBuf>,
+    interrupt: Arc<AtomicBool>,
+    known: Rc<RefCell<Known>>,
+    /// Where `:cfg` writes (the current directory unless a test says).
+    out_dir: PathBuf,
+}
+
+impl Session {
+    pub fn new(interrupt: Arc<AtomicBool>, known: Rc<RefCell<Known>>) -> Session {
+        Session {
+            chunks: Vec::new(),
+            engine: None,
+            last_file: None,
+            interrupt,
+            known,
+            out_dir: PathBuf::from("."),
+        }
+    }
+
+    /// Execute one complete input (a command line or a whole definition).
+    pub fn execute(&mut self, input: &str) -> Reply {
+        self.interrupt.store(false, Ordering::Relaxed);
+        if source::starts_definition(input) {
+            return match self.define_text(input) {
+                Ok(names) if names.is_empty() => Reply::Err(
+                    "<input>: error: no function here: a definition is `fn @f(%x: f64) -> f64 { ... }`"
+                        .into(),
+                ),
+                Ok(names) => Reply::Out(
+                    names
+                        .iter()
+                        .map(|n| format!("defined @{n}"))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                ),
+                Err(e) => Reply::Err(e),
+            };
+        }
+        let line = input.trim();
+        if line.is_empty() || line.starts_with(';') {
+            return Reply::Quiet;
+        }
+        let (cmd, rest_at) = match line.find(char::is_whitespace) {
+            Some(i) => (&line[..i], i),
+            None => (line, line.len()),
+        };
+        let result = match cmd {
+            ":quit" | ":q" | ":exit" => return Reply::Quit,
+            ":help" | ":h" | ":?" => Ok(HELP.to_string()),
+            ":funcs" | ":f" => Ok(self.funcs()),
+            ":load" | ":l" => self.load_cmd(line, rest_at),
+            ":reload" | ":r" => match self.last_file.clone() {
+                Some(p) => self.load(&p).map_err(Problem::plain),
+                None => Err(Problem::plain("nothing loaded yet: use :load FILE")),
+            },
+            ":disasm" => self.disasm(line, rest_at),
+            ":ad" => self
+                .func_arg(line, rest_at, ":ad")
+                .and_then(|f| self.engine_mut()?.disasm_ad(f).map_err(ad_problem)),
+            ":cfg" => self
+                .func_arg(line, rest_at, ":cfg")
+                .and_then(|f| self.cfg(f)),
+            ":time" => self.time(line, rest_at),
+            "grad" | ":grad" => self.grad(line, rest_at),
+            _ if cmd.starts_with('@') => self.run(line),
+            _ if cmd.starts_with(':') => Err(Problem::at(
+                format!("unknown command {cmd} (:help lists them)"),
+                0..cmd.len(),
+            )),
+            _ => Err(Problem::at(
+                "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`",
+                0..cmd.len(),
+            )),
+        };
+        match result {
+            Ok(text) if text.trim().is_empty() => Reply::Quiet,
+            Ok(text) => Reply::Out(text.trim_end().to_string()),
+            Err(p) => Reply::Err(p.render(line).trim_end().to_string()),
+        }
+    }
+
+    /// Build a fresh engine from the current functions (after a panic left
+    /// the old one in doubt).
+    pub fn rebuild(&mut self) {
+        let chunks = self.chunks.clone();
+        let combined = Combined::new(&chunks);
+        let engine = assembler::assemble(&combined.text, "<session>")
+            .ok()
+            .and_then(|mut m| {
+                combined.relocate(&mut m, &chunks);
+                Engine::new(m).ok()
+            });
+        match engine {
+            Some(e) => self.set_engine(e),
+            None => {
+                self.engine = None;
+                self.known.borrow_mut().funcs.clear();
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub fn set_out_dir(&mut self, dir: &Path) {
+        self.out_dir = dir.to_path_buf();
+    }
+
+    // ---- definitions --------------------------------------------------------
+
+    /// Define the functions of typed text.
+    fn define_text(&mut self, text: &str) -> Result<Vec<String>, String> {
+        let source = Rc::new(Source {
+            origin: "<input>".into(),
+            file: None,
+            text: text.to_string(),
+        });
+        self.define(source)
+    }
+
+    /// Add the functions of `source`, replacing those of the same names (and,
+    /// for a file, every function loaded from that file before); rebuild.
+    fn define(&mut self, source: Rc<Source>) -> Result<Vec<String>, String> {
+        let new = source::split(&source);
+        let mut chunks: Vec<Chunk> = self.chunks.clone();
+        if let Some(file) = &source.file {
+            chunks.retain(|c| c.source.file.as_ref() != Some(file));
+        }
+        for chunk in &new {
+            let old = chunks
+                .iter()
+                .position(|c| c.name == chunk.name && !Rc::ptr_eq(&c.source, &source));
+            match old {
+                Some(i) => chunks[i] = chunk.clone(),
+                None => chunks.push(chunk.clone()),
+            }
+        }
+        // The new text first, so that line numbers inside the assembler's
+        // messages ("already defined at line 3") are those of its file.
+        let (mut order, rest): (Vec<Chunk>, Vec<Chunk>) = chunks
+            .iter()
+            .cloned()
+            .partition(|c| Rc::ptr_eq(&c.source, &source));
+        order.extend(rest);
+        let combined = Combined::new(&order);
+        let mut module = assembler::assemble(&combined.text, &source.origin)
+            .map_err(|d| combined.render(&d, &order, &source))?;
+        combined.relocate(&mut module, &order);
+        let engine = Engine::new(module).map_err(|e| e.to_string())?;
+        self.chunks = chunks;
+        self.set_engine(engine);
+        Ok(new.into_iter().map(|c| c.name).collect())
+    }
+
+    fn set_engine(&mut self, mut engine: Engine) {
+        engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
+        // In the session's order (definition order, a replaced function
+        // keeping its place), not the module's.
+        let module = engine.module();
+        let mut funcs: Vec<(String, String)> = self
+            .chunks
+            .iter()
+            .filter_map(|c| module.find(&c.name))
+            .map(|id| module.func(id))
+            .map(|f| (f.name.clone(), signature(f)))
+            .collect();
+        for f in &module.funcs {
+            if !funcs.iter().any(|(n, _)| *n == f.name) {
+                funcs.push((f.name.clone(), signature(f)));
+            }
+        }
+        self.known.borrow_mut().funcs = funcs;
+        self.engine = Some(engine);
+    }
+
+    fn load_cmd(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let arg = line[rest_at..].trim();
+        if arg.is_empty() {
+            return Err(Problem::at(
+                "which file? e.g. `:load prog.adasm`",
+                line.len()..line.len(),
+            ));
+        }
+        let unquoted = arg
+            .strip_prefix('"')
+            .and_then(|a| a.strip_suffix('"'))
+            .or_else(|| arg.strip_prefix('\'').and_then(|a| a.strip_suffix('\'')))
+            .unwrap_or(arg);
+        let path = match unquoted.strip_prefix("~/") {
+            Some(rest) => std::env::var_os("HOME")
+                .map_or_else(|| PathBuf::from(unquoted), |h| PathBuf::from(h).join(rest)),
+            None => PathBuf::from(unquoted),
+        };
+        let at = line.len() - arg.len()..line.len();
+        self.load(&path).map_err(|e| {
+            if e.contains(": error: ") {
+                Problem::plain(e)
+            } else {
+                Problem::at(e, at)
+            }
+        })
+    }
+
+    /// `:load` and `:reload`; the startup file too.
+    pub fn load(&mut self, path: &Path) -> Result<String, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let source = Rc::new(Source {
+            origin: path.display().to_string(),
+            file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+            text,
+        });
+        let names = self.define(source)?;
+        self.last_file = Some(path.to_path_buf());
+        Ok(format!(
+            "loaded {} function{} from {}",
+            names.len(),
+            if names.len() == 1 { "" } else { "s" },
+            path.display()
+        ))
+    }
+
+    // ---- helpers --------------------------------------------------------------
+
+    fn engine_mut(&mut self) -> Result<&mut Engine, Problem> {
+        self.engine.as_mut().ok_or_else(|| {
+            Problem::plain("no functions yet: define one with `fn ...` or use :load FILE")
+        })
+    }
+
+    /// The call `line[start..]`, resolved: the function and its arguments.
+    fn call(&mut self, line: &str, start: usize) -> Result<(FuncId, Vec<Value>), Problem> {
+        let text = &line[start..];
+        let base = start + (text.len() - text.trim_start().len());
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(Problem::at(
+                "expected a call such as `@f(1.0, 2)`",
+                line.len()..line.len(),
+            ));
+        }
+        let shift = |r: std::ops::Range<usize>| base + r.start..base + r.end;
+        let (name, lits) = assembler::parse_call(text).map_err(|e| {
+            let (msg, r) = locate_call_error(text, &e);
+            Problem::at(msg, shift(r))
+        })?;
+        let shape = call_shape(text);
+        let engine = self.engine_mut()?;
+        let f = engine.find(&name).ok_or_else(|| {
+            Problem::at(
+                format!("no function @{name} (:funcs lists them)"),
+                shift(shape.name.clone()),
+            )
+        })?;
+        let params = engine.module().func(f).param_types();
+        let args = assembler::literals_to_values(&params, &lits).map_err(|e| {
+            let (msg, r) = locate_call_error(text, &e);
+            let sig = signature(engine.module().func(f));
+            Problem::at(format!("{msg} (@{name}{sig})"), shift(r))
+        })?;
+        Ok((f, args))
+    }
+
+    /// The function named by `line[rest_at..]` (`@f` or `f`).
+    fn func_arg(&mut self, line: &str, rest_at: usize, cmd: &str) -> Result<FuncId, Problem> {
+        let arg = line[rest_at..].trim();
+        if arg.is_empty() {
+            return Err(Problem::at(
+                format!("which function? e.g. `{cmd} @f`"),
+                line.len()..line.len(),
+            ));
+        }
+        let at = line.len() - arg.len()..line.len();
+        let engine = self.engine_mut()?;
+        engine.find(arg).ok_or_else(|| {
+            Problem::at(
+                format!(
+                    "no function @{} (:funcs lists them)",
+                    arg.trim_start_matches('@')
+                ),
+                at,
+            )
+        })
+    }
+
+    // ---- commands -------------------------------------------------------------
+
+    fn funcs(&self) -> String {
+        let known = self.known.borrow();
+        if known.funcs.is_empty() {
+            return "no functions yet".into();
+        }
+        let width = known
+            .funcs
+            .iter()
+            .map(|(n, s)| n.len() + s.len() + 1)
+            .max()
+            .unwrap_or(0);
+        known
+            .funcs
+            .iter()
+            .map(|(n, sig)| {
+                let from = self
+                    .chunks
+                    .iter()
+                    .find(|c| &c.name == n)
+                    .map_or("", |c| c.source.origin.as_str());
+                let head = format!("@{n}{sig}");
+                if from.is_empty() || from == "<input>" {
+                    head
+                } else {
+                    format!("{head:width$}  ; {from}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn disasm(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        if line[rest_at..].trim().is_empty() {
+            let names: Vec<String> = self
+                .known
+                .borrow()
+                .funcs
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect();
+            let engine = self.engine_mut()?;
+            let program = engine.program();
+            return Ok(names
+                .iter()
+                .filter_map(|n| engine.find(n))
+                .map(|f| vm::disasm::function_in(program.func(f), Some(program)))
+                .collect::<Vec<_>>()
+                .join("\n"));
+        }
+        let f = self.func_arg(line, rest_at, ":disasm")?;
+        let engine = self.engine_mut()?;
+        Ok(vm::disasm::function_in(
+            engine.program().func(f),
+            Some(engine.program()),
+        ))
+    }
+
+    fn run(&mut self, line: &str) -> Result<String, Problem> {
+        let (f, args) = self.call(line, 0)?;
+        let v = self.engine_mut()?.run(f, &args).map_err(ad_problem)?;
+        Ok(crate::args::value_text(&v, Some(16)))
+    }
+
+    fn grad(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let (f, args) = self.call(line, rest_at)?;
+        let engine = self.engine_mut()?;
+        let g = engine.grad(f, &args).map_err(ad_problem)?;
+        let names = param_names(engine.module().func(f));
+        let mut out = vec![format!("value = {}", g.value)];
+        out.extend(gradient_lines(&names, &g, Some(8)));
+        Ok(out.join("\n"))
+    }
+
+    fn time(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let rest = &line[rest_at..];
+        let lead = rest.len() - rest.trim_start().len();
+        let (is_grad, start) = match rest.trim_start().strip_prefix("grad") {
+            Some(after) if after.starts_with(char::is_whitespace) || after.is_empty() => {
+                (true, rest_at + lead + 4)
+            }
+            _ => (false, rest_at),
+        };
+        let (f, args) = self.call(line, start)?;
+        let engine = self.engine_mut()?;
+        let fail = |e: Fail| match e {
+            Fail::Usage(m) | Fail::Assembly(m) | Fail::Trap(m) | Fail::Internal(m) => {
+                Problem::plain(m)
+            }
+        };
+        let (ns, allocs) = if is_grad {
+            let mut out = Gradient::default();
+            // The first call builds the derived code; keep it out of the timing.
+            engine.grad_into(f, &args, &mut out).map_err(ad_problem)?;
+            commands::time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))
+                .map_err(fail)?
+        } else {
+            engine.run(f, &args).map_err(ad_problem)?;
+            commands::time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))
+                .map_err(fail)?
+        };
+        Ok(format!(
+            "{} per call (median after warm-up), {allocs} heap allocations per call",
+            duration_text(ns)
+        ))
+    }
+
+    fn cfg(&mut self, f: FuncId) -> Result<String, Problem> {
+        let out_dir = self.out_dir.clone();
+        let engine = self.engine_mut()?;
+        let func = engine.module().func(f).clone();
+        let write = |name: String, text: String| -> Result<PathBuf, Problem> {
+            let path = out_dir.join(name);
+            std::fs::write(&path, text)
+                .map_err(|e| Problem::plain(format!("cannot write {}: {e}", path.display())))?;
+            Ok(std::fs::canonicalize(&path).unwrap_or(path))
+        };
+        let mut written = vec![write(
+            format!("{}.dot", func.name),
+            crate::cfg::primal_dot(engine.module(), &func),
+        )?];
+        let mut notes = Vec::new();
+        match engine.derive(f) {
+            Ok(d) => {
+                let program = engine.program();
+                let names = |c: FuncId| {
+                    program
+                        .get(c)
+                        .map_or_else(|| "?".into(), |g| g.name.clone())
+                };
+                match (engine.derived_ir(d.fwd), engine.derived_ir(d.rev)) {
+                    (Some(fwd), Some(rev)) => written.push(write(
+                        format!("{}.ad.dot", func.name),
+                        crate::cfg::ad_dot(&names, fwd, rev),
+                    )?),
+                    _ => notes.push("no AD picture: the derived IR is missing".to_string()),
+                }
+            }
+            Err(e) => notes.push(format!("no AD picture: {e}")),
+        }
+        let mut lines: Vec<String> = written
+            .iter()
+            .map(|p| format!("wrote {}", p.display()))
+            .collect();
+        let mut rendered = 0;
+        for dot in &written {
+            let svg = dot.with_extension("svg");
+            let ok = std::process::Command::new("dot")
+                .arg("-Tsvg")
+                .arg(dot)
+                .arg("-o")
+                .arg(&svg)
+                .stdin(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                lines.push(format!("rendered {}", svg.display()));
+                rendered += 1;
+            }
+        }
+        if rendered == 0 {
+            lines.push(format!(
+                "(Graphviz `dot` is not on PATH; render with `dot -Tsvg {0}.dot -o {0}.svg`)",
+                func.name
+            ));
+        }
+        lines.extend(notes);
+        Ok(lines.join("\n"))
+    }
+}
+
+fn ad_problem(e: ad::AdError) -> Problem {
+    Problem::plain(e.to_string())
+}
+
+/// `(%x: f64, %n: i64) -> f64`
+pub fn signature(f: &vm::ir::Function) -> String {
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .zip(param_names(f))
+        .map(|(p, name)| format!("%{name}: {}", f.ty(*p)))
+        .collect();
+    let ret = match &f.ret {
+        vm::ir::RetType::One(t) => t.to_string(),
+        vm::ir::RetType::Many(ts) => ts
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    format!("({}) -> {ret}", params.join(", "))
+}
+
+fn param_names(f: &vm::ir::Function) -> Vec<String> {
+    f.params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            f.values
+                .get(p.index())
+                .and_then(|v| v.name.clone())
+                .unwrap_or_else(|| format!("arg{i}"))
+        })
+        .collect()
+}
+
+fn duration_text(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e4 {
+        format!("{:.2} µs", ns / 1e3)
+    } else {
+        format!("{ns:.1} ns")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::new(Arc::new(AtomicBool::new(false)), Rc::default())
+    }
+
+    fn out(r: Reply) -> String {
+        match r {
+            Reply::Out(s) => s,
+            other => panic!("expected output, got {other:?}"),
+        }
+    }
+
+    fn err(r: Reply) -> String {
+        match r {
+            Reply::Err(s) => s,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    const SQ: &str = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}";
+    const USE: &str = "fn @use(%x: f64) -> f64 {\nentry:\n    %y = call @sq(%x)\n    ret %y\n}";
+
+    #[test]
+    fn define_run_grad_and_replace() {
+        let mut s = session();
+        assert_eq!(out(s.execute(SQ)), "defined @sq");
+        assert_eq!(out(s.execute(USE)), "defined @use");
+        assert_eq!(out(s.execute("grad @use(3.0)")), "value = 9\n∂x = 6");
+        assert_eq!(
+            out(s.execute(&SQ.replace("%x, %x", "%x, 5.0"))),
+            "defined @sq"
+        );
+        // The caller's derived code was rebuilt against the new @sq.
+        assert_eq!(out(s.execute("grad @use(3.0)")), "value = 15\n∂x = 5");
+        assert_eq!(
+            out(s.execute(":funcs")),
+            "@sq(%x: f64) -> f64\n@use(%x: f64) -> f64"
+        );
+    }
+
+    #[test]
+    fn a_bad_definition_changes_nothing() {
+        let mut s = session();
+        out(s.execute(SQ));
+        out(s.execute(USE));
+        // A new signature breaks the caller: the error points into @use.
+        let e = err(s.execute(
+            "fn @sq(%x: f64, %k: f64) -> f64 {\nentry:\n    %y = mul %x, %k\n    ret %y\n}",
+        ));
+        assert!(e.starts_with("<input>:3:15: error: `@sq` takes 2"), "{e}");
+        assert!(e.contains("note: this is in @use"), "{e}");
+        assert_eq!(out(s.execute("@use(2.0)")), "4");
+        let e = err(s.execute("fn @sq(%x: f64) -> f64 {\nentry:\n    ret 2\n}"));
+        assert!(
+            e.starts_with("<input>:3:9: error:") && e.ends_with('^'),
+            "{e}"
+        );
+        assert_eq!(out(s.execute("@sq(2.0)")), "4");
+        let e = err(s.execute("fn {}"));
+        assert!(e.contains("error"), "{e}");
+    }
+
+    #[test]
+    fn trap_lines_are_those_the_user_wrote() {
+        let mut s = session();
+        out(s.execute(SQ));
+        let g =
+            "fn @g(%i: i64) -> f64 {\nentry:\n    %a = anew 2\n    %v = aget %a, %i\n    ret %v\n}";
+        out(s.execute(g));
+        let e = err(s.execute("@g(7)"));
+        assert!(e.contains("@g") && e.ends_with("(line 4)"), "{e}");
+        // Also after redefining a function that comes before it.
+        out(s.execute("fn @sq(%x: f64) -> f64 {\n\n\nentry:\n    ret %x\n}"));
+        let e = err(s.execute("@g(7)"));
+        assert!(e.ends_with("(line 4)"), "{e}");
+    }
+
+    #[test]
+    fn errors_point_into_the_line() {
+        let mut s = session();
+        let e = err(s.execute("@f(1.0)"));
+        assert!(e.starts_with("no functions yet"), "{e}");
+        out(s.execute(SQ));
+        let e = err(s.execute("grad @nope(1.0)"));
+        assert_eq!(
+            e,
+            "<input>:1:6: error: no function @nope (:funcs lists them)\n   grad @nope(1.0)\n        ^^^^^"
+        );
+        let e = err(s.execute("@sq(1.0,, 2)"));
+        assert!(e.starts_with("<input>:1:9: error: expected"), "{e}");
+        let e = err(s.execute("@sq(true)"));
+        assert!(
+            e.contains("1:5: error: argument 1") && e.ends_with("    ^^^^"),
+            "{e}"
+        );
+        let e = err(s.execute(":frobnicate"));
+        assert!(e.starts_with("<input>:1:1: error: unknown command"), "{e}");
+        let e = err(s.execute(":disasm @nope"));
+        assert!(e.contains("1:9: error: no function @nope"), "{e}");
+        let e = err(s.execute(":ad"));
+        assert!(e.contains("which function?"), "{e}");
+        let e = err(s.execute("grad"));
+        assert!(e.contains("expected a call"), "{e}");
+    }
+
+    #[test]
+    fn never_panics_on_odd_input() {
+        let mut s = session();
+        out(s.execute(SQ));
+        for line in [
+            "",
+            " ",
+            ";",
+            "@",
+            "@(",
+            "@sq(",
+            "@sq)",
+            "grad",
+            "grad @",
+            ":time",
+            ":time grad",
+            ":time grad @sq(",
+            ":load",
+            ":load \"\"",
+            ":reload",
+            ":disasm @",
+            ":cfg",
+            "é",
+            "@sq(é)",
+            "[",
+            "fn",
+            "fn @",
+            "}",
+            "{",
+            ":",
+            "::",
+            "@sq(1e999)",
+            "@sq(-)",
+            "grad @sq(nan)",
+            "@sq([1.0])",
+            "@sq(1.0, [)",
+            "\u{0}",
+            "@sq(\u{7f})",
+        ] {
+            let _ = s.execute(line);
+        }
+        assert_eq!(out(s.execute("@sq(3.0)")), "9");
+    }
+
+    #[test]
+    fn cfg_writes_dot_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut s = session();
+        s.set_out_dir(dir.path());
+        out(s.execute(SQ));
+        let text = out(s.execute(":cfg @sq"));
+        assert!(
+            text.contains("sq.dot") && text.contains("sq.ad.dot"),
+            "{text}"
+        );
+        assert!(dir.path().join("sq.dot").exists());
+        assert!(dir.path().join("sq.ad.dot").exists());
+    }
+}

@@ -1,0 +1,497 @@
+//! The session's source text: where one input ends, how text splits into
+//! functions, and how assembler diagnostics for the re-assembled module are
+//! traced back to the file or input each function came from.
+
+use assembler::{Diagnostic, Diagnostics, Span};
+use std::ops::Range;
+use std::rc::Rc;
+
+/// Where source text came from: a file (by the name the user gave and its
+/// canonical path) or typed input.
+#[derive(Debug)]
+pub struct Source {
+    /// Shown in diagnostics: the path as given, or `<input>`.
+    pub origin: String,
+    /// The canonical path of a loaded file (`None` for typed input).
+    pub file: Option<std::path::PathBuf>,
+    pub text: String,
+}
+
+/// One function's source text.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// Name without `@` (empty if the text has no recognisable header; the
+    /// assembler then reports the problem).
+    pub name: String,
+    pub source: Rc<Source>,
+    /// Byte range of the function in `source.text`.
+    pub range: Range<usize>,
+}
+
+impl Chunk {
+    pub fn text(&self) -> &str {
+        &self.source.text[self.range.clone()]
+    }
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'.'
+}
+
+/// Byte offsets of every `fn` keyword outside braces and comments.
+fn fn_keywords(text: &str) -> Vec<usize> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut comment = false;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if comment {
+            comment = c != b'\n';
+        } else {
+            match c {
+                b';' => comment = true,
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                b'f' if depth == 0
+                    && b.get(i + 1) == Some(&b'n')
+                    && (i == 0
+                        || !(is_ident(b[i - 1]) || b[i - 1] == b'@' || b[i - 1] == b'%'))
+                    && !b.get(i + 2).is_some_and(|c| is_ident(*c)) =>
+                {
+                    out.push(i);
+                    i += 2;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The name after a `fn` keyword at `at`.
+fn name_after(text: &str, at: usize) -> String {
+    let rest = text[at + 2..].trim_start();
+    match rest.strip_prefix('@') {
+        Some(r) => r
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect(),
+        None => String::new(),
+    }
+}
+
+/// Split `source` into one chunk per function. A chunk starts at the line
+/// of its `fn` (or at the `fn` itself if other text precedes it on that
+/// line); text before the first function (comments) belongs to the first.
+pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
+    let text = &source.text;
+    let keywords = fn_keywords(text);
+    let starts: Vec<usize> = keywords
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| {
+            if k == 0 {
+                return 0;
+            }
+            let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+            if text[line_start..at].trim().is_empty() {
+                line_start
+            } else {
+                at
+            }
+        })
+        .collect();
+    keywords
+        .iter()
+        .enumerate()
+        .map(|(k, &at)| Chunk {
+            name: name_after(text, at),
+            source: source.clone(),
+            range: starts[k]..starts.get(k + 1).copied().unwrap_or(text.len()),
+        })
+        .collect()
+}
+
+/// Does `input` start (after blank and comment lines) with the `fn` keyword?
+pub fn starts_definition(input: &str) -> bool {
+    input
+        .lines()
+        .map(|l| l.split(';').next().unwrap_or("").trim())
+        .find(|l| !l.is_empty())
+        .is_some_and(|l| {
+            l.strip_prefix("fn")
+                .is_some_and(|rest| !rest.bytes().next().is_some_and(is_ident))
+        })
+}
+
+/// Is `input` a `fn` definition whose braces have not balanced yet (so the
+/// REPL must keep reading)?
+pub fn needs_more(input: &str) -> bool {
+    if !starts_definition(input) {
+        return false;
+    }
+    let (mut open, mut close) = (0usize, 0usize);
+    for line in input.lines() {
+        let code = line.split(';').next().unwrap_or("");
+        open += code.matches('{').count();
+        close += code.matches('}').count();
+    }
+    open == 0 || open > close
+}
+
+/// Does this line, met while a definition is still open, clearly begin a new
+/// command instead (so a definition missing its `}` does not swallow the
+/// rest of a script)? No line of a function body starts like these.
+pub fn starts_command(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with(':') || t.starts_with('@') || t.starts_with("grad ") || starts_definition(t)
+}
+
+/// 1-based line and character column of byte `at` in `text`.
+fn line_col(text: &str, at: usize) -> (u32, u32) {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let col = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
+    (line as u32, col as u32)
+}
+
+fn floor(text: &str, mut i: usize) -> usize {
+    i = i.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The session's functions concatenated for the assembler, remembering
+/// where each chunk went so that diagnostics can be traced back.
+pub struct Combined {
+    pub text: String,
+    /// (offset in `text`, chunk index), ascending.
+    starts: Vec<(usize, usize)>,
+}
+
+impl Combined {
+    pub fn new(chunks: &[Chunk]) -> Combined {
+        let mut text = String::new();
+        let mut starts = Vec::with_capacity(chunks.len());
+        for (k, c) in chunks.iter().enumerate() {
+            starts.push((text.len(), k));
+            text.push_str(c.text());
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+        }
+        Combined { text, starts }
+    }
+
+    /// Make the source locations of `module` (assembled from `self.text`)
+    /// lines of the files and inputs the functions came from, so that trap
+    /// messages name the line the user wrote.
+    pub fn relocate(&self, module: &mut vm::ir::Module, chunks: &[Chunk]) {
+        for f in &mut module.funcs {
+            let Some(&(off, k)) = self.starts.iter().find(|(_, k)| chunks[*k].name == f.name)
+            else {
+                continue;
+            };
+            let chunk = &chunks[k];
+            let here = line_col(&self.text, off).0 as i64;
+            let there = line_col(&chunk.source.text, chunk.range.start).0 as i64;
+            let fix = |loc: &mut vm::ir::Loc| {
+                if loc.line > 0 {
+                    loc.line = (loc.line as i64 - here + there).clamp(1, u32::MAX as i64) as u32;
+                }
+            };
+            fix(&mut f.loc);
+            for b in &mut f.blocks {
+                b.phis.iter_mut().for_each(|p| fix(&mut p.loc));
+                b.insts.iter_mut().for_each(|i| fix(&mut i.loc));
+                fix(&mut b.term_loc);
+            }
+        }
+    }
+
+    /// Render `diags` (of `self.text`) against the files and inputs the
+    /// chunks came from. Diagnostics inside functions that are not part of
+    /// `current` (the text just entered) say which function they are in.
+    pub fn render(&self, diags: &Diagnostics, chunks: &[Chunk], current: &Rc<Source>) -> String {
+        let mut out: Vec<String> = Vec::new();
+        for d in &diags.items {
+            let k = self
+                .starts
+                .iter()
+                .rev()
+                .find(|(off, _)| *off <= d.span.start)
+                .map_or(0, |(_, k)| *k);
+            let Some(chunk) = chunks.get(k) else {
+                out.push(format!("{}: error: {}", current.origin, d.message));
+                continue;
+            };
+            let base = self.starts.iter().find(|(_, j)| *j == k).map_or(0, |s| s.0);
+            let src = &chunk.source.text;
+            let start = floor(src, chunk.range.start + d.span.start.saturating_sub(base));
+            let start = start.min(chunk.range.end);
+            let end = floor(src, chunk.range.start + d.span.end.saturating_sub(base))
+                .clamp(start, chunk.range.end);
+            let (line, col) = line_col(src, start);
+            let one = Diagnostics::new(
+                &chunk.source.origin,
+                src,
+                vec![Diagnostic {
+                    line,
+                    col,
+                    message: d.message.clone(),
+                    span: Span::new(start, end),
+                }],
+            );
+            let mut text = one.render();
+            if !Rc::ptr_eq(&chunk.source, current) {
+                let what = if chunk.name.is_empty() {
+                    "a function".to_string()
+                } else {
+                    format!("@{}", chunk.name)
+                };
+                text.push_str(&format!(
+                    "\n   note: this is in {what}, defined before; redefine it or load its file again"
+                ));
+            }
+            out.push(text);
+        }
+        out.join("\n")
+    }
+}
+
+/// An error about one input line, optionally pointing at a byte range of it.
+#[derive(Debug)]
+pub struct Problem {
+    pub message: String,
+    pub at: Option<Range<usize>>,
+}
+
+impl Problem {
+    pub fn plain(message: impl Into<String>) -> Problem {
+        Problem {
+            message: message.into(),
+            at: None,
+        }
+    }
+
+    pub fn at(message: impl Into<String>, at: Range<usize>) -> Problem {
+        Problem {
+            message: message.into(),
+            at: Some(at),
+        }
+    }
+
+    /// As the assembler renders diagnostics: `<input>:1:COL: error: ...`,
+    /// the line, and a caret under the range.
+    pub fn render(&self, line: &str) -> String {
+        let Some(at) = &self.at else {
+            return self.message.clone();
+        };
+        let start = floor(line, at.start);
+        let end = floor(line, at.end).max(start);
+        let (l, col) = line_col(line, start);
+        Diagnostics::new(
+            "<input>",
+            line,
+            vec![Diagnostic {
+                line: l,
+                col,
+                message: self.message.clone(),
+                span: Span::new(start, end),
+            }],
+        )
+        .render()
+    }
+}
+
+/// Byte ranges in a call text `@f(a, b, ...)`: the name, the parenthesised
+/// argument list, and each argument (split at top-level commas).
+pub struct CallShape {
+    pub name: Range<usize>,
+    pub args: Range<usize>,
+    pub each: Vec<Range<usize>>,
+}
+
+pub fn call_shape(text: &str) -> CallShape {
+    let open = text.find('(').unwrap_or(text.len());
+    let name_end = text[..open].trim_end().len();
+    let mut each = Vec::new();
+    let mut depth = 0i32;
+    let mut piece = open + 1;
+    let mut close = text.len();
+    for (i, c) in text.char_indices().skip_while(|(i, _)| *i <= open) {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth <= 0 => {
+                each.push(trimmed(text, piece..i));
+                piece = i + 1;
+            }
+            ')' if depth <= 0 => {
+                close = i + 1;
+                if !text[piece..i].trim().is_empty() || !each.is_empty() {
+                    each.push(trimmed(text, piece..i));
+                }
+                piece = text.len();
+                break;
+            }
+            _ => {}
+        }
+    }
+    if piece < text.len() && !text[piece..].trim().is_empty() {
+        each.push(trimmed(text, piece..text.len()));
+    }
+    CallShape {
+        name: 0..name_end.max(1).min(text.len()),
+        args: open.min(text.len())..close,
+        each,
+    }
+}
+
+fn trimmed(text: &str, r: Range<usize>) -> Range<usize> {
+    let s = &text[r.clone()];
+    let lead = s.len() - s.trim_start().len();
+    let start = r.start + lead;
+    (start..start + s.trim().len()).clone()
+}
+
+/// Where in `text` an error message from `assembler::parse_call` or
+/// `literals_to_values` points, and the message without its column note.
+pub fn locate_call_error(text: &str, message: &str) -> (String, Range<usize>) {
+    let whole = 0..text.len();
+    // "... at column N"
+    if let Some(pos) = message.rfind(" at column ") {
+        if let Ok(col) = message[pos + " at column ".len()..].trim().parse::<usize>() {
+            let start = text
+                .char_indices()
+                .nth(col.saturating_sub(1))
+                .map_or(text.len(), |(i, _)| i);
+            let end = text[start..]
+                .chars()
+                .next()
+                .map_or(start, |c| start + c.len_utf8());
+            return (message[..pos].to_string(), start..end);
+        }
+    }
+    let shape = call_shape(text);
+    // "argument K: ..."
+    if let Some(rest) = message.strip_prefix("argument ") {
+        let k: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let Some(r) = k
+            .parse::<usize>()
+            .ok()
+            .and_then(|k| shape.each.get(k.wrapping_sub(1)))
+        {
+            return (message.to_string(), r.clone());
+        }
+    }
+    if message.starts_with("expected ") && message.contains(" argument") {
+        return (message.to_string(), shape.args);
+    }
+    // "unexpected character `#`" and the like: the quoted text.
+    if let Some(open) = message.find('`') {
+        if let Some(len) = message[open + 1..].find('`') {
+            let quoted = &message[open + 1..open + 1 + len];
+            if let Some(at) = (!quoted.is_empty()).then(|| text.find(quoted)).flatten() {
+                return (message.to_string(), at..at + quoted.len());
+            }
+        }
+    }
+    (message.to_string(), whole)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(text: &str) -> Rc<Source> {
+        Rc::new(Source {
+            origin: "t".into(),
+            file: None,
+            text: text.into(),
+        })
+    }
+
+    #[test]
+    fn splits_functions_with_comments_and_braces() {
+        let s = src("; fn @nope() {\n; header\nfn @a() -> f64 { ; }\nentry:\n ret 1.0\n}\n\n  fn  @b.c(%x: f64) -> f64 {\nentry:\n ret %x\n} fn @d() -> f64 {\n}\nfn @fn() -> f64 {\n}\n");
+        let chunks = split(&s);
+        let names: Vec<&str> = chunks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["a", "b.c", "d", "fn"]);
+        assert!(chunks[0].text().starts_with("; fn @nope"));
+        assert!(chunks[1].text().starts_with("  fn  @b.c"));
+        assert!(chunks[2].text().starts_with("fn @d"));
+        assert!(chunks[3].text().starts_with("fn @fn"));
+        let total: usize = chunks.iter().map(|c| c.range.len()).sum();
+        assert_eq!(total, s.text.len());
+    }
+
+    #[test]
+    fn definitions_continue_until_braces_balance() {
+        assert!(needs_more("fn @f(%x: f64) -> f64 {"));
+        assert!(needs_more("fn"));
+        assert!(needs_more("; c\nfn @f() -> f64\n"));
+        assert!(needs_more("fn @f() -> f64 { ; }\nentry:"));
+        assert!(!needs_more("fn @f() -> f64 {\nentry:\n ret 1.0\n}"));
+        assert!(!needs_more("fnord"));
+        assert!(!needs_more(":funcs"));
+        assert!(!needs_more("@f(1.0)"));
+        assert!(starts_command("grad @f(1.0)"));
+        assert!(starts_command("fn @g() -> f64 {"));
+        assert!(!starts_command("grad:"));
+        assert!(!starts_command("  %x = add %a, %b"));
+    }
+
+    #[test]
+    fn call_errors_are_located() {
+        let t = "@f(1.0,, 2)";
+        let (m, r) = locate_call_error(t, "expected a literal, found `,` at column 8");
+        assert_eq!((m.as_str(), r), ("expected a literal, found `,`", 7..8));
+        let (_, r) = locate_call_error("@f(1.0, [1, 2], true)", "argument 3: expected f64");
+        assert_eq!(r, 16..20);
+        let (_, r) = locate_call_error("@f(1.0, [1, 2])", "argument 2: x");
+        assert_eq!(r, 8..14);
+        let (_, r) = locate_call_error("@f(1.0, 2.0)", "expected 1 argument, found 2");
+        assert_eq!(r, 2..12);
+        let (_, r) = locate_call_error("@f(#)", "unexpected character `#`");
+        assert_eq!(r, 3..4);
+        let shape = call_shape("@g()");
+        assert!(shape.each.is_empty());
+        assert_eq!(shape.name, 0..2);
+        // Never panics on odd input.
+        for t in [
+            "",
+            "(",
+            ")",
+            "@",
+            "@f(",
+            "@f(,",
+            "@f([",
+            "é(ü,",
+            "@f(1.0] ,)",
+        ] {
+            let _ = call_shape(t);
+            let _ = locate_call_error(t, "argument 9: x at column 99");
+            let _ = locate_call_error(t, "argument 2: x");
+            let _ = locate_call_error(t, "bad `é`");
+        }
+    }
+
+    #[test]
+    fn problems_render_with_a_caret() {
+        let p = Problem::at("no function @g", 5..7);
+        assert_eq!(
+            p.render("grad @g(1.0)"),
+            "<input>:1:6: error: no function @g\n   grad @g(1.0)\n        ^^"
+        );
+    }
+}
