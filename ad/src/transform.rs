@@ -804,25 +804,7 @@ impl<'a> Transform<'a> {
 /// * a phi of the successor, when the defining block ends in `jmp` to it.
 fn single_contribution(p: &Function, cfg: &Cfg, active: &[bool]) -> Vec<bool> {
     let n = p.values.len();
-    let mut uses = vec![0u32; n];
-    for b in &p.blocks {
-        for phi in &b.phis {
-            for (_, v) in &phi.incoming {
-                uses[v.index()] += 1;
-            }
-        }
-        for inst in &b.insts {
-            for v in &inst.args {
-                uses[v.index()] += 1;
-            }
-        }
-        match &b.term {
-            Term::Br { cond, .. } => uses[cond.index()] += 1,
-            Term::Ret(v) => uses[v.index()] += 1,
-            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
-            Term::Jmp(_) | Term::BlkPop(_) => {}
-        }
-    }
+    let uses = p.use_counts();
     let mut once = vec![false; n];
     for (bi, b) in p.blocks.iter().enumerate() {
         let defined_here = |v: ValueId| cfg.def_block[v.index()] == Some(BlockId(bi as u32));

@@ -748,30 +748,12 @@ impl Vm {
                     }
                 }
                 Op::JmpCmpI => {
-                    let (a, b) = (ir!(ins.r0), ir!(ins.r1));
-                    let t = match ins.flags & 7 {
-                        0 => a < b,
-                        1 => a <= b,
-                        2 => a > b,
-                        3 => a >= b,
-                        4 => a == b,
-                        _ => a != b,
-                    };
-                    if t != (ins.flags & COND_NEGATE != 0) {
+                    if holds(ins.flags, ir!(ins.r0), ir!(ins.r1)) {
                         goto!(ins.x);
                     }
                 }
                 Op::JmpCmpF => {
-                    let (a, b) = (fr!(ins.r0), fr!(ins.r1));
-                    let t = match ins.flags & 7 {
-                        0 => a < b,
-                        1 => a <= b,
-                        2 => a > b,
-                        3 => a >= b,
-                        4 => a == b,
-                        _ => a != b,
-                    };
-                    if t != (ins.flags & COND_NEGATE != 0) {
+                    if holds(ins.flags, fr!(ins.r0), fr!(ins.r1)) {
                         goto!(ins.x);
                     }
                 }
@@ -853,6 +835,21 @@ impl Vm {
             pc += 1;
         }
     }
+}
+
+/// Whether a fused compare-and-branch jumps: its condition (`flags` bits
+/// 0-2, see [`crate::op::Cond`]) on `a`, `b`, negated by bit 3.
+#[inline(always)]
+fn holds<T: PartialOrd>(flags: u8, a: T, b: T) -> bool {
+    let t = match flags & 7 {
+        0 => a < b,
+        1 => a <= b,
+        2 => a > b,
+        3 => a >= b,
+        4 => a == b,
+        _ => a != b,
+    };
+    t != (flags & COND_NEGATE != 0)
 }
 
 /// A trap raised outside any function (bad host arguments, allocation).

@@ -199,6 +199,34 @@ impl Function {
         ValueId(self.values.len() as u32 - 1)
     }
 
+    /// How often each value is read: by instructions (operands and
+    /// `call.acc` accumulators), phis and terminators.
+    pub fn use_counts(&self) -> Vec<u32> {
+        let mut uses = vec![0u32; self.values.len()];
+        let mut count = |v: &ValueId| {
+            if let Some(u) = uses.get_mut(v.index()) {
+                *u += 1;
+            }
+        };
+        for b in &self.blocks {
+            b.phis
+                .iter()
+                .flat_map(|phi| &phi.incoming)
+                .for_each(|(_, v)| count(v));
+            b.insts
+                .iter()
+                .flat_map(|i| i.args.iter().chain(&i.accs))
+                .for_each(&mut count);
+            match &b.term {
+                Term::Br { cond, .. } => count(cond),
+                Term::Ret(v) => count(v),
+                Term::RetN(vs) => vs.iter().for_each(&mut count),
+                Term::Jmp(_) | Term::BlkPop(_) => {}
+            }
+        }
+        uses
+    }
+
     /// Predecessors of every block, in a deterministic order (by block index,
     /// each predecessor listed once).
     pub fn predecessors(&self) -> Vec<Vec<BlockId>> {

@@ -123,7 +123,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         .collect();
     order.extend(&consts);
     // Values coalesced into a phi share its register (see `coalesce`).
-    let uses = use_counts(f);
+    let uses = f.use_counts();
     let alias = coalesce(f, &is_param, &uses);
     order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none() && alias[i] == i));
     if order.len() > u16::MAX as usize - 8 {
@@ -260,30 +260,6 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
         }
     }
     alias
-}
-
-/// How often each value is read (instructions, phis, terminators).
-fn use_counts(f: &ir::Function) -> Vec<u32> {
-    let mut uses = vec![0u32; f.values.len()];
-    for b in &f.blocks {
-        for phi in &b.phis {
-            for (_, v) in &phi.incoming {
-                uses[v.index()] += 1;
-            }
-        }
-        for inst in &b.insts {
-            for v in inst.args.iter().chain(&inst.accs) {
-                uses[v.index()] += 1;
-            }
-        }
-        match &b.term {
-            Term::Br { cond, .. } => uses[cond.index()] += 1,
-            Term::Ret(v) => uses[v.index()] += 1,
-            Term::RetN(vs) => vs.iter().for_each(|v| uses[v.index()] += 1),
-            Term::Jmp(_) | Term::BlkPop(_) => {}
-        }
-    }
-    uses
 }
 
 impl Lowerer<'_> {
