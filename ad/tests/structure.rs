@@ -148,11 +148,18 @@ fn ad_stack_limit_traps_with_its_flag_named() {
     let mut e = engine(POWLOOP);
     let f = e.find("pow").expect("pow");
     e.vm_mut().limits_mut().max_stack_bytes = 4096;
-    let err = e.grad(f, &[Value::F64(1.0001), Value::I64(100_000)]).expect_err("hits the limit");
+    let err = e
+        .grad(f, &[Value::F64(1.0001), Value::I64(100_000)])
+        .expect_err("hits the limit");
     let text = err.to_string();
-    assert!(text.contains("AD stacks exceed") && text.contains("--max-stack-bytes"), "{text}");
+    assert!(
+        text.contains("AD stacks exceed") && text.contains("--max-stack-bytes"),
+        "{text}"
+    );
     // Within the limit it works, and the limit is reset by raising it.
     e.vm_mut().limits_mut().max_stack_bytes = 1 << 24;
-    let g = e.grad(f, &[Value::F64(1.0001), Value::I64(100_000)]).expect("fits");
+    let g = e
+        .grad(f, &[Value::F64(1.0001), Value::I64(100_000)])
+        .expect("fits");
     assert!(g.value > 1.0);
 }

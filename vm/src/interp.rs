@@ -378,30 +378,14 @@ impl Vm {
 
     #[cold]
     fn grow_comms(&mut self) -> Result<(), TrapKind> {
-        let limit = self.limits.max_stack_bytes;
         let used = self.comms.len() * 8 + self.blk.len() * 4;
-        if used + 8 > limit {
-            return Err(TrapKind::StackLimit { limit });
-        }
-        let room = (limit - used) / 8;
-        let want = self.comms.len().max(256).min(room.max(1));
-        self.comms
-            .try_reserve(want)
-            .map_err(|_| TrapKind::OutOfMemory)
+        grow_stack(&mut self.comms, used, self.limits.max_stack_bytes)
     }
 
     #[cold]
     fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        let limit = self.limits.max_stack_bytes;
         let used = self.comms.len() * 8 + self.blk.len() * 4;
-        if used + 4 > limit {
-            return Err(TrapKind::StackLimit { limit });
-        }
-        let room = (limit - used) / 4;
-        let want = self.blk.len().max(256).min(room.max(1));
-        self.blk
-            .try_reserve(want)
-            .map_err(|_| TrapKind::OutOfMemory)
+        grow_stack(&mut self.blk, used, self.limits.max_stack_bytes)
     }
 
     fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
@@ -850,6 +834,19 @@ fn holds<T: PartialOrd>(flags: u8, a: T, b: T) -> bool {
         _ => a != b,
     };
     t != (flags & COND_NEGATE != 0)
+}
+
+/// Make room in a full AD stack, within `limit` bytes for both stacks
+/// (`used` of them in use), without aborting on allocation failure.
+#[cold]
+fn grow_stack<T>(stack: &mut Vec<T>, used: usize, limit: usize) -> Result<(), TrapKind> {
+    let size = std::mem::size_of::<T>();
+    if used + size > limit {
+        return Err(TrapKind::StackLimit { limit });
+    }
+    let room = (limit - used) / size;
+    let want = stack.len().max(256).min(room.max(1));
+    stack.try_reserve(want).map_err(|_| TrapKind::OutOfMemory)
 }
 
 /// A trap raised outside any function (bad host arguments, allocation).
