@@ -1,16 +1,44 @@
 #!/usr/bin/env bash
-# Run every fuzz target for SECONDS each (default 60) with cargo-fuzz
-# (libFuzzer). Needs `cargo install cargo-fuzz`; the stable toolchain is
-# switched into nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1.
-# The assembler's seed corpus is programs/**/*.adasm. Crashes land in
-# fuzz/artifacts/<target>/ and must become regression tests.
+# Run fuzz targets with cargo-fuzz (libFuzzer), SECONDS each (default 60):
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: assemble verify run_grad
+#
+# Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
+# nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
+# target checks is in fuzz/src/checks.rs (the same checks run in CI, without
+# cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: programs/**/*.adasm
+# for `assemble`; a few fixed seeds for `run_grad`. Corpora grow in
+# fuzz/corpus/<target>/ across runs (git-ignored). Crashes land in
+# fuzz/artifacts/<target>/; replay one with
+#   (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET artifacts/TARGET/crash-...)
+# and turn it into a regression test in ad/tests/fuzz_smoke.rs. The last
+# lines of each run (libFuzzer's "Done N runs in S second(s)") are printed;
+# full logs are in fuzz/logs/<target>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-60}"
+shift || true
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+  targets=(assemble verify run_grad)
+fi
 export RUSTC_BOOTSTRAP=1
-mkdir -p fuzz/corpus/assemble
+mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/logs
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
-for target in assemble verify run_grad; do
-  echo "== $target: ${secs}s"
-  (cd fuzz && cargo fuzz run "$target" -- -max_total_time="$secs" -rss_limit_mb=2048) 2>&1 | tail -n 3
+for i in 0 1 2 3 4 5 6 7; do
+  # 10-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth.
+  printf "seed%04d\\x0$i\\x0$((i % 3))" "$i" >"fuzz/corpus/run_grad/seed$i"
 done
+(cd fuzz && cargo fuzz build -O)
+status=0
+for target in "${targets[@]}"; do
+  echo "== $target: ${secs}s"
+  if ! (cd fuzz && cargo fuzz run -O "$target" -- \
+      -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1) \
+      >"fuzz/logs/$target.log" 2>&1; then
+    status=1
+    echo "   FAILED: see fuzz/logs/$target.log and fuzz/artifacts/$target/"
+  fi
+  grep -E "^Done|stat::number_of_executed_units|cov:" "fuzz/logs/$target.log" | tail -n 2
+done
+exit "$status"

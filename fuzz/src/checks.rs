@@ -1,0 +1,419 @@
+//! What the fuzz targets check, as plain functions of their input bytes, so
+//! that the same logic runs under libFuzzer (`fuzz/fuzz_targets/*.rs`) and
+//! as a deterministic smoke test in CI (`ad/tests/fuzz_smoke.rs`, which
+//! includes this file with `#[path]`). Every function panics, with a message
+//! that says how to reproduce, when a property fails.
+//!
+//! * [`assemble_input`]: arbitrary text through the assembler: never a panic;
+//!   an accepted module lowers and verifies, and each of its functions runs
+//!   (under tight limits) to the same value or trap class as the reference
+//!   evaluator, and differentiates without an internal error.
+//! * [`verify_input`]: arbitrary bytecode words through `vm::verify::decode`
+//!   and `verify_function`: never a panic; what verifies runs under fuel
+//!   with `Vm::call_raw`, in plain and in AD mode, without a panic.
+//! * [`run_grad_input`]: programs from `testkit::gen` and from the
+//!   integer-heavy [`crate::intgen`] chosen by the input: the VM agrees with
+//!   the reference evaluator, and a gradient's forward value equals the
+//!   primal value.
+
+use crate::intgen;
+use ad::{AdError, Engine};
+use testkit::refeval::{self, vm_class, RefLimits};
+use vm::bytecode::{BlockMark, CallSite, Function, Program};
+use vm::ir::{FuncId, Module, RetType};
+use vm::{Limits, Type, Value};
+
+/// VM limits for fuzzing: small enough that no input runs long or
+/// allocates much.
+pub fn fuzz_limits() -> Limits {
+    Limits {
+        max_call_depth: 64,
+        fuel: Some(20_000),
+        max_array_len: 4096,
+        max_stack_bytes: 1 << 22,
+    }
+}
+
+/// The reference evaluator's bounds matching [`fuzz_limits`] (its fuel is
+/// larger: the VM may overrun its fuel by up to 1024 loop iterations, and
+/// running out on either side is "inconclusive").
+pub fn ref_limits(vm: &Limits) -> RefLimits {
+    RefLimits {
+        fuel: vm.fuel.map_or(10_000_000, |f| f.saturating_mul(20)),
+        max_depth: vm.max_call_depth,
+        max_array: vm.max_array_len,
+    }
+}
+
+/// Trap classes that say a resource ran out rather than what the program
+/// means: the VM and the reference evaluator count them differently.
+pub fn is_resource(class: &str) -> bool {
+    matches!(
+        class,
+        "out-of-fuel" | "stack-limit" | "out-of-memory" | "interrupted"
+    )
+}
+
+/// How a VM run and a reference run of the same call compared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Same value, bit for bit.
+    SameValue,
+    /// Same trap class.
+    SameTrap(&'static str),
+    /// One side ran out of fuel: nothing to compare.
+    Inconclusive,
+    /// They differ: the description.
+    Mismatch(String),
+}
+
+/// Run `f` on `args` in `engine` (with its current limits) and in the
+/// reference evaluator, and compare.
+pub fn compare_run(engine: &mut Engine, module: &Module, f: FuncId, args: &[Value]) -> Outcome {
+    let rl = ref_limits(engine.vm_mut().limits());
+    let vm = engine.run(f, args);
+    let rf = refeval::eval(module, f, args, &rl);
+    match (vm, rf) {
+        (Ok(a), Ok(b)) => {
+            if refeval::same_value(&a, &b) {
+                Outcome::SameValue
+            } else {
+                Outcome::Mismatch(format!("VM returned {a:?}, reference {b:?}"))
+            }
+        }
+        (Err(AdError::Trap(t)), Err(r)) => {
+            let (vc, rc) = (vm_class(&t.kind), r.kind.class());
+            if is_resource(vc) || is_resource(rc) {
+                Outcome::Inconclusive
+            } else if vc != rc {
+                Outcome::Mismatch(format!("VM {t}; reference {r}"))
+            } else if t.func != r.func || t.block != r.block {
+                Outcome::Mismatch(format!(
+                    "same trap class in different places: VM {t}; reference {r}"
+                ))
+            } else {
+                Outcome::SameTrap(rc)
+            }
+        }
+        (Err(AdError::Trap(t)), Ok(b)) if is_resource(vm_class(&t.kind)) => {
+            let _ = b;
+            Outcome::Inconclusive
+        }
+        (Ok(_), Err(r)) if is_resource(r.kind.class()) => Outcome::Inconclusive,
+        (vm, rf) => Outcome::Mismatch(format!("VM {vm:?}; reference {rf:?}")),
+    }
+}
+
+/// Differentiate `f` at `args` if it returns f64, and check what can be
+/// checked without finite differences: no internal error; a trap of the
+/// primal run is a trap of the gradient's forward pass too (of the same
+/// class, unless a resource ran out); a primal value is the gradient's value.
+pub fn check_grad(engine: &mut Engine, f: FuncId, args: &[Value]) -> Result<(), String> {
+    if engine.module().func(f).ret != RetType::One(Type::F64) {
+        return Ok(());
+    }
+    let primal = engine.run(f, args);
+    let grad = engine.grad(f, args);
+    match (&primal, &grad) {
+        (_, Err(AdError::Internal(m))) => Err(format!("internal error: {m}")),
+        (Ok(Value::F64(y)), Ok(g)) => {
+            if y.to_bits() == g.value.to_bits() || (y.is_nan() && g.value.is_nan()) {
+                Ok(())
+            } else {
+                Err(format!("primal {y:?}, gradient value {:?}", g.value))
+            }
+        }
+        (_, Err(AdError::Trap(t))) if is_resource(vm_class(&t.kind)) => Ok(()),
+        (Err(AdError::Trap(p)), Err(AdError::Trap(t))) => {
+            let (pc, tc) = (vm_class(&p.kind), vm_class(&t.kind));
+            if pc == tc || is_resource(pc) {
+                Ok(())
+            } else {
+                Err(format!("primal trapped with {p}, gradient with {t}"))
+            }
+        }
+        (Err(AdError::Trap(p)), Ok(_)) if is_resource(vm_class(&p.kind)) => Ok(()),
+        _ => Err(format!("primal {primal:?}, gradient {grad:?}")),
+    }
+}
+
+/// Arguments for every parameter of `f`: `variant` 0 gives ordinary values,
+/// 1 gives zeros and an empty array (to provoke traps).
+pub fn default_args(module: &Module, f: FuncId, variant: usize) -> Vec<Value> {
+    let func = module.func(f);
+    func.params
+        .iter()
+        .map(|p| match (func.ty(*p), variant) {
+            (Type::F64, 0) => Value::F64(1.25),
+            (Type::F64, _) => Value::F64(0.0),
+            (Type::I64, 0) => Value::I64(3),
+            (Type::I64, _) => Value::I64(0),
+            (Type::Bool, v) => Value::Bool(v == 0),
+            (Type::Arr, 0) => Value::Arr(vec![0.5, -2.0, 3.0]),
+            (Type::Arr, _) => Value::Arr(Vec::new()),
+        })
+        .collect()
+}
+
+/// The `assemble` target: arbitrary bytes as program text.
+pub fn assemble_input(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let module = match assembler::assemble(&text, "fuzz.adasm") {
+        Ok(m) => m,
+        Err(d) => {
+            let r = d.render();
+            assert!(!r.is_empty(), "empty diagnostics for {text:?}");
+            return;
+        }
+    };
+    let mut program = match vm::lower::lower_module(&module) {
+        Ok(p) => p,
+        Err(e) => panic!("accepted module does not lower: {e}\n{text}"),
+    };
+    if let Err(e) = vm::verify::verify_program(&mut program) {
+        panic!("accepted module failed verification: {e:?}\n{text}");
+    }
+    let mut engine = match Engine::new(module.clone()) {
+        Ok(e) => e,
+        Err(e) => panic!("accepted module has no engine: {e}\n{text}"),
+    };
+    *engine.vm_mut().limits_mut() = fuzz_limits();
+    for i in 0..module.funcs.len().min(4) {
+        let f = FuncId(i as u32);
+        for variant in 0..2 {
+            let args = default_args(&module, f, variant);
+            if let Outcome::Mismatch(m) = compare_run(&mut engine, &module, f, &args) {
+                panic!(
+                    "VM and reference disagree on @{}({args:?}): {m}\n{text}",
+                    module.func(f).name
+                );
+            }
+            if let Err(m) = check_grad(&mut engine, f, &args) {
+                panic!(
+                    "gradient of @{}({args:?}): {m}\n{text}",
+                    module.func(f).name
+                );
+            }
+        }
+    }
+}
+
+fn ty(b: u8) -> Type {
+    match b % 4 {
+        0 => Type::F64,
+        1 => Type::I64,
+        2 => Type::Bool,
+        _ => Type::Arr,
+    }
+}
+
+/// The `verify` target: an 8-byte header (frame size, parameter count,
+/// register types, return type, jump table, return list, mode) and then
+/// 12-byte instruction words. Returns whether the function verified (and
+/// so ran).
+pub fn verify_input(data: &[u8]) -> bool {
+    if data.len() < 8 {
+        return false;
+    }
+    let (head, rest) = data.split_at(8);
+    let nregs = 1 + head[0] as usize % 16;
+    let nparams = head[1] as usize % (nregs + 1);
+    let reg_types: Vec<Type> = (0..nregs)
+        .map(|i| ty(head[2].wrapping_add((i as u8).wrapping_mul(head[3]))))
+        .collect();
+    let words: Vec<[u8; 12]> = rest
+        .chunks_exact(12)
+        .map(|c| {
+            let mut w = [0u8; 12];
+            w.copy_from_slice(c);
+            w
+        })
+        .collect();
+    let Ok(code) = vm::verify::decode(&words) else {
+        return false;
+    };
+    let ret = if head[4] % 5 == 4 {
+        RetType::Many(vec![Type::F64])
+    } else {
+        RetType::One(ty(head[4]))
+    };
+    let f = Function {
+        name: "fuzz".into(),
+        param_types: reg_types[..nparams].to_vec(),
+        ret,
+        reg_types: reg_types.clone(),
+        consts: Vec::new(),
+        code,
+        sites: vec![CallSite {
+            func: FuncId(0),
+            args: (0..nparams as u16).collect(),
+            rets: vec![0],
+        }],
+        tables: vec![vec![0, head[5] as u32 % 8]],
+        lists: vec![vec![head[6] as u16 % nregs as u16]],
+        blocks: vec![BlockMark {
+            name: "entry".into(),
+            start: 0,
+        }],
+        locs: Vec::new(),
+        reg_names: Vec::new(),
+    };
+    let mut p = Program::new();
+    p.push(f);
+    if vm::verify::verify_function(&mut p, FuncId(0)).is_ok() {
+        let mut m = vm::Vm::new(fuzz_limits());
+        m.limits_mut().fuel = Some(10_000);
+        let args = vec![0u64; nparams];
+        for ad_mode in [head[7] % 2 == 0, head[7] % 2 != 0] {
+            m.begin(ad_mode);
+            let _ = m.call_raw(&p, FuncId(0), &args);
+        }
+        return true;
+    }
+    false
+}
+
+/// Bytes for [`verify_input`] that often verify: opcodes are valid and
+/// register operands have the types the opcode wants, and the last word is
+/// a terminator. For the smoke test, where uniformly random words would
+/// almost never pass the verifier.
+pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
+    use vm::op::{Op, Operand, Ty};
+    let nregs = 1 + rng.below(10);
+    let mut head = [0u8; 8];
+    for b in head.iter_mut() {
+        *b = rng.next_u64() as u8;
+    }
+    head[0] = nregs as u8 - 1;
+    head[1] = rng.below(3) as u8;
+    let reg_types: Vec<Type> = (0..nregs)
+        .map(|i| ty(head[2].wrapping_add((i as u8).wrapping_mul(head[3]))))
+        .collect();
+    let mut out = head.to_vec();
+    let of_type = |rng: &mut testkit::gen::Rng, t: Option<Type>| -> u16 {
+        let fit: Vec<usize> = (0..nregs)
+            .filter(|i| t.is_none_or(|t| reg_types[*i] == t))
+            .collect();
+        if fit.is_empty() || rng.chance(0.05) {
+            rng.below(nregs) as u16
+        } else {
+            fit[rng.below(fit.len())] as u16
+        }
+    };
+    let n = 1 + rng.below(12);
+    for i in 0..n {
+        let op = if i + 1 == n {
+            [Op::Ret, Op::Jmp, Op::RetN, Op::BlkPop][rng.below(4)]
+        } else {
+            Op::ALL[rng.below(Op::ALL.len())]
+        };
+        let poly = Some(reg_types[rng.below(nregs)]);
+        let mut regs = Vec::new();
+        let mut x = if rng.chance(0.9) {
+            rng.below(n.max(2)) as u32
+        } else {
+            rng.next_u64() as u32
+        };
+        for operand in op.operands() {
+            if let Operand::Def(t) | Operand::Use(t) | Operand::InOut(t) = operand {
+                let want = if *t == Ty::T { poly } else { t.fixed() };
+                regs.push(of_type(rng, want));
+            }
+        }
+        if regs.len() == 4 {
+            x = regs[3] as u32;
+        }
+        let indexed = op
+            .operands()
+            .iter()
+            .any(|o| matches!(o, Operand::Site | Operand::Table | Operand::List));
+        if indexed && rng.chance(0.8) {
+            x = 0;
+        }
+        // Make the function's return type fit a final `ret` / `ret.n`.
+        if i + 1 == n {
+            match op {
+                Op::Ret => {
+                    let t = reg_types[regs[0] as usize];
+                    let code = [Type::F64, Type::I64, Type::Bool, Type::Arr]
+                        .iter()
+                        .position(|u| *u == t)
+                        .unwrap_or(0) as u8;
+                    out[4] = code;
+                }
+                Op::RetN => {
+                    out[4] = 4;
+                    if let Some(r) = (0..nregs).find(|r| reg_types[*r] == Type::F64) {
+                        out[6] = r as u8;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut w = [0u8; 12];
+        w[0] = op as u8;
+        w[1] = if rng.chance(0.9) {
+            rng.below(6) as u8 | if rng.chance(0.5) { 8 } else { 0 }
+        } else {
+            rng.next_u64() as u8
+        };
+        for (k, r) in regs.iter().take(3).enumerate() {
+            w[2 + 2 * k..4 + 2 * k].copy_from_slice(&r.to_le_bytes());
+        }
+        w[8..12].copy_from_slice(&x.to_le_bytes());
+        out.extend_from_slice(&w);
+    }
+    out
+}
+
+/// The `run_grad` target: bytes 0..8 are a seed, byte 8 picks the family
+/// and the size, byte 9 the nesting depth.
+pub fn run_grad_input(data: &[u8]) {
+    let mut seed = [0u8; 8];
+    for (i, b) in data.iter().take(8).enumerate() {
+        seed[i] = *b;
+    }
+    let seed = u64::from_le_bytes(seed);
+    let knob = data.get(8).copied().unwrap_or(0);
+    if knob & 1 == 1 {
+        let g = intgen::program(seed);
+        differential(&g.source, &g.entry, &g.args, &format!("intgen seed {seed}"));
+    } else {
+        let cfg = testkit::gen::Config {
+            statements: 4 + (knob >> 1) as usize % 8,
+            depth: 1 + data.get(9).copied().unwrap_or(0) as usize % 3,
+            kinks: true,
+        };
+        let g = testkit::gen::program(seed, &cfg);
+        differential(
+            &g.source,
+            &g.entry,
+            &g.args,
+            &format!("gen seed {seed} {cfg:?}"),
+        );
+    }
+}
+
+/// Assemble a generated program, compare VM and reference on it, and check
+/// its gradient's consistency. Returns the outcome of the comparison.
+pub fn differential(source: &str, entry: &str, args: &[Value], what: &str) -> Outcome {
+    let module = assembler::assemble(source, "gen.adasm")
+        .unwrap_or_else(|d| panic!("{what}: generated program rejected:\n{d}\n{source}"));
+    let mut engine = Engine::new(module.clone())
+        .unwrap_or_else(|e| panic!("{what}: generated program: {e}\n{source}"));
+    let mut limits = fuzz_limits();
+    limits.fuel = Some(200_000);
+    limits.max_call_depth = 200;
+    *engine.vm_mut().limits_mut() = limits;
+    let f = engine
+        .find(entry)
+        .unwrap_or_else(|| panic!("{what}: no @{entry}"));
+    let outcome = compare_run(&mut engine, &module, f, args);
+    if let Outcome::Mismatch(m) = &outcome {
+        panic!("{what}: VM and reference disagree on args {args:?}: {m}\n{source}");
+    }
+    if let Err(m) = check_grad(&mut engine, f, args) {
+        panic!("{what}: gradient on args {args:?}: {m}\n{source}");
+    }
+    outcome
+}

@@ -1,0 +1,611 @@
+//! Resource limits, traps, non-finite values and gradients at kinks, on the
+//! built `advm` binary (contract: adasm.md §3 and §5; docs/reliability.md).
+//!
+//! * Each limit is hit through its flag (`--fuel`, `--max-depth`,
+//!   `--max-array`, `--max-stack-bytes`): exit status 1, and stderr names
+//!   the limit and the flag that raises it. An endless loop is only ever
+//!   run with `--fuel`.
+//! * Traps (i64 division by zero, `aget` out of bounds, negative `anew`):
+//!   exit status 1, with the function, block and instruction named.
+//! * Non-finite results print as `inf` / `-inf` / `nan`, also in JSON.
+//! * Gradients at kinks follow §3: `abs'(0) = 0`; `min`/`max` ties give the
+//!   cotangent to the first operand.
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const PROGRAM: &str = "
+; An endless loop: only ever run with --fuel.
+fn @spin(%x: f64) -> f64 {
+entry:
+    jmp head
+head:
+    %a = phi [entry: %x], [head: %b]
+    %b = mul %a, 1.0
+    jmp head
+}
+
+fn @deep(%n: i64) -> i64 {
+entry:
+    %z = le %n, 0
+    br %z, base, step
+base:
+    ret 0
+step:
+    %m = sub %n, 1
+    %r = call @deep(%m)
+    %s = add %r, 1
+    ret %s
+}
+
+fn @deepf(%x: f64, %n: i64) -> f64 {
+entry:
+    %z = le %n, 0
+    br %z, base, step
+base:
+    ret %x
+step:
+    %m = sub %n, 1
+    %r = call @deepf(%x, %m)
+    %s = sin %r
+    ret %s
+}
+
+fn @big(%n: i64) -> i64 {
+entry:
+    %a = anew %n
+    %l = alen %a
+    ret %l
+}
+
+; Every iteration keeps a value for the pullback (mul needs its operands).
+fn @long(%x: f64, %n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %k = phi [entry: 0], [body: %k2]
+    %p = phi [entry: 1.0], [body: %p2]
+    %c = lt %k, %n
+    br %c, body, done
+body:
+    %p2 = mul %p, %x
+    %k2 = add %k, 1
+    jmp head
+done:
+    ret %p
+}
+
+fn @divz(%a: i64, %b: i64) -> i64 {
+entry:
+    %q = div %a, %b
+    ret %q
+}
+
+fn @remz(%a: i64, %b: i64) -> i64 {
+entry:
+    %q = rem %a, %b
+    ret %q
+}
+
+fn @oob(%v: f64[], %i: i64) -> f64 {
+entry:
+    jmp fetch
+fetch:
+    %x = aget %v, %i
+    ret %x
+}
+
+fn @negnew(%n: i64) -> f64 {
+alloc:
+    %a = anew %n
+    %x = itof %n
+    ret %x
+}
+
+fn @badconv(%x: f64) -> i64 {
+entry:
+    %i = ftoi %x
+    ret %i
+}
+
+fn @quot(%a: f64, %b: f64) -> f64 {
+entry:
+    %q = div %a, %b
+    ret %q
+}
+
+fn @pinf() -> f64 {
+entry:
+    %y = div 1.0, 0.0
+    ret %y
+}
+
+fn @ninf() -> f64 {
+entry:
+    %y = div -1.0, 0.0
+    ret %y
+}
+
+fn @nan() -> f64 {
+entry:
+    %y = div 0.0, 0.0
+    ret %y
+}
+
+fn @infs() -> f64[] {
+entry:
+    %a = anew 3
+    %p = div 1.0, 0.0
+    %m = neg %p
+    %n = sub %p, %p
+    aset %a, 0, %p
+    aset %a, 1, %m
+    aset %a, 2, %n
+    ret %a
+}
+
+fn @absf(%x: f64) -> f64 {
+entry:
+    %y = abs %x
+    ret %y
+}
+
+fn @minxy(%x: f64, %y: f64) -> f64 {
+entry:
+    %m = min %x, %y
+    ret %m
+}
+
+fn @minyx(%x: f64, %y: f64) -> f64 {
+entry:
+    %m = min %y, %x
+    ret %m
+}
+
+fn @maxxy(%x: f64, %y: f64) -> f64 {
+entry:
+    %m = max %x, %y
+    ret %m
+}
+
+fn @maxyx(%x: f64, %y: f64) -> f64 {
+entry:
+    %m = max %y, %x
+    ret %m
+}
+
+; A kink inside a larger expression: d/dx (x * abs(x - 1)) at x = 1 is 0.
+fn @kink(%x: f64) -> f64 {
+entry:
+    %d = sub %x, 1.0
+    %a = abs %d
+    %y = mul %x, %a
+    ret %y
+}
+";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("limits.adasm");
+    std::fs::write(&path, PROGRAM).expect("writes");
+    Fixture { _dir: dir, path }
+}
+
+fn advm(fx: &Fixture, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_advm"));
+    cmd.arg(args[0]).arg(&fx.path).args(&args[1..]);
+    cmd.stdin(Stdio::null()).output().expect("advm runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Exit status 1; stderr contains every one of `needles`; no panic.
+fn traps(fx: &Fixture, args: &[&str], needles: &[&str]) -> String {
+    let o = advm(fx, args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: stderr lacks {n:?}:\n{err}");
+    }
+    assert_eq!(text(&o.stdout), "", "{args:?}: a trap prints no value");
+    err
+}
+
+fn ok(fx: &Fixture, args: &[&str]) -> String {
+    let o = advm(fx, args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn ok_json(fx: &Fixture, args: &[&str]) -> serde_json::Value {
+    let out = ok(fx, args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+}
+
+// ---- limits ------------------------------------------------------------
+
+#[test]
+fn fuel_stops_an_endless_loop() {
+    let fx = fixture();
+    for cmd in ["run", "grad"] {
+        let err = traps(
+            &fx,
+            &[cmd, "--fn", "spin", "--args", "[1.0]", "--fuel", "100000"],
+            &["out of fuel", "--fuel", "100000", "@spin", "block head"],
+        );
+        assert!(err.lines().count() <= 3, "one short message: {err}");
+    }
+    // The same with --json: the error still goes to stderr.
+    traps(
+        &fx,
+        &[
+            "run", "--fn", "spin", "--args", "[1.0]", "--fuel", "5000", "--json",
+        ],
+        &["out of fuel", "--fuel"],
+    );
+}
+
+#[test]
+fn fuel_is_enough_for_a_finite_loop() {
+    let fx = fixture();
+    let out = ok(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0, 100]",
+            "--fuel",
+            "100000",
+        ],
+    );
+    assert_eq!(out, "1\n");
+}
+
+#[test]
+fn max_depth_stops_deep_recursion() {
+    let fx = fixture();
+    traps(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "deep",
+            "--args",
+            "[1000]",
+            "--max-depth",
+            "100",
+        ],
+        &[
+            "call depth",
+            "limit 100",
+            "--max-depth",
+            "@deep",
+            "block step",
+        ],
+    );
+    traps(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "deepf",
+            "--args",
+            "[0.5, 1000]",
+            "--max-depth",
+            "100",
+        ],
+        &["call depth", "--max-depth"],
+    );
+    // Under the default limit the same call succeeds.
+    assert_eq!(
+        ok(&fx, &["run", "--fn", "deep", "--args", "[1000]"]),
+        "1000\n"
+    );
+    assert_eq!(
+        ok(
+            &fx,
+            &[
+                "run",
+                "--fn",
+                "deep",
+                "--args",
+                "[50]",
+                "--max-depth",
+                "100"
+            ]
+        ),
+        "50\n"
+    );
+}
+
+#[test]
+fn max_array_stops_a_large_anew() {
+    let fx = fixture();
+    traps(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "big",
+            "--args",
+            "[1000]",
+            "--max-array",
+            "10",
+        ],
+        &[
+            "1000 elements",
+            "limit of 10",
+            "--max-array",
+            "@big",
+            "anew",
+        ],
+    );
+    assert_eq!(
+        ok(
+            &fx,
+            &["run", "--fn", "big", "--args", "[10]", "--max-array", "10"]
+        ),
+        "10\n"
+    );
+    assert_eq!(
+        ok(&fx, &["run", "--fn", "big", "--args", "[1000]"]),
+        "1000\n"
+    );
+}
+
+#[test]
+fn max_stack_bytes_stops_a_long_gradient() {
+    let fx = fixture();
+    traps(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 100000]",
+            "--max-stack-bytes",
+            "4096",
+        ],
+        &["AD stacks", "4096 bytes", "--max-stack-bytes"],
+    );
+    // The primal run needs no AD stacks; the gradient fits the default.
+    ok(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 100000]",
+            "--max-stack-bytes",
+            "4096",
+        ],
+    );
+    let g = ok_json(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 100000]",
+            "--json",
+        ],
+    );
+    assert!(g["value"].as_f64().is_some_and(|v| v > 1.0), "{g}");
+}
+
+#[test]
+fn limit_flags_need_numbers() {
+    let fx = fixture();
+    for flag in ["--fuel", "--max-depth", "--max-array", "--max-stack-bytes"] {
+        let o = advm(&fx, &["run", "--fn", "deep", "--args", "[1]", flag, "lots"]);
+        assert_eq!(o.status.code(), Some(64), "{flag}: {}", text(&o.stderr));
+    }
+}
+
+// ---- traps ---------------------------------------------------------------
+
+#[test]
+fn integer_division_by_zero_traps() {
+    let fx = fixture();
+    traps(
+        &fx,
+        &["run", "--fn", "divz", "--args", "[7, 0]"],
+        &["division by zero", "@divz", "block entry", "div", "line"],
+    );
+    traps(
+        &fx,
+        &["run", "--fn", "remz", "--args", "[7, 0]", "--json"],
+        &["remainder by zero", "@remz", "block entry", "rem"],
+    );
+    assert_eq!(
+        ok(
+            &fx,
+            &[
+                "run",
+                "--fn",
+                "divz",
+                "--args",
+                "[-9223372036854775808, -1]"
+            ]
+        ),
+        "-9223372036854775808\n"
+    );
+}
+
+#[test]
+fn out_of_bounds_aget_traps() {
+    let fx = fixture();
+    for i in ["3", "-1"] {
+        let args = format!("[[1.0, 2.0, 3.0], {i}]");
+        traps(
+            &fx,
+            &["run", "--fn", "oob", "--args", &args],
+            &["out of bounds", "length 3", "@oob", "block fetch", "aget"],
+        );
+    }
+    assert_eq!(
+        ok(
+            &fx,
+            &["run", "--fn", "oob", "--args", "[[1.0, 2.0, 3.0], 2]"]
+        ),
+        "3\n"
+    );
+}
+
+#[test]
+fn negative_anew_traps() {
+    let fx = fixture();
+    traps(
+        &fx,
+        &["run", "--fn", "negnew", "--args", "[-3]"],
+        &["negative length -3", "@negnew", "block alloc", "anew"],
+    );
+    // And in a gradient (the forward pass traps the same way).
+    traps(
+        &fx,
+        &["grad", "--fn", "negnew", "--args", "[-3]"],
+        &["negative length -3", "anew"],
+    );
+}
+
+#[test]
+fn invalid_ftoi_traps() {
+    let fx = fixture();
+    for x in ["1e19", "-1e19"] {
+        let args = format!("[{x}]");
+        traps(
+            &fx,
+            &["run", "--fn", "badconv", "--args", &args],
+            &["ftoi", "@badconv", "block entry"],
+        );
+    }
+    assert_eq!(
+        ok(&fx, &["run", "--fn", "badconv", "--args", "[-2.9]"]),
+        "-2\n"
+    );
+}
+
+// ---- non-finite values ---------------------------------------------------
+
+#[test]
+fn infinities_print_as_inf() {
+    let fx = fixture();
+    assert_eq!(ok(&fx, &["run", "--fn", "pinf"]), "inf\n");
+    assert_eq!(ok(&fx, &["run", "--fn", "ninf"]), "-inf\n");
+    assert_eq!(
+        ok_json(&fx, &["run", "--fn", "pinf", "--json"]),
+        serde_json::json!({"value": "inf"})
+    );
+    assert_eq!(
+        ok_json(&fx, &["run", "--fn", "ninf", "--json"]),
+        serde_json::json!({"value": "-inf"})
+    );
+    assert_eq!(
+        ok_json(
+            &fx,
+            &["run", "--fn", "quot", "--args", "[1.0, 0.0]", "--json"]
+        ),
+        serde_json::json!({"value": "inf"})
+    );
+}
+
+#[test]
+fn nan_prints_as_nan() {
+    let fx = fixture();
+    // Rust's `{}` prints `NaN`; the contract's JSON form is "nan". The text
+    // form is compared without case (see docs/reliability.md).
+    let out = ok(&fx, &["run", "--fn", "nan"]);
+    assert!(out.trim().eq_ignore_ascii_case("nan"), "{out:?}");
+    assert_eq!(
+        ok_json(&fx, &["run", "--fn", "nan", "--json"]),
+        serde_json::json!({"value": "nan"})
+    );
+    assert_eq!(
+        ok_json(&fx, &["run", "--fn", "infs", "--json"]),
+        serde_json::json!({"value": ["inf", "-inf", "nan"]})
+    );
+}
+
+#[test]
+fn non_finite_gradients_are_json_strings() {
+    let fx = fixture();
+    // d/da (a / b) = 1 / b = inf at b = 0; d/db = -a / b^2 = -inf.
+    let g = ok_json(
+        &fx,
+        &["grad", "--fn", "quot", "--args", "[1.0, 0.0]", "--json"],
+    );
+    assert_eq!(
+        g,
+        serde_json::json!({"value": "inf", "grad": ["inf", "-inf"]})
+    );
+    let g = ok_json(
+        &fx,
+        &["grad", "--fn", "quot", "--args", "[0.0, 0.0]", "--json"],
+    );
+    assert_eq!(g["value"], "nan", "{g}");
+}
+
+// ---- gradients at kinks ----------------------------------------------------
+
+fn grad_json(fx: &Fixture, f: &str, args: &str) -> serde_json::Value {
+    ok_json(fx, &["grad", "--fn", f, "--args", args, "--json"])
+}
+
+#[test]
+fn abs_has_zero_derivative_at_zero() {
+    let fx = fixture();
+    assert_eq!(
+        grad_json(&fx, "absf", "[0.0]"),
+        serde_json::json!({"value": 0.0, "grad": [0.0]})
+    );
+    assert_eq!(
+        grad_json(&fx, "absf", "[-0.0]")["grad"],
+        serde_json::json!([0.0])
+    );
+    assert_eq!(
+        grad_json(&fx, "absf", "[-2.0]")["grad"],
+        serde_json::json!([-1.0])
+    );
+    assert_eq!(
+        grad_json(&fx, "absf", "[2.0]")["grad"],
+        serde_json::json!([1.0])
+    );
+    assert_eq!(
+        grad_json(&fx, "kink", "[1.0]")["grad"],
+        serde_json::json!([0.0])
+    );
+}
+
+#[test]
+fn min_max_ties_go_to_the_first_operand() {
+    let fx = fixture();
+    let first = serde_json::json!([1.0, 0.0]);
+    let second = serde_json::json!([0.0, 1.0]);
+    // `min %x, %y` / `max %x, %y` at x == y: all to x.
+    assert_eq!(grad_json(&fx, "minxy", "[1.5, 1.5]")["grad"], first);
+    assert_eq!(grad_json(&fx, "maxxy", "[1.5, 1.5]")["grad"], first);
+    // `min %y, %x` / `max %y, %x` at x == y: all to y, the first operand.
+    assert_eq!(grad_json(&fx, "minyx", "[1.5, 1.5]")["grad"], second);
+    assert_eq!(grad_json(&fx, "maxyx", "[1.5, 1.5]")["grad"], second);
+    // Away from the tie, to the chosen operand.
+    assert_eq!(grad_json(&fx, "minxy", "[1.0, 2.0]")["grad"], first);
+    assert_eq!(grad_json(&fx, "minxy", "[2.0, 1.0]")["grad"], second);
+    assert_eq!(grad_json(&fx, "maxxy", "[1.0, 2.0]")["grad"], second);
+    assert_eq!(grad_json(&fx, "maxxy", "[2.0, 1.0]")["grad"], first);
+    // Signed zeros tie too.
+    assert_eq!(grad_json(&fx, "minxy", "[0.0, -0.0]")["grad"], first);
+    assert_eq!(grad_json(&fx, "maxyx", "[0.0, -0.0]")["grad"], second);
+}
