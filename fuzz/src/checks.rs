@@ -352,10 +352,15 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
         }
         let mut w = [0u8; 12];
         w[0] = op as u8;
-        w[1] = if rng.chance(0.9) {
+        // The flags byte is reserved (zero) except on fused compare-and-
+        // branch instructions, where it holds the condition.
+        let fused = matches!(op, Op::JmpCmpI | Op::JmpCmpF);
+        w[1] = if !rng.chance(0.9) {
+            rng.next_u64() as u8
+        } else if fused {
             rng.below(6) as u8 | if rng.chance(0.5) { 8 } else { 0 }
         } else {
-            rng.next_u64() as u8
+            0
         };
         for (k, r) in regs.iter().take(3).enumerate() {
             w[2 + 2 * k..4 + 2 * k].copy_from_slice(&r.to_le_bytes());

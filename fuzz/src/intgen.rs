@@ -311,7 +311,14 @@ impl B<'_> {
                 }
             }
             24 | 25 if self.depth < 2 => self.diamond(helpers),
-            26 | 27 if self.depth < 2 => self.data_loop(helpers),
+            26 if self.depth < 2 => self.data_loop(helpers),
+            27 if self.depth < 2 => {
+                if self.rng.chance(0.5) {
+                    self.self_loop();
+                } else {
+                    self.data_loop(helpers);
+                }
+            }
             _ => {
                 let op = ["add", "mul"][self.rng.below(2)];
                 let (a, b) = (self.iop(), self.iop());
@@ -341,6 +348,15 @@ impl B<'_> {
 
     fn diamond(&mut self, helpers: bool) {
         let c = self.cond();
+        if self.rng.chance(0.15) {
+            // Both edges of the branch go to one block: one phi entry.
+            let j = self.label("same");
+            let (v, pre) = (self.iop(), self.block.clone());
+            self.emit(format!("br {c}, {j}, {j}"));
+            self.start(&j);
+            self.def_i(format!("phi [{pre}: {v}]"));
+            return;
+        }
         let (t, e, j) = (self.label("then"), self.label("else"), self.label("join"));
         self.emit(format!("br {c}, {t}, {e}"));
         self.start(&t);
@@ -385,6 +401,16 @@ impl B<'_> {
         let phi_at = self.lines.len();
         self.emit(String::new());
         self.emit(String::new());
+        // Sometimes a pair of phis that swap on every iteration (a copy
+        // cycle on the back edge).
+        let swap = if self.rng.chance(0.4) {
+            let (s1, s2, a, b) = (self.reg("sw"), self.reg("sw"), self.iop(), self.iop());
+            self.emit(format!("{s1} = phi [{pre}: {a}], [LATCH: {s2}]"));
+            self.emit(format!("{s2} = phi [{pre}: {b}], [LATCH: {s1}]"));
+            Some((s1, s2))
+        } else {
+            None
+        };
         let c = self.reg("lc");
         let test = if kind == 2 { "gt" } else { "ne" };
         let bound = if kind == 2 { 1 } else { 0 };
@@ -432,10 +458,57 @@ impl B<'_> {
         self.emit(format!("jmp {h}"));
         self.lines[phi_at] = format!("    {k} = phi [{pre}: {init}], [{latch}: {k2}]");
         self.lines[phi_at + 1] = format!("    {acc} = phi [{pre}: {acc0}], [{latch}: {acc2}]");
+        if swap.is_some() {
+            for l in &mut self.lines[phi_at + 2..phi_at + 4] {
+                *l = l.replace("LATCH", &latch);
+            }
+        }
         (self.ints, self.floats, self.bools, self.arrays) = saved;
         self.start(&exit);
         self.ints.push(k);
         self.ints.push(acc);
+        if let Some((s1, s2)) = swap {
+            self.ints.push(s1);
+            self.ints.push(s2);
+        }
+    }
+
+    /// A loop of one block that branches back to itself, with a rotation
+    /// of three phis (a copy cycle) and the exit test after the update.
+    fn self_loop(&mut self) {
+        let (l, exit) = (self.label("self"), self.label("out"));
+        let src = self.iop();
+        let init = self.reg("k0");
+        self.emit(format!("{init} = rem {src}, 100"));
+        let (a, b, c) = (self.iop(), self.iop(), self.iop());
+        let pre = self.block.clone();
+        self.emit(format!("jmp {l}"));
+        self.start(&l);
+        let (k, k2, r1, r2, r3) = (
+            self.reg("k"),
+            self.reg("k"),
+            self.reg("rot"),
+            self.reg("rot"),
+            self.reg("rot"),
+        );
+        self.emit(format!("{k} = phi [{pre}: {init}], [{l}: {k2}]"));
+        self.emit(format!("{r1} = phi [{pre}: {a}], [{l}: {r2}]"));
+        self.emit(format!("{r2} = phi [{pre}: {b}], [{l}: {r3}]"));
+        self.emit(format!("{r3} = phi [{pre}: {c}], [{l}: {r1}]"));
+        let op = ["div", "sub"][self.rng.below(2)];
+        let by = if op == "div" { "2" } else { "1" };
+        self.emit(format!("{k2} = {op} {k}, {by}"));
+        let t = self.reg("rt");
+        self.emit(format!("{t} = mul {r1}, 3"));
+        let u = self.reg("rt");
+        self.emit(format!("{u} = add {t}, {r3}"));
+        let cond = self.reg("lc");
+        self.emit(format!("{cond} = gt {k2}, 0"));
+        self.emit(format!("br {cond}, {l}, {exit}"));
+        self.start(&exit);
+        for v in [k2, r1, r2, u] {
+            self.ints.push(v);
+        }
     }
 }
 

@@ -7,11 +7,34 @@
 //! stack, AD stacks, array heap, result buffer) keeps its capacity between
 //! calls, so after a warm-up call a run allocates nothing.
 //!
-//! Only verified functions are entered ([`Program::is_verified`]); see
-//! `verify.rs` for what that proves and `regs.rs` for the unchecked register
-//! access it allows. The interrupt flag and the fuel limit are checked at
-//! every 1024th backward jump or call only: a decrement per loop iteration,
-//! and a bounded amount of work between checks.
+//! ## Safety precondition, enforced
+//! Only verified functions are entered: [`Vm::call_raw`] and every `call`
+//! check [`Program::is_verified`] (a flag only [`crate::verify`] sets and
+//! that replacing a function clears) and trap with
+//! [`TrapKind::NotVerified`] otherwise, so running an unverified program is
+//! a trap, never undefined behaviour. See `verify.rs` for what verification
+//! proves and `regs.rs` for the unchecked register access it allows.
+//!
+//! ## Two APIs
+//! * [`Vm::run`]: host [`Value`]s in and out; checks the arguments, copies
+//!   arrays into the heap and the result out, resets the heap afterwards.
+//! * For the AD driver: [`Vm::begin`] (reset heap and stacks; AD mode gives
+//!   every array a zeroed shadow), [`Vm::alloc_array`], [`Vm::call_raw`]
+//!   (raw 64-bit arguments; results in [`Vm::results`]; the heap and the AD
+//!   stacks survive between calls, so a forward and a reverse call share
+//!   them), [`Vm::array`], [`Vm::shadow`], [`Vm::comms_len`],
+//!   [`Vm::blk_len`], [`Vm::peak_stack_bytes`].
+//!
+//! ## Limits
+//! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
+//! not recurse on the Rust stack), fuel, array length, AD stack bytes.
+//! Fuel counts executed instructions: each straight-line run is charged
+//! when it ends (taken jump, call, return, trap), which costs one add per
+//! taken jump. Fuel and the interrupt flag are looked at only at backward
+//! jumps and calls, and only once the step count passes a threshold (one
+//! compare in the hot path): the interrupt flag about every 4096
+//! instructions, fuel exactly at the first backward jump or call past the
+//! limit, and at the final return.
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
@@ -23,9 +46,10 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Backward jumps and calls between two looks at fuel and the interrupt
-/// flag: the fuel limit may be overrun by that many loop iterations.
-const POLL_EVERY: u32 = 1024;
+/// Instructions between two looks at the interrupt flag (at the first
+/// backward jump or call after that many). Fuel is checked exactly: the
+/// next look is never later than the fuel limit.
+const POLL_INSTRS: u64 = 4096;
 
 /// Resource limits. Each has a command-line flag in `advm`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -260,7 +284,10 @@ impl Vm {
         self.blk.len()
     }
 
-    /// The most bytes the comms and block stacks held since [`Vm::begin`].
+    /// The most bytes the comms (8 per entry) and block (4 per entry)
+    /// stacks held together since [`Vm::begin`], sampled when each
+    /// [`Vm::call_raw`] ends. That is the true peak for the AD stage, whose
+    /// forward calls only push and whose reverse calls only pop.
     pub fn peak_stack_bytes(&self) -> usize {
         self.peak_stack
     }
@@ -312,9 +339,12 @@ impl Vm {
         }
         let result = self.call_raw(prog, f, &raw);
         self.args = raw;
-        result?;
+        if let Err(t) = result {
+            self.heap.begin(false);
+            return Err(t);
+        }
         let bits = self.results.first().copied().unwrap_or(0);
-        Ok(match &func.ret {
+        let value = match &func.ret {
             RetType::One(Type::F64) => Value::F64(f64::from_bits(bits)),
             RetType::One(Type::I64) => Value::I64(bits as i64),
             RetType::One(Type::Bool) => Value::Bool(bits != 0),
@@ -324,7 +354,10 @@ impl Vm {
             RetType::Many(_) => {
                 Value::Arr(self.results.iter().map(|b| f64::from_bits(*b)).collect())
             }
-        })
+        };
+        // The arrays of this run are dead (their buffers are kept).
+        self.heap.begin(false);
+        Ok(value)
     }
 
     /// Call `f` with raw 64-bit arguments, keeping the heap and stacks as
@@ -346,10 +379,24 @@ impl Vm {
             return Err(trap_at(func, 0, TrapKind::NotVerified));
         }
         self.frames.clear();
+        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+            // The limit was lowered since the stacks grew: give back what
+            // is not in use, so that pushes stay within it.
+            self.comms.shrink_to_fit();
+            self.blk.shrink_to_fit();
+        }
         let result = self.exec(prog, f, args);
         let bytes = self.comms.len() * 8 + self.blk.len() * 4;
         self.peak_stack = self.peak_stack.max(bytes);
-        result
+        let ret_pc = result?;
+        // Fuel is otherwise looked at only at backward jumps and calls: a
+        // straight-line run past the limit is caught here.
+        if let Some(fuel) = self.limits.fuel {
+            if self.executed > fuel {
+                return Err(trap_at(func, ret_pc, TrapKind::OutOfFuel { limit: fuel }));
+            }
+        }
+        Ok(())
     }
 
     /// Prepare the frame of `f` at `base`: registers exist, constants loaded,
@@ -378,26 +425,35 @@ impl Vm {
 
     #[cold]
     fn grow_comms(&mut self) -> Result<(), TrapKind> {
-        let used = self.comms.len() * 8 + self.blk.len() * 4;
-        grow_stack(&mut self.comms, used, self.limits.max_stack_bytes)
+        grow_stack(&mut self.comms, &mut self.blk, self.limits.max_stack_bytes)
     }
 
     #[cold]
     fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        let used = self.comms.len() * 8 + self.blk.len() * 4;
-        grow_stack(&mut self.blk, used, self.limits.max_stack_bytes)
+        grow_stack(&mut self.blk, &mut self.comms, self.limits.max_stack_bytes)
     }
 
-    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
+    /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
+    fn stack_capacity_bytes(&self) -> usize {
+        self.comms.capacity() * 8 + self.blk.capacity() * 4
+    }
+
+    /// Run until the entry function returns (`Ok(pc of its return)`) or a
+    /// trap.
+    #[inline(never)]
+    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<usize, Trap> {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
         #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
         let interrupt = self.interrupt.clone();
+        // Executed instructions: `steps` counts the finished straight-line
+        // runs, `seg` is where the current run started. A run is charged
+        // when it ends (taken jump, call, return, trap).
         let mut steps: u64 = 0;
-        // Fuel and the interrupt flag are looked at every POLL_EVERY
-        // backward jumps and calls, so that the check costs one decrement.
-        let mut poll: u32 = 1;
+        // Fuel and the interrupt flag are looked at (at a backward jump or a
+        // call) once `steps` passes `next_poll`: one compare in the hot path.
+        let mut next_poll: u64 = 0;
 
         let mut fid = entry;
         let mut f = prog.func(fid);
@@ -412,8 +468,32 @@ impl Vm {
 
         macro_rules! trap {
             ($kind:expr) => {{
-                self.executed = steps + (pc - seg + 1) as u64;
+                self.executed = steps + (pc + 1 - seg) as u64;
                 return Err(self.trap(prog, fid, pc, $kind));
+            }};
+        }
+        // Charge the run ending at `pc` (inclusive). After it, traps use
+        // `trap_charged!` (the run is counted already).
+        macro_rules! charge {
+            () => {{
+                steps += (pc + 1 - seg) as u64;
+            }};
+        }
+        macro_rules! trap_charged {
+            ($kind:expr) => {{
+                self.executed = steps;
+                return Err(self.trap(prog, fid, pc, $kind));
+            }};
+        }
+        // At a backward jump or a call, after `charge!`.
+        macro_rules! poll {
+            () => {{
+                if steps > next_poll {
+                    match poll(steps, fuel, &interrupt) {
+                        Ok(n) => next_poll = n,
+                        Err(k) => trap_charged!(k),
+                    }
+                }
             }};
         }
         macro_rules! fr {
@@ -473,19 +553,9 @@ impl Vm {
         macro_rules! goto {
             ($target:expr) => {{
                 let target = $target as usize;
-                steps += (pc - seg + 1) as u64;
+                charge!();
                 if target <= pc {
-                    poll -= 1;
-                    if poll == 0 {
-                        poll = POLL_EVERY;
-                        if steps > fuel {
-                            trap!(TrapKind::OutOfFuel { limit: fuel });
-                        }
-                        #[cfg(not(feature = "no-interrupt-check"))]
-                        if interrupt.load(Ordering::Relaxed) {
-                            trap!(TrapKind::Interrupted);
-                        }
-                    }
+                    poll!();
                 }
                 pc = target;
                 seg = target;
@@ -633,22 +703,20 @@ impl Vm {
                     if self.frames.len() + 1 >= max_depth {
                         trap!(TrapKind::CallDepth { limit: max_depth });
                     }
-                    steps += (pc - seg + 1) as u64;
-                    poll -= 1;
-                    if poll == 0 {
-                        poll = POLL_EVERY;
-                        if steps > fuel {
-                            trap!(TrapKind::OutOfFuel { limit: fuel });
-                        }
-                        #[cfg(not(feature = "no-interrupt-check"))]
-                        if interrupt.load(Ordering::Relaxed) {
-                            trap!(TrapKind::Interrupted);
-                        }
-                    }
                     let callee = prog.func(callee_id);
+                    // The site was verified against the callee's signature
+                    // when the caller was verified; if the callee has been
+                    // replaced since by one with another signature, refuse
+                    // (argument count and the kind of return are what the
+                    // frame handling below relies on).
+                    if !site_fits(site, callee, ins.op) {
+                        trap!(TrapKind::NotVerified);
+                    }
+                    charge!();
+                    poll!();
                     let new_base = base + f.nregs();
                     if let Err(k) = self.enter(callee, new_base) {
-                        trap!(k);
+                        trap_charged!(k);
                     }
                     for (i, a) in site.args.iter().enumerate() {
                         self.regs[new_base + i] = self.regs[base + *a as usize];
@@ -656,7 +724,7 @@ impl Vm {
                     if self.frames.len() == self.frames.capacity()
                         && self.frames.try_reserve(64).is_err()
                     {
-                        trap!(TrapKind::OutOfMemory);
+                        trap_charged!(TrapKind::OutOfMemory);
                     }
                     self.frames.push(Frame {
                         func: fid,
@@ -676,12 +744,12 @@ impl Vm {
                 }
                 Op::Ret => {
                     let v = w.get(ins.r0 as u32);
-                    steps += (pc - seg + 1) as u64;
+                    charge!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         self.results.push(v);
                         self.executed = steps;
-                        return Ok(());
+                        return Ok(pc);
                     };
                     fid = frame.func;
                     f = prog.func(fid);
@@ -695,14 +763,14 @@ impl Vm {
                 }
                 Op::RetN => {
                     let list = &f.lists[ins.x as usize];
-                    steps += (pc - seg + 1) as u64;
+                    charge!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         for r in list {
                             self.results.push(w.get(*r as u32));
                         }
                         self.executed = steps;
-                        return Ok(());
+                        return Ok(pc);
                     };
                     let callee_base = base;
                     fid = frame.func;
@@ -836,17 +904,57 @@ fn holds<T: PartialOrd>(flags: u8, a: T, b: T) -> bool {
     t != (flags & COND_NEGATE != 0)
 }
 
-/// Make room in a full AD stack, within `limit` bytes for both stacks
-/// (`used` of them in use), without aborting on allocation failure.
+/// Whether a call site still fits its callee's signature in what the
+/// interpreter relies on: argument count and kind of return.
+#[inline(never)]
+fn site_fits(site: &crate::bytecode::CallSite, callee: &Function, op: Op) -> bool {
+    site.args.len() == callee.param_types.len()
+        && matches!(callee.ret, RetType::Many(_)) == (op == Op::CallAcc)
+}
+
+/// The look at fuel and the interrupt flag: a trap, or the step count at
+/// which to look again (never past the fuel limit, so that running out of
+/// fuel is noticed at the first backward jump or call beyond it).
 #[cold]
-fn grow_stack<T>(stack: &mut Vec<T>, used: usize, limit: usize) -> Result<(), TrapKind> {
+#[inline(never)]
+#[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
+fn poll(steps: u64, fuel: u64, interrupt: &AtomicBool) -> Result<u64, TrapKind> {
+    if steps > fuel {
+        return Err(TrapKind::OutOfFuel { limit: fuel });
+    }
+    #[cfg(not(feature = "no-interrupt-check"))]
+    if interrupt.load(Ordering::Relaxed) {
+        return Err(TrapKind::Interrupted);
+    }
+    Ok(steps.saturating_add(POLL_INSTRS).min(fuel))
+}
+
+/// Make room for one more element in a full AD stack, keeping the bytes
+/// *reserved* by both stacks within `limit` (so no push can ever take them
+/// past it), without aborting on allocation failure. Traps only when the
+/// elements in use would exceed the limit; spare capacity of `other` is
+/// given back first if that is what stands in the way.
+#[cold]
+fn grow_stack<T, U>(stack: &mut Vec<T>, other: &mut Vec<U>, limit: usize) -> Result<(), TrapKind> {
     let size = std::mem::size_of::<T>();
-    if used + size > limit {
+    let osize = std::mem::size_of::<U>();
+    let used = stack.len() * size + other.len() * osize;
+    if used.saturating_add(size) > limit {
         return Err(TrapKind::StackLimit { limit });
     }
-    let room = (limit - used) / size;
-    let want = stack.len().max(256).min(room.max(1));
-    stack.try_reserve(want).map_err(|_| TrapKind::OutOfMemory)
+    let mut reserved = stack.capacity() * size + other.capacity() * osize;
+    if reserved.saturating_add(size) > limit {
+        other.shrink_to_fit();
+        reserved = stack.capacity() * size + other.capacity() * osize;
+        if reserved.saturating_add(size) > limit {
+            return Err(TrapKind::StackLimit { limit });
+        }
+    }
+    let room = (limit - reserved) / size;
+    let want = stack.len().max(256).min(room);
+    stack
+        .try_reserve_exact(want)
+        .map_err(|_| TrapKind::OutOfMemory)
 }
 
 /// A trap raised outside any function (bad host arguments, allocation).
