@@ -7,7 +7,8 @@
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
 # target checks is in fuzz/src/checks.rs (the same checks run in CI, without
 # cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: programs/**/*.adasm
-# for `assemble`; a few fixed seeds for `run_grad`. Corpora grow in
+# for `assemble`; bytecode that verifies (from the smoke test) for `verify`;
+# a few fixed seeds for `run_grad`. Corpora grow in
 # fuzz/corpus/<target>/ across runs (git-ignored). Crashes land in
 # fuzz/artifacts/<target>/; replay one with
 #   (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET artifacts/TARGET/crash-...)
@@ -29,6 +30,11 @@ for i in 0 1 2 3 4 5 6 7; do
   # 10-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth.
   printf "seed%04d\\x0$i\\x0$((i % 3))" "$i" >"fuzz/corpus/run_grad/seed$i"
 done
+# The `verify` target's seeds: bytecode that passes the verifier, written by
+# the smoke test (random words almost never do).
+ADVM_WRITE_VERIFY_SEEDS="$PWD/fuzz/corpus/verify" \
+  cargo test -q -p ad --test fuzz_smoke verify_target >/dev/null 2>&1 ||
+  echo "note: could not write the verify seeds"
 (cd fuzz && cargo fuzz build -O)
 status=0
 for target in "${targets[@]}"; do

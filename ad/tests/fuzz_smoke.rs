@@ -137,6 +137,7 @@ fn verify_target_on_random_bytecode() {
     let mut rng = Rng::new(0x0B17_C0DE);
     let n = 6000 * scale();
     let mut verified = 0;
+    let seeds = std::env::var_os("ADVM_WRITE_VERIFY_SEEDS").map(std::path::PathBuf::from);
     for i in 0..n {
         let input = if i % 4 == 0 {
             (0..8 + rng.below(120))
@@ -147,6 +148,10 @@ fn verify_target_on_random_bytecode() {
         };
         if checks::verify_input(&input) {
             verified += 1;
+            // scripts/fuzz.sh seeds the `verify` target's corpus with these.
+            if let Some(dir) = &seeds {
+                let _ = std::fs::write(dir.join(format!("plausible-{i}")), &input);
+            }
         }
     }
     eprintln!("verify: {n} inputs, {verified} verified and ran");

@@ -1,15 +1,35 @@
-//! Bytecode to text.
+//! Bytecode to text (deterministic: the same function always prints the
+//! same way).
 //!
 //! ```text
-//! fn @pow(%x: f64, %n: i64) -> f64    ; 9 registers, 2 constants
+//! fn @pow(%x: f64, %n: i64) -> f64   ; 8 regs, 3 consts
+//!   ; consts: r2 = 1.0, r3 = 0, r4 = 1
 //! entry:
-//!   0000  jmp        -> head (0001)
+//!   0000  copy        %r, 1.0
+//!   0001  copy        %k, %n
 //! head:
-//!   0001  gt.i       %c, %k, 0
+//!   0002  jmp.ifnot.gt.i %k, 0, -> done (0006)
+//! body:
+//!   0003  mul.f       %r, %r, %x
+//!   0004  sub.i       %k, %k, 1
+//!   0005  jmp.if.gt.i %k, 0, -> body (0003)
+//! done:
+//!   0006  ret         %r
 //! ```
 //!
-//! Registers print as `%name` where the IR named them, else `r<N>`;
-//! constant registers print as their value.
+//! * A header with the signature, the frame size and the constant count,
+//!   then the constant registers and their values.
+//! * Block labels at their start pcs (several empty blocks may share one).
+//! * One line per instruction: pc, mnemonic, operands in table order.
+//!   Registers print as `%name` where the IR named them, else `r<N>`;
+//!   constant registers print as their value; jump targets as
+//!   `-> block (pc)`; call sites as `@callee(%a, %b)` (with `+= (...)` for
+//!   the accumulators of `call.acc`); `blk.pop` tables as
+//!   `[block: pc, ...]` in block-id order; `ret.n` lists as `(%a, %b)`.
+//!   Fused compare-and-branch prints as `jmp.if.<cc>.<t>` or
+//!   `jmp.ifnot.<cc>.<t>`.
+//!
+//! [`instr`] formats one instruction for trap messages.
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
@@ -50,12 +70,19 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
     };
     let _ = writeln!(
         out,
-        "fn @{}({}) -> {ret}    ; {} registers, {} constants",
+        "fn @{}({}) -> {ret}   ; {} regs, {} consts",
         f.name,
         params.join(", "),
         f.reg_types.len(),
         f.consts.len()
     );
+    if !f.consts.is_empty() {
+        let np = f.param_types.len() as u32;
+        let consts: Vec<String> = (0..f.consts.len() as u32)
+            .map(|i| format!("{} = {}", reg_name(f, np + i), operand_text(f, np + i)))
+            .collect();
+        let _ = writeln!(out, "  ; consts: {}", consts.join(", "));
+    }
     let mut next_block = 0;
     for pc in 0..f.code.len() {
         while next_block < f.blocks.len() && f.blocks[next_block].start as usize <= pc {
@@ -64,17 +91,18 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
             }
             next_block += 1;
         }
-        let _ = writeln!(out, "  {pc:04}  {}", instr_in(f, pc, p));
+        let _ = writeln!(out, "  {pc:04}  {}", instr_in(f, pc, p, true));
     }
     out
 }
 
-/// One instruction, for trap messages.
+/// One instruction, for trap messages: `div.i %q, %a, %b` (as in the
+/// listing, without the column padding; `?` for a pc out of range).
 pub fn instr(f: &Function, pc: usize) -> String {
-    instr_in(f, pc, None)
+    instr_in(f, pc, None, false)
 }
 
-fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
+fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
     let Some(ins) = f.code.get(pc) else {
         return String::from("?");
     };
@@ -94,8 +122,10 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
                     .get(ins.x as usize)
                     .map(|t| {
                         t.iter()
-                            .enumerate()
-                            .map(|(k, pc)| format!("{k}: {}", target_text(f, *pc)))
+                            .map(|pc| match block_at(f, *pc) {
+                                Some(name) => format!("{name}: {pc:04}"),
+                                None => format!("{pc:04}"),
+                            })
                             .collect()
                     })
                     .unwrap_or_default();
@@ -148,13 +178,28 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>) -> String {
         }
         (op, _) => op.mnemonic().to_string(),
     };
-    format!("{mnemonic:<11} {}", ops.join(", "))
+    if ops.is_empty() {
+        mnemonic
+    } else if pad {
+        format!("{mnemonic:<11} {}", ops.join(", "))
+    } else {
+        format!("{mnemonic} {}", ops.join(", "))
+    }
+}
+
+/// The block starting at `pc`. Empty blocks share their start with the
+/// next block: name the last, the one whose code is there.
+fn block_at(f: &Function, pc: u32) -> Option<&str> {
+    f.blocks
+        .iter()
+        .rev()
+        .find(|b| b.start == pc)
+        .map(|b| b.name.as_str())
 }
 
 fn target_text(f: &Function, pc: u32) -> String {
-    // Empty blocks share their start with the next block: name the last.
-    match f.blocks.iter().rev().find(|b| b.start == pc) {
-        Some(b) => format!("-> {} ({pc:04})", b.name),
+    match block_at(f, pc) {
+        Some(name) => format!("-> {name} ({pc:04})"),
         None => format!("-> {pc:04}"),
     }
 }

@@ -86,3 +86,28 @@ fn fill_zero(v: &mut Vec<f64>, n: usize) -> Result<(), TryReserveError> {
     v.resize(n, 0.0);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn begin_keeps_buffers_and_forgets_handles() {
+        let mut h = Heap::default();
+        h.begin(true);
+        let a = h.alloc(100).expect("alloc");
+        assert_eq!(a, 1, "handles start at 1; 0 is null");
+        h.get_mut(a).expect("live")[3] = 7.0;
+        let ptr = h.get(a).expect("live").as_ptr();
+        assert_eq!(h.shadow(a).map(<[f64]>::len), Some(100));
+        h.begin(false);
+        assert!(h.get(a).is_none());
+        let b = h.alloc(50).expect("alloc");
+        assert_eq!(b, a);
+        let arr = h.get(b).expect("live");
+        assert_eq!(arr.as_ptr(), ptr, "the buffer is reused");
+        assert!(arr.iter().all(|x| *x == 0.0), "and zeroed");
+        assert!(h.shadow(b).is_none(), "no shadows outside AD mode");
+        assert!(h.get(0).is_none() && h.get(u64::MAX).is_none());
+    }
+}

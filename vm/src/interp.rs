@@ -1,7 +1,7 @@
 //! The register interpreter.
 //!
 //! One `match` on the opcode in a loop over the current function's code.
-//! Calls push a [`Frame`] record on an explicit frame stack (never Rust
+//! Calls push a `Frame` record on an explicit frame stack (never Rust
 //! recursion), and every frame's registers are a window of one shared
 //! register stack, as in Lua. Everything the VM holds (register stack, frame
 //! stack, AD stacks, array heap, result buffer) keeps its capacity between
@@ -12,8 +12,11 @@
 //! check [`Program::is_verified`] (a flag only [`crate::verify`] sets and
 //! that replacing a function clears) and trap with
 //! [`TrapKind::NotVerified`] otherwise, so running an unverified program is
-//! a trap, never undefined behaviour. See `verify.rs` for what verification
-//! proves and `regs.rs` for the unchecked register access it allows.
+//! a trap, never undefined behaviour. A call also compares the site's
+//! argument count and return kind with the callee's current signature (a
+//! caller verified against a callee that was replaced since): a mismatch
+//! is the same trap. See `verify.rs` for what verification proves and
+//! `regs.rs` for the unchecked register access it allows.
 //!
 //! ## Two APIs
 //! * [`Vm::run`]: host [`Value`]s in and out; checks the arguments, copies
@@ -34,7 +37,8 @@
 //! jumps and calls, and only once the step count passes a threshold (one
 //! compare in the hot path): the interrupt flag about every 4096
 //! instructions, fuel exactly at the first backward jump or call past the
-//! limit, and at the final return.
+//! limit, and once more when the entry function returns (so a run that
+//! executed more than the limit never succeeds).
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;

@@ -109,7 +109,15 @@ struct Lowerer<'f> {
 }
 
 /// Lower one function.
+///
+/// Errors: more registers than a frame can name, more code than a jump
+/// target can name, a phi without a value for one of its block's incoming
+/// edges, a `blk.pop` edge into a block with phis, and malformed IR (value
+/// or block ids out of range, instructions without their operands,
+/// terminators among the instructions, no blocks). Anything else, e.g.
+/// operand types, is left to the verifier.
 pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
+    check_ids(f)?;
     let n = f.values.len();
     let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
     let mut is_param = vec![false; n];
@@ -208,6 +216,73 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     })
 }
 
+/// Reject references to values and blocks that do not exist (so that the
+/// rest of the lowering can index freely), terminators among the
+/// instructions, and functions without blocks.
+fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
+    let nv = f.values.len();
+    let nb = f.blocks.len();
+    let bad = |block: &str, detail: String| LowerError::BadInstruction {
+        func: f.name.clone(),
+        block: block.to_string(),
+        detail,
+    };
+    if nb == 0 {
+        return Err(bad("-", "the function has no blocks".into()));
+    }
+    if let Some(p) = f.params.iter().find(|p| p.index() >= nv) {
+        return Err(bad("-", format!("parameter {p} is not a value")));
+    }
+    for b in &f.blocks {
+        let value = |v: &ValueId| -> Result<(), LowerError> {
+            if v.index() < nv {
+                Ok(())
+            } else {
+                Err(bad(&b.name, format!("no value {v}")))
+            }
+        };
+        let block = |t: &BlockId| -> Result<(), LowerError> {
+            if t.index() < nb {
+                Ok(())
+            } else {
+                Err(bad(&b.name, format!("no block {t}")))
+            }
+        };
+        for phi in &b.phis {
+            value(&phi.dst)?;
+            for (pred, v) in &phi.incoming {
+                block(pred)?;
+                value(v)?;
+            }
+        }
+        for inst in &b.insts {
+            if inst.op.is_terminator() || inst.op.is_cond_jump() {
+                return Err(bad(
+                    &b.name,
+                    format!("{} is a terminator, not an instruction", inst.op.mnemonic()),
+                ));
+            }
+            inst.dst
+                .iter()
+                .chain(&inst.args)
+                .chain(&inst.accs)
+                .try_for_each(value)?;
+        }
+        match &b.term {
+            Term::Jmp(t) => block(t)?,
+            Term::Br { cond, then_, else_ } => {
+                value(cond)?;
+                block(then_)?;
+                block(else_)?;
+            }
+            Term::Ret(v) => value(v)?,
+            Term::RetN(vs) => vs.iter().try_for_each(value)?,
+            Term::BlkPop(ts) => ts.iter().try_for_each(block)?,
+        }
+    }
+    Ok(())
+}
+
 /// Phi coalescing: the value `v` a phi `p` receives on edge `P -> B` may
 /// live in `p`'s register, which turns that edge's copy into nothing, when
 /// writing `v` there cannot clobber a `p` that is still needed:
@@ -219,16 +294,39 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
 ///   phi of `B` reads `p` on this edge (the swap `a <- b, b <- a + b`).
 ///
 /// Values coalesced into the same phi come from different predecessors and
-/// are each read only by the phi, so their live ranges do not overlap. This
-/// only applies to SSA functions; reverse functions have no phis.
+/// are each read only by the phi, so their live ranges do not overlap. Only
+/// values (and phis) with exactly one definition qualify, so this never
+/// touches the accumulators of non-SSA (reverse) code.
 fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
     let n = f.values.len();
     let mut alias: Vec<usize> = (0..n).collect();
     let mut def: Vec<Option<(usize, usize)>> = vec![None; n];
+    let mut ndefs = vec![0u32; n];
     for (bi, b) in f.blocks.iter().enumerate() {
+        for phi in &b.phis {
+            ndefs[phi.dst.index()] += 1;
+        }
         for (ii, inst) in b.insts.iter().enumerate() {
             if let Some(d) = inst.dst {
                 def[d.index()] = Some((bi, ii));
+                ndefs[d.index()] += 1;
+            }
+            // `call.acc` writes its accumulators, `acc` and friends their
+            // in-out operands.
+            for a in &inst.accs {
+                ndefs[a.index()] += 1;
+            }
+            if !inst.op.operands().contains(&Operand::Site) {
+                let reads = inst
+                    .op
+                    .operands()
+                    .iter()
+                    .filter(|o| matches!(o, Operand::Use(_) | Operand::InOut(_)));
+                for (o, a) in reads.zip(&inst.args) {
+                    if matches!(o, Operand::InOut(_)) {
+                        ndefs[a.index()] += 1;
+                    }
+                }
             }
         }
     }
@@ -237,7 +335,12 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
             let p = phi.dst;
             for (pred, v) in &phi.incoming {
                 let vi = v.index();
-                if is_param[vi] || f.values[vi].konst.is_some() || uses[vi] != 1 || alias[vi] != vi
+                if is_param[vi]
+                    || f.values[vi].konst.is_some()
+                    || uses[vi] != 1
+                    || ndefs[vi] != 1
+                    || ndefs[p.index()] != 1
+                    || alias[vi] != vi
                 {
                     continue;
                 }
@@ -552,5 +655,89 @@ impl Lowerer<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lowerer over an empty function with `types` as its registers.
+    fn lowerer<'f>(f: &'f ir::Function, types: &[Type]) -> Lowerer<'f> {
+        Lowerer {
+            f,
+            reg: Vec::new(),
+            reg_types: types.to_vec(),
+            reg_names: vec![String::new(); types.len()],
+            scratch: Vec::new(),
+            code: Vec::new(),
+            locs: Vec::new(),
+            fixups: Vec::new(),
+            sites: Vec::new(),
+            tables: Vec::new(),
+            table_blocks: Vec::new(),
+            lists: Vec::new(),
+            uses: Vec::new(),
+        }
+    }
+
+    fn empty() -> ir::Function {
+        ir::Function {
+            name: "t".into(),
+            params: Vec::new(),
+            ret: ir::RetType::One(Type::F64),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Loc::default(),
+        }
+    }
+
+    /// Run the emitted moves on `regs`.
+    fn simulate(code: &[Instr], regs: &mut Vec<u64>) {
+        for i in code {
+            assert_eq!(i.op, Op::Mov);
+            let v = regs[i.r1 as usize];
+            if regs.len() <= i.r0 as usize {
+                regs.resize(i.r0 as usize + 1, 0);
+            }
+            regs[i.r0 as usize] = v;
+        }
+    }
+
+    #[test]
+    fn a_swap_goes_through_one_scratch_register() {
+        let f = empty();
+        let mut l = lowerer(&f, &[Type::F64, Type::F64]);
+        l.copies(vec![(0, 1), (1, 0)], Loc::default());
+        assert_eq!(l.code.len(), 3);
+        assert_eq!(l.reg_types, vec![Type::F64; 3], "one f64 scratch");
+        let mut regs = vec![10, 20];
+        simulate(&l.code, &mut regs);
+        assert_eq!(&regs[..2], &[20, 10]);
+    }
+
+    #[test]
+    fn chains_need_no_scratch_and_self_copies_vanish() {
+        let f = empty();
+        let mut l = lowerer(&f, &[Type::I64; 4]);
+        // a <- b, b <- c, d <- d
+        l.copies(vec![(0, 1), (1, 2), (3, 3)], Loc::default());
+        assert_eq!(l.code.len(), 2);
+        assert_eq!(l.reg_types.len(), 4, "no scratch");
+        let mut regs = vec![1, 2, 3, 4];
+        simulate(&l.code, &mut regs);
+        assert_eq!(regs, vec![2, 3, 3, 4]);
+    }
+
+    #[test]
+    fn scratch_registers_are_per_type_and_reused() {
+        let f = empty();
+        let mut l = lowerer(&f, &[Type::F64, Type::F64, Type::I64, Type::I64]);
+        l.copies(vec![(0, 1), (1, 0), (2, 3), (3, 2)], Loc::default());
+        l.copies(vec![(0, 1), (1, 0)], Loc::default());
+        assert_eq!(l.reg_types.len(), 6, "one f64 and one i64 scratch");
+        let mut regs = vec![1, 2, 3, 4];
+        simulate(&l.code, &mut regs);
+        assert_eq!(&regs[..4], &[1, 2, 4, 3]);
     }
 }

@@ -1,33 +1,60 @@
 //! The bytecode verifier.
 //!
-//! **Invariant:** no [`Program`] whose functions pass [`verify_function`]
-//! can make the interpreter panic, index out of bounds, or hit undefined
-//! behaviour. The interpreter only enters functions marked verified
-//! ([`Program::is_verified`]) and, in `regs.rs`, reads and writes registers
-//! without bounds checks on the strength of these checks:
+//! **Invariant:** no [`Program`] that passes [`verify_program`] (or whose
+//! functions each passed [`verify_function`]) can make the interpreter
+//! panic, index out of bounds, or hit undefined behaviour. The interpreter
+//! only enters functions marked verified ([`Program::is_verified`]; only
+//! this module sets the mark, and [`Program::set`] clears it) and, in
+//! `regs.rs`, reads and writes registers and fetches instructions without
+//! bounds checks on the strength of these checks:
 //!
-//! 1. `reg_types.len() <= 65535`, and every parameter type is the matching
-//!    prefix of `reg_types`; `param_types.len() + consts.len() <= nregs`,
-//!    and no constant register is an array.
-//! 2. Every register operand (`r0`, `r1`, `r2`, and `x` where the opcode
-//!    has a fourth register) is `< nregs` and has the type the opcode table
-//!    requires; all `T` operands of one instruction have the same type.
-//! 3. Jump targets are `< code.len()`; jump-table, list and call-site
-//!    indices are in range and every jump-table entry is `< code.len()`.
-//! 4. Call sites: the callee exists; argument count and register types match
-//!    its parameters; `call` targets a callee returning one value whose type
-//!    is `r0`'s; `call.acc` targets a callee returning several f64 values,
-//!    one per `rets` register, each an f64 register.
-//! 5. `ret` returns a register of the function's single return type; `ret.n`
-//!    returns a list matching the function's return types.
-//! 6. The code is non-empty and its last instruction is an unconditional
-//!    terminator, so execution never runs off the end.
-//! 7. Fused compare-and-branch instructions carry a valid condition.
-//! 8. `locs` and `reg_names` are empty or as long as `code` / `reg_types`.
+//! 1. Frame: `reg_types.len() <= 65535` (a register is a `u16`); every
+//!    parameter type is the matching prefix of `reg_types`;
+//!    `param_types.len() + consts.len() <= nregs`, and no constant register
+//!    is an array (constants are raw bits, never heap handles).
+//! 2. Registers: every register operand (`r0`, `r1`, `r2`, and `x` where the
+//!    opcode has a fourth register, as listed by [`Op::operands`]) is
+//!    `< nregs` and has the type the opcode table requires; all `T`
+//!    operands of one instruction have the same type.
+//! 3. Indices: jump targets are `< code.len()`; jump-table, register-list
+//!    and call-site indices are in range and every jump-table entry is
+//!    `< code.len()`.
+//! 4. Calls: the callee exists; argument count and register types match
+//!    its parameters; `call` targets a callee returning one value
+//!    ([`RetType::One`]) whose type is `r0`'s, and its site lists no
+//!    accumulators; `call.acc` targets a callee returning several f64
+//!    values ([`RetType::Many`]), one per `rets` register, each an f64
+//!    register.
+//! 5. Returns: `ret` returns a register of the function's single return
+//!    type (so never in a [`RetType::Many`] function); `ret.n` returns a
+//!    list whose register types are the function's return types (so never
+//!    in a [`RetType::One`] function).
+//! 6. Termination: the code is non-empty and its last instruction is an
+//!    unconditional terminator (`ret`, `ret.n`, `jmp`, `blk.pop`), so
+//!    execution never runs off the end: every `pc` the interpreter reaches
+//!    is 0, a checked target, or the successor of an instruction that is
+//!    not the last.
+//! 7. Flags: fused compare-and-branch instructions carry a valid condition
+//!    (bits 0-2 a [`crate::op::Cond`], bit 3 the negation, nothing else);
+//!    every other instruction has a zero `flags` byte.
+//! 8. Debug tables: `locs` and `reg_names` are empty or exactly as long as
+//!    `code` / `reg_types`.
+//!
+//! Checks 4 and 5 make calls and returns agree on the shape of the result:
+//! a `call` frame is only ever returned to by `ret`, a `call.acc` frame only
+//! by `ret.n`. A caller is verified against its callees' signatures at that
+//! time; should a callee later be replaced by one with another signature,
+//! the interpreter's call refuses it (argument count and return kind are
+//! compared at every call) rather than trusting the stale check.
 //!
 //! What the verifier cannot decide statically stays a trap at run time:
-//! array bounds and handles, stack underflow, block ids outside a jump
-//! table, call depth, fuel and memory limits.
+//! array bounds, array handles (an array register starts at 0, the null
+//! handle, and may never be assigned), comms and block stack underflow,
+//! block ids outside a jump table, call depth, fuel, memory limits.
+//!
+//! [`decode`] turns raw little-endian words into instructions (rejecting
+//! bytes that name no opcode); [`crate::bytecode::Instr::encode`] is its
+//! inverse.
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::ir::{FuncId, RetType};
@@ -72,6 +99,9 @@ pub enum VerifyError {
     FallsOffEnd { func: String },
     /// Debug tables have the wrong length.
     BadDebugInfo { func: String },
+    /// The `flags` byte is not a valid condition (fused compare-and-branch)
+    /// or not zero (every other opcode: the byte is reserved).
+    BadFlags { func: String, pc: usize, flags: u8 },
     /// No such function.
     NoFunction { id: u32 },
 }
@@ -101,6 +131,9 @@ impl fmt::Display for VerifyError {
             VerifyError::BadDebugInfo { func } => {
                 write!(f, "@{func}: debug tables have the wrong length")
             }
+            VerifyError::BadFlags { func, pc, flags } => {
+                write!(f, "@{func} at {pc:04}: bad flags byte {flags:#04x}")
+            }
             VerifyError::NoFunction { id } => write!(f, "no function fn{id}"),
         }
     }
@@ -108,7 +141,11 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-/// Verify every function; on success all are marked verified.
+/// Verify every function; every function that passes is marked verified,
+/// and the result lists the errors of all that do not.
+///
+/// Takes `&mut` because verification is recorded in the program (the mark
+/// that lets the interpreter run a function).
 pub fn verify_program(p: &mut Program) -> Result<(), Vec<VerifyError>> {
     let mut errors = Vec::new();
     for i in 0..p.len() {
@@ -264,14 +301,18 @@ fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec
         }
     }
     debug_assert_eq!(slot, regs.len());
-    if matches!(ins.op, Op::JmpCmpI | Op::JmpCmpF)
-        && crate::op::Cond::from_flags(ins.flags).is_none()
-    {
-        errs.push(bad_index(
-            f,
+    let flags_ok = if matches!(ins.op, Op::JmpCmpI | Op::JmpCmpF) {
+        ins.flags & !(7 | crate::op::COND_NEGATE) == 0
+            && crate::op::Cond::from_flags(ins.flags).is_some()
+    } else {
+        ins.flags == 0
+    };
+    if !flags_ok {
+        errs.push(VerifyError::BadFlags {
+            func: func(),
             pc,
-            format!("bad condition flags {:#x}", ins.flags),
-        ));
+            flags: ins.flags,
+        });
     }
     if ins.op == Op::Ret {
         if let Some(actual) = f.reg_types.get(ins.r0 as usize) {
@@ -379,7 +420,10 @@ fn check_call(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<
     }
 }
 
-/// Decode little-endian 12-byte instruction words (see `bytecode.rs`).
+/// Decode little-endian 12-byte instruction words (layout in
+/// `bytecode.rs`). `Err(i)`: word `i` is the first whose byte 0 names no
+/// opcode. Decoding checks nothing else; run the result through the
+/// verifier before it runs.
 pub fn decode(words: &[[u8; 12]]) -> Result<Vec<Instr>, usize> {
     words
         .iter()

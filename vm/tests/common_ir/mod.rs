@@ -75,6 +75,99 @@ impl B {
     pub fn term(&mut self, b: BlockId, t: Term) {
         self.f.blocks[b.index()].term = t;
     }
+
+    /// A function returning several f64 values (`ret.n`).
+    pub fn new_many(name: &str, params: &[(&str, Type)], nrets: usize) -> B {
+        let mut b = B::new(name, params, Type::F64);
+        b.f.ret = RetType::Many(vec![Type::F64; nrets]);
+        b
+    }
+    pub fn bool(&mut self, x: bool) -> ValueId {
+        self.f.new_const(Type::Bool, x as u64)
+    }
+    /// An instruction writing an existing value (non-SSA code, or a value
+    /// made with [`B::val`]).
+    pub fn set(&mut self, b: BlockId, op: Op, dst: ValueId, args: &[ValueId]) {
+        self.f.blocks[b.index()].insts.push(Inst::new(
+            op,
+            Some(dst),
+            args.to_vec(),
+            Loc { line: 1, col: 1 },
+        ));
+    }
+    /// An instruction without a destination (`aset`, `comms.push`, ...).
+    pub fn eff(&mut self, b: BlockId, op: Op, args: &[ValueId]) {
+        self.f.blocks[b.index()].insts.push(Inst::new(
+            op,
+            None,
+            args.to_vec(),
+            Loc { line: 1, col: 1 },
+        ));
+    }
+    /// `call.acc @callee(args) += (accs)`.
+    pub fn call_acc(&mut self, b: BlockId, callee: u32, args: &[ValueId], accs: &[ValueId]) {
+        let mut i = Inst::new(Op::CallAcc, None, args.to_vec(), Loc::default());
+        i.callee = Some(FuncId(callee));
+        i.accs = accs.to_vec();
+        self.f.blocks[b.index()].insts.push(i);
+    }
+    pub fn blk_push(&mut self, b: BlockId, id: u32) {
+        let mut i = Inst::new(Op::BlkPush, None, Vec::new(), Loc::default());
+        i.imm = id;
+        self.f.blocks[b.index()].insts.push(i);
+    }
+    /// Set the source line of the block's last instruction.
+    pub fn line(&mut self, b: BlockId, line: u32) {
+        if let Some(i) = self.f.blocks[b.index()].insts.last_mut() {
+            i.loc = Loc { line, col: 5 };
+        }
+    }
+    pub fn jmp(&mut self, b: BlockId, to: BlockId) {
+        self.term(b, Term::Jmp(to));
+    }
+    pub fn br(&mut self, b: BlockId, cond: ValueId, then_: BlockId, else_: BlockId) {
+        self.term(b, Term::Br { cond, then_, else_ });
+    }
+    pub fn ret(&mut self, b: BlockId, v: ValueId) {
+        self.term(b, Term::Ret(v));
+    }
+    pub fn module(self) -> Module {
+        Module {
+            funcs: vec![self.f],
+        }
+    }
+}
+
+/// Several functions, in order (ids 0, 1, ...).
+pub fn module(fs: Vec<B>) -> Module {
+    Module {
+        funcs: fs.into_iter().map(|b| b.f).collect(),
+    }
+}
+
+/// Lower and verify, panicking on failure (test programs are well formed).
+pub fn load(m: &Module) -> vm::bytecode::Program {
+    let mut p = vm::lower::lower_module(m).expect("lowers");
+    if let Err(errs) = vm::verify::verify_program(&mut p) {
+        panic!("verification failed: {errs:?}");
+    }
+    p
+}
+
+/// `fn @t(%a: ta, %b: tb) -> tr { entry: %r = op %a, %b; ret %r }`; one
+/// parameter for unary opcodes (`tb = None`).
+pub fn single(op: Op, ta: Type, tb: Option<Type>, tr: Type) -> Module {
+    let mut params = vec![("a", ta)];
+    if let Some(tb) = tb {
+        params.push(("b", tb));
+    }
+    let mut b = B::new("t", &params, tr);
+    let entry = b.block("entry");
+    let args: Vec<ValueId> = (0..params.len()).map(|i| b.p(i)).collect();
+    let r = b.val("r", tr);
+    b.set(entry, op, r, &args);
+    b.ret(entry, r);
+    b.module()
 }
 
 /// powloop from adasm.md §1.

@@ -1,0 +1,498 @@
+//! Lowering: phis as parallel copies on the edge taken (cycles included),
+//! non-SSA code, side tables and debug tables, and errors instead of panics
+//! on malformed IR.
+
+mod common_ir;
+
+use common_ir::*;
+use proptest::prelude::*;
+use vm::bytecode::Program;
+use vm::interp::Vm;
+use vm::ir::{BlockId, FuncId, Module, Term, ValueId};
+use vm::lower::{lower_function, lower_module, LowerError};
+use vm::op::Op;
+use vm::{Type, Value};
+
+use Type::{Bool, F64, I64};
+
+/// Run a `ret.n` function on raw arguments; its f64 results.
+fn run_many(p: &Program, args: &[u64]) -> Vec<f64> {
+    let mut vm = Vm::default();
+    vm.begin(false);
+    if let Err(t) = vm.call_raw(p, FuncId(0), args) {
+        panic!("trapped: {t}");
+    }
+    vm.results().iter().map(|b| f64::from_bits(*b)).collect()
+}
+
+/// No `jmp` targets the instruction right after it.
+fn no_jump_to_next(p: &Program) {
+    for f in p.funcs() {
+        for (pc, i) in f.code.iter().enumerate() {
+            assert!(
+                !(i.op == Op::Jmp && i.x as usize == pc + 1),
+                "@{} {pc:04}: jump to the next instruction\n{}",
+                f.name,
+                vm::disasm::function(f)
+            );
+        }
+    }
+}
+
+#[test]
+fn phi_swap_on_one_back_edge() {
+    let p = load(&fib());
+    no_jump_to_next(&p);
+    let mut vm = Vm::default();
+    for (n, want) in [(0, 0.0), (1, 1.0), (2, 1.0), (10, 55.0), (20, 6765.0)] {
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(n)]),
+            Ok(Value::F64(want)),
+            "fib({n})"
+        );
+    }
+}
+
+/// Where a phi source is read by a phi of the same edge, the copies must
+/// go through a scratch register: `a, b, c = b, c, a` rotates.
+#[test]
+fn three_cycle_rotation() {
+    let mut b = B::new_many("rot", &[("n", I64)], 3);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.jmp(entry, head);
+    let (x, y, z) = (b.val("x", F64), b.val("y", F64), b.val("z", F64));
+    let k = b.val("k", I64);
+    let k2 = b.val("k2", I64);
+    let (c1, c2, c3, i0, i1) = (b.f64(1.0), b.f64(2.0), b.f64(3.0), b.i64(0), b.i64(1));
+    b.phi(head, x, &[(entry, c1), (body, y)]);
+    b.phi(head, y, &[(entry, c2), (body, z)]);
+    b.phi(head, z, &[(entry, c3), (body, x)]);
+    b.phi(head, k, &[(entry, i0), (body, k2)]);
+    let n = b.p(0);
+    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
+    b.br(head, c, body, done);
+    b.set(body, Op::AddI, k2, &[k, i1]);
+    b.jmp(body, head);
+    b.term(done, Term::RetN(vec![x, y, z]));
+    let p = load(&b.module());
+    no_jump_to_next(&p);
+    let mut want = [1.0, 2.0, 3.0];
+    for n in 0..7 {
+        assert_eq!(run_many(&p, &[n as u64]), want.to_vec(), "n = {n}");
+        want.rotate_left(1);
+    }
+}
+
+/// One value feeding two phis, and a phi keeping its own value.
+#[test]
+fn fan_out_and_self_copies() {
+    let mut b = B::new_many("fan", &[("n", I64)], 3);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.jmp(entry, head);
+    let (x, y, z) = (b.val("x", F64), b.val("y", F64), b.val("z", F64));
+    let k = b.val("k", I64);
+    let k2 = b.val("k2", I64);
+    let (c1, c2, c3, i0, i1) = (b.f64(1.0), b.f64(2.0), b.f64(3.0), b.i64(0), b.i64(1));
+    let s = b.val("s", F64);
+    b.phi(head, x, &[(entry, c1), (body, s)]);
+    b.phi(head, y, &[(entry, c2), (body, x)]);
+    b.phi(head, z, &[(entry, c3), (body, z)]);
+    b.phi(head, k, &[(entry, i0), (body, k2)]);
+    let n = b.p(0);
+    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
+    b.br(head, c, body, done);
+    b.set(body, Op::AddF, s, &[x, y]);
+    b.set(body, Op::AddI, k2, &[k, i1]);
+    b.jmp(body, head);
+    b.term(done, Term::RetN(vec![x, y, z]));
+    let p = load(&b.module());
+    let (mut x, mut y) = (1.0, 2.0);
+    for n in 0..6 {
+        assert_eq!(run_many(&p, &[n as u64]), vec![x, y, 3.0], "n = {n}");
+        (x, y) = (x + y, x);
+    }
+}
+
+/// A `br` whose two edges both carry copies: `jmp.ifnot c, Lelse; <copies
+/// for then>; jmp then; Lelse: <copies for else>; jmp else`.
+#[test]
+fn conditional_branch_with_copies_on_both_edges() {
+    // do { a, b = b, a; i += 1 } while i < n; return (a, b) via phis of
+    // the exit block that swap them once more.
+    let mut b = B::new_many("both", &[("n", I64)], 2);
+    let entry = b.block("entry");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.jmp(entry, body);
+    let (x, y) = (b.val("x", F64), b.val("y", F64));
+    let (u, v) = (b.val("u", F64), b.val("v", F64));
+    let i = b.val("i", I64);
+    let i2 = b.val("i2", I64);
+    let (c1, c2, i0, i1) = (b.f64(1.0), b.f64(2.0), b.i64(0), b.i64(1));
+    b.phi(body, x, &[(entry, c1), (body, y)]);
+    b.phi(body, y, &[(entry, c2), (body, x)]);
+    b.phi(body, i, &[(entry, i0), (body, i2)]);
+    b.set(body, Op::AddI, i2, &[i, i1]);
+    let n = b.p(0);
+    let c = b.op(body, Op::LtI, Some(Bool), &[i2, n]);
+    b.br(body, c, body, done);
+    b.phi(done, u, &[(body, y)]);
+    b.phi(done, v, &[(body, x)]);
+    b.term(done, Term::RetN(vec![u, v]));
+    let p = load(&b.module());
+    no_jump_to_next(&p);
+    for n in 1..6u64 {
+        // After the loop x, y have been swapped n - 1 times (the last
+        // iteration exits); the exit phis swap once more.
+        let want = if n % 2 == 1 {
+            vec![2.0, 1.0]
+        } else {
+            vec![1.0, 2.0]
+        };
+        assert_eq!(run_many(&p, &[n]), want, "n = {n}");
+    }
+}
+
+/// Reverse code from the AD stage is not SSA: accumulators are written
+/// many times. One value, one register: lowering stays correct.
+#[test]
+fn non_ssa_accumulators() {
+    // fn(x, n) -> (d, e): loop n times { d += x; e -= d } (no phis; the
+    // loop counter is an accumulator too).
+    let mut b = B::new_many("rev", &[("x", F64), ("n", I64)], 2);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    let (x, n) = (b.p(0), b.p(1));
+    let d = b.val("d", F64);
+    let e = b.val("e", F64);
+    let k = b.val("k", I64);
+    let i1 = b.i64(1);
+    b.jmp(entry, head);
+    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
+    b.br(head, c, body, done);
+    b.set(body, Op::Acc, d, &[d, x]);
+    b.set(body, Op::AccNeg, e, &[e, d]);
+    b.set(body, Op::AddI, k, &[k, i1]);
+    b.jmp(body, head);
+    b.term(done, Term::RetN(vec![d, e]));
+    let p = load(&b.module());
+    for n in 0..5u64 {
+        let (mut d, mut e) = (0.0, 0.0);
+        for _ in 0..n {
+            d += 0.5;
+            e -= d;
+        }
+        assert_eq!(run_many(&p, &[0.5f64.to_bits(), n]), vec![d, e]);
+    }
+}
+
+#[test]
+fn registers_side_tables_and_debug_info() {
+    let m = powloop();
+    let f = lower_function(&m.funcs[0]).expect("lowers");
+    // Parameters first, then constants.
+    assert_eq!(f.param_types, vec![F64, I64]);
+    assert_eq!(&f.reg_types[..2], &[F64, I64]);
+    assert_eq!(f.reg_names[0], "x");
+    assert_eq!(f.reg_names[1], "n");
+    let consts: Vec<u64> = vec![1.0f64.to_bits(), 0, 1];
+    assert_eq!(f.consts, consts);
+    assert_eq!(&f.reg_types[2..5], &[F64, I64, I64]);
+    // Every block named at its start; locs per instruction.
+    let names: Vec<&str> = f.blocks.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["entry", "head", "body", "done"]);
+    assert!(f.blocks.windows(2).all(|w| w[0].start <= w[1].start));
+    assert_eq!(f.locs.len(), f.code.len());
+    assert_eq!(f.reg_names.len(), f.reg_types.len());
+    assert!(f.reg_names.iter().any(|n| n == "r"));
+    // The loop is 3 instructions: mul, sub and a fused compare-and-branch.
+    let body = f.blocks[2].start as usize;
+    let done = f.blocks[3].start as usize;
+    assert_eq!(done - body, 3, "{}", vm::disasm::function(&f));
+    assert_eq!(f.code[done].op, Op::Ret);
+}
+
+#[test]
+fn calls_returns_and_dispatch_tables() {
+    // f(x) = g(x) with `ret`; h(x) returns (x, x) with `ret.n`; a `blk.pop`
+    // table lists its targets' start pcs.
+    let mut g = B::new("g", &[("x", F64)], F64);
+    let e = g.block("entry");
+    let x = g.p(0);
+    g.ret(e, x);
+    let mut h = B::new_many("h", &[("x", F64)], 2);
+    let e = h.block("entry");
+    let x = h.p(0);
+    h.term(e, Term::RetN(vec![x, x]));
+    let mut f = B::new("f", &[("x", F64)], F64);
+    let e = f.block("entry");
+    let a = f.block("a");
+    let bb = f.block("b");
+    let x = f.p(0);
+    let r = f.call(e, 1, F64, &[x]);
+    let acc = f.val("acc", F64);
+    f.call_acc(e, 2, &[x], &[acc, acc]);
+    f.blk_push(e, 1);
+    f.term(e, Term::BlkPop(vec![a, bb]));
+    f.ret(a, r);
+    f.ret(bb, acc);
+    let p = load(&module(vec![f, g, h]));
+    let fb = p.func(FuncId(0));
+    assert_eq!(fb.sites.len(), 2);
+    assert_eq!(fb.sites[0].func, FuncId(1));
+    assert!(fb.sites[0].rets.is_empty());
+    assert_eq!(fb.sites[1].func, FuncId(2));
+    assert_eq!(fb.sites[1].rets.len(), 2);
+    assert_eq!(
+        fb.tables,
+        vec![vec![fb.blocks[1].start, fb.blocks[2].start]]
+    );
+    assert_eq!(p.func(FuncId(2)).lists.len(), 1);
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::F64(1.5)]),
+        Ok(Value::F64(3.0))
+    );
+}
+
+#[test]
+fn blk_pop_into_a_block_with_phis_is_an_error() {
+    let mut b = B::new("f", &[], F64);
+    let e = b.block("entry");
+    let t = b.block("t");
+    let v = b.val("v", F64);
+    let c = b.f64(1.0);
+    b.phi(t, v, &[(e, c)]);
+    b.term(e, Term::BlkPop(vec![t]));
+    b.ret(t, v);
+    let err = lower_module(&b.module()).expect_err("refused");
+    assert!(
+        matches!(&err, LowerError::PhiOnDispatchEdge { block, .. } if block == "t"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_phi_without_a_value_for_an_edge_is_an_error() {
+    let mut b = B::new("f", &[], F64);
+    let e = b.block("entry");
+    let t = b.block("t");
+    let v = b.val("v", F64);
+    b.phi(t, v, &[]);
+    b.jmp(e, t);
+    b.ret(t, v);
+    let err = lower_module(&b.module()).expect_err("refused");
+    assert!(matches!(err, LowerError::MissingPhiEdge { .. }), "{err}");
+}
+
+#[test]
+fn malformed_ir_is_an_error_not_a_panic() {
+    let base = || {
+        let mut b = B::new("f", &[("x", F64)], F64);
+        let e = b.block("entry");
+        let x = b.p(0);
+        b.ret(e, x);
+        b
+    };
+    let mut cases: Vec<(&str, Module)> = Vec::new();
+    let mut b = base();
+    b.term(BlockId(0), Term::Ret(ValueId(99)));
+    cases.push(("value out of range", b.module()));
+    let mut b = base();
+    b.term(BlockId(0), Term::Jmp(BlockId(9)));
+    cases.push(("block out of range", b.module()));
+    let mut b = base();
+    b.f.blocks.clear();
+    cases.push(("no blocks", b.module()));
+    let mut b = base();
+    let x = b.p(0);
+    b.eff(BlockId(0), Op::Ret, &[x]);
+    cases.push(("terminator among instructions", b.module()));
+    let mut b = base();
+    b.eff(BlockId(0), Op::AddF, &[]);
+    cases.push(("missing destination", b.module()));
+    let mut b = base();
+    let y = b.val("y", F64);
+    b.set(BlockId(0), Op::AddF, y, &[]);
+    cases.push(("missing operands", b.module()));
+    let mut b = base();
+    let y = b.val("y", F64);
+    b.set(BlockId(0), Op::Call, y, &[]);
+    cases.push(("call without callee", b.module()));
+    let mut b = base();
+    let y = b.val("y", F64);
+    b.phi(BlockId(0), y, &[(BlockId(7), ValueId(0))]);
+    cases.push(("phi from a block out of range", b.module()));
+    for (what, m) in cases {
+        match lower_module(&m) {
+            Ok(_) => panic!("{what}: lowered"),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+    }
+}
+
+#[test]
+fn too_many_registers_is_an_error() {
+    let mut b = B::new("big", &[], F64);
+    let e = b.block("entry");
+    let c = b.f64(0.0);
+    for _ in 0..70_000 {
+        b.op(e, Op::Mov, Some(F64), &[c]);
+    }
+    b.ret(e, c);
+    let err = lower_module(&b.module()).expect_err("too big");
+    assert!(matches!(err, LowerError::TooManyRegisters { .. }), "{err}");
+}
+
+// ---- parallel copies, at random ------------------------------------------
+
+/// Where a phi's value on an edge comes from.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    /// Phi `j` of the loop (its value at the start of the iteration).
+    Phi(usize),
+    /// `phi j + (j + 1)`, computed in the loop body.
+    Step(usize),
+    /// A constant.
+    Const(u8),
+}
+
+fn src() -> impl Strategy<Value = Src> {
+    prop_oneof![
+        (0usize..6).prop_map(Src::Phi),
+        (0usize..6).prop_map(Src::Step),
+        (0u8..3).prop_map(Src::Const),
+    ]
+}
+
+/// A loop over `k` f64 phis whose back-edge values are `back`, exiting
+/// through phis whose values are `out`. `do_while`: the body branches back
+/// to itself (copies on both edges of one `br`); otherwise a `while` loop
+/// with the test in the header (the back edge is a `jmp`, so values can be
+/// coalesced into the phis). `fused`: whether the comparison is the last
+/// instruction before the branch (`do_while` only).
+fn copy_loop(back: &[Src], out: &[Src], do_while: bool, fused: bool) -> Module {
+    let k = back.len();
+    let mut b = B::new_many("loop", &[("n", I64)], out.len());
+    let n = b.p(0);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = if do_while { head } else { b.block("body") };
+    let done = b.block("done");
+    b.jmp(entry, head);
+    let phis: Vec<ValueId> = (0..k).map(|j| b.val(&format!("p{j}"), F64)).collect();
+    let i = b.val("i", I64);
+    let i2 = b.val("i2", I64);
+    let (i0, i1) = (b.i64(0), b.i64(1));
+    let consts: Vec<ValueId> = (0..3).map(|c| b.f64(100.0 * (c + 1) as f64)).collect();
+    let init: Vec<ValueId> = (0..k).map(|j| b.f64(j as f64 + 0.5)).collect();
+    let incs: Vec<ValueId> = (0..k).map(|j| b.f64(j as f64 + 1.0)).collect();
+    // The body: i2 = i + 1; steps; the comparison before or after the steps.
+    let cmp_block = if do_while { body } else { head };
+    let cmp_args = if do_while { [i2, n] } else { [i, n] };
+    let mut cond = None;
+    if !do_while {
+        cond = Some(b.op(cmp_block, Op::LtI, Some(Bool), &cmp_args));
+    }
+    b.set(body, Op::AddI, i2, &[i, i1]);
+    if do_while && !fused {
+        cond = Some(b.op(cmp_block, Op::LtI, Some(Bool), &cmp_args));
+    }
+    let steps: Vec<ValueId> = (0..k)
+        .map(|j| b.op(body, Op::AddF, Some(F64), &[phis[j], incs[j]]))
+        .collect();
+    if fused && do_while {
+        cond = Some(b.op(cmp_block, Op::LtI, Some(Bool), &cmp_args));
+    }
+    let cond = cond.expect("made");
+    let val = |s: Src| match s {
+        Src::Phi(j) => phis[j % k],
+        Src::Step(j) => steps[j % k],
+        Src::Const(c) => consts[c as usize],
+    };
+    for j in 0..k {
+        b.phi(head, phis[j], &[(entry, init[j]), (body, val(back[j]))]);
+    }
+    b.phi(head, i, &[(entry, i0), (body, i2)]);
+    let outs: Vec<ValueId> = (0..out.len())
+        .map(|j| b.val(&format!("q{j}"), F64))
+        .collect();
+    if do_while {
+        b.br(body, cond, head, done);
+        for (j, s) in out.iter().enumerate() {
+            b.phi(done, outs[j], &[(body, val(*s))]);
+        }
+    } else {
+        b.br(head, cond, body, done);
+        b.jmp(body, head);
+        // The exit edge leaves the header: no step values there.
+        for (j, s) in out.iter().enumerate() {
+            let v = match s {
+                Src::Step(j) | Src::Phi(j) => phis[j % k],
+                Src::Const(c) => consts[*c as usize],
+            };
+            b.phi(done, outs[j], &[(head, v)]);
+        }
+    }
+    b.term(done, Term::RetN(outs));
+    b.module()
+}
+
+/// What `copy_loop` computes, by direct simulation.
+fn copy_loop_reference(back: &[Src], out: &[Src], do_while: bool, n: i64) -> Vec<f64> {
+    let k = back.len();
+    let mut p: Vec<f64> = (0..k).map(|j| j as f64 + 0.5).collect();
+    let konst = |c: u8| 100.0 * (c as f64 + 1.0);
+    let mut i = 0i64;
+    loop {
+        if !do_while && i >= n {
+            let pick = |s: &Src| match *s {
+                Src::Step(j) | Src::Phi(j) => p[j % k],
+                Src::Const(c) => konst(c),
+            };
+            return out.iter().map(pick).collect();
+        }
+        let i2 = i + 1;
+        let steps: Vec<f64> = (0..k).map(|j| p[j] + (j as f64 + 1.0)).collect();
+        let val = |s: &Src| match *s {
+            Src::Phi(j) => p[j % k],
+            Src::Step(j) => steps[j % k],
+            Src::Const(c) => konst(c),
+        };
+        if do_while && i2 >= n {
+            return out.iter().map(val).collect();
+        }
+        p = back.iter().map(val).collect();
+        i = i2;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    /// Any parallel copy (permutations, cycles, fan-out, constants) on a
+    /// back edge and an exit edge is sequentialised correctly.
+    #[test]
+    fn random_parallel_copies(
+        back in prop::collection::vec(src(), 1..6),
+        out in prop::collection::vec(src(), 1..5),
+        do_while in any::<bool>(),
+        fused in any::<bool>(),
+        n in 0i64..6,
+    ) {
+        let m = copy_loop(&back, &out, do_while, fused);
+        let p = load(&m);
+        no_jump_to_next(&p);
+        let got = run_many(&p, &[n as u64]);
+        let want = copy_loop_reference(&back, &out, do_while, n);
+        prop_assert_eq!(got, want, "{}", vm::disasm::program(&p));
+    }
+}

@@ -1,0 +1,951 @@
+//! The semantics of every opcode (adasm.md §3 and the docs in `op.rs`) and
+//! the interpreter's traps, on hand-built IR.
+
+mod common_ir;
+
+use common_ir::*;
+use vm::interp::{Trap, TrapKind, Vm};
+use vm::ir::{FuncId, Term};
+use vm::op::Op;
+use vm::{Type, Value};
+
+use Type::{Arr, Bool, F64, I64};
+
+fn run(m: &vm::ir::Module, args: &[Value]) -> Result<Value, Trap> {
+    let p = load(m);
+    Vm::default().run(&p, FuncId(0), args)
+}
+
+fn ok(m: &vm::ir::Module, args: &[Value]) -> Value {
+    match run(m, args) {
+        Ok(v) => v,
+        Err(t) => panic!("trapped: {t}"),
+    }
+}
+
+fn trap(m: &vm::ir::Module, args: &[Value]) -> Trap {
+    match run(m, args) {
+        Ok(v) => panic!("returned {v}, expected a trap"),
+        Err(t) => t,
+    }
+}
+
+fn int2(op: Op, a: i64, b: i64) -> Result<Value, Trap> {
+    run(
+        &single(op, I64, Some(I64), I64),
+        &[Value::I64(a), Value::I64(b)],
+    )
+}
+
+fn f2(op: Op, a: f64, b: f64) -> f64 {
+    match ok(
+        &single(op, F64, Some(F64), F64),
+        &[Value::F64(a), Value::F64(b)],
+    ) {
+        Value::F64(x) => x,
+        v => panic!("{v:?}"),
+    }
+}
+
+fn f1(op: Op, a: f64) -> f64 {
+    match ok(&single(op, F64, None, F64), &[Value::F64(a)]) {
+        Value::F64(x) => x,
+        v => panic!("{v:?}"),
+    }
+}
+
+type Bin = fn(f64, f64) -> f64;
+type Un = fn(f64) -> f64;
+
+fn same(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+#[test]
+fn i64_arithmetic_wraps() {
+    let cases = [
+        (Op::AddI, i64::MAX, 1, i64::MIN),
+        (Op::SubI, i64::MIN, 1, i64::MAX),
+        (Op::MulI, i64::MAX, 2, -2),
+        (Op::MulI, i64::MIN, -1, i64::MIN),
+        (Op::DivI, i64::MIN, -1, i64::MIN),
+        (Op::RemI, i64::MIN, -1, 0),
+        (Op::DivI, -7, 2, -3),
+        (Op::RemI, -7, 2, -1),
+        (Op::RemI, 7, -2, 1),
+        (Op::AddI, 2, 3, 5),
+        (Op::SubI, 2, 3, -1),
+    ];
+    for (op, a, b, want) in cases {
+        assert_eq!(int2(op, a, b), Ok(Value::I64(want)), "{op:?} {a} {b}");
+    }
+    let neg = single(Op::NegI, I64, None, I64);
+    assert_eq!(ok(&neg, &[Value::I64(i64::MIN)]), Value::I64(i64::MIN));
+    assert_eq!(ok(&neg, &[Value::I64(5)]), Value::I64(-5));
+}
+
+#[test]
+fn integer_division_and_remainder_by_zero_trap() {
+    let t = int2(Op::DivI, 1, 0).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::DivByZero);
+    let t = int2(Op::RemI, 1, 0).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::RemByZero);
+    let t = int2(Op::DivI, i64::MIN, 0).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::DivByZero);
+}
+
+#[test]
+fn trap_message_names_function_block_instruction_and_line() {
+    let mut b = B::new("f", &[("a", I64), ("b", I64)], I64);
+    let entry = b.block("entry");
+    let body = b.block("body");
+    b.jmp(entry, body);
+    let q = b.val("q", I64);
+    let (x, y) = (b.p(0), b.p(1));
+    b.set(body, Op::DivI, q, &[x, y]);
+    b.line(body, 7);
+    b.ret(body, q);
+    let t = trap(&b.module(), &[Value::I64(1), Value::I64(0)]);
+    assert_eq!(
+        t.to_string(),
+        "trap: integer division by zero in @f, block body, at `div.i %q, %a, %b` (line 7)"
+    );
+    assert_eq!((t.func.as_str(), t.block.as_str()), ("f", "body"));
+    assert_eq!(t.loc.line, 7);
+}
+
+#[test]
+fn f64_arithmetic_and_math() {
+    let bin: [(Op, Bin); 5] = [
+        (Op::AddF, |a, b| a + b),
+        (Op::SubF, |a, b| a - b),
+        (Op::MulF, |a, b| a * b),
+        (Op::DivF, |a, b| a / b),
+        (Op::PowF, f64::powf),
+    ];
+    for (op, g) in bin {
+        for (a, b) in [(1.5, 2.25), (-3.0, 0.5), (2.0, 0.0), (0.0, 0.0)] {
+            assert!(same(f2(op, a, b), g(a, b)), "{op:?} {a} {b}");
+        }
+    }
+    let un: [(Op, Un); 10] = [
+        (Op::NegF, |a| -a),
+        (Op::Sin, f64::sin),
+        (Op::Cos, f64::cos),
+        (Op::Tan, f64::tan),
+        (Op::Exp, f64::exp),
+        (Op::Log, f64::ln),
+        (Op::Sqrt, f64::sqrt),
+        (Op::Tanh, f64::tanh),
+        (Op::AbsF, f64::abs),
+        (Op::NoGrad, |a| a),
+    ];
+    for (op, g) in un {
+        for a in [0.7, -1.3, 0.0, -0.0, 4.0] {
+            assert!(same(f1(op, a), g(a)), "{op:?} {a}");
+        }
+    }
+}
+
+#[test]
+fn min_and_max_ties_go_to_the_first_operand() {
+    let z = 0.0f64;
+    let nz = -0.0f64;
+    // Ties: the first operand, bit for bit.
+    assert!(same(f2(Op::MinF, z, nz), z));
+    assert!(same(f2(Op::MinF, nz, z), nz));
+    assert!(same(f2(Op::MaxF, z, nz), z));
+    assert!(same(f2(Op::MaxF, nz, z), nz));
+    // A nan second operand loses; a nan first operand is kept.
+    assert_eq!(f2(Op::MinF, 1.0, f64::NAN), 1.0);
+    assert_eq!(f2(Op::MaxF, 1.0, f64::NAN), 1.0);
+    assert!(f2(Op::MinF, f64::NAN, 1.0).is_nan());
+    assert_eq!(f2(Op::MinF, 2.0, 1.0), 1.0);
+    assert_eq!(f2(Op::MaxF, 2.0, 3.0), 3.0);
+    assert_eq!(int2(Op::MinI, 3, -4), Ok(Value::I64(-4)));
+    assert_eq!(int2(Op::MaxI, 3, -4), Ok(Value::I64(3)));
+    assert_eq!(int2(Op::MinI, 5, 5), Ok(Value::I64(5)));
+}
+
+#[test]
+fn select_picks_by_condition_for_every_type() {
+    for (t, a, b) in [
+        (F64, Value::F64(1.5), Value::F64(-2.0)),
+        (I64, Value::I64(7), Value::I64(-9)),
+        (Bool, Value::Bool(true), Value::Bool(false)),
+        (Arr, Value::Arr(vec![1.0]), Value::Arr(vec![2.0, 3.0])),
+    ] {
+        let mut bl = B::new("sel", &[("c", Bool), ("a", t), ("b", t)], t);
+        let entry = bl.block("entry");
+        let (c, x, y) = (bl.p(0), bl.p(1), bl.p(2));
+        let r = bl.op(entry, Op::Select, Some(t), &[c, x, y]);
+        bl.ret(entry, r);
+        let m = bl.module();
+        for (cond, want) in [(true, &a), (false, &b)] {
+            let got = ok(&m, &[Value::Bool(cond), a.clone(), b.clone()]);
+            assert_eq!(&got, want, "{t} {cond}");
+        }
+    }
+}
+
+#[test]
+fn comparisons_are_ieee() {
+    let cmp = |op: Op, a: f64, b: f64| {
+        ok(
+            &single(op, F64, Some(F64), Bool),
+            &[Value::F64(a), Value::F64(b)],
+        )
+    };
+    let t = Value::Bool(true);
+    let f = Value::Bool(false);
+    for op in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF] {
+        assert_eq!(cmp(op, f64::NAN, 1.0), f, "{op:?}");
+        assert_eq!(cmp(op, 1.0, f64::NAN), f, "{op:?}");
+        assert_eq!(cmp(op, f64::NAN, f64::NAN), f, "{op:?}");
+    }
+    assert_eq!(cmp(Op::NeF, f64::NAN, f64::NAN), t);
+    assert_eq!(cmp(Op::NeF, 1.0, 1.0), f);
+    assert_eq!(cmp(Op::EqF, 0.0, -0.0), t);
+    assert_eq!(cmp(Op::LtF, 1.0, 2.0), t);
+    assert_eq!(cmp(Op::LeF, 2.0, 2.0), t);
+    assert_eq!(cmp(Op::GtF, 1.0, 2.0), f);
+    assert_eq!(cmp(Op::GeF, 2.0, 2.0), t);
+    let icmp = |op: Op, a: i64, b: i64| {
+        ok(
+            &single(op, I64, Some(I64), Bool),
+            &[Value::I64(a), Value::I64(b)],
+        )
+    };
+    assert_eq!(icmp(Op::LtI, -1, 0), t);
+    assert_eq!(icmp(Op::LeI, 0, 0), t);
+    assert_eq!(icmp(Op::GtI, i64::MIN, i64::MAX), f);
+    assert_eq!(icmp(Op::GeI, 3, 4), f);
+    assert_eq!(icmp(Op::EqI, 3, 3), t);
+    assert_eq!(icmp(Op::NeI, 3, 3), f);
+}
+
+/// Comparisons feeding a branch become fused compare-and-branch
+/// instructions: the same IEEE answers (a negated `lt` is not `ge`).
+#[test]
+fn fused_branches_are_ieee() {
+    for op in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF, Op::NeF] {
+        let mut b = B::new("br", &[("a", F64), ("b", F64)], I64);
+        let entry = b.block("entry");
+        let yes = b.block("yes");
+        let no = b.block("no");
+        let (x, y) = (b.p(0), b.p(1));
+        let c = b.op(entry, op, Some(Bool), &[x, y]);
+        b.br(entry, c, yes, no);
+        let (one, zero) = (b.i64(1), b.i64(0));
+        b.ret(yes, one);
+        b.ret(no, zero);
+        let m = b.module();
+        let p = load(&m);
+        assert!(
+            p.func(FuncId(0)).code.iter().any(|i| i.op == Op::JmpCmpF),
+            "{op:?} fused"
+        );
+        for (a, bb) in [(1.0, 2.0), (2.0, 1.0), (1.0, 1.0), (f64::NAN, 1.0)] {
+            let want = match op {
+                Op::LtF => a < bb,
+                Op::LeF => a <= bb,
+                Op::GtF => a > bb,
+                Op::GeF => a >= bb,
+                Op::EqF => a == bb,
+                _ => a != bb,
+            };
+            let got = Vm::default()
+                .run(&p, FuncId(0), &[Value::F64(a), Value::F64(bb)])
+                .expect("runs");
+            assert_eq!(got, Value::I64(want as i64), "{op:?} {a} {bb}");
+        }
+    }
+}
+
+#[test]
+fn bool_logic() {
+    for (op, g) in [
+        (Op::And, (|a, b| a && b) as fn(bool, bool) -> bool),
+        (Op::Or, |a, b| a || b),
+    ] {
+        for a in [false, true] {
+            for b in [false, true] {
+                let got = ok(
+                    &single(op, Bool, Some(Bool), Bool),
+                    &[Value::Bool(a), Value::Bool(b)],
+                );
+                assert_eq!(got, Value::Bool(g(a, b)));
+            }
+        }
+    }
+    let not = single(Op::Not, Bool, None, Bool);
+    assert_eq!(ok(&not, &[Value::Bool(true)]), Value::Bool(false));
+    assert_eq!(ok(&not, &[Value::Bool(false)]), Value::Bool(true));
+}
+
+#[test]
+fn conversions() {
+    let itof = single(Op::ItoF, I64, None, F64);
+    assert_eq!(ok(&itof, &[Value::I64(-3)]), Value::F64(-3.0));
+    let ftoi = single(Op::FtoI, F64, None, I64);
+    for (x, want) in [
+        (2.9, 2),
+        (-2.9, -2),
+        (-0.5, 0),
+        (i64::MIN as f64, i64::MIN),
+        // The largest f64 below 2^63.
+        (
+            f64::from_bits(2f64.powi(63).to_bits() - 1),
+            9_223_372_036_854_774_784,
+        ),
+    ] {
+        assert_eq!(ok(&ftoi, &[Value::F64(x)]), Value::I64(want), "{x}");
+    }
+    for x in [
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        9.3e18,
+        -9.3e18,
+        2f64.powi(63),
+    ] {
+        let t = trap(&ftoi, &[Value::F64(x)]);
+        assert!(matches!(t.kind, TrapKind::FtoiInvalid(_)), "{x}: {t}");
+        assert!(t.to_string().contains("ftoi"), "{t}");
+    }
+}
+
+#[test]
+fn copy_moves_every_type() {
+    for (t, v) in [
+        (F64, Value::F64(-1.25)),
+        (I64, Value::I64(-5)),
+        (Bool, Value::Bool(true)),
+        (Arr, Value::Arr(vec![1.0, 2.0])),
+    ] {
+        let m = single(Op::Mov, t, None, t);
+        assert_eq!(ok(&m, std::slice::from_ref(&v)), v);
+    }
+}
+
+/// `fn @arr(%n: i64, %i: i64) -> f64`: `a = anew n; a[i] = 2.5;
+/// return a[i] + itof(alen a)`.
+fn array_program() -> vm::ir::Module {
+    let mut b = B::new("arr", &[("n", I64), ("i", I64)], F64);
+    let entry = b.block("entry");
+    let (n, i) = (b.p(0), b.p(1));
+    let a = b.op(entry, Op::ANew, Some(Arr), &[n]);
+    let v = b.f64(2.5);
+    b.eff(entry, Op::ASet, &[a, i, v]);
+    let x = b.op(entry, Op::AGet, Some(F64), &[a, i]);
+    let len = b.op(entry, Op::ALen, Some(I64), &[a]);
+    let lf = b.op(entry, Op::ItoF, Some(F64), &[len]);
+    let r = b.op(entry, Op::AddF, Some(F64), &[x, lf]);
+    b.ret(entry, r);
+    b.module()
+}
+
+#[test]
+fn arrays_new_len_get_set() {
+    let m = array_program();
+    assert_eq!(ok(&m, &[Value::I64(3), Value::I64(2)]), Value::F64(5.5));
+}
+
+#[test]
+fn out_of_bounds_access_traps() {
+    let m = array_program();
+    // aset comes first, so it is the one that traps.
+    for i in [3, -1, i64::MIN] {
+        let t = trap(&m, &[Value::I64(3), Value::I64(i)]);
+        assert_eq!(t.kind, TrapKind::OutOfBounds { index: i, len: 3 }, "{t}");
+        assert!(t.instr.starts_with("aset"), "{t}");
+    }
+    // aget on an array argument.
+    let mut b = B::new("get", &[("v", Arr), ("i", I64)], F64);
+    let entry = b.block("entry");
+    let (v, i) = (b.p(0), b.p(1));
+    let x = b.op(entry, Op::AGet, Some(F64), &[v, i]);
+    b.ret(entry, x);
+    let m = b.module();
+    let arr = Value::Arr(vec![1.0, 2.0]);
+    assert_eq!(ok(&m, &[arr.clone(), Value::I64(1)]), Value::F64(2.0));
+    let t = trap(&m, &[arr.clone(), Value::I64(2)]);
+    assert_eq!(t.kind, TrapKind::OutOfBounds { index: 2, len: 2 });
+    assert!(
+        t.to_string()
+            .contains("array index 2 out of bounds for length 2"),
+        "{t}"
+    );
+    let t = trap(&m, &[arr, Value::I64(-1)]);
+    assert_eq!(t.kind, TrapKind::OutOfBounds { index: -1, len: 2 });
+}
+
+#[test]
+fn negative_and_oversized_anew_trap() {
+    let m = array_program();
+    let t = trap(&m, &[Value::I64(-1), Value::I64(0)]);
+    assert_eq!(t.kind, TrapKind::NegativeLength(-1));
+    let p = load(&m);
+    let mut vm = Vm::default();
+    vm.limits_mut().max_array_len = 10;
+    let t = vm
+        .run(&p, FuncId(0), &[Value::I64(11), Value::I64(0)])
+        .expect_err("traps");
+    assert!(
+        matches!(t.kind, TrapKind::ArrayTooLarge { limit: 10, .. }),
+        "{t}"
+    );
+    assert!(t.to_string().contains("--max-array"), "{t}");
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(10), Value::I64(0)]),
+        Ok(Value::F64(12.5))
+    );
+    // i64::MAX elements: a trap, not an allocation failure.
+    let t = Vm::default()
+        .run(&p, FuncId(0), &[Value::I64(i64::MAX), Value::I64(0)])
+        .expect_err("traps");
+    assert!(matches!(t.kind, TrapKind::ArrayTooLarge { .. }), "{t}");
+}
+
+/// An array register that was never assigned holds the null handle.
+#[test]
+fn unassigned_array_register_is_a_bad_handle() {
+    let mut b = B::new("null", &[], I64);
+    let entry = b.block("entry");
+    let a = b.val("a", Arr);
+    let n = b.op(entry, Op::ALen, Some(I64), &[a]);
+    b.ret(entry, n);
+    let t = trap(&b.module(), &[]);
+    assert_eq!(t.kind, TrapKind::BadHandle);
+}
+
+/// Arrays are passed by reference: a callee's `aset` is seen by the
+/// caller, and an array result is copied out.
+#[test]
+fn arrays_are_passed_by_reference_and_returned() {
+    let mut g = B::new("fill", &[("v", Arr), ("x", F64)], F64);
+    let e = g.block("entry");
+    let (v, x) = (g.p(0), g.p(1));
+    let z = g.i64(0);
+    g.eff(e, Op::ASet, &[v, z, x]);
+    g.ret(e, x);
+    let mut f = B::new("f", &[("v", Arr)], Arr);
+    let e = f.block("entry");
+    let v = f.p(0);
+    let c = f.f64(9.0);
+    f.call(e, 1, F64, &[v, c]);
+    f.ret(e, v);
+    let m = module(vec![f, g]);
+    assert_eq!(
+        ok(&m, &[Value::Arr(vec![1.0, 2.0])]),
+        Value::Arr(vec![9.0, 2.0])
+    );
+}
+
+#[test]
+fn host_arguments_are_checked() {
+    let p = load(&powloop());
+    let mut vm = Vm::default();
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(1.0)])
+        .expect_err("count");
+    assert!(matches!(t.kind, TrapKind::ArgMismatch(_)), "{t}");
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(1.0), Value::F64(2.0)])
+        .expect_err("type");
+    assert!(matches!(t.kind, TrapKind::ArgMismatch(_)), "{t}");
+    let t = vm.run(&p, FuncId(7), &[]).expect_err("no function");
+    assert!(matches!(t.kind, TrapKind::ArgMismatch(_)), "{t}");
+    let t = vm.call_raw(&p, FuncId(0), &[0]).expect_err("raw count");
+    assert!(matches!(t.kind, TrapKind::ArgMismatch(_)), "{t}");
+}
+
+#[test]
+fn accumulators_zero_and_take() {
+    // r = 1; r += 2; r -= 0.5; r += 3 * 4 (14.5); s = 5; t = take s
+    // (t = 5, s = 0); z = 5; zero z; return r + t + s + z = 19.5
+    let mut b = B::new("acc", &[], F64);
+    let e = b.block("entry");
+    let r = b.val("r", F64);
+    let s = b.val("s", F64);
+    let t = b.val("t", F64);
+    let (c1, c2, c05, c3, c4, c5) = (
+        b.f64(1.0),
+        b.f64(2.0),
+        b.f64(0.5),
+        b.f64(3.0),
+        b.f64(4.0),
+        b.f64(5.0),
+    );
+    b.set(e, Op::Mov, r, &[c1]);
+    b.set(e, Op::Acc, r, &[r, c2]);
+    b.set(e, Op::AccNeg, r, &[r, c05]);
+    b.set(e, Op::AccMul, r, &[r, c3, c4]);
+    b.set(e, Op::Mov, s, &[c5]);
+    b.set(e, Op::Take, t, &[s]);
+    let u = b.op(e, Op::AddF, Some(F64), &[r, t]);
+    let w = b.op(e, Op::AddF, Some(F64), &[u, s]);
+    let z = b.val("z", F64);
+    b.set(e, Op::Mov, z, &[c5]);
+    b.set(e, Op::Zero, z, &[]);
+    let out = b.op(e, Op::AddF, Some(F64), &[w, z]);
+    b.ret(e, out);
+    assert_eq!(ok(&b.module(), &[]), Value::F64(19.5));
+}
+
+/// `call.acc` adds each value a `ret.n` callee returns to the caller's
+/// registers (reverse code calling a pullback).
+#[test]
+fn call_acc_accumulates_returned_values() {
+    let mut g = B::new_many("pull", &[("x", F64)], 2);
+    let e = g.block("entry");
+    let x = g.p(0);
+    let (c2, c3) = (g.f64(2.0), g.f64(3.0));
+    let a = g.op(e, Op::MulF, Some(F64), &[x, c2]);
+    let b2 = g.op(e, Op::MulF, Some(F64), &[x, c3]);
+    g.term(e, Term::RetN(vec![a, b2]));
+
+    let mut f = B::new("f", &[("x", F64)], F64);
+    let e = f.block("entry");
+    let x = f.p(0);
+    let acc_a = f.val("da", F64);
+    let acc_b = f.val("db", F64);
+    let c1 = f.f64(1.0);
+    f.set(e, Op::Mov, acc_a, &[c1]);
+    f.call_acc(e, 1, &[x], &[acc_a, acc_b]);
+    f.call_acc(e, 1, &[x], &[acc_a, acc_b]);
+    let c100 = f.f64(100.0);
+    let scaled = f.op(e, Op::MulF, Some(F64), &[acc_b, c100]);
+    let r = f.op(e, Op::AddF, Some(F64), &[acc_a, scaled]);
+    f.ret(e, r);
+    let m = module(vec![f, g]);
+    // da = 1 + 2x + 2x, db = 3x + 3x; x = 0.5: 3 + 100 * 3
+    assert_eq!(ok(&m, &[Value::F64(0.5)]), Value::F64(303.0));
+
+    // A ret.n function called from the host: its values are the results.
+    let p = load(&m);
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(1), &[2.0f64.to_bits()])
+        .expect("runs");
+    let got: Vec<f64> = vm.results().iter().map(|b| f64::from_bits(*b)).collect();
+    assert_eq!(got, vec![4.0, 6.0]);
+    assert_eq!(
+        vm.run(&p, FuncId(1), &[Value::F64(1.0)]),
+        Ok(Value::Arr(vec![2.0, 3.0]))
+    );
+}
+
+/// `blk.push 1; blk.push 0`, then two `blk.pop`s: the first dispatches to
+/// `a` (id 0), the second to `b` (id 1).
+#[test]
+fn block_stack_dispatch() {
+    let mut bl = B::new("blk", &[], F64);
+    let entry = bl.block("entry");
+    let a = bl.block("a");
+    let b = bl.block("b");
+    let r = bl.val("r", F64);
+    let (c1, c10) = (bl.f64(1.0), bl.f64(10.0));
+    bl.blk_push(entry, 1);
+    bl.blk_push(entry, 0);
+    bl.term(entry, Term::BlkPop(vec![a, b]));
+    bl.set(a, Op::Acc, r, &[r, c1]);
+    bl.term(a, Term::BlkPop(vec![a, b]));
+    bl.set(b, Op::Acc, r, &[r, c10]);
+    bl.ret(b, r);
+    let p = load(&bl.module());
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[]).expect("runs");
+    assert_eq!(f64::from_bits(vm.results()[0]), 11.0);
+    assert_eq!(vm.blk_len(), 0);
+    assert_eq!(vm.peak_stack_bytes(), 0);
+}
+
+#[test]
+fn block_stack_underflow_and_bad_ids_trap() {
+    let mut bl = B::new("blk", &[], F64);
+    let entry = bl.block("entry");
+    let a = bl.block("a");
+    let z = bl.f64(0.0);
+    bl.term(entry, Term::BlkPop(vec![a]));
+    bl.ret(a, z);
+    let m = bl.module();
+    assert_eq!(trap(&m, &[]).kind, TrapKind::StackUnderflow);
+
+    let mut bl = B::new("blk", &[], F64);
+    let entry = bl.block("entry");
+    let a = bl.block("a");
+    let z = bl.f64(0.0);
+    bl.blk_push(entry, 5);
+    bl.term(entry, Term::BlkPop(vec![a]));
+    bl.ret(a, z);
+    let t = trap(&bl.module(), &[]);
+    assert_eq!(t.kind, TrapKind::BadBlockId(5));
+    assert!(t.instr.starts_with("blk.pop"), "{t}");
+}
+
+/// The comms stack moves raw 64 bits, last in first out, between registers
+/// of any type; `comms_len` sees what the forward call left.
+#[test]
+fn comms_stack_moves_raw_bits() {
+    let mut b = B::new("push", &[("x", F64), ("n", I64), ("c", Bool)], F64);
+    let e = b.block("entry");
+    let (x, n, c) = (b.p(0), b.p(1), b.p(2));
+    b.eff(e, Op::CommsPush, &[x]);
+    b.eff(e, Op::CommsPush, &[n]);
+    b.eff(e, Op::CommsPush, &[c]);
+    b.ret(e, x);
+
+    let mut q = B::new("pop", &[], F64);
+    let e = q.block("entry");
+    let c = q.val("c", Bool);
+    let n = q.val("n", I64);
+    let bits = q.val("bits", I64);
+    q.set(e, Op::CommsPop, c, &[]);
+    q.set(e, Op::CommsPop, n, &[]);
+    // The f64 comes back as its bits, in an i64 register.
+    q.set(e, Op::CommsPop, bits, &[]);
+    let nf = q.op(e, Op::ItoF, Some(F64), &[n]);
+    let one = q.f64(1.0);
+    let zero = q.f64(0.0);
+    let cf = q.op(e, Op::Select, Some(F64), &[c, one, zero]);
+    let s = q.op(e, Op::AddF, Some(F64), &[nf, cf]);
+    let big = q.i64(1 << 40);
+    let hi = q.op(e, Op::DivI, Some(I64), &[bits, big]);
+    let hf = q.op(e, Op::ItoF, Some(F64), &[hi]);
+    let k = q.f64(1e-6);
+    let scaled = q.op(e, Op::MulF, Some(F64), &[hf, k]);
+    let r = q.op(e, Op::AddF, Some(F64), &[s, scaled]);
+    q.ret(e, r);
+    let p = load(&module(vec![b, q]));
+
+    let mut vm = Vm::default();
+    vm.begin(false);
+    let x = 3.5f64;
+    vm.call_raw(&p, FuncId(0), &[x.to_bits(), (-7i64) as u64, 1])
+        .expect("pushes");
+    assert_eq!(vm.comms_len(), 3);
+    assert_eq!(vm.peak_stack_bytes(), 24);
+    vm.call_raw(&p, FuncId(1), &[]).expect("pops");
+    assert_eq!(vm.comms_len(), 0);
+    let want = -7.0 + 1.0 + ((x.to_bits() as i64) / (1 << 40)) as f64 * 1e-6;
+    assert_eq!(f64::from_bits(vm.results()[0]), want);
+    // begin() empties the stacks; popping then underflows.
+    vm.call_raw(&p, FuncId(0), &[0, 0, 0]).expect("pushes");
+    vm.begin(false);
+    assert_eq!(vm.comms_len(), 0);
+    let t = vm.call_raw(&p, FuncId(1), &[]).expect_err("underflow");
+    assert_eq!(t.kind, TrapKind::StackUnderflow);
+}
+
+/// `n` iterations of one comms push (8 bytes) and one block push (4).
+fn pusher() -> vm::ir::Module {
+    let mut b = B::new("pusher", &[("n", I64)], F64);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.jmp(entry, head);
+    let i = b.val("i", I64);
+    let i2 = b.val("i2", I64);
+    let (z, one) = (b.i64(0), b.i64(1));
+    b.phi(head, i, &[(entry, z), (body, i2)]);
+    let n = b.p(0);
+    let c = b.op(head, Op::LtI, Some(Bool), &[i, n]);
+    b.br(head, c, body, done);
+    b.eff(body, Op::CommsPush, &[i]);
+    b.blk_push(body, 0);
+    b.set(body, Op::AddI, i2, &[i, one]);
+    b.jmp(body, head);
+    let f = b.f64(0.0);
+    b.ret(done, f);
+    b.module()
+}
+
+#[test]
+fn ad_stack_limit_traps_and_names_its_flag() {
+    let p = load(&pusher());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_stack_bytes = 1200;
+    vm.begin(false);
+    // 100 iterations of 12 bytes fit exactly.
+    vm.call_raw(&p, FuncId(0), &[100]).expect("fits");
+    assert_eq!(vm.peak_stack_bytes(), 1200);
+    vm.begin(false);
+    let t = vm.call_raw(&p, FuncId(0), &[101]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::StackLimit { limit: 1200 });
+    assert!(t.to_string().contains("--max-stack-bytes"), "{t}");
+    assert!(vm.peak_stack_bytes() <= 1200);
+    // Lowering the limit after the stacks grew still holds.
+    vm.limits_mut().max_stack_bytes = 120;
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[10]).expect("fits");
+    vm.begin(false);
+    let t = vm.call_raw(&p, FuncId(0), &[11]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::StackLimit { limit: 120 });
+    // Raising it again works on the same VM.
+    vm.limits_mut().max_stack_bytes = 1 << 20;
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[10_000]).expect("fits");
+    assert_eq!(vm.comms_len(), 10_000);
+    assert_eq!(vm.blk_len(), 10_000);
+    assert_eq!(vm.peak_stack_bytes(), 120_000);
+}
+
+/// `fn @sh(%v: f64[]) -> f64`: `shadow(v)[1] += 2; shadow(v)[1] += 0.5;
+/// return take shadow(v)[0]`.
+fn shadow_program() -> vm::ir::Module {
+    let mut b = B::new("sh", &[("v", Arr)], F64);
+    let e = b.block("entry");
+    let v = b.p(0);
+    let (i0, i1, c2, c05) = (b.i64(0), b.i64(1), b.f64(2.0), b.f64(0.5));
+    b.eff(e, Op::ShadowAcc, &[v, i1, c2]);
+    b.eff(e, Op::ShadowAcc, &[v, i1, c05]);
+    let t = b.op(e, Op::ShadowTake, Some(F64), &[v, i0]);
+    b.ret(e, t);
+    b.module()
+}
+
+#[test]
+fn shadows_exist_in_ad_mode_only() {
+    let p = load(&shadow_program());
+    let mut vm = Vm::default();
+    vm.begin(true);
+    let h = vm.alloc_array(&[1.0, 2.0]).expect("alloc");
+    assert_eq!(vm.shadow(h), Some(&[0.0, 0.0][..]));
+    vm.call_raw(&p, FuncId(0), &[h]).expect("runs");
+    assert_eq!(f64::from_bits(vm.results()[0]), 0.0);
+    assert_eq!(vm.shadow(h), Some(&[0.0, 2.5][..]));
+    assert_eq!(vm.array(h), Some(&[1.0, 2.0][..]));
+    // shadow.take returns the cotangent and clears it.
+    let mut b = B::new("take", &[("v", Arr)], F64);
+    let e = b.block("entry");
+    let v = b.p(0);
+    let i1 = b.i64(1);
+    let t = b.op(e, Op::ShadowTake, Some(F64), &[v, i1]);
+    b.ret(e, t);
+    let take = load(&b.module());
+    vm.call_raw(&take, FuncId(0), &[h]).expect("runs");
+    assert_eq!(f64::from_bits(vm.results()[0]), 2.5);
+    assert_eq!(vm.shadow(h), Some(&[0.0, 0.0][..]));
+    // Arrays made by anew get shadows too.
+    let mut b = B::new("mk", &[], Arr);
+    let e = b.block("entry");
+    let n = b.i64(3);
+    let a = b.op(e, Op::ANew, Some(Arr), &[n]);
+    b.ret(e, a);
+    let mk = load(&b.module());
+    vm.call_raw(&mk, FuncId(0), &[]).expect("runs");
+    let a = vm.results()[0];
+    assert_eq!(vm.shadow(a), Some(&[0.0; 3][..]));
+    // Out of bounds on a shadow traps.
+    let mut b = B::new("oob", &[("v", Arr)], F64);
+    let e = b.block("entry");
+    let v = b.p(0);
+    let (i9, c) = (b.i64(9), b.f64(1.0));
+    b.eff(e, Op::ShadowAcc, &[v, i9, c]);
+    b.ret(e, c);
+    let oob = load(&b.module());
+    let t = vm.call_raw(&oob, FuncId(0), &[h]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::OutOfBounds { index: 9, len: 2 });
+    // Outside AD mode there is no shadow.
+    vm.begin(false);
+    let h = vm.alloc_array(&[1.0, 2.0]).expect("alloc");
+    assert_eq!(vm.shadow(h), None);
+    let t = vm.call_raw(&p, FuncId(0), &[h]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::NoShadow);
+    let t = vm.call_raw(&take, FuncId(0), &[h]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::NoShadow);
+    // A bad handle in AD mode.
+    vm.begin(true);
+    let t = vm.call_raw(&p, FuncId(0), &[42]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::BadHandle);
+}
+
+#[test]
+fn begin_forgets_arrays() {
+    let mut vm = Vm::default();
+    vm.begin(false);
+    let h = vm.alloc_array(&[1.0]).expect("alloc");
+    assert_eq!(vm.array(h), Some(&[1.0][..]));
+    assert_eq!(vm.array(0), None);
+    assert_eq!(vm.array(h + 1), None);
+    vm.begin(false);
+    assert_eq!(vm.array(h), None);
+    vm.limits_mut().max_array_len = 1;
+    let t = vm.alloc_array(&[1.0, 2.0]).expect_err("too large");
+    assert!(matches!(t.kind, TrapKind::ArrayTooLarge { .. }), "{t}");
+}
+
+#[test]
+fn recursion_and_deep_recursion() {
+    let p = load(&deep());
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(5000)]),
+        Ok(Value::F64(5000.0))
+    );
+    // One million frames: a trap, never a Rust stack overflow.
+    let t = vm
+        .run(&p, FuncId(0), &[Value::I64(1_000_000)])
+        .expect_err("traps");
+    let limit = vm.limits().max_call_depth;
+    assert_eq!(t.kind, TrapKind::CallDepth { limit });
+    assert!(
+        t.to_string().contains(&format!(
+            "call depth exceeded (limit {limit}; raise it with --max-depth)"
+        )),
+        "{t}"
+    );
+    // Raised, the same call completes (frames live on the heap).
+    vm.limits_mut().max_call_depth = 1_000_001;
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(1_000_000)]),
+        Ok(Value::F64(1_000_000.0))
+    );
+    // The limit counts frames, the top-level one included.
+    vm.limits_mut().max_call_depth = 11;
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(10)]),
+        Ok(Value::F64(10.0))
+    );
+    let t = vm.run(&p, FuncId(0), &[Value::I64(11)]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::CallDepth { limit: 11 });
+}
+
+/// powloop executes 3 instructions per iteration plus 4: fuel is counted
+/// exactly, and exactly that much is enough.
+#[test]
+fn fuel_counts_executed_instructions() {
+    let p = load(&powloop());
+    let mut vm = Vm::default();
+    let args = [Value::F64(1.0), Value::I64(1000)];
+    vm.run(&p, FuncId(0), &args).expect("runs");
+    let n = vm.executed();
+    assert_eq!(n, 3004);
+    vm.limits_mut().fuel = Some(n);
+    vm.run(&p, FuncId(0), &args).expect("enough fuel");
+    vm.limits_mut().fuel = Some(n - 1);
+    let t = vm.run(&p, FuncId(0), &args).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::OutOfFuel { limit: n - 1 });
+    assert!(t.to_string().contains("--fuel"), "{t}");
+    // A long loop stops soon after the limit, not at its end.
+    vm.limits_mut().fuel = Some(500);
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(1.0), Value::I64(i64::MAX)])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::OutOfFuel { limit: 500 });
+    assert!(vm.executed() <= 503, "{}", vm.executed());
+    // Straight-line code past the limit: caught at the return.
+    vm.limits_mut().fuel = Some(2);
+    let q = load(&array_program());
+    let t = vm
+        .run(&q, FuncId(0), &[Value::I64(1), Value::I64(0)])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::OutOfFuel { limit: 2 });
+    assert!(t.instr.starts_with("ret"), "{t}");
+    // Recursion burns fuel through calls.
+    let d = load(&deep());
+    vm.limits_mut().fuel = Some(1000);
+    let t = vm
+        .run(&d, FuncId(0), &[Value::I64(100_000)])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::OutOfFuel { limit: 1000 });
+}
+
+#[test]
+fn interrupt_from_another_thread() {
+    let p = load(&powloop());
+    let mut vm = Vm::default();
+    let flag = vm.interrupt_handle();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(1.0), Value::I64(i64::MAX)])
+        .expect_err("interrupted");
+    assert_eq!(t.kind, TrapKind::Interrupted);
+    assert_eq!(t.block, "body");
+    setter.join().expect("joins");
+    // The VM does not clear the flag; the host does.
+    vm.interrupt_handle()
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::F64(2.0), Value::I64(3)]),
+        Ok(Value::F64(8.0))
+    );
+}
+
+/// A caller verified against one callee signature, whose callee is then
+/// replaced by a verified function with another: the call is refused.
+#[test]
+fn stale_call_sites_are_refused() {
+    let mut g = B::new("g", &[("x", F64)], F64);
+    let e = g.block("entry");
+    let x = g.p(0);
+    g.ret(e, x);
+    let mut f = B::new("f", &[("x", F64)], F64);
+    let e = f.block("entry");
+    let x = f.p(0);
+    let r = f.call(e, 1, F64, &[x]);
+    f.ret(e, r);
+    let mut p = load(&module(vec![f, g]));
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::F64(3.0)]),
+        Ok(Value::F64(3.0))
+    );
+
+    // Replaced by a function of two parameters returning several values.
+    let mut g2 = B::new_many("g", &[("x", F64), ("y", F64)], 3);
+    let e = g2.block("entry");
+    let (a, b) = (g2.p(0), g2.p(1));
+    g2.term(e, Term::RetN(vec![a, b, a]));
+    let bc = vm::lower::lower_function(&g2.f).expect("lowers");
+    p.set(FuncId(1), bc);
+    assert!(!p.is_verified(FuncId(1)));
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(3.0)])
+        .expect_err("refused");
+    assert_eq!(t.kind, TrapKind::NotVerified);
+    vm::verify::verify_function(&mut p, FuncId(1)).expect("g2 verifies");
+    assert!(p.is_verified(FuncId(0)));
+    let t = vm
+        .run(&p, FuncId(0), &[Value::F64(3.0)])
+        .expect_err("refused");
+    assert_eq!(t.kind, TrapKind::NotVerified);
+    // Re-verifying the caller finds the mismatch.
+    assert!(vm::verify::verify_function(&mut p, FuncId(0)).is_err());
+}
+
+/// Registers that are neither parameters nor constants start at zero in
+/// every frame, even where an earlier frame at the same place wrote them.
+#[test]
+fn frames_start_zeroed() {
+    // dirty() writes 123.0 into its register 1; clean() returns its
+    // register 1, never written; f calls both at the same frame base.
+    let mut dirty = B::new("dirty", &[], F64);
+    let e = dirty.block("entry");
+    let c = dirty.f64(123.0);
+    let w = dirty.val("w", F64);
+    dirty.set(e, Op::Mov, w, &[c]);
+    dirty.ret(e, w);
+    let mut clean = B::new("clean", &[], F64);
+    let e = clean.block("entry");
+    let _unused = clean.f64(5.0);
+    let z = clean.val("z", F64);
+    clean.ret(e, z);
+    let mut f = B::new("f", &[], F64);
+    let e = f.block("entry");
+    let a = f.call(e, 1, F64, &[]);
+    let b = f.call(e, 2, F64, &[]);
+    let r = f.op(e, Op::AddF, Some(F64), &[a, b]);
+    f.ret(e, r);
+    let p = load(&module(vec![f, dirty, clean]));
+    let mut vm = Vm::default();
+    for _ in 0..2 {
+        assert_eq!(vm.run(&p, FuncId(0), &[]), Ok(Value::F64(123.0)));
+    }
+}
