@@ -1,11 +1,19 @@
-//! CFG facts and activity analysis of a primal function.
+//! CFG facts, loops and activity analysis of a primal function.
 //!
 //! Everything here is computed once per primal function, before any forward
 //! or reverse code is built, so the transform itself is a single pass.
 
-use vm::ir::{BlockId, Function, ValueId};
+use vm::dom::DomTree;
+use vm::ir::{BlockId, Function, Term, ValueId};
 use vm::op::Op;
 use vm::Type;
+
+/// Largest induction-variable step (in absolute value) the reverse code
+/// counts down with. A loop would have to run `2^64 / 2^8 = 2^56` iterations
+/// (over two years at one iteration per nanosecond) before an IV with such a
+/// step could come back to its first value, which is what the reverse code
+/// tests to find the loop's first iteration.
+pub const MAX_IV_STEP: i64 = 256;
 
 /// Control-flow facts the transform needs.
 pub struct Cfg {
@@ -21,6 +29,52 @@ pub struct Cfg {
     /// The block defining each value (`None` for constants; parameters are
     /// defined in the entry block).
     pub def_block: Vec<Option<BlockId>>,
+    /// The natural loops, outer loops before the loops they contain.
+    pub loops: Vec<Loop>,
+    /// The innermost loop containing each block.
+    pub loop_of: Vec<Option<usize>>,
+}
+
+/// A natural loop: a header that dominates every block of the loop, and the
+/// blocks that reach one of its back edges without passing the header.
+pub struct Loop {
+    pub header: BlockId,
+    /// Membership, by block index.
+    pub body: Vec<bool>,
+    /// The innermost loop strictly containing this one.
+    pub parent: Option<usize>,
+    /// How the reverse code leaves the loop, when it can do so without the
+    /// block stack (see [`Counted`]).
+    pub counted: Option<Counted>,
+}
+
+impl Loop {
+    pub fn contains(&self, b: BlockId) -> bool {
+        self.body.get(b.index()).copied().unwrap_or(false)
+    }
+}
+
+/// A loop entered by exactly one edge from outside (`entry -> header`),
+/// with exactly one back edge (`latch -> header`) and no `ret` inside. Its
+/// reverse code needs no block ids for the header: it counts iterations down
+/// with an induction variable and leaves the loop when the variable is back
+/// at its first value. Exits push the variable once per execution of the
+/// loop instead of a block id per iteration.
+pub struct Counted {
+    pub entry: BlockId,
+    pub latch: BlockId,
+    /// The header phi used to count, or `None` when the loop has no integer
+    /// phi stepped by a small constant and the forward code adds a counter.
+    pub iv: Option<Iv>,
+}
+
+/// An induction variable: a header phi `i = phi [entry: init], [latch: i + step]`
+/// (`add` or `sub` of a constant, `0 < |step| <= MAX_IV_STEP`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Iv {
+    pub phi: ValueId,
+    pub init: ValueId,
+    pub step: i64,
 }
 
 impl Cfg {
@@ -30,7 +84,7 @@ impl Cfg {
         let succs: Vec<Vec<BlockId>> = f.blocks.iter().map(|b| b.term.successors()).collect();
         let in_cycle = (0..n).map(|b| reaches_itself(&succs, b)).collect();
         let rets = (0..n)
-            .filter(|&b| matches!(f.blocks[b].term, vm::ir::Term::Ret(_)))
+            .filter(|&b| matches!(f.blocks[b].term, Term::Ret(_)))
             .map(|b| BlockId(b as u32))
             .collect();
         let mut def_block = vec![None; f.values.len()];
@@ -47,13 +101,151 @@ impl Cfg {
                 }
             }
         }
-        Cfg {
+        let mut cfg = Cfg {
             preds,
             in_cycle,
             rets,
             def_block,
+            loops: Vec::new(),
+            loop_of: vec![None; n],
+        };
+        cfg.find_loops(f, &succs);
+        cfg
+    }
+
+    /// Natural loops by their back edges (edges to a dominator), one loop
+    /// per header; their nesting; and which of them are [`Counted`].
+    fn find_loops(&mut self, f: &Function, succs: &[Vec<BlockId>]) {
+        let n = f.blocks.len();
+        let succ_u32: Vec<Vec<u32>> = succs
+            .iter()
+            .map(|s| s.iter().map(|b| b.0).collect())
+            .collect();
+        let dom = DomTree::new(&succ_u32);
+        // Back edges grouped by header, headers in block order.
+        let mut latches: Vec<Vec<BlockId>> = vec![Vec::new(); n];
+        for (b, ss) in succs.iter().enumerate() {
+            for s in ss {
+                if dom.reachable(b as u32) && dom.dominates(s.0, b as u32) {
+                    let l = &mut latches[s.index()];
+                    if !l.contains(&BlockId(b as u32)) {
+                        l.push(BlockId(b as u32));
+                    }
+                }
+            }
+        }
+        let mut loops = Vec::new();
+        for (h, ls) in latches.iter().enumerate() {
+            if ls.is_empty() {
+                continue;
+            }
+            let mut body = vec![false; n];
+            body[h] = true;
+            let mut stack: Vec<BlockId> = ls.clone();
+            while let Some(b) = stack.pop() {
+                if !std::mem::replace(&mut body[b.index()], true) {
+                    stack.extend(self.preds[b.index()].iter().copied());
+                }
+            }
+            loops.push((BlockId(h as u32), body, ls.clone()));
+        }
+        // Outer loops first: a loop's body contains its inner loops' bodies.
+        loops.sort_by_key(|(h, body, _)| (std::cmp::Reverse(count(body)), h.0));
+        let sizes: Vec<usize> = loops.iter().map(|(_, body, _)| count(body)).collect();
+        for (i, (header, body, ls)) in loops.iter().enumerate() {
+            // Natural loops with different headers are nested or disjoint,
+            // so the innermost container is the smallest one holding the
+            // header.
+            let parent = (0..i)
+                .filter(|&j| loops[j].1[header.index()] && sizes[j] > sizes[i])
+                .min_by_key(|&j| sizes[j]);
+            let counted = self.counted(f, *header, body, ls);
+            self.loops.push(Loop {
+                header: *header,
+                body: body.clone(),
+                parent,
+                counted,
+            });
+        }
+        for b in 0..n {
+            self.loop_of[b] = (0..self.loops.len())
+                .filter(|&l| self.loops[l].body[b])
+                .min_by_key(|&l| sizes[l]);
         }
     }
+
+    fn counted(
+        &self,
+        f: &Function,
+        header: BlockId,
+        body: &[bool],
+        latches: &[BlockId],
+    ) -> Option<Counted> {
+        let [latch] = latches else { return None };
+        let preds = &self.preds[header.index()];
+        let [a, b] = preds.as_slice() else {
+            return None;
+        };
+        let entry = if a == latch { *b } else { *a };
+        if body[entry.index()] || (a != latch && b != latch) {
+            return None;
+        }
+        if self.rets.iter().any(|r| body[r.index()]) {
+            return None;
+        }
+        let iv = f.blocks[header.index()].phis.iter().find_map(|phi| {
+            if f.ty(phi.dst) != Type::I64 {
+                return None;
+            }
+            let from = |l: BlockId| phi.incoming.iter().find(|(p, _)| *p == l).map(|e| e.1);
+            let (init, next) = (from(entry)?, from(*latch)?);
+            let step = step_of(f, phi.dst, next)?;
+            Some(Iv {
+                phi: phi.dst,
+                init,
+                step,
+            })
+        });
+        Some(Counted {
+            entry,
+            latch: *latch,
+            iv,
+        })
+    }
+
+    /// The loops containing `b`, innermost first.
+    pub fn loops_around(&self, b: BlockId) -> impl Iterator<Item = usize> + '_ {
+        std::iter::successors(self.loop_of[b.index()], |l| self.loops[*l].parent)
+    }
+
+    /// The loops left by the edge `from -> to`, innermost first.
+    pub fn loops_exited(&self, from: BlockId, to: BlockId) -> Vec<usize> {
+        self.loops_around(from)
+            .filter(|l| !self.loops[*l].contains(to))
+            .collect()
+    }
+}
+
+fn count(body: &[bool]) -> usize {
+    body.iter().filter(|b| **b).count()
+}
+
+/// The step of `next = phi + c` / `c + phi` / `phi - c` for a constant `c`
+/// with `0 < |step| <= MAX_IV_STEP`.
+fn step_of(f: &Function, phi: ValueId, next: ValueId) -> Option<i64> {
+    let inst = f
+        .blocks
+        .iter()
+        .flat_map(|b| &b.insts)
+        .find(|i| i.dst == Some(next))?;
+    let konst = |v: ValueId| f.values[v.index()].konst.map(|k| k as i64);
+    let step = match (inst.op, inst.args.as_slice()) {
+        (Op::AddI, [a, c]) if *a == phi => konst(*c)?,
+        (Op::AddI, [c, a]) if *a == phi => konst(*c)?,
+        (Op::SubI, [a, c]) if *a == phi => konst(*c)?.checked_neg()?,
+        _ => return None,
+    };
+    (step != 0 && step.checked_abs()? <= MAX_IV_STEP).then_some(step)
 }
 
 /// Whether `start` can reach itself through at least one edge.
@@ -71,28 +263,77 @@ fn reaches_itself(succs: &[Vec<BlockId>], start: usize) -> bool {
     false
 }
 
-/// Activity: which values may carry a derivative.
+/// Activity: which values may carry a derivative, when differentiating with
+/// respect to the parameters selected by `wrt` (one flag per parameter;
+/// flags of `i64`/`bool` parameters are ignored).
 ///
-/// A value is active when its type is `f64` or `f64[]` and it depends on an
-/// active parameter. Constants, `i64`/`bool` values, `nograd` and `itof`
-/// results are inactive, and so is everything computed only from inactive
-/// values. Arrays are treated as always active: they are mutable and shared
-/// by reference, and proving an array inactive would need alias analysis.
-pub fn activity(f: &Function) -> Vec<bool> {
-    let mut active = vec![false; f.values.len()];
-    for p in &f.params {
-        active[p.index()] = f.ty(*p).is_differentiable();
+/// An `f64` value is active when it depends on an active value. Constants,
+/// `i64`/`bool` values, `nograd` and `itof` results are inactive, and so is
+/// everything computed only from them.
+///
+/// Arrays are mutable and shared by reference, so their activity is decided
+/// per *alias class*: arrays that may be the same array (joined by a phi, a
+/// `select` or a `copy`, or returned by a call that received them) form one
+/// class, and a class is active when it holds a selected parameter, when an
+/// active value is stored into it, or when it is passed to a call with an
+/// active argument (the callee may store that argument into it); a call's
+/// array result is active when the call is.
+pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
+    let n = f.values.len();
+    let mut active = vec![false; n];
+    for (i, p) in f.params.iter().enumerate() {
+        active[p.index()] = f.ty(*p).is_differentiable() && wrt.get(i).copied().unwrap_or(false);
     }
-    for (i, v) in f.values.iter().enumerate() {
-        if v.ty == Type::Arr && v.konst.is_none() {
-            active[i] = true;
+    let mut class = UnionFind::new(n);
+    for b in &f.blocks {
+        for phi in &b.phis {
+            if f.ty(phi.dst) == Type::Arr {
+                for (_, v) in &phi.incoming {
+                    class.union(phi.dst.index(), v.index());
+                }
+            }
+        }
+        for inst in &b.insts {
+            let Some(d) = inst.dst.filter(|d| f.ty(*d) == Type::Arr) else {
+                continue;
+            };
+            let joined: Vec<ValueId> = match inst.op {
+                Op::Select | Op::Mov => inst
+                    .args
+                    .iter()
+                    .skip_while(|a| f.ty(**a) != Type::Arr)
+                    .copied()
+                    .collect(),
+                Op::Call => inst
+                    .args
+                    .iter()
+                    .filter(|a| f.ty(**a) == Type::Arr)
+                    .copied()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for a in joined {
+                class.union(d.index(), a.index());
+            }
         }
     }
-    // Loops make this a fixed point: a phi can depend on a value defined
-    // later in block order.
+    let mut class_active = vec![false; n];
+    for (v, a) in active.iter().enumerate() {
+        if *a && f.values[v].ty == Type::Arr {
+            class_active[class.find(v)] = true;
+        }
+    }
+    // A fixed point over values and array classes: loops make phis depend on
+    // values defined later in block order, and stores and calls make array
+    // classes depend on f64 values.
     let mut changed = true;
     while changed {
         changed = false;
+        for (v, data) in f.values.iter().enumerate() {
+            if data.ty == Type::Arr && data.konst.is_none() && class_active[class.find(v)] {
+                changed |= set(&mut active, ValueId(v as u32), true);
+            }
+        }
         for b in &f.blocks {
             for phi in &b.phis {
                 let a = f.ty(phi.dst).is_differentiable()
@@ -105,10 +346,35 @@ pub fn activity(f: &Function) -> Vec<bool> {
                         f.ty(d).is_differentiable() && inst_is_active(inst.op, &inst.args, &active);
                     changed |= set(&mut active, d, a);
                 }
+                let tainted: Vec<ValueId> = match inst.op {
+                    Op::ASet if active[inst.args[2].index()] => vec![inst.args[0]],
+                    Op::Call if call_is_active(&inst.args, &active) => inst
+                        .args
+                        .iter()
+                        .filter(|a| f.ty(**a) == Type::Arr)
+                        .copied()
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for a in tainted {
+                    let c = class.find(a.index());
+                    if !class_active[c] {
+                        class_active[c] = true;
+                        changed = true;
+                    }
+                }
             }
         }
     }
     active
+}
+
+/// Every `f64` and `f64[]` parameter selected.
+pub fn all_params(f: &Function) -> Vec<bool> {
+    f.params
+        .iter()
+        .map(|p| f.ty(*p).is_differentiable())
+        .collect()
 }
 
 fn set(active: &mut [bool], v: ValueId, a: bool) -> bool {
@@ -130,7 +396,40 @@ fn inst_is_active(op: Op, args: &[ValueId], active: &[bool]) -> bool {
 }
 
 /// Whether a call must be differentiated through: some argument is active
-/// (an active f64, or any array, which the callee may read or write).
+/// (an active f64, or an active array, which the callee may read or write).
 pub fn call_is_active(args: &[ValueId], active: &[bool]) -> bool {
     args.iter().any(|a| active[a.index()])
+}
+
+/// Which arguments of a call are active: the parameters the callee's
+/// derived functions are built with respect to.
+pub fn call_wrt(args: &[ValueId], active: &[bool]) -> Vec<bool> {
+    args.iter().map(|a| active[a.index()]).collect()
+}
+
+struct UnionFind {
+    parent: Vec<usize>,
+}
+
+impl UnionFind {
+    fn new(n: usize) -> UnionFind {
+        UnionFind {
+            parent: (0..n).collect(),
+        }
+    }
+
+    fn find(&mut self, mut x: usize) -> usize {
+        while self.parent[x] != x {
+            self.parent[x] = self.parent[self.parent[x]];
+            x = self.parent[x];
+        }
+        x
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            self.parent[ra] = rb;
+        }
+    }
 }

@@ -30,8 +30,10 @@
 //! ```
 
 pub mod analysis;
+pub mod optimize;
 pub mod transform;
 
+use hashbrown::HashMap;
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
@@ -76,16 +78,25 @@ impl From<Trap> for AdError {
 pub struct Gradient {
     pub value: f64,
     /// One entry per parameter: `Some(F64)` for f64, `Some(Arr)` for f64[],
-    /// `None` for i64 and bool.
+    /// `None` for i64 and bool and for parameters not differentiated with
+    /// respect to (see [`Engine::grad_wrt`]).
     pub grad: Vec<Option<Value>>,
 }
+
+/// Derived function pairs by user function, each with the mask of
+/// parameters it differentiates with respect to.
+type DerivedCache = HashMap<FuncId, Vec<(Box<[bool]>, Derived)>>;
 
 /// A module, its bytecode, a VM and the derived functions built so far.
 pub struct Engine {
     module: ir::Module,
     program: Program,
-    /// Derived functions of each user function, once built.
-    derived: Vec<Option<Derived>>,
+    /// Derived functions of each user function, once built, by the
+    /// parameters they differentiate with respect to (one flag per
+    /// parameter; usually one or two masks per function, so a list).
+    derived: DerivedCache,
+    /// Every `f64` and `f64[]` parameter of each user function selected.
+    full_masks: Vec<Box<[bool]>>,
     /// IR of every derived function, indexed like `program.funcs` past the
     /// user functions (kept for printing and for pictures of the CFG).
     derived_ir: Vec<ir::Function>,
@@ -99,11 +110,16 @@ impl Engine {
     /// Lower and verify every function of `module`.
     pub fn new(module: ir::Module) -> Result<Engine, AdError> {
         let program = lower_module(&module)?;
-        let n = module.funcs.len();
+        let full_masks = module
+            .funcs
+            .iter()
+            .map(|f| analysis::all_params(f).into_boxed_slice())
+            .collect();
         Ok(Engine {
             module,
             program,
-            derived: vec![None; n],
+            derived: HashMap::new(),
+            full_masks,
             derived_ir: Vec::new(),
             vm: Vm::new(Default::default()),
             raw: Vec::new(),
@@ -136,7 +152,8 @@ impl Engine {
         Ok(self.vm.run(&self.program, f, args)?)
     }
 
-    /// Value and gradient of `f` at `args`.
+    /// Value and gradient of `f` at `args`, with respect to every `f64` and
+    /// `f64[]` parameter.
     pub fn grad(&mut self, f: FuncId, args: &[Value]) -> Result<Gradient, AdError> {
         let mut out = Gradient::default();
         self.grad_into(f, args, &mut out)?;
@@ -151,8 +168,39 @@ impl Engine {
         args: &[Value],
         out: &mut Gradient,
     ) -> Result<(), AdError> {
+        let wrt = self.take_full_mask(f)?;
+        let result = self.grad_wrt_into(f, args, &wrt, out);
+        self.full_masks[f.index()] = wrt;
+        result
+    }
+
+    /// Value and gradient of `f` at `args` with respect to the parameters
+    /// selected by `wrt` (one flag per parameter; only `f64` and `f64[]`
+    /// parameters may be selected). Unselected parameters get `None`, and
+    /// the derived code does none of their work: values that depend only on
+    /// unselected parameters are inactive (see [`analysis::activity`]).
+    pub fn grad_wrt(
+        &mut self,
+        f: FuncId,
+        args: &[Value],
+        wrt: &[bool],
+    ) -> Result<Gradient, AdError> {
+        let mut out = Gradient::default();
+        self.grad_wrt_into(f, args, wrt, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Engine::grad_wrt`], reusing `out`'s buffers: after a warm-up
+    /// call with the same shapes and mask this performs no heap allocation.
+    pub fn grad_wrt_into(
+        &mut self,
+        f: FuncId,
+        args: &[Value],
+        wrt: &[bool],
+        out: &mut Gradient,
+    ) -> Result<(), AdError> {
         self.check_args(f, args)?;
-        let d = self.derive(f)?;
+        let d = self.derive_wrt(f, wrt)?;
         self.vm.begin(true);
         self.raw.clear();
         self.handles.clear();
@@ -183,16 +231,20 @@ impl Engine {
         }
         out.grad.resize(args.len(), None);
         let (mut fi, mut ai) = (0, 0);
-        for (slot, a) in out.grad.iter_mut().zip(args) {
+        for ((slot, a), selected) in out.grad.iter_mut().zip(args).zip(wrt) {
             match a {
                 Value::F64(_) => {
                     let g = f64::from_bits(self.vm.results()[fi]);
                     fi += 1;
-                    *slot = Some(Value::F64(g));
+                    *slot = selected.then_some(Value::F64(g));
                 }
                 Value::Arr(_) => {
                     let h = self.handles[ai];
                     ai += 1;
+                    if !selected {
+                        *slot = None;
+                        continue;
+                    }
                     let shadow = self.vm.shadow(h).unwrap_or(&[]);
                     match slot {
                         Some(Value::Arr(v)) => {
@@ -208,48 +260,74 @@ impl Engine {
         Ok(())
     }
 
-    /// The forward and reverse functions of `f`, building them (and those of
-    /// every function they call through) on first use.
+    /// The mask selecting every `f64` and `f64[]` parameter of `f`, taken
+    /// out of the engine (without allocating) for the length of a call;
+    /// the caller puts it back.
+    fn take_full_mask(&mut self, f: FuncId) -> Result<Box<[bool]>, AdError> {
+        match self.full_masks.get_mut(f.index()) {
+            Some(m) => Ok(std::mem::take(m)),
+            None => Err(AdError::Args(format!("no function {f}"))),
+        }
+    }
+
+    /// The forward and reverse functions of `f` with respect to every `f64`
+    /// and `f64[]` parameter, building them (and those of every function
+    /// they call through) on first use.
     pub fn derive(&mut self, f: FuncId) -> Result<Derived, AdError> {
+        let wrt = self.take_full_mask(f)?;
+        let result = self.derive_wrt(f, &wrt);
+        self.full_masks[f.index()] = wrt;
+        result
+    }
+
+    /// The forward and reverse functions of `f` with respect to the
+    /// parameters selected by `wrt` (one flag per parameter), building them
+    /// on first use. Callees are derived with respect to the arguments that
+    /// are active at each call.
+    pub fn derive_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
         // Checked before the cache: a function that returns no f64 may have
         // been derived as a callee, but is still no gradient target.
-        if self.module.func(f).ret != RetType::One(Type::F64) {
+        if func.ret != RetType::One(Type::F64) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} returns {}, not f64",
-                self.module.func(f).name,
-                ret_text(&self.module.func(f).ret)
+                func.name,
+                ret_text(&func.ret)
             )));
         }
-        if let Some(d) = self.derived[f.index()] {
+        check_mask(func, wrt)?;
+        if let Some(d) = lookup(&self.derived, f, wrt) {
             return Ok(d);
         }
         let first_new = self.program.len();
-        let result = self.derive_all(f);
+        let result = self.derive_all(f, wrt);
         if result.is_err() {
             // Leave no half-built functions behind.
             self.program.truncate(first_new);
             self.derived_ir
                 .truncate(first_new - self.module.funcs.len());
-            for d in &mut self.derived {
-                if d.is_some_and(|d| d.fwd.index() >= first_new) {
-                    *d = None;
-                }
+            for list in self.derived.values_mut() {
+                list.retain(|(_, d)| d.fwd.index() < first_new);
             }
         }
         result
     }
 
-    fn derive_all(&mut self, f: FuncId) -> Result<Derived, AdError> {
+    fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
         let first_new = self.program.len();
         let mut work = Vec::new();
-        let root = self.reserve(f, &mut work);
-        while let Some(g) = work.pop() {
+        let root = self.reserve(f, wrt.into(), &mut work);
+        while let Some((g, gw)) = work.pop() {
             let mut pending = Vec::new();
             let (fwd, rev) = {
                 let program_len = &mut self.program.len();
                 let derived = &mut self.derived;
-                let mut ids = |h: FuncId| {
-                    if let Some(d) = derived[h.index()] {
+                let mut ids = |h: FuncId, hw: Vec<bool>| {
+                    if let Some(d) = lookup(derived, h, &hw) {
                         return d;
                     }
                     let d = Derived {
@@ -257,20 +335,22 @@ impl Engine {
                         rev: FuncId(*program_len as u32 + 1),
                     };
                     *program_len += 2;
-                    derived[h.index()] = Some(d);
-                    pending.push(h);
+                    let hw = hw.into_boxed_slice();
+                    derived.entry(h).or_default().push((hw.clone(), d));
+                    pending.push((h, hw));
                     d
                 };
-                transform(&self.module, g, &mut ids)
+                transform(&self.module, g, &gw, &mut ids)
             };
             // Placeholders for functions reserved while transforming `g`.
-            for h in pending {
-                self.push_placeholders(h);
-                work.push(h);
+            for (h, hw) in pending {
+                self.push_placeholders(h, &hw);
+                work.push((h, hw));
             }
-            let d = self.derived[g.index()]
+            let d = lookup(&self.derived, g, &gw)
                 .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
-            for (id, func) in [(d.fwd, fwd), (d.rev, rev)] {
+            for (id, mut func) in [(d.fwd, fwd), (d.rev, rev)] {
+                func.name = self.program.func(id).name.clone();
                 let bc = vm::lower::lower_function(&func)
                     .map_err(|e| AdError::Internal(format!("lowering {}: {e}", func.name)))?;
                 self.program.set(id, bc);
@@ -289,24 +369,53 @@ impl Engine {
         Ok(root)
     }
 
-    /// Reserve ids for `f`'s derived pair and queue it.
-    fn reserve(&mut self, f: FuncId, work: &mut Vec<FuncId>) -> Derived {
+    /// Reserve ids for `f`'s derived pair with respect to `wrt` and queue it.
+    fn reserve(
+        &mut self,
+        f: FuncId,
+        wrt: Box<[bool]>,
+        work: &mut Vec<(FuncId, Box<[bool]>)>,
+    ) -> Derived {
         let n = self.program.len() as u32;
         let d = Derived {
             fwd: FuncId(n),
             rev: FuncId(n + 1),
         };
-        self.derived[f.index()] = Some(d);
-        self.push_placeholders(f);
-        work.push(f);
+        self.derived.entry(f).or_default().push((wrt.clone(), d));
+        self.push_placeholders(f, &wrt);
+        work.push((f, wrt));
         d
     }
 
-    fn push_placeholders(&mut self, f: FuncId) {
-        let name = &self.module.func(f).name;
-        for suffix in ["fwd", "rev"] {
+    /// Empty functions standing for `f`'s derived pair until it is built,
+    /// named `f.fwd` / `f.rev`, or `f.fwd.wrt.a.b` / `f.rev.wrt.a.b` when
+    /// only parameters `a` and `b` are selected.
+    fn push_placeholders(&mut self, f: FuncId, wrt: &[bool]) {
+        let func = self.module.func(f);
+        // (Not `full_masks`, which a caller may have taken out for the call.)
+        let full = *analysis::all_params(func) == *wrt;
+        let suffix = if full {
+            String::new()
+        } else {
+            let names: Vec<String> = func
+                .params
+                .iter()
+                .zip(wrt)
+                .enumerate()
+                .filter(|(_, (_, w))| **w)
+                .map(|(i, (p, _))| {
+                    func.values[p.index()]
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| i.to_string())
+                })
+                .collect();
+            format!(".wrt.{}", names.join("."))
+        };
+        for part in ["fwd", "rev"] {
+            let name = format!("{}.{part}{suffix}", func.name);
             let placeholder = vm::bytecode::Function {
-                name: format!("{name}.{suffix}"),
+                name: name.clone(),
                 param_types: Vec::new(),
                 ret: RetType::Many(Vec::new()),
                 reg_types: Vec::new(),
@@ -321,7 +430,7 @@ impl Engine {
             };
             self.program.push(placeholder);
             self.derived_ir.push(ir::Function {
-                name: format!("{name}.{suffix}"),
+                name,
                 params: Vec::new(),
                 ret: RetType::Many(Vec::new()),
                 values: Vec::new(),
@@ -341,22 +450,41 @@ impl Engine {
     /// Forward and reverse bytecode of `f` and of every function derived
     /// with it, as text.
     pub fn disasm_ad(&mut self, f: FuncId) -> Result<String, AdError> {
-        self.derive(f)?;
+        let d = self.derive(f)?;
+        Ok(self.disasm_derived(d))
+    }
+
+    /// Like [`Engine::disasm_ad`], with respect to the parameters selected
+    /// by `wrt`.
+    pub fn disasm_ad_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<String, AdError> {
+        let d = self.derive_wrt(f, wrt)?;
+        Ok(self.disasm_derived(d))
+    }
+
+    fn disasm_derived(&self, d: Derived) -> String {
         let mut out = String::new();
-        for g in self.reachable_derived(f) {
+        for g in self.reachable_from(d) {
             out.push_str(&vm::disasm::function(self.program.func(g)));
             out.push('\n');
         }
-        Ok(out)
+        out
     }
 
-    /// Derived functions reachable from `f`'s pair through call sites, in
-    /// order of discovery (forward then reverse of each).
+    /// Derived functions reachable from `f`'s pair (with respect to every
+    /// parameter) through call sites, in order of discovery (forward then
+    /// reverse of each). Empty if that pair is not built yet.
     pub fn reachable_derived(&self, f: FuncId) -> Vec<FuncId> {
+        let full = self.full_masks.get(f.index()).map(|m| &**m).unwrap_or(&[]);
+        match lookup(&self.derived, f, full) {
+            Some(d) => self.reachable_from(d),
+            None => Vec::new(),
+        }
+    }
+
+    /// Derived functions reachable from the pair `d` through call sites, in
+    /// order of discovery (forward then reverse of each).
+    pub fn reachable_from(&self, d: Derived) -> Vec<FuncId> {
         let mut out = Vec::new();
-        let Some(d) = self.derived[f.index()] else {
-            return out;
-        };
         let mut stack = vec![d.rev, d.fwd];
         while let Some(g) = stack.pop() {
             if out.contains(&g) {
@@ -400,6 +528,46 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The derived pair of `f` with respect to `wrt`, if built (no allocation).
+fn lookup(
+    derived: &DerivedCache,
+    f: FuncId,
+    wrt: &[bool],
+) -> Option<Derived> {
+    derived
+        .get(&f)?
+        .iter()
+        .find(|(m, _)| **m == *wrt)
+        .map(|(_, d)| *d)
+}
+
+/// A mask must have one flag per parameter and select only `f64` and
+/// `f64[]` parameters.
+fn check_mask(func: &ir::Function, wrt: &[bool]) -> Result<(), AdError> {
+    if wrt.len() != func.params.len() {
+        return Err(AdError::Args(format!(
+            "@{} takes {} argument(s), but the selection of parameters to differentiate has {} entries",
+            func.name,
+            func.params.len(),
+            wrt.len()
+        )));
+    }
+    for (i, (p, w)) in func.params.iter().zip(wrt).enumerate() {
+        if *w && !func.ty(*p).is_differentiable() {
+            let name = func.values[p.index()]
+                .name
+                .as_ref()
+                .map_or_else(|| format!("parameter {}", i + 1), |n| format!("%{n}"));
+            return Err(AdError::Args(format!(
+                "cannot differentiate with respect to {name} of @{}: it is {}, not f64 or f64[]",
+                func.name,
+                func.ty(*p)
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn lower_module(module: &ir::Module) -> Result<Program, AdError> {

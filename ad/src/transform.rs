@@ -6,37 +6,50 @@
 //! `../shared/seeds/mooncake-reverse-mode-design.txt`), with our IR in place
 //! of Julia's IRCode:
 //!
-//! 1. **Analyse** the primal ([`crate::analysis`]): predecessors, which
-//!    blocks lie on cycles, the `ret` blocks, and activity.
-//! 2. **Translate** each instruction into a reverse fragment and the set of
-//!    primal values that fragment needs ([`Transform::reverse_inst`]). The
-//!    forward fragment is the primal instruction itself, except that active
-//!    calls call the callee's forward function and `aset` first reads the
-//!    element it overwrites.
-//! 3. **Assemble** the forward CFG: the primal blocks, each ending with
-//!    `comms.push` of what its reverse block needs; `blk.push` only on edges
-//!    into blocks with several predecessors; `ret` blocks also push their
-//!    index (when there are several) and the *entry values*: values defined
-//!    in the entry block that some reverse fragment needs, pushed once per
-//!    call instead of once per use.
-//! 4. **Assemble** the reverse CFG: a prologue that pops the entry values and
+//! 1. **Analyse** the primal ([`crate::analysis`]): predecessors, loops,
+//!    which blocks lie on cycles, the `ret` blocks, and activity with respect
+//!    to the selected parameters.
+//! 2. **Translate** each instruction into a reverse fragment and the primal
+//!    values that fragment reads ([`Transform::reverse_inst`]). The forward
+//!    fragment is the primal instruction itself, except that active calls
+//!    call the callee's forward function and `aset` first reads the element
+//!    it overwrites. For every value a fragment reads, [`Transform::supply`]
+//!    decides how the reverse code gets it (see [`Supply`]): rebuilt as a
+//!    constant, popped once per call (values of the entry block), read from
+//!    a loop's counter, popped once per execution of a loop (values defined
+//!    before the loop), recomputed in the reverse block, or, only when none
+//!    of these applies, pushed by the forward block and popped by its
+//!    reverse.
+//! 3. **Assemble** the reverse CFG: a prologue that pops the entry values and
 //!    dispatches on the returning block; one reverse block per primal block
-//!    (pop its comms values, run its fragments backwards, then go to the
-//!    predecessor it was entered from: statically when unique, else by
-//!    `blk.pop`); edge blocks that move phi cotangents to the incoming values
-//!    of the edge actually taken; and an exit returning the parameters'
-//!    cotangents (`ret.n`).
+//!    (pop its values, recompute what it recomputes, run its fragments
+//!    backwards, then go to the predecessor it was entered from: statically
+//!    when unique, by the loop counter at the header of a [`Counted`] loop,
+//!    else by `blk.pop`); edge blocks that pop what a loop exit pushed and
+//!    move phi cotangents to the incoming values of the edge actually taken;
+//!    and an exit returning the parameters' cotangents (`ret.n`).
+//! 4. **Assemble** the forward CFG: the primal blocks with the `comms.push`es
+//!    of step 2; `blk.push` only on edges into blocks with several
+//!    predecessors that are not the header of a counted loop; at every exit
+//!    of a counted loop, its counter and the values defined before it that
+//!    its reverse needs; at `ret`, the returning block's index (when there
+//!    are several) and the entry values.
+//!
+//! The reverse function is then cleaned up by [`crate::optimize`] before it
+//! is lowered.
 //!
 //! Cotangents live in one register per active f64 value of the reverse
 //! frame (registers start at zero). A fragment reads the cotangent of the
-//! value it defines, adds into its operands' cotangents, and, when the
-//! defining block lies on a cycle, zeroes it, so that the previous iteration's
-//! instance starts from zero. Arrays carry their cotangents in the VM's
-//! shadow arrays, addressed by handle.
+//! value it defines, adds into its operands' cotangents and, when the
+//! defining block lies on a cycle, zeroes it, so that the previous
+//! iteration's instance starts from zero. Arrays carry their cotangents in
+//! the VM's shadow arrays, addressed by handle.
+//!
+//! [`Counted`]: crate::analysis::Counted
 
-use crate::analysis::{activity, call_is_active, Cfg};
+use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
 use hashbrown::HashMap;
-use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, RetType, Term, ValueId};
+use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
 use vm::op::Op;
 use vm::Type;
 
@@ -47,21 +60,75 @@ pub struct Derived {
     pub rev: FuncId,
 }
 
-/// Build the forward and reverse IR of `module.funcs[f]`. `derived(g)` gives
-/// the (possibly not yet built) derived functions of a callee `g`.
+/// How deep a recomputation in the reverse code may go: a value may be
+/// recomputed from values that are themselves recomputed, but no further.
+const MAX_REMAT_DEPTH: u32 = 2;
+
+/// Build the forward and reverse IR of `module.funcs[f]`, differentiating
+/// with respect to the parameters selected by `wrt` (one flag per
+/// parameter). `derived(g, wrt)` gives the (possibly not yet built) derived
+/// functions of a callee `g` with respect to the call's active arguments.
 pub fn transform(
     module: &Module,
     f: FuncId,
-    derived: &mut dyn FnMut(FuncId) -> Derived,
+    wrt: &[bool],
+    derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
 ) -> (Function, Function) {
     let p = module.func(f);
-    let mut t = Transform::new(module, p);
+    let mut t = Transform::new(module, p, wrt);
     t.translate(derived);
     t.order_needs();
     t.assemble_reverse();
-    t.layout_reverse();
     t.assemble_forward();
+    crate::optimize::reverse(&mut t.rev);
     (t.fwd, t.rev)
+}
+
+/// How the reverse code obtains a forward value that a fragment reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Supply {
+    /// A constant, rebuilt in the reverse function.
+    Const,
+    /// Defined in the entry block (parameters included): pushed once, at
+    /// `ret`, and popped by the reverse prologue.
+    Entry,
+    /// The counter of counted loop `l` (its induction variable), which the
+    /// reverse code counts down itself.
+    Counter(usize),
+    /// Defined before counted loop `l`, the outermost loop around the reader
+    /// that does not contain the definition: pushed at each exit of the loop,
+    /// popped when the reverse code enters the loop.
+    Invariant(usize),
+    /// Recomputed at the top of the reader's reverse block from operands that
+    /// are themselves available there without a push (a pure, cheap
+    /// instruction; array reads only when nothing in the function can write
+    /// an array).
+    Remat,
+    /// Pushed by the reader's forward block, popped by its reverse block.
+    Push,
+}
+
+/// A counted loop as the reverse code sees it.
+struct LoopState {
+    /// Reverse register holding the loop's induction variable, counted down.
+    ctr: ValueId,
+    /// Forward value pushed at every exit as the counter's start: the
+    /// induction-variable phi, or the counter the forward code adds.
+    iv: ValueId,
+    /// The induction variable's value in the first iteration (forward).
+    init: ValueId,
+    step: i64,
+    /// Reverse register (or constant) holding `init - step`: the counter's
+    /// value after leaving the first iteration backwards.
+    lim: ValueId,
+    lim_const: bool,
+    /// Where the reverse code reads `init` (to compute `lim`).
+    init_reg: Option<ValueId>,
+    /// Forward values pushed at every exit (before `iv`), popped when the
+    /// reverse code enters the loop.
+    invariants: Vec<ValueId>,
+    /// Added forward counter: `(latch block, increment instruction)`.
+    synthetic: Option<(usize, Inst)>,
 }
 
 struct Transform<'a> {
@@ -73,6 +140,16 @@ struct Transform<'a> {
     fwd: Function,
     /// The block defining each forward value (extends `cfg.def_block`).
     fwd_def: Vec<Option<BlockId>>,
+    /// The primal instruction `(block, index)` defining each value.
+    def_inst: Vec<Option<(usize, usize)>>,
+    /// Counted loops, by loop index (`None` for the others).
+    loops: Vec<Option<LoopState>>,
+    /// No instruction of the function can change an array element while it
+    /// runs (no `aset`, no call that receives an array), so an element read
+    /// can be repeated in the reverse code with the same result. (Callers'
+    /// later writes are undone by their own reverse code before this
+    /// function's reverse runs.)
+    arrays_immutable: bool,
     /// For each `aset` (block, index), the forward value holding the element
     /// it overwrites.
     overwritten: HashMap<(usize, usize), ValueId>,
@@ -80,16 +157,19 @@ struct Transform<'a> {
     /// derived functions.
     calls: HashMap<(usize, usize), Derived>,
     rev: Function,
-    /// Reverse-frame copy of each forward value the reverse code needs.
+    /// Reverse-frame copy of each forward value the reverse code pops.
     mirror: Vec<Option<ValueId>>,
     /// Cotangent register of each active f64 primal value.
     cot: Vec<Option<ValueId>>,
     consts: HashMap<(Type, u64), ValueId>,
     seed: Option<ValueId>,
     sink: Option<ValueId>,
-    /// Forward values each primal block's reverse fragments need, in first-use
-    /// order, deduplicated.
+    /// Forward values each primal block pushes for its reverse block, in
+    /// first-use order, deduplicated.
     needs: Vec<Vec<ValueId>>,
+    /// Recomputations at the top of each reverse block, in dependency order.
+    remat: Vec<Vec<Inst>>,
+    remat_memo: HashMap<(usize, ValueId), ValueId>,
     /// Reverse fragments of each primal block, already in reverse order.
     frags: Vec<Vec<Inst>>,
     /// Needed values defined in the entry block: pushed once at `ret`.
@@ -100,9 +180,9 @@ struct Transform<'a> {
 }
 
 impl<'a> Transform<'a> {
-    fn new(module: &'a Module, p: &'a Function) -> Transform<'a> {
+    fn new(module: &'a Module, p: &'a Function, wrt: &[bool]) -> Transform<'a> {
         let cfg = Cfg::new(p);
-        let active = activity(p);
+        let active = activity(p, wrt);
         let mut fwd = p.clone();
         fwd.name = format!("{}.fwd", p.name);
         let n_f64 = p.params.iter().filter(|v| p.ty(**v) == Type::F64).count();
@@ -126,7 +206,70 @@ impl<'a> Transform<'a> {
                 cot[i] = Some(rev.new_value(Type::F64, name));
             }
         }
-        let fwd_def = cfg.def_block.clone();
+        let mut fwd_def = cfg.def_block.clone();
+        let mut def_inst = vec![None; p.values.len()];
+        let mut arrays_immutable = true;
+        for (bi, b) in p.blocks.iter().enumerate() {
+            for (ii, inst) in b.insts.iter().enumerate() {
+                if let Some(d) = inst.dst {
+                    def_inst[d.index()] = Some((bi, ii));
+                }
+                let writes = inst.op == Op::ASet
+                    || (inst.op == Op::Call && inst.args.iter().any(|a| p.ty(*a) == Type::Arr));
+                arrays_immutable &= !writes;
+            }
+        }
+        let mut loops = Vec::with_capacity(cfg.loops.len());
+        for l in &cfg.loops {
+            let Some(c) = &l.counted else {
+                loops.push(None);
+                continue;
+            };
+            let hname = &p.blocks[l.header.index()].name;
+            let ctr = rev.new_value(Type::I64, Some(format!("iv.{hname}")));
+            let (iv, init, step, synthetic) = match c.iv {
+                Some(iv) => (iv.phi, iv.init, iv.step, None),
+                None => {
+                    // No induction variable: count iterations in the forward
+                    // code (an `add` per iteration instead of a `blk.push`).
+                    let zero = fwd.new_const(Type::I64, 0);
+                    let one = fwd.new_const(Type::I64, 1);
+                    let cnt = fwd.new_value(Type::I64, Some(format!("trip.{hname}")));
+                    let next = fwd.new_value(Type::I64, None);
+                    fwd.blocks[l.header.index()].phis.push(Phi {
+                        dst: cnt,
+                        incoming: vec![(c.entry, zero), (c.latch, next)],
+                        loc: Loc::default(),
+                    });
+                    fwd_def.extend([Some(l.header), Some(c.latch)]);
+                    fwd_def.resize(fwd.values.len(), None);
+                    let inc = Inst::new(Op::AddI, Some(next), vec![cnt, one], Loc::default());
+                    (cnt, zero, 1, Some((c.latch.index(), inc)))
+                }
+            };
+            let (lim, lim_const) = match fwd.values[init.index()].konst {
+                Some(k) => {
+                    let bits = (k as i64).wrapping_sub(step) as u64;
+                    (konst_in(&mut rev, Type::I64, bits), true)
+                }
+                None => (
+                    rev.new_value(Type::I64, Some(format!("lim.{hname}"))),
+                    false,
+                ),
+            };
+            loops.push(Some(LoopState {
+                ctr,
+                iv,
+                init,
+                step,
+                lim,
+                lim_const,
+                init_reg: None,
+                invariants: Vec::new(),
+                synthetic,
+            }));
+        }
+        fwd_def.resize(fwd.values.len(), None);
         let mut set_once = vec![false; rev.values.len()];
         for (v, once) in single_contribution(p, &cfg, &active)
             .into_iter()
@@ -137,13 +280,16 @@ impl<'a> Transform<'a> {
             }
         }
         let nblocks = p.blocks.len();
-        Transform {
+        let mut t = Transform {
             module,
             p,
             cfg,
             active,
             fwd,
             fwd_def,
+            def_inst,
+            loops,
+            arrays_immutable,
             overwritten: HashMap::new(),
             calls: HashMap::new(),
             rev,
@@ -153,15 +299,24 @@ impl<'a> Transform<'a> {
             seed,
             sink: None,
             needs: vec![Vec::new(); nblocks],
+            remat: vec![Vec::new(); nblocks],
+            remat_memo: HashMap::new(),
             frags: vec![Vec::new(); nblocks],
             entry_values: Vec::new(),
             set_once,
+        };
+        // Constants made while setting up the loops are shared from now on.
+        for (i, v) in t.rev.values.iter().enumerate() {
+            if let Some(k) = v.konst {
+                t.consts.insert((v.ty, k), ValueId(i as u32));
+            }
         }
+        t
     }
 
     // ---- step 2: translation ------------------------------------------------
 
-    fn translate(&mut self, derived: &mut dyn FnMut(FuncId) -> Derived) {
+    fn translate(&mut self, derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived) {
         let p = self.p;
         for (b, block) in p.blocks.iter().enumerate() {
             for (i, inst) in block.insts.iter().enumerate() {
@@ -173,7 +328,8 @@ impl<'a> Transform<'a> {
                     }
                     Op::Call if call_is_active(&inst.args, &self.active) => {
                         let callee = inst.callee.expect("calls name a callee");
-                        self.calls.insert((b, i), derived(callee));
+                        let wrt = call_wrt(&inst.args, &self.active);
+                        self.calls.insert((b, i), derived(callee, wrt));
                     }
                     _ => {}
                 }
@@ -184,22 +340,130 @@ impl<'a> Transform<'a> {
             }
             self.frags[b] = frag;
         }
-        let entry_values: Vec<ValueId> = {
-            let mut seen = vec![false; self.fwd.values.len()];
-            let mut out = Vec::new();
-            for v in self.needs.iter().flatten() {
-                if self.fwd_def[v.index()] == Some(BlockId(0))
-                    && !std::mem::replace(&mut seen[v.index()], true)
-                {
-                    out.push(*v);
+        // Where each counted loop's reverse reads the first value of its
+        // induction variable. It is defined before the loop (its definition
+        // dominates the entry edge, which is not a back edge), so this is a
+        // constant, an entry value, an outer loop's counter, or a value
+        // pushed at the loop's exits: never a per-iteration push.
+        for l in 0..self.loops.len() {
+            let Some(s) = &self.loops[l] else { continue };
+            if s.lim_const {
+                continue;
+            }
+            let (init, header) = (s.init, self.cfg.loops[l].header);
+            let r = self.supply_reg(header, init);
+            if let Some(s) = &mut self.loops[l] {
+                s.init_reg = Some(r);
+            }
+        }
+    }
+
+    /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
+    /// `depth` counts nested recomputations.
+    fn supply(&self, b: BlockId, v: ValueId, depth: u32) -> Supply {
+        if self.fwd.values[v.index()].konst.is_some() {
+            return Supply::Const;
+        }
+        let def = self.fwd_def.get(v.index()).copied().flatten();
+        if def == Some(BlockId(0)) {
+            return Supply::Entry;
+        }
+        let mut invariant = None;
+        for l in self.cfg.loops_around(b) {
+            let Some(s) = &self.loops[l] else { continue };
+            if s.iv == v {
+                return Supply::Counter(l);
+            }
+            if def.is_some_and(|d| !self.cfg.loops[l].contains(d)) {
+                invariant = Some(l);
+            }
+        }
+        if let Some(l) = invariant {
+            return Supply::Invariant(l);
+        }
+        if depth < MAX_REMAT_DEPTH {
+            if let Some(inst) = self.remat_inst(v) {
+                let available = inst
+                    .args
+                    .iter()
+                    .all(|a| self.supply(b, *a, depth + 1) != Supply::Push);
+                if available {
+                    return Supply::Remat;
                 }
             }
-            out
-        };
-        for needs in &mut self.needs {
-            needs.retain(|v| !entry_values.contains(v));
         }
-        self.entry_values = entry_values;
+        Supply::Push
+    }
+
+    /// The primal instruction defining `v`, if the reverse code may simply
+    /// run it again: pure, cheap, and reading nothing that can have changed
+    /// (see [`Transform::arrays_immutable`]). A repeated instruction sees
+    /// the operands it saw in the forward code, so it cannot trap.
+    fn remat_inst(&self, v: ValueId) -> Option<&'a Inst> {
+        let (b, i) = self.def_inst.get(v.index()).copied().flatten()?;
+        let inst = &self.p.blocks[b].insts[i];
+        let cheap = match inst.op {
+            Op::AddI | Op::SubI | Op::MulI | Op::NegI | Op::MinI | Op::MaxI => true,
+            Op::AddF | Op::SubF | Op::MulF | Op::NegF | Op::AbsF | Op::MinF | Op::MaxF => true,
+            Op::LtI | Op::LeI | Op::GtI | Op::GeI | Op::EqI | Op::NeI => true,
+            Op::LtF | Op::LeF | Op::GtF | Op::GeF | Op::EqF | Op::NeF => true,
+            Op::And | Op::Or | Op::Not | Op::Select | Op::Mov | Op::NoGrad | Op::ItoF => true,
+            Op::ALen => true,
+            Op::AGet => self.arrays_immutable,
+            _ => false,
+        };
+        cheap.then_some(inst)
+    }
+
+    /// The reverse register from which the reverse block of `b` reads
+    /// forward value `v`, arranging for it to be there.
+    fn supply_reg(&mut self, b: BlockId, v: ValueId) -> ValueId {
+        match self.supply(b, v, 0) {
+            Supply::Const => {
+                let data = &self.fwd.values[v.index()];
+                let (ty, bits) = (data.ty, data.konst.unwrap_or(0));
+                self.konst(ty, bits)
+            }
+            Supply::Entry => {
+                if !self.entry_values.contains(&v) {
+                    self.entry_values.push(v);
+                }
+                self.mirror_of(v)
+            }
+            Supply::Counter(l) => self.loops[l].as_ref().map_or(v, |s| s.ctr),
+            Supply::Invariant(l) => {
+                if let Some(s) = &mut self.loops[l] {
+                    if !s.invariants.contains(&v) {
+                        s.invariants.push(v);
+                    }
+                }
+                self.mirror_of(v)
+            }
+            Supply::Remat => self.rematerialize(b, v),
+            Supply::Push => {
+                let needs = &mut self.needs[b.index()];
+                if !needs.contains(&v) {
+                    needs.push(v);
+                }
+                self.mirror_of(v)
+            }
+        }
+    }
+
+    /// Recompute `v` at the top of `b`'s reverse block (once per block).
+    fn rematerialize(&mut self, b: BlockId, v: ValueId) -> ValueId {
+        if let Some(r) = self.remat_memo.get(&(b.index(), v)) {
+            return *r;
+        }
+        let Some(inst) = self.remat_inst(v) else {
+            return self.mirror_of(v);
+        };
+        let args: Vec<ValueId> = inst.args.iter().map(|a| self.supply_reg(b, *a)).collect();
+        let data = &self.fwd.values[v.index()];
+        let dst = self.rev.new_value(data.ty, data.name.clone());
+        self.remat[b.index()].push(Inst::new(inst.op, Some(dst), args, inst.loc));
+        self.remat_memo.insert((b.index(), v), dst);
+        dst
     }
 
     /// Put each block's pushes in the order the forward code makes them:
@@ -371,12 +635,16 @@ impl<'a> Transform<'a> {
         }
         match inst.op {
             Op::ASet => {
+                // v̄ += ā[i]; ā[i] = 0 (only an active array has cotangents
+                // to move), then restore the overwritten element.
                 let old = e.t.overwritten[&(b, i)];
                 let (arr, idx) = (e.need(inst.args[0]), e.need(inst.args[1]));
                 let vold = e.need(old);
-                let t = e.op(Op::ShadowTake, Some(Type::F64), vec![arr, idx]);
-                let cv = e.t.cot[inst.args[2].index()];
-                e.acc(cv, t);
+                if e.t.active[inst.args[0].index()] {
+                    let t = e.op(Op::ShadowTake, Some(Type::F64), vec![arr, idx]);
+                    let cv = e.t.cot[inst.args[2].index()];
+                    e.acc(cv, t);
+                }
                 e.op(Op::ASet, None, vec![arr, idx, vold]);
             }
             Op::Call => {
@@ -460,7 +728,7 @@ impl<'a> Transform<'a> {
             .any(|phi| self.cot[phi.dst.index()].is_some())
     }
 
-    // ---- step 4: the reverse CFG ---------------------------------------------
+    // ---- step 3: the reverse CFG ---------------------------------------------
 
     fn assemble_reverse(&mut self) {
         let p = self.p;
@@ -504,100 +772,155 @@ impl<'a> Transform<'a> {
         }
 
         // One reverse block per primal block.
+        let header_of: HashMap<usize, usize> = (0..self.loops.len())
+            .filter(|l| self.loops[*l].is_some())
+            .map(|l| (self.cfg.loops[l].header.index(), l))
+            .collect();
         for b in 0..n {
             let mut insts = Vec::new();
             for v in self.needs[b].clone().iter().rev() {
                 let m = self.mirror_of(*v);
                 insts.push(Inst::new(Op::CommsPop, Some(m), Vec::new(), Loc::default()));
             }
+            insts.append(&mut self.remat[b]);
             insts.append(&mut self.frags[b]);
-            let preds = self.cfg.preds[b].clone();
-            let targets: Vec<BlockId> = preds
-                .iter()
-                .map(|pred| self.edge_target(*pred, b, &rblk))
-                .collect();
-            let term = match targets.len() {
-                0 => Term::Jmp(exit),
-                1 => Term::Jmp(targets[0]),
-                _ => Term::BlkPop(targets),
+            let term = match header_of.get(&b) {
+                Some(&l) => self.counted_dispatch(l, b, &rblk, &mut insts),
+                None => {
+                    let preds = self.cfg.preds[b].clone();
+                    let targets: Vec<BlockId> = preds
+                        .iter()
+                        .map(|pred| self.edge_target(*pred, b, &rblk))
+                        .collect();
+                    match targets.len() {
+                        0 => Term::Jmp(exit),
+                        1 => Term::Jmp(targets[0]),
+                        _ => Term::BlkPop(targets),
+                    }
+                }
             };
             let rb = rblk[b];
             self.rev.blocks[rb.index()].insts = insts;
             self.rev.blocks[rb.index()].term = term;
         }
 
-        // Exit: the parameters' cotangents.
-        let grads: Vec<ValueId> = p
+        // Exit: the parameters' cotangents (zero for unselected ones).
+        let params: Vec<ValueId> = p
             .params
             .iter()
             .filter(|v| p.ty(**v) == Type::F64)
-            .map(|v| self.cot[v.index()].unwrap_or(ValueId(0)))
+            .copied()
+            .collect();
+        let grads: Vec<ValueId> = params
+            .iter()
+            .map(|v| match self.cot[v.index()] {
+                Some(c) => c,
+                None => self.kf(0.0),
+            })
             .collect();
         self.rev.blocks[exit.index()].term = Term::RetN(grads);
-        // Move the prologue to the front is not needed: `start` is block 0.
         debug_assert_eq!(start, BlockId(0));
     }
 
-    /// Put each phi-edge block right before the reverse block it jumps to,
-    /// so that the lowering can fall through instead of jumping: in a
-    /// reverse loop that saves one dispatch per iteration.
-    fn layout_reverse(&mut self) {
-        let blocks = &self.rev.blocks;
-        let n = blocks.len();
-        let is_edge = |b: &Block| b.name.starts_with("edge.");
-        let mut order: Vec<usize> = Vec::with_capacity(n);
-        let mut placed = vec![false; n];
-        for t in 0..n {
-            if is_edge(&blocks[t]) {
-                continue;
-            }
-            let feeder = (0..n).find(|&e| {
-                !placed[e] && is_edge(&blocks[e]) && blocks[e].term == Term::Jmp(BlockId(t as u32))
-            });
-            if let Some(e) = feeder {
-                placed[e] = true;
-                order.push(e);
-            }
-            placed[t] = true;
-            order.push(t);
-        }
-        order.extend((0..n).filter(|&e| !placed[e]));
-        let mut new_index = vec![0u32; n];
-        for (pos, old) in order.iter().enumerate() {
-            new_index[*old] = pos as u32;
-        }
-        let remap = |b: &mut BlockId| *b = BlockId(new_index[b.index()]);
-        let mut old_blocks: Vec<Option<Block>> = std::mem::take(&mut self.rev.blocks)
-            .into_iter()
-            .map(Some)
-            .collect();
-        for old in order {
-            let Some(mut b) = old_blocks[old].take() else {
-                continue;
-            };
-            match &mut b.term {
-                Term::Jmp(t) => remap(t),
-                Term::Br { then_, else_, .. } => {
-                    remap(then_);
-                    remap(else_);
-                }
-                Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
-                Term::Ret(_) | Term::RetN(_) => {}
-            }
-            self.rev.blocks.push(b);
+    /// The end of the reverse block of counted loop `l`'s header: step the
+    /// counter back one iteration; if it has passed the first iteration, leave
+    /// by the entry edge, else go back through the latch edge.
+    fn counted_dispatch(
+        &mut self,
+        l: usize,
+        header: usize,
+        rblk: &[BlockId],
+        insts: &mut Vec<Inst>,
+    ) -> Term {
+        let Some(s) = &self.loops[l] else {
+            return Term::Jmp(rblk[header]);
+        };
+        let (ctr, lim, step) = (s.ctr, s.lim, s.step);
+        let Some(c) = &self.cfg.loops[l].counted else {
+            return Term::Jmp(rblk[header]);
+        };
+        let (entry, latch) = (c.entry, c.latch);
+        let step_reg = self.konst(Type::I64, step as u64);
+        let first = self.rev.new_value(Type::Bool, None);
+        insts.push(Inst::new(
+            Op::SubI,
+            Some(ctr),
+            vec![ctr, step_reg],
+            Loc::default(),
+        ));
+        insts.push(Inst::new(
+            Op::EqI,
+            Some(first),
+            vec![ctr, lim],
+            Loc::default(),
+        ));
+        let out = self.edge_target(entry, header, rblk);
+        let back = self.edge_target(latch, header, rblk);
+        Term::Br {
+            cond: first,
+            then_: out,
+            else_: back,
         }
     }
 
     /// The reverse block to go to after the reverse of `b` when `b` was
-    /// entered from `pred`: an edge block moving phi cotangents, or directly
-    /// the predecessor's reverse block.
+    /// entered from `pred`: an edge block that pops what the forward edge
+    /// pushed for the counted loops it leaves and moves phi cotangents, or
+    /// directly the predecessor's reverse block.
     fn edge_target(&mut self, pred: BlockId, b: usize, rblk: &[BlockId]) -> BlockId {
-        if !self.has_active_phis(b) {
+        let exited = self.counted_exited(pred, BlockId(b as u32));
+        if exited.is_empty() && !self.has_active_phis(b) {
             return rblk[pred.index()];
         }
         let p = self.p;
         let name = format!("edge.{}.{}", p.blocks[pred.index()].name, p.blocks[b].name);
         let edge = self.new_block(name);
+        let mut insts = Vec::new();
+        // The forward edge pushed loop by loop, innermost first: pop the
+        // outermost first.
+        for &l in exited.iter().rev() {
+            let Some(s) = &self.loops[l] else { continue };
+            let (ctr, invariants) = (s.ctr, s.invariants.clone());
+            let (lim, lim_const, init_reg, step) = (s.lim, s.lim_const, s.init_reg, s.step);
+            insts.push(Inst::new(
+                Op::CommsPop,
+                Some(ctr),
+                Vec::new(),
+                Loc::default(),
+            ));
+            for v in invariants.iter().rev() {
+                let m = self.mirror_of(*v);
+                insts.push(Inst::new(Op::CommsPop, Some(m), Vec::new(), Loc::default()));
+            }
+            if let (false, Some(init)) = (lim_const, init_reg) {
+                let step_reg = self.konst(Type::I64, step as u64);
+                insts.push(Inst::new(
+                    Op::SubI,
+                    Some(lim),
+                    vec![init, step_reg],
+                    Loc::default(),
+                ));
+            }
+        }
+        self.phi_moves(pred, b, &mut insts);
+        self.rev.blocks[edge.index()].insts = insts;
+        self.rev.blocks[edge.index()].term = Term::Jmp(rblk[pred.index()]);
+        edge
+    }
+
+    /// The counted loops the edge `from -> to` leaves, innermost first.
+    fn counted_exited(&self, from: BlockId, to: BlockId) -> Vec<usize> {
+        self.cfg
+            .loops_exited(from, to)
+            .into_iter()
+            .filter(|l| self.loops[*l].is_some())
+            .collect()
+    }
+
+    /// Move the cotangents of `b`'s phis to their incoming values on the
+    /// edge from `pred`.
+    fn phi_moves(&mut self, pred: BlockId, b: usize, insts: &mut Vec<Inst>) {
+        let p = self.p;
         let phis = &p.blocks[b].phis;
         let is_phi_here = |v: ValueId| phis.iter().any(|ph| ph.dst == v);
         let moves: Vec<(ValueId, Option<ValueId>, Loc)> = phis
@@ -616,7 +939,6 @@ impl<'a> Transform<'a> {
         // Phis are a parallel copy: when an incoming value is itself a phi of
         // this block (the swap), read every phi cotangent before writing any.
         let parallel = moves.iter().any(|(_, w, _)| w.is_some_and(is_phi_here));
-        let mut insts = Vec::new();
         if parallel {
             let mut temps = Vec::new();
             for (c, w, loc) in &moves {
@@ -648,12 +970,9 @@ impl<'a> Transform<'a> {
                 }
             }
         }
-        self.rev.blocks[edge.index()].insts = insts;
-        self.rev.blocks[edge.index()].term = Term::Jmp(rblk[pred.index()]);
-        edge
     }
 
-    // ---- step 3: the forward CFG ---------------------------------------------
+    // ---- step 4: the forward CFG ---------------------------------------------
 
     fn assemble_forward(&mut self) {
         let p = self.p;
@@ -712,19 +1031,28 @@ impl<'a> Transform<'a> {
                     }
                 }
             }
+            // The counter the forward code adds to a loop without an
+            // induction variable steps at the end of the latch.
+            for s in self.loops.iter().flatten() {
+                if let Some((latch, inc)) = &s.synthetic {
+                    if *latch == b {
+                        insts.push(inc.clone());
+                    }
+                }
+            }
+            let here = BlockId(b as u32);
             let term = p.blocks[b].term.clone();
             match &term {
                 Term::Jmp(s) => {
-                    if let Some(k) = self.pred_index(BlockId(b as u32), *s) {
-                        insts.push(blk_push(k));
-                    }
+                    let edge = self.edge_insts(here, *s);
+                    insts.extend(edge);
                 }
                 Term::Br { cond, then_, else_ } => {
-                    let t = self.edge_push_block(b, *then_);
+                    let t = self.fwd_edge(here, *then_);
                     let e = if else_ == then_ {
                         t
                     } else {
-                        self.edge_push_block(b, *else_)
+                        self.fwd_edge(here, *else_)
                     };
                     self.fwd.blocks[b].term = Term::Br {
                         cond: *cond,
@@ -752,35 +1080,64 @@ impl<'a> Transform<'a> {
         }
     }
 
+    /// What the forward code does on the edge `from -> to`: for each counted
+    /// loop it leaves (innermost first), push the values defined before the
+    /// loop that its reverse needs and then its counter; then, if `to` is a
+    /// join whose predecessor the reverse code cannot know otherwise, push
+    /// `from`'s index among `to`'s predecessors.
+    fn edge_insts(&self, from: BlockId, to: BlockId) -> Vec<Inst> {
+        let mut insts = Vec::new();
+        for l in self.counted_exited(from, to) {
+            let Some(s) = &self.loops[l] else { continue };
+            for v in s.invariants.iter().chain([&s.iv]) {
+                insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
+            }
+        }
+        if let Some(k) = self.pred_index(from, to) {
+            insts.push(blk_push(k));
+        }
+        insts
+    }
+
     /// The id pushed on the edge `from -> to`, if `to` has several
-    /// predecessors (otherwise the reverse code knows the edge statically).
+    /// predecessors and is not the header of a counted loop (otherwise the
+    /// reverse code knows the edge statically or by the loop counter).
     fn pred_index(&self, from: BlockId, to: BlockId) -> Option<u32> {
         let preds = &self.cfg.preds[to.index()];
         if preds.len() < 2 {
+            return None;
+        }
+        let counted_header = self
+            .cfg
+            .loops
+            .iter()
+            .zip(&self.loops)
+            .any(|(l, s)| s.is_some() && l.header == to);
+        if counted_header {
             return None;
         }
         preds.iter().position(|p| *p == from).map(|k| k as u32)
     }
 
     /// The block a forward `br` in `b` should jump to for target `to`: `to`
-    /// itself, or a new edge block that pushes the edge's id first (and then
-    /// takes `b`'s place in `to`'s phis).
-    fn edge_push_block(&mut self, b: usize, to: BlockId) -> BlockId {
-        let from = BlockId(b as u32);
-        let Some(k) = self.pred_index(from, to) else {
+    /// itself, or a new edge block running [`Transform::edge_insts`] first
+    /// (and then taking `b`'s place in `to`'s phis).
+    fn fwd_edge(&mut self, from: BlockId, to: BlockId) -> BlockId {
+        let insts = self.edge_insts(from, to);
+        if insts.is_empty() {
             return to;
-        };
+        }
         let name = format!(
             "push.{}.{}",
-            self.p.blocks[b].name,
+            self.p.blocks[from.index()].name,
             self.p.blocks[to.index()].name
         );
         self.fwd.blocks.push(Block {
             name,
             phis: Vec::new(),
-            insts: vec![blk_push(k)],
+            insts,
             term: Term::Jmp(to),
-            term_loc: self.p.blocks[b].term_loc,
+            term_loc: self.p.blocks[from.index()].term_loc,
         });
         let edge = BlockId(self.fwd.blocks.len() as u32 - 1);
         for phi in &mut self.fwd.blocks[to.index()].phis {
@@ -791,6 +1148,19 @@ impl<'a> Transform<'a> {
             }
         }
         edge
+    }
+}
+
+/// A constant of `f` (used while the transform's constant table does not
+/// exist yet).
+fn konst_in(f: &mut Function, ty: Type, bits: u64) -> ValueId {
+    match f
+        .values
+        .iter()
+        .position(|v| v.ty == ty && v.konst == Some(bits))
+    {
+        Some(i) => ValueId(i as u32),
+        None => f.new_const(ty, bits),
     }
 }
 
@@ -860,19 +1230,10 @@ struct Emit<'t, 'a> {
 }
 
 impl Emit<'_, '_> {
-    /// The reverse-frame register holding forward value `v`: a constant of
-    /// the reverse function, or a mirror filled by `comms.pop`.
+    /// The reverse-frame register holding forward value `v` (see
+    /// [`Transform::supply`]).
     fn need(&mut self, v: ValueId) -> ValueId {
-        let data = &self.t.fwd.values[v.index()];
-        if let Some(bits) = data.konst {
-            let ty = data.ty;
-            return self.t.konst(ty, bits);
-        }
-        let needs = &mut self.t.needs[self.b];
-        if !needs.contains(&v) {
-            needs.push(v);
-        }
-        self.t.mirror_of(v)
+        self.t.supply_reg(BlockId(self.b as u32), v)
     }
 
     /// Emit `op`; returns the new destination (or a dummy id if none).

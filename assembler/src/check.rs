@@ -18,9 +18,9 @@
 //! without errors comes out as a [`CheckedFn`], ready for [`crate::lower`].
 
 use crate::diag::{Sink, Span};
-use crate::dom::DomTree;
 use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand};
 use hashbrown::{HashMap, HashSet};
+use vm::dom::DomTree;
 use vm::ir::Loc;
 use vm::op::{Op, Operand as Kind, Ty};
 use vm::Type;

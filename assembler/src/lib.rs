@@ -50,7 +50,6 @@
 
 mod check;
 mod diag;
-mod dom;
 mod lexer;
 mod literal;
 mod lower;

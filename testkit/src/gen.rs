@@ -241,7 +241,8 @@ impl<'r> Body<'r> {
         match self.rng.below(20) {
             0..=1 if nested => self.diamond(),
             2 if nested => self.three_way(),
-            3..=4 if nested => self.counted_loop(),
+            3 if nested => self.counted_loop(),
+            4 if nested => self.shaped_loop(),
             5 if self.helpers.is_some() => self.call(),
             6 if !self.arrays.is_empty() => self.array_write(),
             7 if !self.arrays.is_empty() => self.array_read(),
@@ -466,6 +467,313 @@ impl<'r> Body<'r> {
         self.start_block(&exit);
         // The header's phis dominate the exit.
         self.fpool.extend(phis);
+    }
+
+    /// A loop of one of the shapes the AD stage treats specially (see
+    /// `ad::analysis::Counted`): an induction variable stepped by a constant
+    /// other than 1, added or subtracted, from a constant or an integer
+    /// register; a `while` on an f64 counter (no integer induction variable,
+    /// so the forward code counts); an exit from the middle of the body into
+    /// a join with phis; a loop of one block; a triangular nest whose inner
+    /// loop starts at the outer counter. Trip counts stay small (at most 4
+    /// per loop) and never depend on f64 data, so finite differences do not
+    /// cross a change of path.
+    fn shaped_loop(&mut self) {
+        match self.rng.below(5) {
+            0 => self.stepped_loop(),
+            1 => self.while_loop(),
+            2 => self.mid_exit_loop(),
+            3 => self.one_block_loop(),
+            _ => self.triangular_loop(),
+        }
+    }
+
+    /// Carried f64 values: `(phis, initial values, next values)`.
+    fn carried(&mut self) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let n = 1 + self.rng.below(2);
+        let inits = (0..n).map(|_| self.pick_f()).collect();
+        let phis = (0..n).map(|_| self.reg("c")).collect();
+        let nexts = (0..n).map(|_| self.reg("c")).collect();
+        (phis, inits, nexts)
+    }
+
+    /// Define each next value of a carried f64 from the pool.
+    fn step_carried(&mut self, nexts: &[String]) {
+        for next in nexts {
+            let v = self.pick_f();
+            let op = if self.rng.chance(0.5) { "sin" } else { "tanh" };
+            self.emit(format!("{next} = {op} {v}"));
+        }
+    }
+
+    fn carried_phis(
+        &self,
+        phis: &[String],
+        inits: &[String],
+        nexts: &[String],
+        pre: &str,
+        latch: &str,
+    ) -> Vec<String> {
+        (0..phis.len())
+            .map(|i| {
+                format!(
+                    "    {} = phi [{pre}: {}], [{latch}: {}]",
+                    phis[i], inits[i], nexts[i]
+                )
+            })
+            .collect()
+    }
+
+    /// `for (k = init; k <> bound; k += step)` with `step` in +-{1,2,3,5}.
+    fn stepped_loop(&mut self) {
+        let (h, body, exit) = (self.label("sh"), self.label("sb"), self.label("sx"));
+        let step: i64 = [1, 2, 3, 5, -1, -2, -3, -5][self.rng.below(8)];
+        let trip = self.rng.below(5) as i64;
+        let (init, bound) = if !self.ipool.is_empty() && self.rng.chance(0.5) {
+            let lo = self.ipool[self.rng.below(self.ipool.len())].clone();
+            let b = self.reg("bd");
+            self.emit(format!("{b} = add {lo}, {}", trip * step));
+            (lo, b)
+        } else {
+            let lo = [-3i64, 0, 4][self.rng.below(3)];
+            (lo.to_string(), (lo + trip * step).to_string())
+        };
+        let (phis, inits, nexts) = self.carried();
+        let pre = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.start_block(&h);
+        let (k, k2) = (self.reg("k"), self.reg("k"));
+        let phi_line = self.lines.len();
+        for _ in 0..=phis.len() {
+            self.emit(String::new());
+        }
+        let c = self.reg("lc");
+        let cmp = if step > 0 { "lt" } else { "gt" };
+        self.emit(format!("{c} = {cmp} {k}, {bound}"));
+        self.emit(format!("br {c}, {body}, {exit}"));
+        let saved = (self.fpool.clone(), self.ipool.clone());
+        self.fpool.extend(phis.iter().cloned());
+        self.ipool.push(k.clone());
+        self.start_block(&body);
+        self.depth += 1;
+        let stmts = 1 + self.rng.below(3);
+        for _ in 0..stmts {
+            self.statement();
+        }
+        self.depth -= 1;
+        self.step_carried(&nexts);
+        match (step > 0, self.rng.below(2)) {
+            (true, 0) => self.emit(format!("{k2} = add {k}, {step}")),
+            (true, _) => self.emit(format!("{k2} = add {step}, {k}")),
+            (false, _) => self.emit(format!("{k2} = sub {k}, {}", -step)),
+        }
+        let latch = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.lines[phi_line] = format!("    {k} = phi [{pre}: {init}], [{latch}: {k2}]");
+        for (i, l) in self
+            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
+            .into_iter()
+            .enumerate()
+        {
+            self.lines[phi_line + 1 + i] = l;
+        }
+        (self.fpool, self.ipool) = saved;
+        self.start_block(&exit);
+        self.fpool.extend(phis);
+    }
+
+    /// `while t < trip` on an f64 counter `t`: no integer phi at all.
+    fn while_loop(&mut self) {
+        let (h, body, exit) = (self.label("wh"), self.label("wb"), self.label("wx"));
+        let trip = self.rng.below(4);
+        let (phis, inits, nexts) = self.carried();
+        let pre = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.start_block(&h);
+        let (t, t2) = (self.reg("w"), self.reg("w"));
+        let phi_line = self.lines.len();
+        for _ in 0..=phis.len() {
+            self.emit(String::new());
+        }
+        let c = self.reg("lc");
+        self.emit(format!("{c} = lt {t}, {trip}.5"));
+        self.emit(format!("br {c}, {body}, {exit}"));
+        let saved = (self.fpool.clone(), self.ipool.clone());
+        self.fpool.extend(phis.iter().cloned());
+        self.start_block(&body);
+        self.depth += 1;
+        let stmts = 1 + self.rng.below(3);
+        for _ in 0..stmts {
+            self.statement();
+        }
+        self.depth -= 1;
+        self.step_carried(&nexts);
+        self.emit(format!("{t2} = add {t}, 1.0"));
+        let latch = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.lines[phi_line] = format!("    {t} = phi [{pre}: 0.0], [{latch}: {t2}]");
+        for (i, l) in self
+            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
+            .into_iter()
+            .enumerate()
+        {
+            self.lines[phi_line + 1 + i] = l;
+        }
+        (self.fpool, self.ipool) = saved;
+        self.start_block(&exit);
+        self.fpool.extend(phis);
+    }
+
+    /// A counted loop that may also leave from the middle of its body; the
+    /// exit block joins both ways out with a phi.
+    fn mid_exit_loop(&mut self) {
+        let (h, body, cont, exit) = (
+            self.label("mh"),
+            self.label("mb"),
+            self.label("mc"),
+            self.label("mx"),
+        );
+        let trip = 1 + self.rng.below(4);
+        let limit = self.rng.below(4);
+        let (phis, inits, nexts) = self.carried();
+        let pre = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.start_block(&h);
+        let (k, k2) = (self.reg("k"), self.reg("k"));
+        let phi_line = self.lines.len();
+        for _ in 0..=phis.len() {
+            self.emit(String::new());
+        }
+        let c = self.reg("lc");
+        self.emit(format!("{c} = lt {k}, {trip}"));
+        self.emit(format!("br {c}, {body}, {exit}"));
+        let saved = (self.fpool.clone(), self.ipool.clone());
+        self.fpool.extend(phis.iter().cloned());
+        self.ipool.push(k.clone());
+        self.start_block(&body);
+        // Straight-line work before the middle exit, so that the value
+        // leaving there is defined in this block.
+        self.arith();
+        let out_mid = self.pick_f();
+        let mid_block = self.block.clone();
+        let e = self.reg("brk");
+        self.emit(format!("{e} = ge {k}, {limit}"));
+        self.emit(format!("br {e}, {exit}, {cont}"));
+        self.start_block(&cont);
+        self.depth += 1;
+        let stmts = 1 + self.rng.below(2);
+        for _ in 0..stmts {
+            self.statement();
+        }
+        self.depth -= 1;
+        self.step_carried(&nexts);
+        self.emit(format!("{k2} = add {k}, 1"));
+        let latch = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.lines[phi_line] = format!("    {k} = phi [{pre}: 0], [{latch}: {k2}]");
+        for (i, l) in self
+            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
+            .into_iter()
+            .enumerate()
+        {
+            self.lines[phi_line + 1 + i] = l;
+        }
+        (self.fpool, self.ipool) = saved;
+        self.start_block(&exit);
+        let z = self.reg("z");
+        self.emit(format!(
+            "{z} = phi [{h}: {}], [{mid_block}: {out_mid}]",
+            phis[0]
+        ));
+        // The phi must come first in the block: move it above nothing else
+        // (it is the block's first line after the label).
+        self.fpool.push(z);
+    }
+
+    /// A loop that is a single block (its own latch), straight-line inside.
+    fn one_block_loop(&mut self) {
+        let (h, exit) = (self.label("oh"), self.label("ox"));
+        let trip = 1 + self.rng.below(4);
+        let (phis, inits, nexts) = self.carried();
+        let pre = self.block.clone();
+        self.emit(format!("jmp {h}"));
+        self.start_block(&h);
+        let (k, k2) = (self.reg("k"), self.reg("k"));
+        let phi_line = self.lines.len();
+        for _ in 0..=phis.len() {
+            self.emit(String::new());
+        }
+        let saved = (self.fpool.clone(), self.ipool.clone());
+        self.fpool.extend(phis.iter().cloned());
+        for _ in 0..1 + self.rng.below(3) {
+            self.arith();
+        }
+        self.step_carried(&nexts);
+        self.emit(format!("{k2} = add {k}, 1"));
+        let c = self.reg("lc");
+        self.emit(format!("{c} = lt {k2}, {trip}"));
+        self.emit(format!("br {c}, {h}, {exit}"));
+        self.lines[phi_line] = format!("    {k} = phi [{pre}: 0], [{h}: {k2}]");
+        for (i, l) in self
+            .carried_phis(&phis, &inits, &nexts, &pre, &h)
+            .into_iter()
+            .enumerate()
+        {
+            self.lines[phi_line + 1 + i] = l;
+        }
+        (self.fpool, self.ipool) = saved;
+        self.start_block(&exit);
+        self.fpool.extend(phis);
+        self.fpool.extend(nexts);
+    }
+
+    /// `for i in 0..t { for j in i..t { .. } }` with a value carried
+    /// through both loops.
+    fn triangular_loop(&mut self) {
+        let (ho, hi, li, lo, exit) = (
+            self.label("to"),
+            self.label("ti"),
+            self.label("tb"),
+            self.label("te"),
+            self.label("tx"),
+        );
+        let t = 1 + self.rng.below(3);
+        let init = self.pick_f();
+        let pre = self.block.clone();
+        let (i, i2, j, j2) = (self.reg("i"), self.reg("i"), self.reg("j"), self.reg("j"));
+        let (c, c2, d, d2) = (self.reg("c"), self.reg("c"), self.reg("c"), self.reg("c"));
+        self.emit(format!("jmp {ho}"));
+        self.start_block(&ho);
+        self.emit(format!("{i} = phi [{pre}: 0], [{lo}: {i2}]"));
+        self.emit(format!("{c} = phi [{pre}: {init}], [{lo}: {c2}]"));
+        let co = self.reg("lc");
+        self.emit(format!("{co} = lt {i}, {t}"));
+        self.emit(format!("br {co}, {hi}, {exit}"));
+        let saved = (self.fpool.clone(), self.ipool.clone());
+        self.fpool.push(c.clone());
+        self.start_block(&hi);
+        self.emit(format!("{j} = phi [{ho}: {i}], [{li}: {j2}]"));
+        self.emit(format!("{d} = phi [{ho}: {c}], [{li}: {d2}]"));
+        let ci = self.reg("lc");
+        self.emit(format!("{ci} = lt {j}, {t}"));
+        self.emit(format!("br {ci}, {li}, {lo}"));
+        self.start_block(&li);
+        self.fpool.push(d.clone());
+        self.arith();
+        let v = self.pick_f();
+        self.emit(format!("{d2} = sin {v}"));
+        self.emit(format!("{j2} = add {j}, 1"));
+        self.emit(format!("jmp {hi}"));
+        self.start_block(&lo);
+        self.fpool.retain(|x| *x == c || saved.0.contains(x));
+        self.fpool.push(d.clone());
+        let w = self.pick_f();
+        self.emit(format!("{c2} = tanh {w}"));
+        self.emit(format!("{i2} = add {i}, 1"));
+        self.emit(format!("jmp {ho}"));
+        (self.fpool, self.ipool) = saved;
+        self.start_block(&exit);
+        self.fpool.push(c);
     }
 
     fn call(&mut self) {

@@ -18,12 +18,15 @@
 //!   bounds.
 //! * [`interp`]: the register interpreter with an explicit frame stack.
 //! * [`disasm`]: bytecode to text.
+//! * [`dom`]: dominator trees (used by the assembler's SSA checks and the
+//!   AD stage's loop analysis).
 //!
 //! `unsafe` lives only in the private `regs` module (unchecked register
 //! access, justified by the verifier).
 
 pub mod bytecode;
 pub mod disasm;
+pub mod dom;
 mod heap;
 pub mod interp;
 pub mod ir;

@@ -4,7 +4,7 @@
 /// the Cooper-Harvey-Kennedy algorithm and numbered so that a dominance
 /// query is two comparisons. Everything is iterative: no recursion depth
 /// depends on the input.
-pub(crate) struct DomTree {
+pub struct DomTree {
     /// Preorder and postorder numbers in the dominator tree (`u32::MAX`
     /// for unreachable blocks).
     pre: Vec<u32>,

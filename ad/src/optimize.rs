@@ -1,0 +1,901 @@
+//! Clean-up of reverse functions before lowering.
+//!
+//! The transform builds a reverse function fragment by fragment, each
+//! correct on its own: cotangents are accumulated (`acc`), zeroed after use
+//! when their value lives in a loop, and moved along phi edges (`take`)
+//! through small edge blocks. Put together, that leaves work a compiler
+//! would not do: a `take` into a register whose only reader adds it back, an
+//! accumulation into a register that is known to hold zero, a `zero` of a
+//! register that is overwritten before it is read. This module removes it,
+//! with classical passes over the (non-SSA) reverse IR:
+//!
+//! 1. [`merge_blocks`]: a block that jumps to a block with no other
+//!    predecessor absorbs it.
+//! 2. [`known_zero`]: a forward must-analysis of the registers that hold
+//!    zero (every register but the parameters starts at zero). An `acc`,
+//!    `acc.neg` or `acc.mul` into such a register becomes a plain write
+//!    (`copy`, `neg`, `mul`), and a `zero` of it disappears.
+//! 3. [`propagate_copies`]: within a block, reads of a copy read its source
+//!    while neither is written.
+//! 4. [`remove_dead`]: liveness; pure instructions whose results nobody
+//!    reads disappear (half of a `take` too).
+//! 5. [`sink_writes`]: a write to the source of a copy moves below the
+//!    copy's last reader in the block when nothing in between depends on it,
+//!    so that the two registers can share one.
+//! 6. [`coalesce`]: a copy between registers whose live ranges do not
+//!    overlap merges them into one register.
+//! 7. [`layout`]: blocks are ordered so that the lowering falls through
+//!    where it matters, above all so that a reverse loop ends in one
+//!    backward conditional jump.
+//!
+//! Passes 2 to 6 repeat until nothing changes (at most a few rounds). Only
+//! the value of each register at each read matters: the stack and array
+//! effects of the code (pops, shadow updates, calls) are never moved or
+//! removed. One deviation from bit-for-bit equality with the code as built:
+//! `0.0 + x` becomes `x`, which differs for `x = -0.0` in the sign of a
+//! zero cotangent only.
+//!
+//! Functions larger than [`MAX_WORDS`] words of analysis state per set are
+//! lowered as built (they are correct, just slower).
+
+use vm::ir::{BlockId, Function, Inst, Term, ValueId};
+use vm::op::{Op, Operand};
+use vm::Type;
+
+/// Bound on `blocks * ceil(values / 64)`: the size of one family of
+/// per-block bit sets.
+pub const MAX_WORDS: usize = 1 << 22;
+
+/// Clean up reverse function `f` (see the module docs).
+pub fn reverse(f: &mut Function) {
+    merge_blocks(f);
+    let words = f.values.len().div_ceil(64);
+    if f.blocks.len().saturating_mul(words) <= MAX_WORDS {
+        for _ in 0..6 {
+            let mut changed = known_zero(f);
+            changed |= propagate_copies(f);
+            changed |= remove_dead(f);
+            changed |= sink_writes(f);
+            changed |= coalesce(f);
+            if !changed {
+                break;
+            }
+        }
+        // Blocks emptied by the rounds above (phi-edge blocks whose moves
+        // became renames) are jumped over.
+        merge_blocks(f);
+    }
+    layout(f);
+}
+
+// ---- operands ---------------------------------------------------------------
+
+/// Registers `inst` reads.
+fn reads(inst: &Inst) -> Vec<ValueId> {
+    let mut out = inst.args.clone();
+    out.extend(&inst.accs);
+    out
+}
+
+/// Registers `inst` writes.
+fn writes(inst: &Inst) -> Vec<ValueId> {
+    let mut out: Vec<ValueId> = inst.dst.into_iter().collect();
+    out.extend(&inst.accs);
+    if !is_call(inst.op) {
+        for (o, a) in value_operands(inst.op).zip(&inst.args) {
+            if matches!(o, Operand::InOut(_)) {
+                out.push(*a);
+            }
+        }
+    }
+    out
+}
+
+fn is_call(op: Op) -> bool {
+    matches!(op, Op::Call | Op::CallAcc)
+}
+
+/// The `Use` and `InOut` operands of `op`, in `args` order.
+fn value_operands(op: Op) -> impl Iterator<Item = Operand> {
+    op.operands()
+        .iter()
+        .copied()
+        .filter(|o| matches!(o, Operand::Use(_) | Operand::InOut(_)))
+}
+
+/// Positions in `args` that are only read (so a copy's source may replace
+/// them).
+fn pure_reads(inst: &Inst) -> Vec<usize> {
+    if is_call(inst.op) {
+        return (0..inst.args.len()).collect();
+    }
+    value_operands(inst.op)
+        .zip(0..inst.args.len())
+        .filter(|(o, _)| matches!(o, Operand::Use(_)))
+        .map(|(_, i)| i)
+        .collect()
+}
+
+/// Whether `inst` does nothing but write its registers (so it may be
+/// removed when they are dead, or moved past independent instructions).
+fn is_pure(op: Op) -> bool {
+    use Op::*;
+    matches!(
+        op,
+        AddF | SubF
+            | MulF
+            | DivF
+            | PowF
+            | MinF
+            | MaxF
+            | NegF
+            | Sin
+            | Cos
+            | Tan
+            | Exp
+            | Log
+            | Sqrt
+            | Tanh
+            | AbsF
+            | AddI
+            | SubI
+            | MulI
+            | MinI
+            | MaxI
+            | NegI
+            | LtF
+            | LeF
+            | GtF
+            | GeF
+            | EqF
+            | NeF
+            | LtI
+            | LeI
+            | GtI
+            | GeI
+            | EqI
+            | NeI
+            | And
+            | Or
+            | Not
+            | Select
+            | Mov
+            | NoGrad
+            | ItoF
+            | Acc
+            | AccNeg
+            | AccMul
+            | Zero
+            | Take
+    )
+}
+
+fn term_reads(t: &Term) -> Vec<ValueId> {
+    match t {
+        Term::Br { cond, .. } => vec![*cond],
+        Term::Ret(v) => vec![*v],
+        Term::RetN(vs) => vs.clone(),
+        Term::Jmp(_) | Term::BlkPop(_) => Vec::new(),
+    }
+}
+
+// ---- bit sets -----------------------------------------------------------------
+
+#[derive(Clone, PartialEq, Eq)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize, full: bool) -> Bits {
+        Bits(vec![if full { u64::MAX } else { 0 }; n.div_ceil(64)])
+    }
+    fn has(&self, v: ValueId) -> bool {
+        self.0
+            .get(v.index() / 64)
+            .is_some_and(|w| w & (1 << (v.index() % 64)) != 0)
+    }
+    fn set(&mut self, v: ValueId, on: bool) {
+        if let Some(w) = self.0.get_mut(v.index() / 64) {
+            if on {
+                *w |= 1 << (v.index() % 64);
+            } else {
+                *w &= !(1 << (v.index() % 64));
+            }
+        }
+    }
+    fn and_with(&mut self, o: &Bits) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a &= b;
+        }
+    }
+    fn or_with(&mut self, o: &Bits) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a |= b;
+        }
+    }
+}
+
+fn successors(f: &Function) -> Vec<Vec<usize>> {
+    f.blocks
+        .iter()
+        .map(|b| b.term.successors().iter().map(|s| s.index()).collect())
+        .collect()
+}
+
+// ---- 1. block merging -------------------------------------------------------------
+
+/// Merge each block ending in `jmp B` with `B` when `B` has no other
+/// predecessor, then drop unreachable blocks. A merged phi-edge block takes
+/// the name of the block it led to.
+pub fn merge_blocks(f: &mut Function) {
+    thread_empty_blocks(f);
+    let n = f.blocks.len();
+    let mut npreds = vec![0usize; n];
+    for b in &f.blocks {
+        let mut ss = b.term.successors();
+        ss.dedup();
+        for s in ss {
+            npreds[s.index()] += 1;
+        }
+    }
+    let mut gone = vec![false; n];
+    for a in 0..n {
+        if gone[a] {
+            continue;
+        }
+        while let Term::Jmp(b) = f.blocks[a].term {
+            let b = b.index();
+            if b == a || b == 0 || npreds[b] != 1 || gone[b] {
+                break;
+            }
+            let taken = std::mem::replace(
+                &mut f.blocks[b],
+                vm::ir::Block {
+                    name: String::new(),
+                    phis: Vec::new(),
+                    insts: Vec::new(),
+                    term: Term::RetN(Vec::new()),
+                    term_loc: Default::default(),
+                },
+            );
+            gone[b] = true;
+            let into = &mut f.blocks[a];
+            if into.name.starts_with("edge.") {
+                into.name = taken.name;
+            }
+            into.insts.extend(taken.insts);
+            into.term = taken.term;
+            into.term_loc = taken.term_loc;
+        }
+    }
+    // Keep the blocks reachable from the entry, in their order.
+    let succs = successors(f);
+    let mut reach = vec![false; n];
+    let mut stack = vec![0usize];
+    while let Some(b) = stack.pop() {
+        if b < n && !std::mem::replace(&mut reach[b], true) {
+            stack.extend(&succs[b]);
+        }
+    }
+    let mut new_index = vec![0u32; n];
+    let mut next = 0u32;
+    for b in 0..n {
+        if reach[b] {
+            new_index[b] = next;
+            next += 1;
+        }
+    }
+    let old = std::mem::take(&mut f.blocks);
+    for (b, mut block) in old.into_iter().enumerate() {
+        if !reach[b] {
+            continue;
+        }
+        let remap = |t: &mut BlockId| *t = BlockId(new_index[t.index()]);
+        match &mut block.term {
+            Term::Jmp(t) => remap(t),
+            Term::Br { then_, else_, .. } => {
+                remap(then_);
+                remap(else_);
+            }
+            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
+            Term::Ret(_) | Term::RetN(_) => {}
+        }
+        f.blocks.push(block);
+    }
+}
+
+/// Send every edge into an empty block that only jumps on to where it
+/// jumps (the entry block stays).
+fn thread_empty_blocks(f: &mut Function) {
+    let n = f.blocks.len();
+    let forward = |f: &Function, mut b: usize| {
+        // Follow chains of empty blocks, at most `n` steps (cycles of empty
+        // blocks are left alone).
+        for _ in 0..n {
+            let block = &f.blocks[b];
+            match block.term {
+                Term::Jmp(t) if b != 0 && block.insts.is_empty() && t.index() != b => b = t.index(),
+                _ => break,
+            }
+        }
+        b
+    };
+    let targets: Vec<usize> = (0..n).map(|b| forward(f, b)).collect();
+    let remap = |t: &mut BlockId| *t = BlockId(targets[t.index()] as u32);
+    for block in &mut f.blocks {
+        match &mut block.term {
+            Term::Jmp(t) => remap(t),
+            Term::Br { then_, else_, .. } => {
+                remap(then_);
+                remap(else_);
+            }
+            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
+            Term::Ret(_) | Term::RetN(_) => {}
+        }
+    }
+}
+
+// ---- 2. known zeros ---------------------------------------------------------------
+
+/// The effect of `inst` on the set of registers known to hold zero.
+fn zero_step(z: &mut Bits, inst: &Inst) {
+    match inst.op {
+        Op::Zero => {
+            if let Some(d) = inst.dst {
+                z.set(d, true);
+            }
+        }
+        Op::Mov | Op::Take => {
+            let (Some(d), Some(&s)) = (inst.dst, inst.args.first()) else {
+                return;
+            };
+            let src_zero = z.has(s);
+            z.set(d, src_zero);
+            if inst.op == Op::Take {
+                z.set(s, true);
+            }
+        }
+        _ => {
+            for w in writes(inst) {
+                z.set(w, false);
+            }
+        }
+    }
+}
+
+/// Rewrite accumulations into registers known to hold zero as writes, and
+/// drop `zero`s of registers known to hold zero. Returns whether anything
+/// changed.
+pub fn known_zero(f: &mut Function) -> bool {
+    let n = f.values.len();
+    let nb = f.blocks.len();
+    if nb == 0 {
+        return false;
+    }
+    let mut entry = Bits::new(n, false);
+    for (i, v) in f.values.iter().enumerate() {
+        let id = ValueId(i as u32);
+        if v.ty == Type::F64 && v.konst.is_none() && !f.params.contains(&id) {
+            entry.set(id, true);
+        }
+    }
+    let succs = successors(f);
+    let mut ins: Vec<Option<Bits>> = vec![None; nb];
+    ins[0] = Some(entry);
+    let mut work: Vec<usize> = vec![0];
+    let mut queued = vec![false; nb];
+    queued[0] = true;
+    while let Some(b) = work.pop() {
+        queued[b] = false;
+        let Some(mut z) = ins[b].clone() else {
+            continue;
+        };
+        for inst in &f.blocks[b].insts {
+            zero_step(&mut z, inst);
+        }
+        for &s in &succs[b] {
+            let merged = match &ins[s] {
+                None => z.clone(),
+                Some(old) => {
+                    let mut m = old.clone();
+                    m.and_with(&z);
+                    m
+                }
+            };
+            if ins[s].as_ref() != Some(&merged) {
+                // The entry block has no predecessors, so its start state
+                // (every register but the parameters is zero) is never
+                // merged with anything.
+                ins[s] = Some(merged);
+                if !queued[s] {
+                    queued[s] = true;
+                    work.push(s);
+                }
+            }
+        }
+    }
+    let mut changed = false;
+    let values = &f.values;
+    for (b, block) in f.blocks.iter_mut().enumerate() {
+        let Some(mut z) = ins[b].clone() else {
+            continue;
+        };
+        let mut out = Vec::with_capacity(block.insts.len());
+        for mut inst in std::mem::take(&mut block.insts) {
+            let target = match inst.op {
+                Op::Acc | Op::AccNeg | Op::AccMul | Op::Zero => {
+                    inst.dst.or(inst.args.first().copied())
+                }
+                _ => None,
+            };
+            // Adding a cotangent known to be zero does nothing (a product
+            // only when the other factor is a finite constant: 0 * inf is
+            // nan).
+            let adds_zero = match inst.op {
+                Op::Acc | Op::AccNeg => inst.args.get(1).is_some_and(|a| z.has(*a)),
+                Op::AccMul => {
+                    let finite = |v: &ValueId| {
+                        let d = &values[v.index()];
+                        d.ty == Type::F64 && d.konst.is_some_and(|k| f64::from_bits(k).is_finite())
+                    };
+                    match inst.args.as_slice() {
+                        [_, a, b] => (z.has(*a) && finite(b)) || (z.has(*b) && finite(a)),
+                        _ => false,
+                    }
+                }
+                _ => false,
+            };
+            if adds_zero {
+                changed = true;
+                continue;
+            }
+            if let Some(r) = target.filter(|r| z.has(*r)) {
+                changed = true;
+                match inst.op {
+                    Op::Zero => continue,
+                    Op::Acc => {
+                        inst = Inst::new(Op::Mov, Some(r), inst.args[1..].to_vec(), inst.loc)
+                    }
+                    Op::AccNeg => {
+                        inst = Inst::new(Op::NegF, Some(r), inst.args[1..].to_vec(), inst.loc)
+                    }
+                    _ => inst = Inst::new(Op::MulF, Some(r), inst.args[1..].to_vec(), inst.loc),
+                }
+            }
+            zero_step(&mut z, &inst);
+            out.push(inst);
+        }
+        block.insts = out;
+    }
+    changed
+}
+
+// ---- 3. copy propagation --------------------------------------------------------
+
+/// Within each block, let reads of `t` after `copy t, s` read `s` while
+/// neither is written again.
+pub fn propagate_copies(f: &mut Function) -> bool {
+    let mut changed = false;
+    for block in &mut f.blocks {
+        // (copy, source) pairs currently valid.
+        let mut copies: Vec<(ValueId, ValueId)> = Vec::new();
+        let lookup = |copies: &[(ValueId, ValueId)], v: ValueId| {
+            copies.iter().find(|(t, _)| *t == v).map(|(_, s)| *s)
+        };
+        for inst in &mut block.insts {
+            for i in pure_reads(inst) {
+                if let Some(s) = lookup(&copies, inst.args[i]) {
+                    inst.args[i] = s;
+                    changed = true;
+                }
+            }
+            let ws = writes(inst);
+            copies.retain(|(t, s)| !ws.contains(t) && !ws.contains(s));
+            if inst.op == Op::Mov {
+                if let (Some(t), Some(&s)) = (inst.dst, inst.args.first()) {
+                    if t != s {
+                        copies.push((t, s));
+                    }
+                }
+            }
+        }
+        match &mut block.term {
+            Term::Br { cond, .. } => {
+                if let Some(s) = lookup(&copies, *cond) {
+                    *cond = s;
+                    changed = true;
+                }
+            }
+            Term::Ret(v) => {
+                if let Some(s) = lookup(&copies, *v) {
+                    *v = s;
+                    changed = true;
+                }
+            }
+            Term::RetN(vs) => {
+                for v in vs {
+                    if let Some(s) = lookup(&copies, *v) {
+                        *v = s;
+                        changed = true;
+                    }
+                }
+            }
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+    }
+    changed
+}
+
+// ---- 4. liveness and dead code ------------------------------------------------------
+
+/// Registers live at the start of each block.
+fn live_in(f: &Function) -> Vec<Bits> {
+    let n = f.values.len();
+    let nb = f.blocks.len();
+    let succs = successors(f);
+    let mut live = vec![Bits::new(n, false); nb];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for b in (0..nb).rev() {
+            let mut l = Bits::new(n, false);
+            for &s in &succs[b] {
+                l.or_with(&live[s]);
+            }
+            step_block_backward(&f.blocks[b], &mut l);
+            if l != live[b] {
+                live[b] = l;
+                changed = true;
+            }
+        }
+    }
+    live
+}
+
+fn live_out(f: &Function, live: &[Bits], b: usize) -> Bits {
+    let mut l = Bits::new(f.values.len(), false);
+    for s in f.blocks[b].term.successors() {
+        l.or_with(&live[s.index()]);
+    }
+    l
+}
+
+fn step_block_backward(block: &vm::ir::Block, l: &mut Bits) {
+    for v in term_reads(&block.term) {
+        l.set(v, true);
+    }
+    for inst in block.insts.iter().rev() {
+        step_backward(inst, l);
+    }
+}
+
+fn step_backward(inst: &Inst, l: &mut Bits) {
+    for w in writes(inst) {
+        l.set(w, false);
+    }
+    for r in reads(inst) {
+        l.set(r, true);
+    }
+}
+
+/// Remove pure instructions whose written registers are all dead (and the
+/// dead half of a `take`).
+pub fn remove_dead(f: &mut Function) -> bool {
+    let mut any = false;
+    loop {
+        let live = live_in(f);
+        let mut changed = false;
+        for b in 0..f.blocks.len() {
+            let mut l = live_out(f, &live, b);
+            for v in term_reads(&f.blocks[b].term) {
+                l.set(v, true);
+            }
+            let insts = std::mem::take(&mut f.blocks[b].insts);
+            let mut kept = Vec::with_capacity(insts.len());
+            for mut inst in insts.into_iter().rev() {
+                if is_pure(inst.op) {
+                    let ws = writes(&inst);
+                    if ws.iter().all(|w| !l.has(*w)) {
+                        changed = true;
+                        continue;
+                    }
+                    if inst.op == Op::Take {
+                        let (Some(d), Some(&s)) = (inst.dst, inst.args.first()) else {
+                            kept.push(inst);
+                            continue;
+                        };
+                        if !l.has(d) {
+                            inst = Inst::new(Op::Zero, Some(s), Vec::new(), inst.loc);
+                            changed = true;
+                        } else if !l.has(s) {
+                            inst = Inst::new(Op::Mov, Some(d), vec![s], inst.loc);
+                            changed = true;
+                        }
+                    }
+                    if inst.op == Op::Mov && inst.dst == inst.args.first().copied() {
+                        changed = true;
+                        continue;
+                    }
+                }
+                step_backward(&inst, &mut l);
+                kept.push(inst);
+            }
+            kept.reverse();
+            f.blocks[b].insts = kept;
+        }
+        any |= changed;
+        if !changed {
+            return any;
+        }
+    }
+}
+
+// ---- 5. sinking writes ----------------------------------------------------------------
+
+/// For `copy t, s` followed in the same block by a pure write to `s` and
+/// then more reads of `t`: move the write below the last read of `t` when it
+/// does not depend on, and is not depended on by, anything it passes. The
+/// copy can then be coalesced (`t` and `s` no longer hold different live
+/// values at once).
+pub fn sink_writes(f: &mut Function) -> bool {
+    let mut changed = false;
+    for block in &mut f.blocks {
+        let insts = &mut block.insts;
+        let mut i = 0;
+        while i < insts.len() {
+            let copy = &insts[i];
+            let (Op::Mov, Some(t), Some(&s)) = (copy.op, copy.dst, copy.args.first()) else {
+                i += 1;
+                continue;
+            };
+            let Some(j) = (i + 1..insts.len()).find(|&j| writes(&insts[j]).contains(&s)) else {
+                i += 1;
+                continue;
+            };
+            let Some(last) = (j + 1..insts.len())
+                .rev()
+                .find(|&k| reads(&insts[k]).contains(&t))
+            else {
+                i += 1;
+                continue;
+            };
+            let w = &insts[j];
+            if !is_pure(w.op) || writes(w).contains(&t) {
+                i += 1;
+                continue;
+            }
+            let (w_reads, w_writes) = (reads(w), writes(w));
+            let movable = insts[j + 1..=last].iter().all(|x| {
+                let (xr, xw) = (reads(x), writes(x));
+                w_writes.iter().all(|v| !xr.contains(v) && !xw.contains(v))
+                    && w_reads.iter().all(|v| !xw.contains(v))
+            });
+            if movable {
+                let w = insts.remove(j);
+                insts.insert(last, w);
+                changed = true;
+            }
+            i += 1;
+        }
+    }
+    changed
+}
+
+// ---- 6. coalescing ---------------------------------------------------------------------
+
+/// Merge the two registers of a `copy` when their live ranges do not
+/// overlap: one round merges a set of disjoint pairs; the caller repeats.
+pub fn coalesce(f: &mut Function) -> bool {
+    // Candidate pairs: (register renamed away, register kept).
+    let mut pairs: Vec<(ValueId, ValueId)> = Vec::new();
+    let fixed = |f: &Function, v: ValueId| f.values[v.index()].konst.is_some();
+    for block in &f.blocks {
+        for inst in &block.insts {
+            let (Op::Mov, Some(t), Some(&s)) = (inst.op, inst.dst, inst.args.first()) else {
+                continue;
+            };
+            if t == s || fixed(f, t) || fixed(f, s) || f.ty(t) != f.ty(s) {
+                continue;
+            }
+            let pair = match (f.params.contains(&t), f.params.contains(&s)) {
+                (false, _) => (t, s),
+                (true, false) => (s, t),
+                (true, true) => continue,
+            };
+            if !pairs.contains(&pair) {
+                pairs.push(pair);
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return false;
+    }
+    let n = f.values.len();
+    let mut of_reg: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (k, (a, b)) in pairs.iter().enumerate() {
+        of_reg[a.index()].push(k);
+        of_reg[b.index()].push(k);
+    }
+    let mut clash = vec![false; pairs.len()];
+    let live = live_in(f);
+    let other = |k: usize, v: ValueId| {
+        let (a, b) = pairs[k];
+        if a == v {
+            b
+        } else {
+            a
+        }
+    };
+    for b in 0..f.blocks.len() {
+        let mut l = live_out(f, &live, b);
+        for v in term_reads(&f.blocks[b].term) {
+            l.set(v, true);
+        }
+        for inst in f.blocks[b].insts.iter().rev() {
+            let copy_src = (inst.op == Op::Mov)
+                .then(|| inst.args.first().copied())
+                .flatten();
+            for w in writes(inst) {
+                for &k in &of_reg[w.index()] {
+                    let x = other(k, w);
+                    if l.has(x) && copy_src != Some(x) {
+                        clash[k] = true;
+                    }
+                }
+            }
+            step_backward(inst, &mut l);
+        }
+    }
+    // At entry, parameters hold their arguments and every other register
+    // zero: a parameter clashes with anything live there.
+    if let Some(entry_live) = live.first() {
+        for (k, (a, b)) in pairs.iter().enumerate() {
+            let param = f.params.contains(a) || f.params.contains(b);
+            if param && entry_live.has(*a) && entry_live.has(*b) {
+                clash[k] = true;
+            }
+        }
+    }
+    let mut used = vec![false; n];
+    let mut rename: Vec<Option<ValueId>> = vec![None; n];
+    let mut any = false;
+    for (k, &(a, b)) in pairs.iter().enumerate() {
+        if clash[k] || used[a.index()] || used[b.index()] {
+            continue;
+        }
+        used[a.index()] = true;
+        used[b.index()] = true;
+        rename[a.index()] = Some(b);
+        if f.values[b.index()].name.is_none() {
+            f.values[b.index()].name = f.values[a.index()].name.clone();
+        }
+        any = true;
+    }
+    if !any {
+        return false;
+    }
+    let map = |v: &mut ValueId| {
+        if let Some(r) = rename[v.index()] {
+            *v = r;
+        }
+    };
+    for block in &mut f.blocks {
+        for inst in &mut block.insts {
+            inst.dst.iter_mut().for_each(map);
+            inst.args.iter_mut().for_each(map);
+            inst.accs.iter_mut().for_each(map);
+        }
+        match &mut block.term {
+            Term::Br { cond, .. } => map(cond),
+            Term::Ret(v) => map(v),
+            Term::RetN(vs) => vs.iter_mut().for_each(map),
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+        block
+            .insts
+            .retain(|i| !(i.op == Op::Mov && i.dst == i.args.first().copied()));
+    }
+    true
+}
+
+// ---- 7. layout ------------------------------------------------------------------
+
+/// Order the blocks (the entry block first) so that control falls through
+/// instead of jumping where it runs most often. Blocks are laid out in
+/// chains along each block's preferred successor: the target of a `jmp`,
+/// or the `then` target of a `br` (the lowering then branches to the
+/// `else` target, which in reverse code is the way back into a loop). A
+/// block with several predecessors belongs to the chain of the one that
+/// reaches it by a back edge (the block dominates it), so a loop's test
+/// follows the loop's body rather than the code that enters the loop.
+pub fn layout(f: &mut Function) {
+    let n = f.blocks.len();
+    if n <= 2 {
+        return;
+    }
+    let succs = successors(f);
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (b, ss) in succs.iter().enumerate() {
+        for &s in ss {
+            if !preds[s].contains(&b) {
+                preds[s].push(b);
+            }
+        }
+    }
+    let succ_u32: Vec<Vec<u32>> = succs
+        .iter()
+        .map(|ss| ss.iter().map(|&s| s as u32).collect())
+        .collect();
+    let dom = vm::dom::DomTree::new(&succ_u32);
+    let pref: Vec<Option<usize>> = f
+        .blocks
+        .iter()
+        .map(|b| match &b.term {
+            Term::Jmp(t) => Some(t.index()),
+            Term::Br { then_, .. } => Some(then_.index()),
+            _ => None,
+        })
+        .collect();
+    let claim: Vec<Option<usize>> = (0..n)
+        .map(|s| {
+            let wanting: Vec<usize> = preds[s]
+                .iter()
+                .copied()
+                .filter(|&p| p != s && pref[p] == Some(s))
+                .collect();
+            // A back edge: `s` dominates its source.
+            let inside = wanting
+                .iter()
+                .copied()
+                .find(|&p| dom.dominates(s as u32, p as u32));
+            inside.or(wanting.first().copied())
+        })
+        .collect();
+    let mut order = Vec::with_capacity(n);
+    let mut placed = vec![false; n];
+    let chain = |b: usize, order: &mut Vec<usize>, placed: &mut Vec<bool>| {
+        let mut cur = b;
+        loop {
+            placed[cur] = true;
+            order.push(cur);
+            match pref[cur] {
+                Some(s) if s != 0 && !placed[s] && claim[s] == Some(cur) => cur = s,
+                _ => break,
+            }
+        }
+    };
+    chain(0, &mut order, &mut placed);
+    for b in 0..n {
+        if !placed[b] && claim[b].is_none() {
+            chain(b, &mut order, &mut placed);
+        }
+    }
+    for b in 0..n {
+        if !placed[b] {
+            chain(b, &mut order, &mut placed);
+        }
+    }
+    let mut new_index = vec![0u32; n];
+    for (pos, old) in order.iter().enumerate() {
+        new_index[*old] = pos as u32;
+    }
+    let mut old_blocks: Vec<Option<vm::ir::Block>> = std::mem::take(&mut f.blocks)
+        .into_iter()
+        .map(Some)
+        .collect();
+    for old in order {
+        let Some(mut b) = old_blocks[old].take() else {
+            continue;
+        };
+        let remap = |t: &mut BlockId| *t = BlockId(new_index[t.index()]);
+        match &mut b.term {
+            Term::Jmp(t) => remap(t),
+            Term::Br { then_, else_, .. } => {
+                remap(then_);
+                remap(else_);
+            }
+            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
+            Term::Ret(_) | Term::RetN(_) => {}
+        }
+        f.blocks.push(b);
+    }
+}
