@@ -64,7 +64,9 @@ const POLL_INSTRS: u64 = 4096;
 /// gradient, and twice over in a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Deepest call nesting (`--max-depth`).
+    /// Most active frames, the entry function's included (`--max-depth`):
+    /// 1 allows no call; 0 allows no frame at all, so every call traps with
+    /// [`TrapKind::CallDepth`] at the entry function.
     pub max_call_depth: usize,
     /// Instructions one top-level call may execute (`--fuel`); `None` is
     /// unlimited.
@@ -97,7 +99,9 @@ impl Default for Limits {
 
 /// What went wrong at run time.
 ///
-/// `HeapLimit` is a new array that would take the bytes of the live arrays
+/// `ArrayTooLarge` is an `anew` longer than `Limits::max_array_len`,
+/// `ArgArrayTooLarge` an argument array (from the host) longer than it;
+/// `HeapLimit` a new array that would take the bytes of the live arrays
 /// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrapKind {
@@ -106,6 +110,7 @@ pub enum TrapKind {
     OutOfBounds { index: i64, len: usize },
     NegativeLength(i64),
     ArrayTooLarge { len: i64, limit: usize },
+    ArgArrayTooLarge { len: usize, limit: usize },
     HeapLimit { needed: usize, limit: usize },
     FtoiInvalid(f64),
     CallDepth { limit: usize },
@@ -133,6 +138,10 @@ impl fmt::Display for TrapKind {
             TrapKind::ArrayTooLarge { len, limit } => write!(
                 f,
                 "anew of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
+            ),
+            TrapKind::ArgArrayTooLarge { len, limit } => write!(
+                f,
+                "argument array of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
             ),
             TrapKind::HeapLimit { needed, limit } => write!(
                 f,
@@ -279,8 +288,8 @@ impl Vm {
     /// handle. Bounded by `max_array_len` and `max_heap_bytes` like `anew`.
     pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
         if data.len() > self.limits.max_array_len {
-            return Err(host_trap(TrapKind::ArrayTooLarge {
-                len: data.len() as i64,
+            return Err(host_trap(TrapKind::ArgArrayTooLarge {
+                len: data.len(),
                 limit: self.limits.max_array_len,
             }));
         }
@@ -408,7 +417,11 @@ impl Vm {
             ))));
         }
         if !prog.is_verified(f) {
-            return Err(trap_at(func, 0, TrapKind::NotVerified));
+            return Err(trap_at(prog, func, 0, TrapKind::NotVerified));
+        }
+        if self.limits.max_call_depth == 0 {
+            // Not even the entry function's frame is allowed.
+            return Err(trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 }));
         }
         self.frames.clear();
         if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
@@ -425,7 +438,12 @@ impl Vm {
         // straight-line run past the limit is caught here.
         if let Some(fuel) = self.limits.fuel {
             if self.executed > fuel {
-                return Err(trap_at(func, ret_pc, TrapKind::OutOfFuel { limit: fuel }));
+                return Err(trap_at(
+                    prog,
+                    func,
+                    ret_pc,
+                    TrapKind::OutOfFuel { limit: fuel },
+                ));
             }
         }
         Ok(())
@@ -452,7 +470,7 @@ impl Vm {
     #[cold]
     #[inline(never)]
     fn trap(&self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
-        trap_at(prog.func(f), pc, kind)
+        trap_at(prog, prog.func(f), pc, kind)
     }
 
     #[cold]
@@ -1002,14 +1020,17 @@ fn host_trap(kind: TrapKind) -> Trap {
     }
 }
 
-fn trap_at(f: &Function, pc: usize, kind: TrapKind) -> Trap {
+/// A trap at `pc` of `f`, a function of `prog` (which names the callee of
+/// a `call`). Cold: only ever built when a call ends in a trap.
+#[cold]
+fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
     Trap {
         kind,
         func: f.name.clone(),
         block: f.block_of(pc).to_string(),
         pc: pc as u32,
         instr: if pc < f.code.len() {
-            crate::disasm::instr(f, pc)
+            crate::disasm::instr_in_program(f, pc, prog)
         } else {
             String::new()
         },

@@ -1,5 +1,5 @@
 //! Resource limits of the VM through the library (`vm::Limits`): the heap
-//! limit and what its trap says.
+//! limit, the exact meaning of the depth limit, and what their traps say.
 //! The same limits through the `advm` binary: `repl/tests/limits.rs`.
 
 mod common_ir;
@@ -137,6 +137,22 @@ fn argument_arrays_count_against_the_heap_limit() {
     assert!(matches!(t.kind, TrapKind::HeapLimit { .. }), "{t}");
 }
 
+/// An argument longer than `max_array_len` is not reported as an `anew`.
+#[test]
+fn an_oversized_argument_array_has_its_own_message() {
+    let p = load(&first());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_array_len = 3;
+    let t = vm
+        .run(&p, FuncId(0), &[Value::Arr(vec![0.0; 4])])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::ArgArrayTooLarge { len: 4, limit: 3 });
+    assert_eq!(
+        t.to_string(),
+        "trap: argument array of 4 elements exceeds the array limit of 3 (raise it with --max-array)"
+    );
+}
+
 /// The limit also bounds the buffers kept for reuse: lowered after a
 /// large call, the memory held is given back.
 #[test]
@@ -153,4 +169,42 @@ fn a_lowered_heap_limit_applies_to_a_reused_vm() {
         vm.run(&p, FuncId(0), &[Value::I64(10), Value::I64(1000)]),
         Ok(Value::F64(0.0))
     );
+}
+
+#[test]
+fn the_depth_limit_counts_frames_exactly() {
+    let p = load(&deep());
+    let mut vm = Vm::default();
+    // `@deep(n)` needs n + 1 frames.
+    for limit in [1usize, 2, 5] {
+        vm.limits_mut().max_call_depth = limit;
+        let n = limit as i64 - 1;
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(n)]),
+            Ok(Value::F64(n as f64)),
+            "limit {limit}"
+        );
+        let t = vm
+            .run(&p, FuncId(0), &[Value::I64(n + 1)])
+            .expect_err("one frame too many");
+        assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
+    }
+    // 0 allows no frame at all: even a call-free run traps, at the entry.
+    vm.limits_mut().max_call_depth = 0;
+    let t = vm.run(&p, FuncId(0), &[Value::I64(0)]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::CallDepth { limit: 0 });
+    assert_eq!((t.func.as_str(), t.pc), ("deep", 0));
+}
+
+/// Trap messages name a call's callee (`@deep`), not its id.
+#[test]
+fn a_trapping_call_names_its_callee() {
+    let p = load(&deep());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_call_depth = 3;
+    let t = vm.run(&p, FuncId(0), &[Value::I64(10)]).expect_err("traps");
+    assert!(t.instr.starts_with("call "), "{}", t.instr);
+    assert!(t.instr.contains("@deep("), "{}", t.instr);
+    assert!(!t.instr.contains("fn0"), "{}", t.instr);
+    assert!(t.to_string().contains("@deep("), "{t}");
 }
