@@ -740,17 +740,33 @@ fn a_large_function_runs_and_differentiates() {
     assert!(g["grad"][0].as_f64().is_some_and(|d| d > 1.0), "{g}");
 }
 
-/// Known bug (ad/vm lowering): the assembler accepts up to 60 000 values per
-/// function, but the reverse function of a function with more than about
-/// 32 700 active values needs more than 65 535 registers, so `advm grad`
-/// ends with exit status 70, "internal error (please report): lowering
-/// big.rev: @big.rev needs 66003 registers; a frame holds at most 65535".
-/// See docs/reliability.md.
+/// Regression: the assembler accepts up to 60 000 values per function, but
+/// the reverse function of a function with more than about 32 700 active
+/// values needs more than 65 535 registers. `advm grad` used to end with
+/// exit status 70, "internal error (please report): lowering big.rev: ...".
+/// It is a documented limit: exit status 64, like any function that cannot
+/// be differentiated, with a message that says what to do.
 #[test]
-#[ignore = "known bug: grad of a function with > ~32 700 values is an internal error (docs/reliability.md)"]
 fn grad_of_an_accepted_function_is_no_internal_error() {
     let fx = write_program(&chain(33_000));
     assert!(ok(&fx, &["run", "--fn", "big", "--args", "[1.0]"]).starts_with("0.84147"));
-    let o = advm(&fx, &["grad", "--fn", "big", "--args", "[1.0]", "--json"]);
-    assert_ne!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    for cmd in ["grad", "check"] {
+        let o = advm(&fx, &[cmd, "--fn", "big", "--args", "[1.0]", "--json"]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(64), "{cmd}: {err}");
+        assert_eq!(text(&o.stdout), "", "{cmd}");
+        for needle in [
+            "cannot differentiate @big:",
+            "@big.rev needs 66003 registers",
+            "at most 65535",
+            "split @big into smaller functions",
+        ] {
+            assert!(
+                err.contains(needle),
+                "{cmd}: stderr lacks {needle:?}:\n{err}"
+            );
+        }
+        assert!(!err.contains("internal error"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
 }
