@@ -129,6 +129,9 @@ fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
     if let Some(b) = l.max_stack_bytes {
         limits.max_stack_bytes = b;
     }
+    if let Some(b) = l.max_heap_bytes {
+        limits.max_heap_bytes = b;
+    }
 }
 
 fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
