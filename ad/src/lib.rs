@@ -50,6 +50,16 @@ pub enum AdError {
     NotDifferentiable(String),
     /// The arguments do not match the parameters.
     Args(String),
+    /// A derived function of `func` (`derived`, its forward or reverse
+    /// function) needs more registers than a bytecode frame holds. A limit
+    /// of advm, not a bug: the reverse function keeps about two registers
+    /// per active value, so a function with more than about 32 000 active
+    /// values must be split into smaller ones.
+    TooLarge {
+        func: String,
+        derived: String,
+        registers: usize,
+    },
     /// A derived function failed lowering or verification: a bug in advm.
     Internal(String),
 }
@@ -60,12 +70,27 @@ impl fmt::Display for AdError {
             AdError::Trap(t) => write!(f, "{t}"),
             AdError::NotDifferentiable(m) => write!(f, "cannot differentiate: {m}"),
             AdError::Args(m) => write!(f, "bad arguments: {m}"),
+            AdError::TooLarge {
+                func,
+                derived,
+                registers,
+            } => write!(
+                f,
+                "cannot differentiate @{func}: its derived function @{derived} needs {registers} \
+                 registers, more than a frame holds (at most {FRAME_REGISTERS}); split @{func} \
+                 into smaller functions (the reverse function needs about two registers per \
+                 active value)"
+            ),
             AdError::Internal(m) => write!(f, "internal error (please report): {m}"),
         }
     }
 }
 
 impl std::error::Error for AdError {}
+
+/// Registers one bytecode frame can hold (register operands are `u16`), as
+/// `vm::lower::LowerError::TooManyRegisters` says.
+pub const FRAME_REGISTERS: usize = u16::MAX as usize;
 
 impl From<Trap> for AdError {
     fn from(t: Trap) -> AdError {
@@ -351,8 +376,16 @@ impl Engine {
                 .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
             for (id, mut func) in [(d.fwd, fwd), (d.rev, rev)] {
                 func.name = self.program.func(id).name.clone();
-                let bc = vm::lower::lower_function(&func)
-                    .map_err(|e| AdError::Internal(format!("lowering {}: {e}", func.name)))?;
+                let bc = vm::lower::lower_function(&func).map_err(|e| match e {
+                    // A limit of the VM a large user function can reach:
+                    // tell the user, it is no bug.
+                    vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
+                        func: self.module.func(g).name.clone(),
+                        derived: func.name.clone(),
+                        registers: needed,
+                    },
+                    e => AdError::Internal(format!("lowering {}: {e}", func.name)),
+                })?;
                 self.program.set(id, bc);
                 self.derived_ir[id.index() - self.module.funcs.len()] = func;
             }

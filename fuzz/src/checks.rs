@@ -31,6 +31,7 @@ pub fn fuzz_limits() -> Limits {
         fuel: Some(20_000),
         max_array_len: 4096,
         max_stack_bytes: 1 << 22,
+        max_heap_bytes: 1 << 26,
     }
 }
 
@@ -50,7 +51,7 @@ pub fn ref_limits(vm: &Limits) -> RefLimits {
 pub fn is_resource(class: &str) -> bool {
     matches!(
         class,
-        "out-of-fuel" | "stack-limit" | "out-of-memory" | "interrupted"
+        "out-of-fuel" | "stack-limit" | "heap-limit" | "out-of-memory" | "interrupted"
     )
 }
 

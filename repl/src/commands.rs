@@ -50,7 +50,10 @@ impl From<AdError> for Fail {
     fn from(e: AdError) -> Fail {
         match e {
             AdError::Trap(t) => Fail::Trap(t.to_string()),
-            AdError::NotDifferentiable(_) | AdError::Args(_) => Fail::Usage(e.to_string()),
+            // Refusals of the request, decided before anything runs.
+            AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
+                Fail::Usage(e.to_string())
+            }
             AdError::Internal(_) => Fail::Internal(e.to_string()),
         }
     }
@@ -125,6 +128,9 @@ fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
     }
     if let Some(b) = l.max_stack_bytes {
         limits.max_stack_bytes = b;
+    }
+    if let Some(b) = l.max_heap_bytes {
+        limits.max_heap_bytes = b;
     }
 }
 

@@ -20,7 +20,7 @@
 //! | 1 | runtime trap; stderr: ``FILE: trap: MESSAGE in @f, block B, at `INSTRUCTION` (line N)`` |
 //! | 2 | assembly or verification error: `file:line:col: error: message`, the source line and a caret |
 //! | 3 | `advm check` found an entry where AD and finite differences disagree |
-//! | 64 | bad usage: unknown subcommand or flag, a `--fn` naming no function of the file, `--args` that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file, `grad`/`check`/`bench` of a function that does not return f64 |
+//! | 64 | bad usage: unknown subcommand or flag, a flag value out of range (`--max-depth 0`), a `--fn` naming no function of the file, `--args` that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file; `grad`/`check`/`bench` of a function that cannot be differentiated: one that does not return f64, or one whose derived function needs more registers than a frame holds (`cannot differentiate @f: its derived function @f.rev needs N registers, ...; split @f into smaller functions`) |
 //! | 70 | an internal error of advm (a bug; please report it) |
 //! | 74 | standard output could not be written (other than a closed pipe) |
 //!
@@ -36,8 +36,11 @@
 //! * `advm check --json` prints `{"value": V, "tolerance": T, "ok": B,
 //!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...]}`.
 //! * `advm cfg FILE --fn NAME [--ad]` prints Graphviz DOT of the CFG.
-//! * Limits on run, grad, check and bench: `--fuel N`, `--max-depth N`,
-//!   `--max-array N`, `--max-stack-bytes N` (see `vm::interp::Limits`).
+//! * Limits on run, grad, check and bench: `--fuel N`, `--max-depth N`
+//!   (at least 1), `--max-array N`, `--max-stack-bytes N`,
+//!   `--max-heap-bytes N` (see `vm::interp::Limits` and
+//!   `docs/reliability.md`); hitting one is a trap (status 1).
+//! * Status 64 also for a function too large to differentiate (above).
 
 pub mod args;
 pub mod fd;

@@ -4,7 +4,8 @@
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
-//! usage, 70 internal error, 74 standard output unwritable. Nothing ends in
+//! usage (also a function that cannot be differentiated), 70 internal
+//! error, 74 standard output unwritable. Nothing ends in
 //! a panic: clap's errors are mapped to 64 (help and version to 0), user
 //! data is never unwrapped, and output goes through [`out`].
 //!
@@ -46,15 +47,31 @@ pub struct LimitArgs {
     /// Most instructions one call may execute.
     #[arg(long, value_name = "N")]
     pub fuel: Option<u64>,
-    /// Deepest call nesting.
-    #[arg(long, value_name = "N")]
+    /// Most active frames, the entry function's included (at least 1;
+    /// 1 allows no call).
+    #[arg(long, value_name = "N", value_parser = parse_depth)]
     pub max_depth: Option<usize>,
-    /// Largest array `anew` may create (elements).
+    /// Largest array `anew` may create, and largest argument array (elements).
     #[arg(long, value_name = "N")]
     pub max_array: Option<usize>,
     /// Most bytes the AD stacks may hold during one gradient call.
     #[arg(long, value_name = "N")]
     pub max_stack_bytes: Option<usize>,
+    /// Most bytes all live arrays may hold during one call (with shadows).
+    #[arg(long, value_name = "N")]
+    pub max_heap_bytes: Option<usize>,
+}
+
+/// `--max-depth`: a count of frames, so 0 (no frame, not even the entry
+/// function's) is refused as bad usage rather than trapping every run.
+fn parse_depth(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => {
+            Err("must be at least 1: the entry function's frame counts (1 allows no call)".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Which function, with which arguments.

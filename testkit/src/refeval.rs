@@ -104,6 +104,8 @@ pub fn vm_class(kind: &vm::TrapKind) -> &'static str {
         K::OutOfBounds { .. } => "out-of-bounds",
         K::NegativeLength(_) => "negative-length",
         K::ArrayTooLarge { .. } => "array-too-large",
+        K::ArgArrayTooLarge { .. } => "arg-array-too-large",
+        K::HeapLimit { .. } => "heap-limit",
         K::FtoiInvalid(_) => "ftoi-invalid",
         K::CallDepth { .. } => "call-depth",
         K::OutOfFuel { .. } => "out-of-fuel",

@@ -29,7 +29,7 @@
 //!   Fused compare-and-branch prints as `jmp.if.<cc>.<t>` or
 //!   `jmp.ifnot.<cc>.<t>`.
 //!
-//! [`instr`] formats one instruction for trap messages.
+//! [`instr_in_program`] formats one instruction for trap messages.
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
@@ -98,8 +98,15 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
 
 /// One instruction, for trap messages: `div.i %q, %a, %b` (as in the
 /// listing, without the column padding; `?` for a pc out of range).
+/// Callees print as `fn<N>`; see [`instr_in_program`].
 pub fn instr(f: &Function, pc: usize) -> String {
     instr_in(f, pc, None, false)
+}
+
+/// Like [`instr`], with callee names looked up in `p`: `call %r,
+/// @deep(%m)`. What trap messages use.
+pub fn instr_in_program(f: &Function, pc: usize, p: &Program) -> String {
+    instr_in(f, pc, Some(p), false)
 }
 
 fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {

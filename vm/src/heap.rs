@@ -6,8 +6,26 @@
 //! forgets the arrays but keeps their buffers, so a warm call that creates
 //! arrays of the same sizes allocates nothing. In AD mode every array has a
 //! shadow of the same length holding its cotangents.
+//!
+//! ## The byte limit
+//! [`Heap::alloc`] takes the limit (`Limits::max_heap_bytes`) and keeps two
+//! sums within it:
+//! * the bytes of the *live* arrays: 8 per element, 16 in AD mode (data
+//!   and shadow), plus [`SLOT_BYTES`] per array. Exceeding it is the trap
+//!   [`TrapKind::HeapLimit`].
+//! * the bytes the heap *holds* ([`Heap::held_bytes`]): the capacity of
+//!   every data and shadow buffer, of live arrays and of those kept for
+//!   reuse, plus the slot tables. When an allocation would take it past the
+//!   limit, the buffers kept for reuse are given back first
+//!   ([`Heap::release_spare`]), after which what is held is exactly what is
+//!   live. So no sequence of calls, and no limit lowered between calls,
+//!   makes the heap hold more than the limit.
 
-use std::collections::TryReserveError;
+use crate::interp::TrapKind;
+
+/// Bytes one array costs beyond its elements: its slot in the data and in
+/// the shadow table.
+pub const SLOT_BYTES: usize = 2 * std::mem::size_of::<Vec<f64>>();
 
 #[derive(Default)]
 pub(crate) struct Heap {
@@ -15,31 +33,152 @@ pub(crate) struct Heap {
     shadow: Vec<Vec<f64>>,
     live: usize,
     ad: bool,
+    /// Bytes of the live arrays (elements and slots), what the limit bounds.
+    live_bytes: usize,
+    /// Capacity in bytes of every data and shadow buffer, live or spare.
+    buf_bytes: usize,
 }
 
 impl Heap {
     pub(crate) fn begin(&mut self, ad: bool) {
         self.live = 0;
+        self.live_bytes = 0;
         self.ad = ad;
     }
 
-    /// A new array of `n` zeros (and a zero shadow in AD mode).
-    pub(crate) fn alloc(&mut self, n: usize) -> Result<u64, TryReserveError> {
-        if self.live == self.data.len() {
-            self.data.try_reserve(1)?;
-            self.shadow.try_reserve(1)?;
-            self.data.push(Vec::new());
-            self.shadow.push(Vec::new());
+    /// A new array of `n` zeros (and a zero shadow in AD mode), if the live
+    /// arrays stay within `limit` bytes. Never aborts: a failed allocation
+    /// is [`TrapKind::OutOfMemory`].
+    pub(crate) fn alloc(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
+        let per = if self.ad { 16 } else { 8 };
+        let need = n.saturating_mul(per).saturating_add(SLOT_BYTES);
+        if self.live_bytes.saturating_add(need) > limit {
+            return Err(TrapKind::HeapLimit {
+                needed: self.live_bytes.saturating_add(need),
+                limit,
+            });
         }
         let i = self.live;
-        fill_zero(&mut self.data[i], n)?;
+        if self.held_bytes().saturating_add(self.growth(i, n)) > limit {
+            self.release_spare();
+        }
+        if i == self.data.len() {
+            self.new_slot(limit, n.saturating_mul(per))?;
+        }
+        self.fill_zero(i, n, false)?;
         if self.ad {
-            fill_zero(&mut self.shadow[i], n)?;
+            self.fill_zero(i, n, true)?;
         } else {
             self.shadow[i].clear();
         }
         self.live += 1;
+        self.live_bytes += need;
         Ok(i as u64 + 1)
+    }
+
+    /// Bytes the heap holds: every buffer's capacity and the slot tables.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let slots = (self.data.capacity() + self.shadow.capacity())
+            .saturating_mul(std::mem::size_of::<Vec<f64>>());
+        self.buf_bytes.saturating_add(slots)
+    }
+
+    /// The least that allocating `n` elements in slot `i` adds to
+    /// [`Heap::held_bytes`].
+    fn growth(&self, i: usize, n: usize) -> usize {
+        let per = if self.ad { 2 } else { 1 };
+        match (self.data.get(i), self.shadow.get(i)) {
+            (Some(d), Some(s)) => {
+                let mut more = n.saturating_sub(d.capacity());
+                if self.ad {
+                    more = more.saturating_add(n.saturating_sub(s.capacity()));
+                }
+                more.saturating_mul(8)
+            }
+            _ => {
+                let slot = if self.data.len() == self.data.capacity() {
+                    SLOT_BYTES
+                } else {
+                    0
+                };
+                n.saturating_mul(8 * per).saturating_add(slot)
+            }
+        }
+    }
+
+    /// Give back every buffer not in use: those of dead arrays (all of them
+    /// after [`Heap::begin`]), the spare capacity of live ones and of the
+    /// slot tables. Afterwards [`Heap::held_bytes`] is the live bytes.
+    pub(crate) fn release_spare(&mut self) {
+        self.data.truncate(self.live);
+        self.shadow.truncate(self.live);
+        self.data.shrink_to_fit();
+        self.shadow.shrink_to_fit();
+        let ad = self.ad;
+        for d in &mut self.data {
+            d.shrink_to_fit();
+        }
+        for s in &mut self.shadow {
+            if ad {
+                s.shrink_to_fit();
+            } else {
+                *s = Vec::new();
+            }
+        }
+        self.buf_bytes = self
+            .data
+            .iter()
+            .chain(&self.shadow)
+            .map(|v| v.capacity() * 8)
+            .sum();
+    }
+
+    /// Append an empty slot, growing the slot tables by doubling while
+    /// that stays within `limit` (with `elems` more bytes to come), else by
+    /// one.
+    fn new_slot(&mut self, limit: usize, elems: usize) -> Result<(), TrapKind> {
+        if self.data.len() == self.data.capacity() || self.shadow.len() == self.shadow.capacity() {
+            let mut add = self.data.len().max(8);
+            let grown = add.saturating_mul(SLOT_BYTES);
+            if self
+                .held_bytes()
+                .saturating_add(grown)
+                .saturating_add(elems)
+                > limit
+            {
+                add = 1;
+            }
+            self.data
+                .try_reserve_exact(add)
+                .map_err(|_| TrapKind::OutOfMemory)?;
+            self.shadow
+                .try_reserve_exact(add)
+                .map_err(|_| TrapKind::OutOfMemory)?;
+        }
+        self.data.push(Vec::new());
+        self.shadow.push(Vec::new());
+        Ok(())
+    }
+
+    /// Slot `i`'s data (or shadow) buffer: `n` zeros, keeping
+    /// [`Heap::buf_bytes`] up to date.
+    fn fill_zero(&mut self, i: usize, n: usize, shadow: bool) -> Result<(), TrapKind> {
+        let v = if shadow {
+            &mut self.shadow[i]
+        } else {
+            &mut self.data[i]
+        };
+        let before = v.capacity();
+        v.clear();
+        let r = v.try_reserve_exact(n);
+        let after = v.capacity();
+        self.buf_bytes = self
+            .buf_bytes
+            .saturating_sub(before * 8)
+            .saturating_add(after * 8);
+        r.map_err(|_| TrapKind::OutOfMemory)?;
+        v.resize(n, 0.0);
+        Ok(())
     }
 
     #[inline]
@@ -54,8 +193,8 @@ impl Heap {
     }
 
     #[inline]
-    pub(crate) fn get_mut(&mut self, h: u64) -> Option<&mut Vec<f64>> {
-        self.index(h).map(|i| &mut self.data[i])
+    pub(crate) fn get_mut(&mut self, h: u64) -> Option<&mut [f64]> {
+        self.index(h).map(|i| self.data[i].as_mut_slice())
     }
 
     /// The shadow of `h`; `None` outside AD mode or for a bad handle.
@@ -68,11 +207,11 @@ impl Heap {
     }
 
     #[inline]
-    pub(crate) fn shadow_mut(&mut self, h: u64) -> Option<&mut Vec<f64>> {
+    pub(crate) fn shadow_mut(&mut self, h: u64) -> Option<&mut [f64]> {
         if !self.ad {
             return None;
         }
-        self.index(h).map(|i| &mut self.shadow[i])
+        self.index(h).map(|i| self.shadow[i].as_mut_slice())
     }
 
     pub(crate) fn is_ad(&self) -> bool {
@@ -80,34 +219,110 @@ impl Heap {
     }
 }
 
-fn fill_zero(v: &mut Vec<f64>, n: usize) -> Result<(), TryReserveError> {
-    v.clear();
-    v.try_reserve_exact(n)?;
-    v.resize(n, 0.0);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const BIG: usize = usize::MAX;
 
     #[test]
     fn begin_keeps_buffers_and_forgets_handles() {
         let mut h = Heap::default();
         h.begin(true);
-        let a = h.alloc(100).expect("alloc");
+        let a = h.alloc(100, BIG).expect("alloc");
         assert_eq!(a, 1, "handles start at 1; 0 is null");
         h.get_mut(a).expect("live")[3] = 7.0;
         let ptr = h.get(a).expect("live").as_ptr();
         assert_eq!(h.shadow(a).map(<[f64]>::len), Some(100));
         h.begin(false);
         assert!(h.get(a).is_none());
-        let b = h.alloc(50).expect("alloc");
+        let b = h.alloc(50, BIG).expect("alloc");
         assert_eq!(b, a);
         let arr = h.get(b).expect("live");
         assert_eq!(arr.as_ptr(), ptr, "the buffer is reused");
         assert!(arr.iter().all(|x| *x == 0.0), "and zeroed");
         assert!(h.shadow(b).is_none(), "no shadows outside AD mode");
         assert!(h.get(0).is_none() && h.get(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn live_bytes_are_bounded() {
+        let limit = 10 * (800 + SLOT_BYTES);
+        let mut h = Heap::default();
+        h.begin(false);
+        for _ in 0..10 {
+            h.alloc(100, limit).expect("fits");
+        }
+        let e = h.alloc(0, limit).expect_err("the eleventh array");
+        assert_eq!(
+            e,
+            TrapKind::HeapLimit {
+                needed: limit + SLOT_BYTES,
+                limit
+            }
+        );
+        // In AD mode an array costs twice its elements (the shadow).
+        h.begin(true);
+        for _ in 0..5 {
+            h.alloc(100, limit).expect("fits");
+        }
+        assert!(matches!(
+            h.alloc(100, limit),
+            Err(TrapKind::HeapLimit { .. })
+        ));
+        // A huge request is a trap, not an overflow or an abort.
+        h.begin(true);
+        assert!(matches!(
+            h.alloc(usize::MAX, limit),
+            Err(TrapKind::HeapLimit {
+                needed: usize::MAX,
+                ..
+            })
+        ));
+    }
+
+    /// Buffers kept for reuse count too: calls that each fit the limit, in
+    /// any order, never make the heap hold more than it.
+    #[test]
+    fn held_bytes_never_exceed_the_limit() {
+        let limit = 64 * 1024;
+        let mut h = Heap::default();
+        // Each round has a different shape, so reused buffers fit badly.
+        let rounds: [&[usize]; 5] = [
+            &[4000, 10, 10],
+            &[10, 4000, 10, 2000],
+            &[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4000],
+            &[7000],
+            &[3000, 3000],
+        ];
+        for ad in [false, true, false] {
+            for sizes in rounds {
+                h.begin(ad);
+                for &n in sizes {
+                    match h.alloc(n, limit) {
+                        Ok(_) | Err(TrapKind::HeapLimit { .. }) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                    assert!(h.held_bytes() <= limit, "holds {}", h.held_bytes());
+                }
+            }
+        }
+        // A lowered limit: what is kept is given back.
+        h.begin(false);
+        h.alloc(10, 1024).expect("fits");
+        assert!(h.held_bytes() <= 1024, "holds {}", h.held_bytes());
+    }
+
+    #[test]
+    fn release_spare_keeps_live_arrays() {
+        let mut h = Heap::default();
+        h.begin(true);
+        let a = h.alloc(1000, BIG).expect("alloc");
+        h.begin(true);
+        let b = h.alloc(3, BIG).expect("alloc");
+        h.get_mut(b).expect("live")[2] = 5.0;
+        h.release_spare();
+        assert_eq!(h.held_bytes(), 3 * 16 + SLOT_BYTES);
+        assert_eq!(h.get(a), Some(&[0.0, 0.0, 5.0][..]));
     }
 }

@@ -30,7 +30,8 @@
 //!
 //! ## Limits
 //! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
-//! not recurse on the Rust stack), fuel, array length, AD stack bytes.
+//! not recurse on the Rust stack), fuel, array length, AD stack bytes,
+//! heap bytes (checked by `heap.rs` before each allocation).
 //! Fuel counts executed instructions: each straight-line run is charged
 //! when it ends (taken jump, call, return, trap), which costs one add per
 //! taken jump. Fuel and the interrupt flag are looked at only at backward
@@ -56,18 +57,32 @@ use std::sync::Arc;
 const POLL_INSTRS: u64 = 4096;
 
 /// Resource limits. Each has a command-line flag in `advm`.
+///
+/// The defaults fit a machine with a few GiB of memory: at most 4 GiB of
+/// arrays, 2 GiB of AD stacks; one array of the largest length
+/// (2^27 elements, 1 GiB) fits the heap limit with its shadow in a
+/// gradient, and twice over in a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Deepest call nesting (`--max-depth`).
+    /// Most active frames, the entry function's included (`--max-depth`):
+    /// 1 allows no call; 0 allows no frame at all, so every call traps with
+    /// [`TrapKind::CallDepth`] at the entry function.
     pub max_call_depth: usize,
     /// Instructions one top-level call may execute (`--fuel`); `None` is
     /// unlimited.
     pub fuel: Option<u64>,
-    /// Largest array `anew` may create, in elements (`--max-array`).
+    /// Largest array `anew` may create, and largest argument array, in
+    /// elements (`--max-array`).
     pub max_array_len: usize,
     /// Bytes the comms and block stacks may hold together during one
     /// gradient call (`--max-stack-bytes`).
     pub max_stack_bytes: usize,
+    /// Bytes all arrays live at once may hold during one top-level call
+    /// (a run, or a gradient's forward and reverse calls together),
+    /// argument arrays included: 8 per element, 16 in a gradient (data and
+    /// shadow), plus 48 per array (`--max-heap-bytes`). The buffers the VM
+    /// keeps for reuse stay within it too (see `heap.rs`).
+    pub max_heap_bytes: usize,
 }
 
 impl Default for Limits {
@@ -75,13 +90,19 @@ impl Default for Limits {
         Limits {
             max_call_depth: 100_000,
             fuel: None,
-            max_array_len: 1 << 28,
+            max_array_len: 1 << 27,
             max_stack_bytes: 1 << 31,
+            max_heap_bytes: 1 << 32,
         }
     }
 }
 
 /// What went wrong at run time.
+///
+/// `ArrayTooLarge` is an `anew` longer than `Limits::max_array_len`,
+/// `ArgArrayTooLarge` an argument array (from the host) longer than it;
+/// `HeapLimit` a new array that would take the bytes of the live arrays
+/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrapKind {
     DivByZero,
@@ -89,6 +110,8 @@ pub enum TrapKind {
     OutOfBounds { index: i64, len: usize },
     NegativeLength(i64),
     ArrayTooLarge { len: i64, limit: usize },
+    ArgArrayTooLarge { len: usize, limit: usize },
+    HeapLimit { needed: usize, limit: usize },
     FtoiInvalid(f64),
     CallDepth { limit: usize },
     OutOfFuel { limit: u64 },
@@ -115,6 +138,14 @@ impl fmt::Display for TrapKind {
             TrapKind::ArrayTooLarge { len, limit } => write!(
                 f,
                 "anew of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
+            ),
+            TrapKind::ArgArrayTooLarge { len, limit } => write!(
+                f,
+                "argument array of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
+            ),
+            TrapKind::HeapLimit { needed, limit } => write!(
+                f,
+                "arrays exceed the heap limit of {limit} bytes: the live arrays would hold {needed} (raise it with --max-heap-bytes)"
             ),
             TrapKind::FtoiInvalid(x) => write!(f, "ftoi of {x}: not representable as i64"),
             TrapKind::CallDepth { limit } => {
@@ -243,23 +274,29 @@ impl Vm {
     /// Forget arrays and stacks; in AD mode arrays get shadows.
     pub fn begin(&mut self, ad_mode: bool) {
         self.heap.begin(ad_mode);
+        if self.heap.held_bytes() > self.limits.max_heap_bytes {
+            // The limit was lowered since the heap grew: give back the
+            // buffers kept for reuse.
+            self.heap.release_spare();
+        }
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
     }
 
-    /// Copy `data` into a new heap array; returns its handle.
+    /// Copy `data` (an argument array) into a new heap array; returns its
+    /// handle. Bounded by `max_array_len` and `max_heap_bytes` like `anew`.
     pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
         if data.len() > self.limits.max_array_len {
-            return Err(host_trap(TrapKind::ArrayTooLarge {
-                len: data.len() as i64,
+            return Err(host_trap(TrapKind::ArgArrayTooLarge {
+                len: data.len(),
                 limit: self.limits.max_array_len,
             }));
         }
         let h = self
             .heap
-            .alloc(data.len())
-            .map_err(|_| host_trap(TrapKind::OutOfMemory))?;
+            .alloc(data.len(), self.limits.max_heap_bytes)
+            .map_err(host_trap)?;
         if let Some(a) = self.heap.get_mut(h) {
             a.copy_from_slice(data);
         }
@@ -380,7 +417,11 @@ impl Vm {
             ))));
         }
         if !prog.is_verified(f) {
-            return Err(trap_at(func, 0, TrapKind::NotVerified));
+            return Err(trap_at(prog, func, 0, TrapKind::NotVerified));
+        }
+        if self.limits.max_call_depth == 0 {
+            // Not even the entry function's frame is allowed.
+            return Err(trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 }));
         }
         self.frames.clear();
         if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
@@ -397,7 +438,12 @@ impl Vm {
         // straight-line run past the limit is caught here.
         if let Some(fuel) = self.limits.fuel {
             if self.executed > fuel {
-                return Err(trap_at(func, ret_pc, TrapKind::OutOfFuel { limit: fuel }));
+                return Err(trap_at(
+                    prog,
+                    func,
+                    ret_pc,
+                    TrapKind::OutOfFuel { limit: fuel },
+                ));
             }
         }
         Ok(())
@@ -424,7 +470,7 @@ impl Vm {
     #[cold]
     #[inline(never)]
     fn trap(&self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
-        trap_at(prog.func(f), pc, kind)
+        trap_at(prog, prog.func(f), pc, kind)
     }
 
     #[cold]
@@ -449,6 +495,7 @@ impl Vm {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
+        let max_heap = self.limits.max_heap_bytes;
         #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
         let interrupt = self.interrupt.clone();
         // Executed instructions: `steps` counts the finished straight-line
@@ -662,9 +709,9 @@ impl Vm {
                             limit: max_array
                         });
                     }
-                    match self.heap.alloc(n as usize) {
+                    match self.heap.alloc(n as usize, max_heap) {
                         Ok(h) => w.set(ins.r0 as u32, h),
-                        Err(_) => trap!(TrapKind::OutOfMemory),
+                        Err(k) => trap!(k),
                     }
                 }
                 Op::ALen => match self.heap.get(w.get(ins.r1 as u32)) {
@@ -973,14 +1020,17 @@ fn host_trap(kind: TrapKind) -> Trap {
     }
 }
 
-fn trap_at(f: &Function, pc: usize, kind: TrapKind) -> Trap {
+/// A trap at `pc` of `f`, a function of `prog` (which names the callee of
+/// a `call`). Cold: only ever built when a call ends in a trap.
+#[cold]
+fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
     Trap {
         kind,
         func: f.name.clone(),
         block: f.block_of(pc).to_string(),
         pc: pc as u32,
         instr: if pc < f.code.len() {
-            crate::disasm::instr(f, pc)
+            crate::disasm::instr_in_program(f, pc, prog)
         } else {
             String::new()
         },

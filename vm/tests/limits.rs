@@ -1,0 +1,210 @@
+//! Resource limits of the VM through the library (`vm::Limits`): the heap
+//! limit, the exact meaning of the depth limit, and what their traps say.
+//! The same limits through the `advm` binary: `repl/tests/limits.rs`.
+
+mod common_ir;
+
+use common_ir::*;
+use vm::interp::{Limits, TrapKind, Vm};
+use vm::ir::FuncId;
+use vm::op::Op;
+use vm::{Type, Value};
+
+use Type::{Arr, Bool, F64, I64};
+
+/// `fn @alloc(%n: i64, %m: i64) -> f64`: `n` times `anew m`, every array
+/// kept alive (arrays live until the end of the top-level call).
+fn allocator() -> vm::ir::Module {
+    let mut b = B::new("alloc", &[("n", I64), ("m", I64)], F64);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    b.jmp(entry, head);
+    let i = b.val("i", I64);
+    let i2 = b.val("i2", I64);
+    let (z, one) = (b.i64(0), b.i64(1));
+    b.phi(head, i, &[(entry, z), (body, i2)]);
+    let (n, m) = (b.p(0), b.p(1));
+    let c = b.op(head, Op::LtI, Some(Bool), &[i, n]);
+    b.br(head, c, body, done);
+    let a = b.val("a", Arr);
+    b.set(body, Op::ANew, a, &[m]);
+    b.set(body, Op::AddI, i2, &[i, one]);
+    b.jmp(body, head);
+    let f = b.f64(0.0);
+    b.ret(done, f);
+    b.module()
+}
+
+/// `fn @first(%v: f64[]) -> f64`: `v[0]`.
+fn first() -> vm::ir::Module {
+    let mut b = B::new("first", &[("v", Arr)], F64);
+    let entry = b.block("entry");
+    let (v, z) = (b.p(0), b.i64(0));
+    let x = b.op(entry, Op::AGet, Some(F64), &[v, z]);
+    b.ret(entry, x);
+    b.module()
+}
+
+/// Bytes one array of `n` elements costs: 8 per element (16 with its
+/// shadow in AD mode) and 48 for its slot.
+fn cost(n: usize, ad: bool) -> usize {
+    n * if ad { 16 } else { 8 } + 48
+}
+
+#[test]
+fn the_heap_limit_is_a_library_setting_with_a_sane_default() {
+    let l = Limits::default();
+    assert_eq!(l.max_heap_bytes, 1 << 32, "4 GiB");
+    // One array of the largest length fits with its shadow (in a
+    // gradient), and twice without (in a run).
+    assert!(cost(l.max_array_len, true) <= l.max_heap_bytes);
+    assert!(2 * cost(l.max_array_len, false) <= l.max_heap_bytes);
+    let mut vm = Vm::new(Limits {
+        max_heap_bytes: 1000,
+        ..Limits::default()
+    });
+    assert_eq!(vm.limits().max_heap_bytes, 1000);
+    vm.limits_mut().max_heap_bytes = 2000;
+    assert_eq!(vm.limits().max_heap_bytes, 2000);
+}
+
+#[test]
+fn a_loop_of_anew_hits_the_heap_limit() {
+    let p = load(&allocator());
+    let mut vm = Vm::default();
+    let limit = 10 * cost(1000, false);
+    vm.limits_mut().max_heap_bytes = limit;
+    let args = |n: i64| [Value::I64(n), Value::I64(1000)];
+    assert_eq!(vm.run(&p, FuncId(0), &args(10)), Ok(Value::F64(0.0)));
+    let t = vm.run(&p, FuncId(0), &args(11)).expect_err("traps");
+    assert_eq!(
+        t.kind,
+        TrapKind::HeapLimit {
+            needed: limit + cost(1000, false),
+            limit
+        }
+    );
+    assert_eq!((t.func.as_str(), t.block.as_str()), ("alloc", "body"));
+    let want = format!(
+        "trap: arrays exceed the heap limit of {limit} bytes: the live arrays would hold {} \
+         (raise it with --max-heap-bytes) in @alloc, block body, at `anew %a, %m`",
+        limit + cost(1000, false)
+    );
+    assert!(t.to_string().starts_with(&want), "{t}");
+    // Each top-level call starts with an empty heap: the same call again
+    // fits, and so do many calls in a row.
+    for _ in 0..3 {
+        assert_eq!(vm.run(&p, FuncId(0), &args(10)), Ok(Value::F64(0.0)));
+    }
+    // A million arrays of 8 MB each (8 TB, far past any machine's memory)
+    // end in a trap when the live arrays reach the limit, not in an abort.
+    vm.limits_mut().max_heap_bytes = 64 << 20;
+    let t = vm
+        .run(&p, FuncId(0), &[Value::I64(1_000_000), Value::I64(1 << 20)])
+        .expect_err("traps");
+    assert!(matches!(t.kind, TrapKind::HeapLimit { .. }), "{t}");
+}
+
+#[test]
+fn shadows_count_in_ad_mode() {
+    let p = load(&allocator());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_heap_bytes = 10 * cost(1000, false);
+    // 10 arrays fit a run; with shadows only 5 fit.
+    vm.begin(true);
+    vm.call_raw(&p, FuncId(0), &[5, 1000]).expect("5 fit");
+    vm.begin(true);
+    let t = vm.call_raw(&p, FuncId(0), &[6, 1000]).expect_err("traps");
+    assert!(matches!(t.kind, TrapKind::HeapLimit { .. }), "{t}");
+}
+
+#[test]
+fn argument_arrays_count_against_the_heap_limit() {
+    let p = load(&first());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_heap_bytes = cost(100, false);
+    let v = |n: usize| [Value::Arr(vec![1.5; n])];
+    assert_eq!(vm.run(&p, FuncId(0), &v(100)), Ok(Value::F64(1.5)));
+    let t = vm.run(&p, FuncId(0), &v(101)).expect_err("traps");
+    assert!(matches!(t.kind, TrapKind::HeapLimit { .. }), "{t}");
+    assert!(t.to_string().contains("--max-heap-bytes"), "{t}");
+    // Several argument arrays add up (as in the AD driver's `begin`).
+    vm.begin(false);
+    vm.alloc_array(&[0.0; 50]).expect("fits");
+    let t = vm.alloc_array(&[0.0; 50]).expect_err("the second does not");
+    assert!(matches!(t.kind, TrapKind::HeapLimit { .. }), "{t}");
+}
+
+/// An argument longer than `max_array_len` is not reported as an `anew`.
+#[test]
+fn an_oversized_argument_array_has_its_own_message() {
+    let p = load(&first());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_array_len = 3;
+    let t = vm
+        .run(&p, FuncId(0), &[Value::Arr(vec![0.0; 4])])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::ArgArrayTooLarge { len: 4, limit: 3 });
+    assert_eq!(
+        t.to_string(),
+        "trap: argument array of 4 elements exceeds the array limit of 3 (raise it with --max-array)"
+    );
+}
+
+/// The limit also bounds the buffers kept for reuse: lowered after a
+/// large call, the memory held is given back.
+#[test]
+fn a_lowered_heap_limit_applies_to_a_reused_vm() {
+    let p = load(&allocator());
+    let mut vm = Vm::default();
+    vm.run(&p, FuncId(0), &[Value::I64(100), Value::I64(10_000)])
+        .expect("8 MB fit the default");
+    vm.limits_mut().max_heap_bytes = 10 * cost(1000, false);
+    assert!(vm
+        .run(&p, FuncId(0), &[Value::I64(11), Value::I64(1000)])
+        .is_err());
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(10), Value::I64(1000)]),
+        Ok(Value::F64(0.0))
+    );
+}
+
+#[test]
+fn the_depth_limit_counts_frames_exactly() {
+    let p = load(&deep());
+    let mut vm = Vm::default();
+    // `@deep(n)` needs n + 1 frames.
+    for limit in [1usize, 2, 5] {
+        vm.limits_mut().max_call_depth = limit;
+        let n = limit as i64 - 1;
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(n)]),
+            Ok(Value::F64(n as f64)),
+            "limit {limit}"
+        );
+        let t = vm
+            .run(&p, FuncId(0), &[Value::I64(n + 1)])
+            .expect_err("one frame too many");
+        assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
+    }
+    // 0 allows no frame at all: even a call-free run traps, at the entry.
+    vm.limits_mut().max_call_depth = 0;
+    let t = vm.run(&p, FuncId(0), &[Value::I64(0)]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::CallDepth { limit: 0 });
+    assert_eq!((t.func.as_str(), t.pc), ("deep", 0));
+}
+
+/// Trap messages name a call's callee (`@deep`), not its id.
+#[test]
+fn a_trapping_call_names_its_callee() {
+    let p = load(&deep());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_call_depth = 3;
+    let t = vm.run(&p, FuncId(0), &[Value::I64(10)]).expect_err("traps");
+    assert!(t.instr.starts_with("call "), "{}", t.instr);
+    assert!(t.instr.contains("@deep("), "{}", t.instr);
+    assert!(!t.instr.contains("fn0"), "{}", t.instr);
+    assert!(t.to_string().contains("@deep("), "{t}");
+}
