@@ -82,7 +82,7 @@ impl Cfg {
         let preds = f.predecessors();
         let n = f.blocks.len();
         let succs: Vec<Vec<BlockId>> = f.blocks.iter().map(|b| b.term.successors()).collect();
-        let in_cycle = (0..n).map(|b| reaches_itself(&succs, b)).collect();
+        let in_cycle = on_cycles(&succs);
         let rets = (0..n)
             .filter(|&b| matches!(f.blocks[b].term, Term::Ret(_)))
             .map(|b| BlockId(b as u32))
@@ -248,19 +248,64 @@ fn step_of(f: &Function, phi: ValueId, next: ValueId) -> Option<i64> {
     (step != 0 && step.checked_abs()? <= MAX_IV_STEP).then_some(step)
 }
 
-/// Whether `start` can reach itself through at least one edge.
-fn reaches_itself(succs: &[Vec<BlockId>], start: usize) -> bool {
-    let mut seen = vec![false; succs.len()];
-    let mut stack: Vec<usize> = succs[start].iter().map(|b| b.index()).collect();
-    while let Some(b) = stack.pop() {
-        if b == start {
-            return true;
+/// Which blocks can reach themselves through at least one edge: those in
+/// a strongly connected component of more than one block, and those with
+/// an edge to themselves. Components by Kosaraju's algorithm, iteratively
+/// (no recursion depth depends on the input).
+fn on_cycles(succs: &[Vec<BlockId>]) -> Vec<bool> {
+    let n = succs.len();
+    let mut post = Vec::with_capacity(n);
+    let mut seen = vec![false; n];
+    for root in 0..n {
+        if std::mem::replace(&mut seen[root], true) {
+            continue;
         }
-        if !std::mem::replace(&mut seen[b], true) {
-            stack.extend(succs[b].iter().map(|s| s.index()));
+        let mut stack = vec![(root, 0usize)];
+        while let Some(top) = stack.last_mut() {
+            let (b, i) = *top;
+            match succs[b].get(i) {
+                Some(s) => {
+                    top.1 += 1;
+                    if !std::mem::replace(&mut seen[s.index()], true) {
+                        stack.push((s.index(), 0));
+                    }
+                }
+                None => {
+                    post.push(b);
+                    stack.pop();
+                }
+            }
         }
     }
-    false
+    let mut preds = vec![Vec::new(); n];
+    for (b, ss) in succs.iter().enumerate() {
+        for s in ss {
+            preds[s.index()].push(b);
+        }
+    }
+    let mut comp = vec![usize::MAX; n];
+    let mut size = Vec::new();
+    for &root in post.iter().rev() {
+        if comp[root] != usize::MAX {
+            continue;
+        }
+        let c = size.len();
+        size.push(0usize);
+        comp[root] = c;
+        let mut stack = vec![root];
+        while let Some(b) = stack.pop() {
+            size[c] += 1;
+            for &p in &preds[b] {
+                if comp[p] == usize::MAX {
+                    comp[p] = c;
+                    stack.push(p);
+                }
+            }
+        }
+    }
+    (0..n)
+        .map(|b| size[comp[b]] > 1 || succs[b].iter().any(|s| s.index() == b))
+        .collect()
 }
 
 /// Activity: which values may carry a derivative, when differentiating with

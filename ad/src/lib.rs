@@ -564,11 +564,7 @@ impl Engine {
 }
 
 /// The derived pair of `f` with respect to `wrt`, if built (no allocation).
-fn lookup(
-    derived: &DerivedCache,
-    f: FuncId,
-    wrt: &[bool],
-) -> Option<Derived> {
+fn lookup(derived: &DerivedCache, f: FuncId, wrt: &[bool]) -> Option<Derived> {
     derived
         .get(&f)?
         .iter()

@@ -35,23 +35,29 @@
 //! `0.0 + x` becomes `x`, which differs for `x = -0.0` in the sign of a
 //! zero cotangent only.
 //!
-//! Functions larger than [`MAX_WORDS`] words of analysis state per set are
-//! lowered as built (they are correct, just slower).
+//! Functions larger than [`MAX_WORDS`] words of analysis state per set get
+//! only passes 1 and 7 (their code is correct, just slower).
 
 use vm::ir::{BlockId, Function, Inst, Term, ValueId};
 use vm::op::{Op, Operand};
 use vm::Type;
 
-/// Bound on `blocks * ceil(values / 64)`: the size of one family of
-/// per-block bit sets.
-pub const MAX_WORDS: usize = 1 << 22;
+/// Bound on `blocks * ceil(values / 64)`, the size of one family of
+/// per-block bit sets, for running the global passes (2 to 6). Each pass
+/// costs about this many word operations per round, so the bound keeps the
+/// clean-up of any function to a fraction of a second; larger functions get
+/// block merging and layout only.
+pub const MAX_WORDS: usize = 1 << 18;
+
+/// Rounds of the global passes, and of dead-code removal within a round.
+const ROUNDS: usize = 6;
 
 /// Clean up reverse function `f` (see the module docs).
 pub fn reverse(f: &mut Function) {
     merge_blocks(f);
     let words = f.values.len().div_ceil(64);
     if f.blocks.len().saturating_mul(words) <= MAX_WORDS {
-        for _ in 0..6 {
+        for _ in 0..ROUNDS {
             let mut changed = known_zero(f);
             changed |= propagate_copies(f);
             changed |= remove_dead(f);
@@ -527,24 +533,36 @@ pub fn propagate_copies(f: &mut Function) -> bool {
 
 // ---- 4. liveness and dead code ------------------------------------------------------
 
-/// Registers live at the start of each block.
+/// Registers live at the start of each block (a worklist over blocks:
+/// when a block's live-in set grows, its predecessors are looked at again).
 fn live_in(f: &Function) -> Vec<Bits> {
     let n = f.values.len();
     let nb = f.blocks.len();
     let succs = successors(f);
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
+    for (b, ss) in succs.iter().enumerate() {
+        for &s in ss {
+            preds[s].push(b);
+        }
+    }
     let mut live = vec![Bits::new(n, false); nb];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for b in (0..nb).rev() {
-            let mut l = Bits::new(n, false);
-            for &s in &succs[b] {
-                l.or_with(&live[s]);
-            }
-            step_block_backward(&f.blocks[b], &mut l);
-            if l != live[b] {
-                live[b] = l;
-                changed = true;
+    let mut queued = vec![true; nb];
+    // Blocks last to first: reverse code mostly flows to later blocks.
+    let mut work: Vec<usize> = (0..nb).collect();
+    let mut l = Bits::new(n, false);
+    while let Some(b) = work.pop() {
+        queued[b] = false;
+        l.0.fill(0);
+        for &s in &succs[b] {
+            l.or_with(&live[s]);
+        }
+        step_block_backward(&f.blocks[b], &mut l);
+        if l != live[b] {
+            std::mem::swap(&mut live[b], &mut l);
+            for &p in &preds[b] {
+                if !std::mem::replace(&mut queued[p], true) {
+                    work.push(p);
+                }
             }
         }
     }
@@ -581,7 +599,7 @@ fn step_backward(inst: &Inst, l: &mut Bits) {
 /// dead half of a `take`).
 pub fn remove_dead(f: &mut Function) -> bool {
     let mut any = false;
-    loop {
+    for _ in 0..ROUNDS {
         let live = live_in(f);
         let mut changed = false;
         for b in 0..f.blocks.len() {
@@ -624,9 +642,10 @@ pub fn remove_dead(f: &mut Function) -> bool {
         }
         any |= changed;
         if !changed {
-            return any;
+            break;
         }
     }
+    any
 }
 
 // ---- 5. sinking writes ----------------------------------------------------------------
@@ -687,6 +706,7 @@ pub fn sink_writes(f: &mut Function) -> bool {
 pub fn coalesce(f: &mut Function) -> bool {
     // Candidate pairs: (register renamed away, register kept).
     let mut pairs: Vec<(ValueId, ValueId)> = Vec::new();
+    let mut seen = hashbrown::HashSet::new();
     let fixed = |f: &Function, v: ValueId| f.values[v.index()].konst.is_some();
     for block in &f.blocks {
         for inst in &block.insts {
@@ -701,7 +721,7 @@ pub fn coalesce(f: &mut Function) -> bool {
                 (true, false) => (s, t),
                 (true, true) => continue,
             };
-            if !pairs.contains(&pair) {
+            if seen.insert(pair) {
                 pairs.push(pair);
             }
         }

@@ -115,6 +115,55 @@ pub fn value_text(v: &Value, max: Option<usize>) -> String {
     }
 }
 
+/// The mask of `--wrt NAMES` (REPL: `grad @f(args) wrt NAMES`): which
+/// parameters of `f` to differentiate with respect to, from a comma- or
+/// space-separated list of parameter names (`%` optional). Every name must
+/// be a parameter of type f64 or f64[].
+pub fn wrt_mask(f: &vm::ir::Function, names: &str) -> Result<Vec<bool>, String> {
+    let mut mask = vec![false; f.params.len()];
+    let param_list = || {
+        f.params
+            .iter()
+            .filter(|p| f.ty(**p).is_differentiable())
+            .filter_map(|p| f.values[p.index()].name.as_ref())
+            .map(|n| format!("%{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut any = false;
+    for name in names.split([',', ' ']).filter(|n| !n.is_empty()) {
+        let bare = name.strip_prefix('%').unwrap_or(name);
+        let Some(i) = f
+            .params
+            .iter()
+            .position(|p| f.values[p.index()].name.as_deref() == Some(bare))
+        else {
+            return Err(format!(
+                "@{} has no parameter %{bare} (it can be differentiated with respect to {})",
+                f.name,
+                param_list()
+            ));
+        };
+        let ty = f.ty(f.params[i]);
+        if !ty.is_differentiable() {
+            return Err(format!(
+                "cannot differentiate @{} with respect to %{bare}: it is {ty}, not f64 or f64[]",
+                f.name
+            ));
+        }
+        mask[i] = true;
+        any = true;
+    }
+    if !any {
+        return Err(format!(
+            "--wrt names no parameter (@{} can be differentiated with respect to {})",
+            f.name,
+            param_list()
+        ));
+    }
+    Ok(mask)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
-use advm::args::{float_json, parse_json_args, value_json, value_text};
+use advm::args::{float_json, parse_json_args, value_json, value_text, wrt_mask};
 use advm::fd;
 use serde_json::json;
 use std::fmt::Display;
@@ -201,9 +201,35 @@ fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
     Ok((engine, f, args))
 }
 
+/// The parameters `--wrt` selects (`None`: every f64 and f64[] one).
+fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option<Vec<bool>>, Fail> {
+    wrt.map(|names| wrt_mask(engine.module().func(f), names).map_err(Fail::Usage))
+        .transpose()
+}
+
+/// Value and gradient of `f`, with respect to the parameters `wrt` selects.
+fn gradient(
+    engine: &mut Engine,
+    f: FuncId,
+    args: &[Value],
+    wrt: Option<&[bool]>,
+    out: &mut Gradient,
+) -> Result<(), Fail> {
+    match wrt {
+        Some(mask) => engine.grad_wrt_into(f, args, mask, out)?,
+        None => engine.grad_into(f, args, out)?,
+    }
+    Ok(())
+}
+
 pub fn run(a: &CallArgs) -> u8 {
     finish(
         (|| {
+            if a.wrt.is_some() {
+                return Err(Fail::Usage(
+                    "--wrt applies to grad, check and bench, not to run".into(),
+                ));
+            }
             let (mut engine, f, args) = prepare(a)?;
             let v = engine.run(f, &args)?;
             if a.json {
@@ -233,7 +259,9 @@ pub fn grad(a: &CallArgs) -> u8 {
     finish(
         (|| {
             let (mut engine, f, args) = prepare(a)?;
-            let g = engine.grad(f, &args)?;
+            let wrt = selection(&engine, f, a.wrt.as_deref())?;
+            let mut g = Gradient::default();
+            gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
             if a.json {
                 let grads: Vec<serde_json::Value> = g
                     .grad
@@ -257,7 +285,9 @@ pub fn check(a: &CallArgs) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
-        let g = engine.grad(f, &args)?;
+        let wrt = selection(&engine, f, a.wrt.as_deref())?;
+        let mut g = Gradient::default();
+        gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
         let rows = fd::compare(&args, &g.grad, &names, |probe| {
             match engine.run(f, probe)? {
                 Value::F64(y) => Ok(y),
@@ -316,9 +346,25 @@ pub fn check(a: &CallArgs) -> u8 {
     }
 }
 
-pub fn disasm(file: &Path, func: Option<&str>, ad: bool) -> u8 {
+pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
+        if let (Some(names), Some(name)) = (wrt, func) {
+            let f = pick(&engine, Some(name), file)?;
+            emit(vm::disasm::function_in(
+                engine.program().func(f),
+                Some(engine.program()),
+            ))?;
+            let mask = selection(&engine, f, Some(names))?.unwrap_or_default();
+            let d = engine.derive_wrt(f, &mask)?;
+            for g in engine.reachable_from(d) {
+                emit(vm::disasm::function_in(
+                    engine.program().func(g),
+                    Some(engine.program()),
+                ))?;
+            }
+            return Ok(());
+        }
         let targets: Vec<FuncId> = match func {
             Some(name) => vec![pick(&engine, Some(name), file)?],
             None => (0..engine.module().funcs.len())
@@ -387,14 +433,15 @@ pub fn bench(a: &CallArgs) -> u8 {
     finish(
         (|| {
             let (mut engine, f, args) = prepare(a)?;
+            let wrt = selection(&engine, f, a.wrt.as_deref())?;
             // Fail early with the real error rather than inside the loops.
             engine.run(f, &args)?;
             let mut out = Gradient::default();
-            engine.grad_into(f, &args, &mut out)?;
+            gradient(&mut engine, f, &args, wrt.as_deref(), &mut out)?;
             let (primal_ns, allocs_primal) =
                 time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
             let (grad_ns, allocs_grad) =
-                time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))?;
+                time_calls(|| gradient(&mut engine, f, &args, wrt.as_deref(), &mut out))?;
             let ratio = grad_ns / primal_ns;
             if a.json {
                 emit(json!({
@@ -424,7 +471,7 @@ pub fn repl(file: Option<&Path>) -> u8 {
 }
 
 /// `advm cfg FILE --fn NAME [--ad]`: Graphviz DOT on stdout.
-pub fn cfg(file: &Path, func: &str, ad: bool) -> u8 {
+pub fn cfg(file: &Path, func: &str, ad: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
         let f = pick(&engine, Some(func), file)?;
@@ -434,7 +481,10 @@ pub fn cfg(file: &Path, func: &str, ad: bool) -> u8 {
                 engine.module().func(f),
             ));
         }
-        let d = engine.derive(f)?;
+        let d = match selection(&engine, f, wrt)? {
+            Some(mask) => engine.derive_wrt(f, &mask)?,
+            None => engine.derive(f)?,
+        };
         let (Some(fwd), Some(rev)) = (engine.derived_ir(d.fwd), engine.derived_ir(d.rev)) else {
             return Err(Fail::Internal("derived IR missing".into()));
         };

@@ -41,6 +41,12 @@
 //!   `--max-heap-bytes N` (see `vm::interp::Limits` and
 //!   `docs/reliability.md`); hitting one is a trap (status 1).
 //! * Status 64 also for a function too large to differentiate (above).
+//! * `--wrt NAMES` on grad, check, bench, `disasm --ad --fn` and `cfg --ad`:
+//!   differentiate with respect to the named parameters only (comma-
+//!   separated, `%` optional; each an f64 or f64[] parameter, else status
+//!   64). The other parameters get no gradient (`-` in text, `null` in
+//!   JSON, skipped by `check`), and the derived code does none of their
+//!   work. In the REPL: `grad @f(args) wrt x, y`.
 
 pub mod args;
 pub mod fd;

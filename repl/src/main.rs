@@ -91,6 +91,10 @@ pub struct CallArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Differentiate with respect to these parameters only (comma-separated
+    /// names; grad, check and bench). The others get no gradient.
+    #[arg(long, value_name = "NAMES")]
+    pub wrt: Option<String>,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -110,6 +114,9 @@ enum Command {
         func: Option<String>,
         #[arg(long)]
         ad: bool,
+        /// With --ad and --fn: derive with respect to these parameters only.
+        #[arg(long, value_name = "NAMES", requires_all = ["ad", "func"])]
+        wrt: Option<String>,
     },
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
@@ -122,6 +129,9 @@ enum Command {
         func: String,
         #[arg(long)]
         ad: bool,
+        /// With --ad: derive with respect to these parameters only.
+        #[arg(long, value_name = "NAMES", requires = "ad")]
+        wrt: Option<String>,
     },
 }
 
@@ -143,9 +153,19 @@ fn main() -> ExitCode {
         Some(Command::Grad(a)) => commands::grad(&a),
         Some(Command::Check(a)) => commands::check(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
-        Some(Command::Disasm { file, func, ad }) => commands::disasm(&file, func.as_deref(), ad),
+        Some(Command::Disasm {
+            file,
+            func,
+            ad,
+            wrt,
+        }) => commands::disasm(&file, func.as_deref(), ad, wrt.as_deref()),
         Some(Command::Repl { file }) => commands::repl(file.as_deref()),
-        Some(Command::Cfg { file, func, ad }) => commands::cfg(&file, &func, ad),
+        Some(Command::Cfg {
+            file,
+            func,
+            ad,
+            wrt,
+        }) => commands::cfg(&file, &func, ad, wrt.as_deref()),
         None => commands::repl(None),
     };
     ExitCode::from(status)

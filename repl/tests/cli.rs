@@ -646,3 +646,70 @@ fn an_unwritable_stdout_exits_74() {
     assert_eq!(status(&o), 74, "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("cannot write to standard output"));
 }
+
+#[test]
+fn grad_with_respect_to_some_parameters() {
+    let logreg = "programs/bench/logreg.adasm";
+    let args = "[[0.5, -1.0, 0.25, 2.0, -0.5, 1.5], [1.0, -1.0, 1.0], [0.1, -0.2], 3, 2]";
+    let full = ok_json(&["grad", logreg, "--fn", "logreg", "--args", args, "--json"]);
+    let part = ok_json(&[
+        "grad", logreg, "--fn", "logreg", "--args", args, "--json", "--wrt", "%w",
+    ]);
+    assert_eq!(part["value"], full["value"]);
+    assert_eq!(part["grad"][2], full["grad"][2], "the same numbers for w");
+    for i in [0, 1, 3, 4] {
+        assert!(part["grad"][i].is_null(), "{part}");
+    }
+    // Several names, with or without %, comma-separated.
+    let two = ok_json(&[
+        "grad", logreg, "--fn", "logreg", "--args", args, "--json", "--wrt", "w,%y",
+    ]);
+    assert_eq!(two["grad"][1], full["grad"][1]);
+    assert_eq!(two["grad"][2], full["grad"][2]);
+    assert!(two["grad"][0].is_null(), "{two}");
+    // Text output marks the unselected parameters like integers.
+    let out = ok(&[
+        "grad", logreg, "--fn", "logreg", "--args", args, "--wrt", "w",
+    ]);
+    assert!(out.contains("∂X = -") && out.contains("∂w = ["), "{out}");
+    // check compares the selected entries only.
+    let c = ok_json(&[
+        "check", logreg, "--fn", "logreg", "--args", args, "--json", "--wrt", "w",
+    ]);
+    let entries = c["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2, "{c}");
+    assert!(entries
+        .iter()
+        .all(|e| e["param"].as_str().is_some_and(|p| p.starts_with("w"))));
+    // The derived code is named after the selection.
+    let text = ok(&["disasm", logreg, "--fn", "logreg", "--ad", "--wrt", "w"]);
+    assert!(text.contains("@logreg.rev.wrt.w("), "{text}");
+    // Bad selections are bad usage.
+    for (wrt, why) in [
+        ("N", "%N: it is i64"),
+        ("nope", "no parameter %nope"),
+        ("", "names no parameter"),
+    ] {
+        let o = advm(&[
+            "grad", logreg, "--fn", "logreg", "--args", args, "--wrt", wrt,
+        ]);
+        assert_eq!(status(&o), 64, "{wrt:?}");
+        assert!(text_of(&o).contains(why), "{wrt:?}: {}", text_of(&o));
+        assert!(o.stdout.is_empty());
+    }
+    let o = advm(&[
+        "run", logreg, "--fn", "logreg", "--args", args, "--wrt", "w",
+    ]);
+    assert_eq!(status(&o), 64);
+    assert!(
+        text_of(&o).contains("--wrt applies to grad"),
+        "{}",
+        text_of(&o)
+    );
+    // disasm --wrt needs --ad and --fn.
+    assert_eq!(status(&advm(&["disasm", logreg, "--ad", "--wrt", "w"])), 64);
+}
+
+fn text_of(o: &Output) -> String {
+    text(&o.stderr)
+}

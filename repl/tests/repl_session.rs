@@ -123,6 +123,8 @@ entry:
     ret %c
 }
 grad @scale([1.0, 2.0, 3.0], 3, 0.5)
+grad @scale([1.0, 2.0, 3.0], 3, 0.5) wrt s
+grad @scale([1.0, 2.0, 3.0], 3, 0.5) wrt %a, n
 grad @scale([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20], 20, 2)
 @fill(3)
 @fill(40)
@@ -143,6 +145,10 @@ grad @flag(true)
             "∂a = [0, 0, 0.5]",
             "∂n = -",
             "∂s = 3",
+            "value = 1.5",
+            "∂a = -",
+            "∂n = -",
+            "∂s = 3",
             "value = 40",
             "∂a = [0, 0, 0, 0, … 12 more …, 0, 0, 0, 2] (length 20)",
             "∂n = -",
@@ -156,6 +162,10 @@ grad @flag(true)
     );
     assert!(
         err.contains("cannot differentiate: @flag returns bool"),
+        "{err}"
+    );
+    assert!(
+        err.contains("cannot differentiate @scale with respect to %n: it is i64"),
         "{err}"
     );
 }

@@ -4,8 +4,11 @@
 //!   `Vm::call_raw` (array arguments copied into the VM heap, whose buffers
 //!   are reused): no allocation per call after the first, unlike
 //!   `Engine::run`, which converts `Value`s in and out.
-//! * [`Advm::grad`] is `ad::Engine::grad_into` (forward function, then
-//!   reverse function, on the engine's VM), allocation-free after warm-up.
+//! * [`Advm::grad`] is `ad::Engine::grad_wrt_into` with respect to the
+//!   suite's differentiated inputs ([`crate::Input::wrt`]; forward function,
+//!   then reverse function, on the engine's VM), allocation-free after
+//!   warm-up. Like the other implementations, it does no work for the other
+//!   inputs (logreg's data `X` and `y`, mlp's input `x`).
 
 use crate::Input;
 use ad::{AdError, Engine, Gradient};
@@ -19,6 +22,8 @@ pub struct Advm {
     f: FuncId,
     args: Vec<Value>,
     wrt: &'static [usize],
+    /// `wrt` as one flag per argument.
+    mask: Vec<bool>,
     out: Gradient,
     /// The user program, lowered and verified separately for
     /// [`Advm::primal`] (the engine's VM and program cannot be borrowed at
@@ -67,11 +72,13 @@ impl Advm {
         let f = engine
             .find(func)
             .ok_or_else(|| format!("{path}: no function @{func}"))?;
+        let mask = (0..args.len()).map(|i| wrt.contains(&i)).collect();
         Ok(Advm {
             engine,
             f,
             args,
             wrt,
+            mask,
             out: Gradient::default(),
             program,
             vm: Vm::default(),
@@ -119,10 +126,11 @@ impl Advm {
         }
     }
 
-    /// Value and gradient by `Engine::grad_into`; the gradient is in
-    /// [`Advm::gradient`].
+    /// Value and gradient by `Engine::grad_wrt_into` with respect to the
+    /// suite's differentiated inputs; the gradient is in [`Advm::gradient`].
     pub fn grad(&mut self) -> Result<f64, AdError> {
-        self.engine.grad_into(self.f, &self.args, &mut self.out)?;
+        self.engine
+            .grad_wrt_into(self.f, &self.args, &self.mask, &mut self.out)?;
         Ok(self.out.value)
     }
 
@@ -163,7 +171,10 @@ impl Advm {
     pub fn instruction_counts(&mut self) -> Result<InstrCounts, String> {
         self.primal().map_err(|e| e.to_string())?;
         let primal = self.vm.executed();
-        let d = self.engine.derive(self.f).map_err(|e| e.to_string())?;
+        let d = self
+            .engine
+            .derive_wrt(self.f, &self.mask)
+            .map_err(|e| e.to_string())?;
         let program = self.engine.program().clone();
         let mut vm = Vm::default();
         vm.begin(true);

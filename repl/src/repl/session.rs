@@ -35,7 +35,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "write f.dot and f.ad.dot (and SVGs with Graphviz)",
     ),
     (":time", " [grad] @f(args)", "median time per call"),
-    ("grad", " @f(args)", "value and gradient"),
+    ("grad", " @f(args) [wrt x, y]", "value and gradient"),
 ];
 
 pub const HELP: &str = "\
@@ -43,7 +43,7 @@ pub const HELP: &str = "\
     ...                       until the braces balance (Ctrl-C abandons it)
   }
   @f(args)                    run: @pow(2.0, 10), arrays as [1.0, 2.0]
-  grad @f(args)               value and gradient
+  grad @f(args) [wrt x, y]    value and gradient (wrt: only these parameters)
   :time @f(args)              median time per call after warm-up
   :time grad @f(args)         the same for the gradient
   :disasm [@f]                bytecode
@@ -429,10 +429,33 @@ impl Session {
         Ok(crate::args::value_text(&v, Some(16)))
     }
 
-    fn grad(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
-        let (f, args) = self.call(line, rest_at)?;
+    /// A call `@f(args)` starting at `start`, optionally followed by
+    /// `wrt NAMES` (the parameters to differentiate with respect to).
+    fn call_wrt(
+        &mut self,
+        line: &str,
+        start: usize,
+    ) -> Result<(FuncId, Vec<Value>, Option<Mask>), Problem> {
+        let Some((call_end, names_at)) = split_wrt(line, start) else {
+            let (f, args) = self.call(line, start)?;
+            return Ok((f, args, None));
+        };
+        let (f, args) = self.call(&line[..call_end], start)?;
+        let names = &line[names_at..];
         let engine = self.engine_mut()?;
-        let g = engine.grad(f, &args).map_err(ad_problem)?;
+        let mask = crate::args::wrt_mask(engine.module().func(f), names)
+            .map_err(|m| Problem::at(m, names_at..line.len()))?;
+        Ok((f, args, Some(mask)))
+    }
+
+    fn grad(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let (f, args, wrt) = self.call_wrt(line, rest_at)?;
+        let engine = self.engine_mut()?;
+        let g = match &wrt {
+            Some(mask) => engine.grad_wrt(f, &args, mask),
+            None => engine.grad(f, &args),
+        }
+        .map_err(ad_problem)?;
         let names = param_names(engine.module().func(f));
         let mut out = vec![format!("value = {}", g.value)];
         out.extend(gradient_lines(&names, &g, Some(8)));
@@ -448,7 +471,12 @@ impl Session {
             }
             _ => (false, rest_at),
         };
-        let (f, args) = self.call(line, start)?;
+        let (f, args, wrt) = if is_grad {
+            self.call_wrt(line, start)?
+        } else {
+            let (f, args) = self.call(line, start)?;
+            (f, args, None)
+        };
         let engine = self.engine_mut()?;
         let fail = |e: Fail| match e {
             Fail::Usage(m) | Fail::Assembly(m) | Fail::Trap(m) | Fail::Internal(m) => {
@@ -457,10 +485,17 @@ impl Session {
         };
         let (ns, allocs) = if is_grad {
             let mut out = Gradient::default();
+            let mask = wrt.unwrap_or_else(|| ad::analysis::all_params(engine.module().func(f)));
             // The first call builds the derived code; keep it out of the timing.
-            engine.grad_into(f, &args, &mut out).map_err(ad_problem)?;
-            commands::time_calls(|| engine.grad_into(f, &args, &mut out).map_err(Fail::from))
-                .map_err(fail)?
+            engine
+                .grad_wrt_into(f, &args, &mask, &mut out)
+                .map_err(ad_problem)?;
+            commands::time_calls(|| {
+                engine
+                    .grad_wrt_into(f, &args, &mask, &mut out)
+                    .map_err(Fail::from)
+            })
+            .map_err(fail)?
         } else {
             engine.run(f, &args).map_err(ad_problem)?;
             commands::time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))
@@ -558,6 +593,27 @@ pub fn signature(f: &vm::ir::Function) -> String {
             .join(", "),
     };
     format!("({}) -> {ret}", params.join(", "))
+}
+
+/// Which parameters to differentiate with respect to (one flag each).
+type Mask = Vec<bool>;
+
+/// Where a call `@f(args)` starting at `start` ends and where the names of
+/// a following `wrt NAMES` start, if there is such a clause: the call ends
+/// at its last `)`, which must be followed by the word `wrt`.
+fn split_wrt(line: &str, start: usize) -> Option<(usize, usize)> {
+    let close = start + line.get(start..)?.rfind(')')?;
+    let rest = &line[close + 1..];
+    let lead = rest.len() - rest.trim_start().len();
+    let after = rest.trim_start().strip_prefix("wrt")?;
+    if !(after.is_empty() || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let names = after.trim_start();
+    Some((
+        close + 1,
+        close + 1 + lead + 3 + (after.len() - names.len()),
+    ))
 }
 
 fn param_names(f: &vm::ir::Function) -> Vec<String> {
