@@ -234,9 +234,18 @@ fn successors(f: &Function) -> Vec<Vec<usize>> {
 /// the name of the block it led to.
 pub fn merge_blocks(f: &mut Function) {
     thread_empty_blocks(f);
+    // Blocks jumped over above are unreachable now: they must not count as
+    // predecessors.
     let n = f.blocks.len();
+    let reach = reachable(f);
     let mut npreds = vec![0usize; n];
-    for b in &f.blocks {
+    for b in f
+        .blocks
+        .iter()
+        .zip(&reach)
+        .filter(|(_, r)| **r)
+        .map(|(b, _)| b)
+    {
         let mut ss = b.term.successors();
         ss.dedup();
         for s in ss {
@@ -245,7 +254,7 @@ pub fn merge_blocks(f: &mut Function) {
     }
     let mut gone = vec![false; n];
     for a in 0..n {
-        if gone[a] {
+        if gone[a] || !reach[a] {
             continue;
         }
         while let Term::Jmp(b) = f.blocks[a].term {
@@ -274,14 +283,7 @@ pub fn merge_blocks(f: &mut Function) {
         }
     }
     // Keep the blocks reachable from the entry, in their order.
-    let succs = successors(f);
-    let mut reach = vec![false; n];
-    let mut stack = vec![0usize];
-    while let Some(b) = stack.pop() {
-        if b < n && !std::mem::replace(&mut reach[b], true) {
-            stack.extend(&succs[b]);
-        }
-    }
+    let reach = reachable(f);
     let mut new_index = vec![0u32; n];
     let mut next = 0u32;
     for b in 0..n {
@@ -307,6 +309,20 @@ pub fn merge_blocks(f: &mut Function) {
         }
         f.blocks.push(block);
     }
+}
+
+/// Which blocks the entry block reaches.
+fn reachable(f: &Function) -> Vec<bool> {
+    let n = f.blocks.len();
+    let succs = successors(f);
+    let mut reach = vec![false; n];
+    let mut stack = vec![0usize];
+    while let Some(b) = stack.pop() {
+        if b < n && !std::mem::replace(&mut reach[b], true) {
+            stack.extend(&succs[b]);
+        }
+    }
+    reach
 }
 
 /// Send every edge into an empty block that only jumps on to where it
@@ -917,5 +933,235 @@ pub fn layout(f: &mut Function) {
             Term::Ret(_) | Term::RetN(_) => {}
         }
         f.blocks.push(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vm::ir::{Block, Loc};
+
+    /// A reverse-like function under construction: registers are f64
+    /// values `r0..rn`, those listed in `params` parameters.
+    struct Build {
+        f: Function,
+    }
+
+    impl Build {
+        fn new(nregs: usize, params: &[usize]) -> Build {
+            let mut f = Function {
+                name: "t".into(),
+                params: Vec::new(),
+                ret: vm::ir::RetType::Many(vec![Type::F64]),
+                values: Vec::new(),
+                blocks: Vec::new(),
+                loc: Loc::default(),
+            };
+            for i in 0..nregs {
+                let v = f.new_value(Type::F64, Some(format!("r{i}")));
+                if params.contains(&i) {
+                    f.params.push(v);
+                }
+            }
+            Build { f }
+        }
+
+        fn konst(&mut self, x: f64) -> ValueId {
+            self.f.new_const(Type::F64, x.to_bits())
+        }
+
+        fn block(&mut self, name: &str, insts: Vec<Inst>, term: Term) -> &mut Build {
+            self.f.blocks.push(Block {
+                name: name.into(),
+                phis: Vec::new(),
+                insts,
+                term,
+                term_loc: Loc::default(),
+            });
+            self
+        }
+    }
+
+    fn r(i: u32) -> ValueId {
+        ValueId(i)
+    }
+
+    fn i(op: Op, dst: Option<u32>, args: &[u32]) -> Inst {
+        Inst::new(
+            op,
+            dst.map(r),
+            args.iter().map(|a| r(*a)).collect(),
+            Loc::default(),
+        )
+    }
+
+    fn ops(f: &Function) -> Vec<Vec<Op>> {
+        f.blocks
+            .iter()
+            .map(|b| b.insts.iter().map(|i| i.op).collect())
+            .collect()
+    }
+
+    #[test]
+    fn accumulating_into_a_known_zero_is_a_write_and_zeroing_it_again_goes() {
+        // r1 = 0 at entry; r1 += r0; r2 = 0 (known); r2 += r1 * r0.
+        let mut b = Build::new(3, &[0]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::Acc, None, &[1, 0]),
+                i(Op::Zero, Some(2), &[]),
+                i(Op::AccMul, None, &[2, 1, 0]),
+            ],
+            Term::RetN(vec![r(2)]),
+        );
+        assert!(known_zero(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::Mov, Op::MulF]]);
+        assert_eq!(b.f.blocks[0].insts[0].dst, Some(r(1)));
+        assert_eq!(b.f.blocks[0].insts[1].args, [r(1), r(0)]);
+    }
+
+    #[test]
+    fn a_register_written_on_one_path_only_is_not_known_zero_at_the_join() {
+        // entry: br r?, a, j ; a: r1 += r0 ; j: r1 += r0 (must stay an acc).
+        let mut b = Build::new(2, &[0]);
+        let cond = b.f.new_value(Type::Bool, None);
+        b.f.params.push(cond);
+        b.block(
+            "entry",
+            vec![],
+            Term::Br {
+                cond,
+                then_: BlockId(1),
+                else_: BlockId(2),
+            },
+        )
+        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(2)))
+        .block("j", vec![i(Op::Acc, None, &[1, 0])], Term::RetN(vec![r(1)]));
+        known_zero(&mut b.f);
+        assert_eq!(ops(&b.f), [vec![], vec![Op::Mov], vec![Op::Acc]]);
+    }
+
+    #[test]
+    fn adding_a_zero_cotangent_goes_unless_the_factor_may_be_infinite() {
+        // r1 is never written (zero); r2 += r1; r2 += r1 * 2.0 go;
+        // r2 += r1 * r0 stays (r0 may be inf, and 0 * inf is nan).
+        let mut b = Build::new(3, &[0]);
+        let two = b.konst(2.0);
+        b.block(
+            "entry",
+            vec![
+                i(Op::Acc, None, &[2, 0]),
+                i(Op::Acc, None, &[2, 1]),
+                Inst::new(Op::AccMul, None, vec![r(2), r(1), two], Loc::default()),
+                i(Op::AccMul, None, &[2, 1, 0]),
+            ],
+            Term::RetN(vec![r(2)]),
+        );
+        known_zero(&mut b.f);
+        assert_eq!(ops(&b.f), [[Op::Mov, Op::AccMul]]);
+    }
+
+    #[test]
+    fn dead_writes_go_and_a_take_keeps_its_live_half() {
+        // r1 = r0 (dead); take r2 <- r0 with r0 dead afterwards: a copy.
+        let mut b = Build::new(3, &[0]);
+        b.block(
+            "entry",
+            vec![i(Op::Mov, Some(1), &[0]), i(Op::Take, Some(2), &[0])],
+            Term::RetN(vec![r(2)]),
+        );
+        assert!(remove_dead(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::Mov]]);
+        assert_eq!(b.f.blocks[0].insts[0].dst, Some(r(2)));
+    }
+
+    #[test]
+    fn copies_merge_registers_only_when_their_live_ranges_do_not_overlap() {
+        // r1 = r0; r2 = r1 * r1; ret r2: r1 and r0 can share.
+        let mut b = Build::new(3, &[0]);
+        b.block(
+            "entry",
+            vec![i(Op::Mov, Some(1), &[0]), i(Op::MulF, Some(2), &[1, 1])],
+            Term::RetN(vec![r(2)]),
+        );
+        assert!(coalesce(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::MulF]]);
+        assert_eq!(b.f.blocks[0].insts[0].args, [r(0), r(0)]);
+        // r1 = r0; r0 = r0 * r0; r2 = r1 + r0: r1 must keep the old r0.
+        let mut b = Build::new(3, &[0]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::Mov, Some(1), &[0]),
+                i(Op::MulF, Some(0), &[0, 0]),
+                i(Op::AddF, Some(2), &[1, 0]),
+            ],
+            Term::RetN(vec![r(2)]),
+        );
+        assert!(!coalesce(&mut b.f));
+    }
+
+    #[test]
+    fn a_write_sinks_below_the_last_reader_of_its_copy() {
+        // r1 = r0; r0 = r0 * r2; r3 += r1 * r2  ->  the mul moves last, and
+        // then r1 and r0 can share a register.
+        let mut b = Build::new(4, &[0, 2]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::Mov, Some(1), &[0]),
+                i(Op::MulF, Some(0), &[0, 2]),
+                i(Op::AccMul, None, &[3, 1, 2]),
+            ],
+            Term::RetN(vec![r(0), r(3)]),
+        );
+        assert!(sink_writes(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::Mov, Op::AccMul, Op::MulF]]);
+        assert!(coalesce(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::AccMul, Op::MulF]]);
+    }
+
+    #[test]
+    fn a_loop_test_is_laid_out_after_the_loop_body() {
+        // 0 -> 1 (test) -> {2 exit, 3 body}; 3 -> 1.
+        let mut b = Build::new(1, &[0]);
+        let cond = b.f.new_value(Type::Bool, None);
+        b.f.params.push(cond);
+        b.block("entry", vec![], Term::Jmp(BlockId(1)))
+            .block(
+                "test",
+                vec![],
+                Term::Br {
+                    cond,
+                    then_: BlockId(2),
+                    else_: BlockId(3),
+                },
+            )
+            .block("exit", vec![], Term::RetN(vec![r(0)]))
+            .block(
+                "body",
+                vec![i(Op::NegF, Some(0), &[0])],
+                Term::Jmp(BlockId(1)),
+            );
+        layout(&mut b.f);
+        let names: Vec<&str> = b.f.blocks.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["entry", "body", "test", "exit"]);
+        assert_eq!(b.f.blocks[1].term, Term::Jmp(BlockId(2)));
+    }
+
+    #[test]
+    fn blocks_with_one_predecessor_are_merged_and_empty_ones_skipped() {
+        let mut b = Build::new(1, &[0]);
+        b.block("entry", vec![], Term::Jmp(BlockId(1)))
+            .block("edge.x", vec![], Term::Jmp(BlockId(2)))
+            .block(
+                "rev.x",
+                vec![i(Op::NegF, Some(0), &[0])],
+                Term::RetN(vec![r(0)]),
+            );
+        merge_blocks(&mut b.f);
+        assert_eq!(b.f.blocks.len(), 1);
+        assert_eq!(ops(&b.f), [[Op::NegF]]);
     }
 }
