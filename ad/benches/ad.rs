@@ -3,6 +3,11 @@
 //! * `stacks`: ns per `comms.push` + `comms.pop` pair and per `blk.push` +
 //!   `blk.pop` pair, from loops of 8 pushes or pops per iteration, minus the
 //!   same loop doing 8 register copies.
+//! * `dispatch`: the same loops doing 8 `add.f`, 8 `mul.f`, 8 `sin` or 8
+//!   calls of a function that returns its argument: minus the copy loop,
+//!   the cost of one such instruction (or call + return) over a copy.
+//! * `iteration`: powloop (n = 1000) forward function alone, and forward
+//!   then reverse: per iteration of each loop, divide by 1000.
 //! * `ratio/<program>`: primal call vs gradient call on the suite programs,
 //!   in one group so that the ratio is measured in one run.
 
@@ -16,6 +21,8 @@ use vm::op::Op;
 use vm::{Type, Vm};
 
 const PER_ITER: usize = 8;
+/// Index of `@id(x) = x` in the dispatch module (the callee of `call`).
+const IDENTITY: u32 = 4;
 const ITERS: i64 = 1000;
 
 /// `for i < n { body x 8 }; ret 0.0` where `body` is one instruction kind.
@@ -58,6 +65,13 @@ fn loop_fn(name: &str, op: Op) -> Function {
                 let mut p = Inst::new(Op::BlkPush, None, vec![], l);
                 p.imm = 0;
                 p
+            }
+            Op::AddF | Op::MulF => Inst::new(op, Some(y), vec![x, x], l),
+            Op::Sin => Inst::new(Op::Sin, Some(y), vec![x], l),
+            Op::Call => {
+                let mut call = Inst::new(Op::Call, Some(y), vec![x], l);
+                call.callee = Some(FuncId(IDENTITY));
+                call
             }
             _ => Inst::new(Op::Mov, Some(y), vec![x], l),
         });
@@ -153,6 +167,91 @@ fn stacks(c: &mut Criterion) {
     g.finish();
 }
 
+/// `@id(%x: f64) -> f64 { ret %x }`.
+fn identity() -> Function {
+    let mut f = Function {
+        name: "id".into(),
+        params: Vec::new(),
+        ret: RetType::One(Type::F64),
+        values: Vec::new(),
+        blocks: Vec::new(),
+        loc: Loc::default(),
+    };
+    let x = f.new_value(Type::F64, Some("x".into()));
+    f.params.push(x);
+    f.blocks.push(Block {
+        name: "entry".into(),
+        phis: Vec::new(),
+        insts: Vec::new(),
+        term: Term::Ret(x),
+        term_loc: Loc::default(),
+    });
+    f
+}
+
+fn dispatch(c: &mut Criterion) {
+    let module = Module {
+        funcs: vec![
+            loop_fn("mov", Op::Mov),
+            loop_fn("add", Op::AddF),
+            loop_fn("mul", Op::MulF),
+            loop_fn("sin", Op::Sin),
+            identity(),
+            loop_fn("call", Op::Call),
+        ],
+    };
+    let mut p: Program = vm::lower::lower_module(&module).expect("lowers");
+    vm::verify::verify_program(&mut p).expect("verifies");
+    let mut vm = Vm::default();
+    let args = [ITERS as u64, 1.5f64.to_bits()];
+    let mut g = c.benchmark_group("dispatch");
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(2));
+    for (name, id) in [
+        ("copy_8000_baseline", 0),
+        ("add_8000", 1),
+        ("mul_8000", 2),
+        ("sin_8000", 3),
+        ("call_return_8000", 5),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| vm.call_raw(&p, FuncId(id), black_box(&args)).expect("runs"))
+        });
+    }
+    g.finish();
+}
+
+fn iteration(c: &mut Criterion) {
+    let src =
+        std::fs::read_to_string(testkit::workspace_root().join("programs/bench/powloop.adasm"))
+            .expect("program");
+    let module = assembler::assemble(&src, "powloop.adasm").expect("assembles");
+    let mut engine = Engine::new(module).expect("verifies");
+    let f = engine.find("pow").expect("pow");
+    let d = engine.derive(f).expect("derives");
+    let p = engine.program().clone();
+    let mut vm = Vm::default();
+    let args = [1.0001f64.to_bits(), 1000];
+    let seed = [1.0f64.to_bits()];
+    let mut g = c.benchmark_group("iteration");
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(2));
+    g.bench_function("powloop_forward_1000", |b| {
+        b.iter(|| {
+            vm.begin(true);
+            vm.call_raw(&p, d.fwd, black_box(&args)).expect("forward");
+        })
+    });
+    g.bench_function("powloop_forward_reverse_1000", |b| {
+        b.iter(|| {
+            vm.begin(true);
+            vm.call_raw(&p, d.fwd, black_box(&args)).expect("forward");
+            vm.call_raw(&p, d.rev, black_box(&seed)).expect("reverse");
+        })
+    });
+    g.finish();
+}
+
 fn ratio(c: &mut Criterion) {
     let root = testkit::workspace_root();
     for case in testkit::suite::cases() {
@@ -180,5 +279,5 @@ fn ratio(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, stacks, ratio);
+criterion_group!(benches, stacks, dispatch, iteration, ratio);
 criterion_main!(benches);
