@@ -353,12 +353,16 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
         let mut w = [0u8; 12];
         w[0] = op as u8;
         // The flags byte is reserved (zero) except on fused compare-and-
-        // branch instructions, where it holds the condition.
-        let fused = matches!(op, Op::JmpCmpI | Op::JmpCmpF);
+        // branch and step-and-branch instructions, where it holds the
+        // condition.
+        let fused = op.flag_bits() != 0;
         w[1] = if !rng.chance(0.9) {
             rng.next_u64() as u8
         } else if fused {
-            rng.below(6) as u8 | if rng.chance(0.5) { 8 } else { 0 }
+            // Condition, negation, and (on `jmp.step.i`) subtraction.
+            let neg = if rng.chance(0.5) { 8 } else { 0 };
+            let sub = if rng.chance(0.5) { 16 } else { 0 };
+            (rng.below(6) as u8 | neg | sub) & op.flag_bits()
         } else {
             0
         };

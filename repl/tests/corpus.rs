@@ -420,6 +420,7 @@ fn corpus_uses_every_instruction() {
                 | vm::op::Op::JmpIfNot
                 | vm::op::Op::JmpCmpI
                 | vm::op::Op::JmpCmpF
+                | vm::op::Op::JmpStepI
                 | vm::op::Op::BlkPush
                 | vm::op::Op::BlkPop
                 | vm::op::Op::CommsPush

@@ -8,13 +8,12 @@
 //!   0000  copy        %r, 1.0
 //!   0001  copy        %k, %n
 //! head:
-//!   0002  jmp.ifnot.gt.i %k, 0, -> done (0006)
+//!   0002  jmp.ifnot.gt.i %k, 0, -> done (0005)
 //! body:
 //!   0003  mul.f       %r, %r, %x
-//!   0004  sub.i       %k, %k, 1
-//!   0005  jmp.if.gt.i %k, 0, -> body (0003)
+//!   0004  jmp.step.if.gt.i %k -= 1, 0, -> body (0003)
 //! done:
-//!   0006  ret         %r
+//!   0005  ret         %r
 //! ```
 //!
 //! * A header with the signature, the frame size and the constant count,
@@ -27,13 +26,15 @@
 //!   the accumulators of `call.acc`); `blk.pop` tables as
 //!   `[block: pc, ...]` in block-id order; `ret.n` lists as `(%a, %b)`.
 //!   Fused compare-and-branch prints as `jmp.if.<cc>.<t>` or
-//!   `jmp.ifnot.<cc>.<t>`.
+//!   `jmp.ifnot.<cc>.<t>`; the fused step-and-branch `jmp.step.i` as
+//!   `jmp.step.if.<cc>.i %i += 1, %n, -> body (0004)` (`-=` when it
+//!   subtracts): add 1 to `%i`, then jump if `%i <cc> %n`.
 //!
 //! [`instr`] formats one instruction for trap messages.
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::{Op, Operand};
+use crate::op::{Cond, Op, Operand, COND_NEGATE, STEP_SUB};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -111,7 +112,16 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
     for operand in ins.op.operands() {
         match operand {
             Operand::Def(_) | Operand::Use(_) | Operand::InOut(_) => {
-                ops.push(operand_text(f, ins.reg(slot)));
+                let text = operand_text(f, ins.reg(slot));
+                if ins.op == Op::JmpStepI && slot == 1 {
+                    // `%i += 1`: the step joins the counter.
+                    let sign = if ins.flags & STEP_SUB != 0 { '-' } else { '+' };
+                    if let Some(counter) = ops.pop() {
+                        ops.push(format!("{counter} {sign}= {text}"));
+                    }
+                } else {
+                    ops.push(text);
+                }
                 slot += 1;
             }
             Operand::Target => ops.push(target_text(f, ins.x)),
@@ -166,15 +176,19 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
             }
         }
     }
-    let mnemonic = match (ins.op, crate::op::Cond::from_flags(ins.flags)) {
-        (Op::JmpCmpI | Op::JmpCmpF, Some(c)) => {
-            let neg = if ins.flags & crate::op::COND_NEGATE != 0 {
+    let mnemonic = match (ins.op, Cond::from_flags(ins.flags)) {
+        (Op::JmpCmpI | Op::JmpCmpF | Op::JmpStepI, Some(c)) => {
+            let neg = if ins.flags & COND_NEGATE != 0 {
                 "ifnot"
             } else {
                 "if"
             };
-            let t = if ins.op == Op::JmpCmpI { "i" } else { "f" };
-            format!("jmp.{neg}.{}.{t}", c.name())
+            let (step, t) = match ins.op {
+                Op::JmpCmpI => ("", "i"),
+                Op::JmpCmpF => ("", "f"),
+                _ => ("step.", "i"),
+            };
+            format!("jmp.{step}{neg}.{}.{t}", c.name())
         }
         (op, _) => op.mnemonic().to_string(),
     };

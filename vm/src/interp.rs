@@ -43,7 +43,7 @@
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::op::{Op, COND_NEGATE};
+use crate::op::{Op, COND_NEGATE, STEP_SUB};
 use crate::regs::Window;
 use crate::types::{Type, Value};
 use std::fmt;
@@ -810,6 +810,19 @@ impl Vm {
                 }
                 Op::JmpCmpF => {
                     if holds(ins.flags, fr!(ins.r0), fr!(ins.r1)) {
+                        goto!(ins.x);
+                    }
+                }
+                Op::JmpStepI => {
+                    let step = ir!(ins.r1);
+                    let v = if ins.flags & STEP_SUB != 0 {
+                        ir!(ins.r0).wrapping_sub(step)
+                    } else {
+                        ir!(ins.r0).wrapping_add(step)
+                    };
+                    seti!(ins.r0, v);
+                    // `r2` after the write: it may be `r0` itself.
+                    if holds(ins.flags, v, ir!(ins.r2)) {
                         goto!(ins.x);
                     }
                 }

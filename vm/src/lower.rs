@@ -11,10 +11,17 @@
 //!   sequentialised so that cycles (the swap `a <- b, b <- a`) go through a
 //!   scratch register.
 //! * Blocks are laid out in IR order; a jump to the next block is omitted.
+//! * Fusion: a `br` on a comparison computed by the block's last
+//!   instruction becomes one compare-and-branch (`jmp.cmp.i`, `jmp.cmp.f`);
+//!   a `jmp` to a block that only compares and branches (a loop header) is
+//!   threaded into the same; and a counter step `add.i %c, %c, s` or
+//!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch
+//!   on `%c` joins it as `jmp.step.i` (see `Lowerer::take_step`), so a
+//!   counted loop ends in one instruction.
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
-use crate::op::{Cond, Op, Operand, COND_NEGATE};
+use crate::op::{Cond, Op, Operand, COND_NEGATE, STEP_SUB};
 use crate::types::Type;
 use std::fmt;
 
@@ -106,6 +113,8 @@ struct Lowerer<'f> {
     lists: Vec<Vec<Reg>>,
     /// How often each value is read.
     uses: Vec<u32>,
+    /// Where the code of the block being lowered starts.
+    block_start: usize,
 }
 
 /// Lower one function.
@@ -167,11 +176,13 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         table_blocks: Vec::new(),
         lists: Vec::new(),
         uses,
+        block_start: 0,
     };
     let mut starts = vec![0u32; f.blocks.len()];
     let mut blocks = Vec::with_capacity(f.blocks.len());
     for (bi, b) in f.blocks.iter().enumerate() {
         starts[bi] = l.code.len() as u32;
+        l.block_start = l.code.len();
         blocks.push(BlockMark {
             name: b.name.clone(),
             start: l.code.len() as u32,
@@ -550,13 +561,73 @@ impl Lowerer<'_> {
         let ins = match test {
             Test::Reg(c) => Instr::new(if negate { Op::JmpIfNot } else { Op::JmpIf }, c, 0, 0, 0),
             Test::Fused(op, cc, a, b) => {
-                let mut i = Instr::new(op, a, b, 0, 0);
-                i.flags = cc as u8 | if negate { COND_NEGATE } else { 0 };
-                i
+                let neg = if negate { COND_NEGATE } else { 0 };
+                match self.take_step(op, cc, a, b) {
+                    Some(mut i) => {
+                        i.flags |= neg;
+                        i
+                    }
+                    None => {
+                        let mut i = Instr::new(op, a, b, 0, 0);
+                        i.flags = cc as u8 | neg;
+                        i
+                    }
+                }
             }
         };
         let pc = self.emit(ins, loc);
         self.fixups.push((pc, fix));
+    }
+
+    /// Step-and-branch fusion, for the compare-and-branch `a cc b` about to
+    /// be emitted: if the block's last emitted instruction is a counter
+    /// step `add.i %c, %c, %s` or `sub.i %c, %c, %s` and the comparison
+    /// reads `%c`, take the step back and return `jmp.step.i %c, %s, other`
+    /// (condition swapped if `%c` is the right operand; target and negation
+    /// left to the caller). `blk.push`es after the step, which touch no
+    /// register, stay where they are and so run before it.
+    ///
+    /// Decided on registers, not SSA facts, so it also fires on the
+    /// counters of reverse code, which are written many times.
+    fn take_step(&mut self, op: Op, cc: Cond, a: Reg, b: Reg) -> Option<Instr> {
+        if op != Op::JmpCmpI {
+            return None;
+        }
+        let mut at = self.code.len();
+        while at > self.block_start && self.code[at - 1].op == Op::BlkPush {
+            at -= 1;
+        }
+        if at == self.block_start {
+            return None;
+        }
+        let step = self.code[at - 1];
+        let sub = match step.op {
+            Op::AddI => 0,
+            Op::SubI => STEP_SUB,
+            _ => return None,
+        };
+        let c = step.r0;
+        if step.r1 != c {
+            return None;
+        }
+        let (cc, other) = if a == c {
+            (cc, b)
+        } else if b == c {
+            (cc.swapped(), a)
+        } else {
+            return None;
+        };
+        // The instructions after the step move up by one: nothing may jump
+        // to them (nothing jumps into the middle of a block) or be one of
+        // the jumps still to patch (the block has emitted none).
+        if self.fixups.last().is_some_and(|(pc, _)| *pc >= at - 1) {
+            return None;
+        }
+        self.code.remove(at - 1);
+        self.locs.remove(at - 1);
+        let mut i = Instr::new(Op::JmpStepI, c, step.r2, other, 0);
+        i.flags = cc as u8 | sub;
+        Some(i)
     }
 
     fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
@@ -678,6 +749,7 @@ mod tests {
             table_blocks: Vec::new(),
             lists: Vec::new(),
             uses: Vec::new(),
+            block_start: 0,
         }
     }
 

@@ -231,6 +231,11 @@ ops! {
     /// As `jmp.cmp.i`, on f64 (IEEE: every comparison with nan is false
     /// except `ne`, so a negated `lt` is not `ge`).
     JmpCmpF = "jmp.cmp.f" [Use(F), Use(F), Target];
+    /// Step and branch (the end of a counted loop): `r0 = r0 + r1`, or
+    /// `r0 - r1` with flag [`STEP_SUB`] (i64, wrapping), then jump to `x`
+    /// if the new `r0 CC r2` differs from the negate bit (condition and
+    /// negation as in `jmp.cmp.i`). `r2` is read after `r0` is written.
+    JmpStepI = "jmp.step.i" [InOut(I), Use(I), Use(I), Target];
 }
 
 /// The condition of a fused compare-and-branch, in `Instr::flags`.
@@ -248,6 +253,10 @@ pub enum Cond {
 /// Bit 3 of `Instr::flags` on a fused compare-and-branch: jump when the
 /// comparison is false.
 pub const COND_NEGATE: u8 = 8;
+
+/// Bit 4 of `Instr::flags` on `jmp.step.i`: subtract the step instead of
+/// adding it.
+pub const STEP_SUB: u8 = 16;
 
 impl Cond {
     pub fn from_flags(flags: u8) -> Option<Cond> {
@@ -274,6 +283,19 @@ impl Cond {
     }
 
     /// The fused condition and type class of a comparison opcode.
+    /// The condition that holds for `(b, a)` exactly when `self` holds for
+    /// `(a, b)`.
+    pub fn swapped(self) -> Cond {
+        match self {
+            Cond::Lt => Cond::Gt,
+            Cond::Le => Cond::Ge,
+            Cond::Gt => Cond::Lt,
+            Cond::Ge => Cond::Le,
+            Cond::Eq => Cond::Eq,
+            Cond::Ne => Cond::Ne,
+        }
+    }
+
     pub fn of(op: Op) -> Option<(Cond, Op)> {
         Some(match op {
             Op::LtI => (Cond::Lt, Op::JmpCmpI),
@@ -301,7 +323,21 @@ impl Op {
 
     /// True for the conditional jumps that fall through.
     pub fn is_cond_jump(self) -> bool {
-        matches!(self, Op::JmpIf | Op::JmpIfNot | Op::JmpCmpI | Op::JmpCmpF)
+        matches!(
+            self,
+            Op::JmpIf | Op::JmpIfNot | Op::JmpCmpI | Op::JmpCmpF | Op::JmpStepI
+        )
+    }
+
+    /// The bits of `Instr::flags` this opcode may set (all others are
+    /// reserved and must be zero); within them the condition bits must name
+    /// a [`Cond`] (see `verify.rs`, check 7).
+    pub fn flag_bits(self) -> u8 {
+        match self {
+            Op::JmpCmpI | Op::JmpCmpF => 7 | COND_NEGATE,
+            Op::JmpStepI => 7 | COND_NEGATE | STEP_SUB,
+            _ => 0,
+        }
     }
 
     /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).

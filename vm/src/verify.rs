@@ -34,9 +34,11 @@
 //!    execution never runs off the end: every `pc` the interpreter reaches
 //!    is 0, a checked target, or the successor of an instruction that is
 //!    not the last.
-//! 7. Flags: fused compare-and-branch instructions carry a valid condition
-//!    (bits 0-2 a [`crate::op::Cond`], bit 3 the negation, nothing else);
-//!    every other instruction has a zero `flags` byte.
+//! 7. Flags: fused compare-and-branch instructions (`jmp.cmp.i`,
+//!    `jmp.cmp.f`, `jmp.step.i`) carry a valid condition (bits 0-2 a
+//!    [`crate::op::Cond`], bit 3 the negation, and for `jmp.step.i` bit 4
+//!    the subtraction; nothing else, see [`Op::flag_bits`]); every other
+//!    instruction has a zero `flags` byte.
 //! 8. Debug tables: `locs` and `reg_names` are empty or exactly as long as
 //!    `code` / `reg_types`.
 //!
@@ -301,11 +303,11 @@ fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec
         }
     }
     debug_assert_eq!(slot, regs.len());
-    let flags_ok = if matches!(ins.op, Op::JmpCmpI | Op::JmpCmpF) {
-        ins.flags & !(7 | crate::op::COND_NEGATE) == 0
-            && crate::op::Cond::from_flags(ins.flags).is_some()
-    } else {
+    let allowed = ins.op.flag_bits();
+    let flags_ok = if allowed == 0 {
         ins.flags == 0
+    } else {
+        ins.flags & !allowed == 0 && crate::op::Cond::from_flags(ins.flags).is_some()
     };
     if !flags_ok {
         errs.push(VerifyError::BadFlags {

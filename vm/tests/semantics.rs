@@ -262,6 +262,122 @@ fn fused_branches_are_ieee() {
     }
 }
 
+/// `%c = add.i %c, %s` (or `sub.i`) followed by a branch on an integer
+/// comparison reading `%c` becomes one `jmp.step.i`: the same wrapping
+/// step, the same answer for every condition, with the counter on either
+/// side of the comparison (or both), branch negated or not.
+#[test]
+fn fused_step_and_branch() {
+    let conds = [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI];
+    let values = [
+        (i64::MAX, 1, i64::MIN),
+        (i64::MIN, 1, i64::MAX),
+        (0, 1, 1),
+        (5, 3, 2),
+        (-7, 2, -5),
+        (3, 0, 3),
+        (i64::MIN, -1, 0),
+    ];
+    for step_op in [Op::AddI, Op::SubI] {
+        for cmp in conds {
+            // Which operands of the comparison are the counter.
+            for sides in [(true, false), (false, true), (true, true)] {
+                // `yes` right after `entry` (the branch is negated) or not.
+                for yes_next in [true, false] {
+                    let mut b = B::new("step", &[("c", I64), ("s", I64), ("n", I64)], I64);
+                    let (c, st, n) = (b.p(0), b.p(1), b.p(2));
+                    let entry = b.block("entry");
+                    let (yes, no) = if yes_next {
+                        let y = b.block("yes");
+                        (y, b.block("no"))
+                    } else {
+                        let no = b.block("no");
+                        (b.block("yes"), no)
+                    };
+                    b.set(entry, step_op, c, &[c, st]);
+                    let lhs = if sides.0 { c } else { n };
+                    let rhs = if sides.1 { c } else { n };
+                    let t = b.op(entry, cmp, Some(Bool), &[lhs, rhs]);
+                    b.br(entry, t, yes, no);
+                    b.ret(yes, c);
+                    let k = b.i64(12345);
+                    let r = b.op(no, Op::SubI, Some(I64), &[c, k]);
+                    b.ret(no, r);
+                    let p = load(&b.module());
+                    let code = &p.func(FuncId(0)).code;
+                    let what = format!("{step_op:?} {cmp:?} {sides:?} {yes_next}");
+                    assert_eq!(code[0].op, Op::JmpStepI, "{what}");
+                    for (c0, s0, n0) in values {
+                        let c1 = if step_op == Op::AddI {
+                            c0.wrapping_add(s0)
+                        } else {
+                            c0.wrapping_sub(s0)
+                        };
+                        let l = if sides.0 { c1 } else { n0 };
+                        let r = if sides.1 { c1 } else { n0 };
+                        let holds = match cmp {
+                            Op::LtI => l < r,
+                            Op::LeI => l <= r,
+                            Op::GtI => l > r,
+                            Op::GeI => l >= r,
+                            Op::EqI => l == r,
+                            _ => l != r,
+                        };
+                        let want = if holds { c1 } else { c1.wrapping_sub(12345) };
+                        let mut vm = Vm::default();
+                        let got = vm
+                            .run(
+                                &p,
+                                FuncId(0),
+                                &[Value::I64(c0), Value::I64(s0), Value::I64(n0)],
+                            )
+                            .expect("runs");
+                        assert_eq!(got, Value::I64(want), "{what}: {c0} {s0} {n0}");
+                        // One instruction for the step and the branch.
+                        assert_eq!(vm.executed(), if holds { 2 } else { 3 }, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Non-SSA code, as reverse functions have it: a counter written in place
+/// in a self-loop (`%c = sub.i %c, 3; %t = eq %c, %lim; br %t, done,
+/// loop`) is fused too, and the loop runs the same.
+#[test]
+fn step_and_branch_in_non_ssa_loops() {
+    let mut b = B::new("down", &[("c", I64), ("lim", I64)], I64);
+    let (c, lim) = (b.p(0), b.p(1));
+    let entry = b.block("entry");
+    let lp = b.block("loop");
+    let done = b.block("done");
+    let n = b.val("n", I64);
+    let (zero, one, three) = (b.i64(0), b.i64(1), b.i64(3));
+    b.set(entry, Op::Mov, n, &[zero]);
+    b.jmp(entry, lp);
+    b.set(lp, Op::AddI, n, &[n, one]);
+    b.set(lp, Op::SubI, c, &[c, three]);
+    let t = b.op(lp, Op::EqI, Some(Bool), &[lim, c]);
+    b.br(lp, t, done, lp);
+    b.ret(done, n);
+    let p = load(&b.module());
+    let f = p.func(FuncId(0));
+    assert!(
+        f.code.iter().any(|i| i.op == Op::JmpStepI),
+        "{}",
+        vm::disasm::function(f)
+    );
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(30), Value::I64(0)]),
+        Ok(Value::I64(10))
+    );
+    // `copy`, then 2 per iteration (`add.i %n` and the step-and-branch),
+    // then `ret`.
+    assert_eq!(vm.executed(), 1 + 10 * 2 + 1, "{}", vm::disasm::function(f));
+}
+
 #[test]
 fn bool_logic() {
     for (op, g) in [
@@ -814,8 +930,9 @@ fn recursion_and_deep_recursion() {
     assert_eq!(t.kind, TrapKind::CallDepth { limit: 11 });
 }
 
-/// powloop executes 3 instructions per iteration plus 4: fuel is counted
-/// exactly, and exactly that much is enough.
+/// powloop executes 2 instructions per iteration plus 4 (`mul.f` and the
+/// fused step-and-branch, which counts as one): fuel is counted exactly,
+/// and exactly that much is enough.
 #[test]
 fn fuel_counts_executed_instructions() {
     let p = load(&powloop());
@@ -823,7 +940,7 @@ fn fuel_counts_executed_instructions() {
     let args = [Value::F64(1.0), Value::I64(1000)];
     vm.run(&p, FuncId(0), &args).expect("runs");
     let n = vm.executed();
-    assert_eq!(n, 3004);
+    assert_eq!(n, 2004);
     vm.limits_mut().fuel = Some(n);
     vm.run(&p, FuncId(0), &args).expect("enough fuel");
     vm.limits_mut().fuel = Some(n - 1);

@@ -7,7 +7,7 @@ mod common_ir;
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};
 use vm::ir::{FuncId, Loc, RetType};
-use vm::op::{Cond, Op, COND_NEGATE};
+use vm::op::{Cond, Op, COND_NEGATE, STEP_SUB};
 use vm::verify::{decode, verify_function, verify_program, VerifyError};
 use vm::{Type, Vm};
 
@@ -438,6 +438,76 @@ fn rejects_bad_conditions_on_fused_branches() {
     }
 }
 
+/// `jmp.step.i r1 += r1, r1 -> 0006` in place of `@t`'s compare-and-branch.
+fn step(flags: u8) -> Instr {
+    let mut j = i(Op::JmpStepI, 1, 1, 1, 6);
+    j.flags = flags;
+    j
+}
+
+#[test]
+fn checks_step_and_branch_operands_and_flags() {
+    // Every condition, negated or not, adding or subtracting, passes (and
+    // runs).
+    for c in 0..6u8 {
+        for neg in [0, COND_NEGATE] {
+            for sub in [0, STEP_SUB] {
+                assert_eq!(errors(|t| t.code[5] = step(c | neg | sub)), vec![]);
+            }
+        }
+    }
+    let mut p = base();
+    let mut t = p.func(FuncId(0)).clone();
+    t.code[5] = step(Cond::Ne as u8 | STEP_SUB);
+    p.set(FuncId(0), t);
+    assert_eq!(verify_program(&mut p), Ok(()));
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[1.5f64.to_bits()])
+        .expect("runs");
+    // Conditions 6 and 7 name nothing; bits 5-7 are reserved.
+    for bad in [6, 7, 6 | STEP_SUB, 32, 64 | Cond::Lt as u8, 128] {
+        rejects!(|t| t.code[5] = step(bad), VerifyError::BadFlags { .. });
+    }
+    // The step bit belongs to `jmp.step.i` only.
+    rejects!(
+        |t| t.code[5].flags = STEP_SUB | Cond::Lt as u8,
+        VerifyError::BadFlags { .. }
+    );
+    // Each register operand is an i64 in range; the target is in range.
+    for slot in 0..3 {
+        rejects!(
+            |t| {
+                t.code[5] = step(0);
+                match slot {
+                    0 => t.code[5].r0 = 0,
+                    1 => t.code[5].r1 = 3,
+                    _ => t.code[5].r2 = 2,
+                }
+            },
+            VerifyError::TypeMismatch { .. }
+        );
+        rejects!(
+            |t| {
+                t.code[5] = step(0);
+                match slot {
+                    0 => t.code[5].r0 = 5,
+                    1 => t.code[5].r1 = 5,
+                    _ => t.code[5].r2 = 5,
+                }
+            },
+            VerifyError::RegisterOutOfRange { reg: 5, .. }
+        );
+    }
+    rejects!(
+        |t| {
+            t.code[5] = step(0);
+            t.code[5].x = 8;
+        },
+        VerifyError::BadIndex { .. }
+    );
+}
+
 #[test]
 fn rejects_flags_on_other_instructions() {
     rejects!(|t| t.code[0].flags = 1, VerifyError::BadFlags { .. });
@@ -623,7 +693,7 @@ proptest! {
     fn structured_instructions_never_panic(
         funcs in prop::collection::vec((
             prop::collection::vec(
-                (0u8..Op::ALL.len() as u8, 0u16..6, 0u16..6, 0u16..6, 0u32..8, 0u8..10),
+                (0u8..Op::ALL.len() as u8, 0u16..6, 0u16..6, 0u16..6, 0u32..8, 0u8..26),
                 1..16,
             ),
             prop::collection::vec(any::<u8>(), 1..6),
@@ -643,7 +713,9 @@ proptest! {
                 .filter_map(|(o, a, b, c, x, fl)| {
                     Op::from_u8(*o).map(|op| {
                         let mut ins = Instr::new(op, *a, *b, *c, *x);
-                        if matches!(op, Op::JmpCmpI | Op::JmpCmpF) {
+                        // Valid and invalid conditions, the step bit on
+                        // the opcodes that have it and on those that do not.
+                        if op.flag_bits() != 0 {
                             ins.flags = *fl;
                         }
                         ins
