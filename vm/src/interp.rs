@@ -379,9 +379,9 @@ impl Vm {
                 args.len()
             ))));
         }
-        if !prog.is_verified(f) {
+        let Some(init) = prog.frame_init(f) else {
             return Err(trap_at(func, 0, TrapKind::NotVerified));
-        }
+        };
         self.frames.clear();
         if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
             // The limit was lowered since the stacks grew: give back what
@@ -389,7 +389,7 @@ impl Vm {
             self.comms.shrink_to_fit();
             self.blk.shrink_to_fit();
         }
-        let result = self.exec(prog, f, args);
+        let result = self.exec(prog, f, init, args);
         let bytes = self.comms.len() * 8 + self.blk.len() * 4;
         self.peak_stack = self.peak_stack.max(bytes);
         let ret_pc = result?;
@@ -405,19 +405,28 @@ impl Vm {
 
     /// Prepare the frame of `f` at `base`: registers exist, constants loaded,
     /// the rest zeroed (parameters are written by the caller afterwards).
-    fn enter(&mut self, f: &Function, base: usize) -> Result<(), TrapKind> {
-        let n = f.nregs();
-        let end = base + n;
+    /// `init` is `f`'s [`Program::frame_init`], a whole number of
+    /// `FRAME_CHUNK`s (so up to `FRAME_CHUNK - 1` registers past the frame,
+    /// which belong to no live frame, are overwritten too), so that the
+    /// copy has one of a few fixed lengths for most frames.
+    #[inline]
+    fn enter(&mut self, f: &Function, init: &[u64], base: usize) -> Result<(), TrapKind> {
+        let start = base + f.param_types.len();
+        let end = start + init.len();
         if self.regs.len() < end {
-            self.regs
-                .try_reserve(end - self.regs.len())
-                .map_err(|_| TrapKind::OutOfMemory)?;
-            self.regs.resize(end, 0);
+            self.grow_regs(end)?;
         }
-        let np = f.param_types.len();
-        let frame = &mut self.regs[base..end];
-        frame[np..np + f.consts.len()].copy_from_slice(&f.consts);
-        frame[np + f.consts.len()..].fill(0);
+        copy_regs(&mut self.regs[start..end], init);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_regs(&mut self, end: usize) -> Result<(), TrapKind> {
+        self.regs
+            .try_reserve(end - self.regs.len())
+            .map_err(|_| TrapKind::OutOfMemory)?;
+        self.regs.resize(end, 0);
         Ok(())
     }
 
@@ -445,12 +454,16 @@ impl Vm {
     /// Run until the entry function returns (`Ok(pc of its return)`) or a
     /// trap.
     #[inline(never)]
-    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<usize, Trap> {
+    fn exec(
+        &mut self,
+        prog: &Program,
+        entry: FuncId,
+        init: &[u64],
+        args: &[u64],
+    ) -> Result<usize, Trap> {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
-        #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
-        let interrupt = self.interrupt.clone();
         // Executed instructions: `steps` counts the finished straight-line
         // runs, `seg` is where the current run started. A run is charged
         // when it ends (taken jump, call, return, trap).
@@ -462,9 +475,9 @@ impl Vm {
         let mut fid = entry;
         let mut f = prog.func(fid);
         let mut base = 0usize;
-        self.enter(f, base)
+        self.enter(f, init, base)
             .map_err(|k| self.trap(prog, fid, 0, k))?;
-        self.regs[..args.len()].copy_from_slice(args);
+        copy_regs(&mut self.regs[..args.len()], args);
         let mut w = Window::new(&mut self.regs, base, f.nregs());
         let mut code: &[Instr] = &f.code;
         let mut pc = 0usize;
@@ -493,7 +506,10 @@ impl Vm {
         macro_rules! poll {
             () => {{
                 if steps > next_poll {
-                    match poll(steps, fuel, &interrupt) {
+                    // The flag is borrowed here, not cloned at entry: an
+                    // `Arc` clone is an atomic increment and decrement per
+                    // call.
+                    match poll(steps, fuel, &self.interrupt) {
                         Ok(n) => next_poll = n,
                         Err(k) => trap_charged!(k),
                     }
@@ -701,9 +717,9 @@ impl Vm {
                 Op::Call | Op::CallAcc => {
                     let site = &f.sites[ins.x as usize];
                     let callee_id = site.func;
-                    if !prog.is_verified(callee_id) {
+                    let Some(init) = prog.frame_init(callee_id) else {
                         trap!(TrapKind::NotVerified);
-                    }
+                    };
                     if self.frames.len() + 1 >= max_depth {
                         trap!(TrapKind::CallDepth { limit: max_depth });
                     }
@@ -719,7 +735,7 @@ impl Vm {
                     charge!();
                     poll!();
                     let new_base = base + f.nregs();
-                    if let Err(k) = self.enter(callee, new_base) {
+                    if let Err(k) = self.enter(callee, init, new_base) {
                         trap_charged!(k);
                     }
                     for (i, a) in site.args.iter().enumerate() {
@@ -903,6 +919,27 @@ impl Vm {
             }
             pc += 1;
         }
+    }
+}
+
+/// `dst.copy_from_slice(src)` (same lengths), without a call to `memcpy`
+/// for the few registers most frames have: a call costs more than the copy.
+#[inline(always)]
+fn copy_regs(dst: &mut [u64], src: &[u64]) {
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [u64], src: &[u64]) {
+        dst[..N].copy_from_slice(&src[..N]);
+    }
+    match src.len() {
+        0 => {}
+        1 => fixed::<1>(dst, src),
+        2 => fixed::<2>(dst, src),
+        3 => fixed::<3>(dst, src),
+        4 => fixed::<4>(dst, src),
+        8 => fixed::<8>(dst, src),
+        12 => fixed::<12>(dst, src),
+        16 => fixed::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
     }
 }
 

@@ -1066,3 +1066,50 @@ fn frames_start_zeroed() {
         assert_eq!(vm.run(&p, FuncId(0), &[]), Ok(Value::F64(123.0)));
     }
 }
+
+/// Frames of every shape (0 to 6 parameters, 0 to 9 constants, 0 to 20
+/// registers never written) start with their arguments, their constants
+/// and zeros, whatever an earlier call left in the register stack.
+#[test]
+fn frames_of_every_size_start_clean() {
+    // dirty(): 60 registers of 999.
+    let mut dirty = B::new("dirty", &[], I64);
+    let e = dirty.block("entry");
+    let junk = dirty.i64(999);
+    let mut last = junk;
+    for k in 0..60 {
+        last = dirty.val(&format!("j{k}"), I64);
+        dirty.set(e, Op::Mov, last, &[junk]);
+    }
+    dirty.ret(e, last);
+    let dirty = load(&dirty.module());
+    let mut vm = Vm::default();
+    for np in 0..=6usize {
+        for nc in 0..=9usize {
+            for nz in [0usize, 1, 3, 4, 5, 8, 13, 20] {
+                let names: Vec<String> = (0..np).map(|i| format!("p{i}")).collect();
+                let params: Vec<(&str, Type)> = names.iter().map(|n| (n.as_str(), I64)).collect();
+                let mut b = B::new("f", &params, I64);
+                let e = b.block("entry");
+                let mut terms: Vec<_> = (0..np).map(|i| b.p(i)).collect();
+                terms.extend((0..nc).map(|i| b.i64(1000 * (i as i64 + 1))));
+                terms.extend((0..nz).map(|i| b.val(&format!("z{i}"), I64)));
+                let mut s = b.i64(0);
+                for t in terms {
+                    s = b.op(e, Op::AddI, Some(I64), &[s, t]);
+                }
+                b.ret(e, s);
+                let p = load(&b.module());
+                let args: Vec<Value> = (0..np).map(|i| Value::I64(i as i64 + 1)).collect();
+                let want =
+                    (1..=np as i64).sum::<i64>() + (1..=nc as i64).map(|i| 1000 * i).sum::<i64>();
+                assert_eq!(vm.run(&dirty, FuncId(0), &[]), Ok(Value::I64(999)));
+                assert_eq!(
+                    vm.run(&p, FuncId(0), &args),
+                    Ok(Value::I64(want)),
+                    "{np} params, {nc} consts, {nz} zeros"
+                );
+            }
+        }
+    }
+}
