@@ -44,11 +44,14 @@ use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::{Op, COND_NEGATE, STEP_SUB};
-use crate::regs::Window;
+use crate::regs::{Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// Bytes of code per instruction: the unit of the interpreter's step count.
+const W: u64 = std::mem::size_of::<Instr>() as u64;
 
 /// Instructions between two looks at the interrupt flag (at the first
 /// backward jump or call after that many). Fuel is checked exactly: the
@@ -464,14 +467,6 @@ impl Vm {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
-        // Executed instructions: `steps` counts the finished straight-line
-        // runs, `seg` is where the current run started. A run is charged
-        // when it ends (taken jump, call, return, trap).
-        let mut steps: u64 = 0;
-        // Fuel and the interrupt flag are looked at (at a backward jump or a
-        // call) once `steps` passes `next_poll`: one compare in the hot path.
-        let mut next_poll: u64 = 0;
-
         let mut fid = entry;
         let mut f = prog.func(fid);
         let mut base = 0usize;
@@ -479,39 +474,45 @@ impl Vm {
             .map_err(|k| self.trap(prog, fid, 0, k))?;
         copy_regs(&mut self.regs[..args.len()], args);
         let mut w = Window::new(&mut self.regs, base, f.nregs());
-        let mut code: &[Instr] = &f.code;
-        let mut pc = 0usize;
-        let mut seg = 0usize;
+        let mut cur = Cursor::new(&f.code, 0);
 
+        // Executed instructions are counted in bytes of code, `W` per
+        // instruction, so that the hot path needs no instruction index:
+        // `done!()`, that is `meter + address of the current instruction +
+        // W`, is `W` times the instructions executed so far, the current one
+        // included. A straight-line run is charged when it ends (taken
+        // jump, call, return): the cursor moves to `ip` and `meter` becomes
+        // `done - ip`, so the count goes on from there. Wrapping arithmetic:
+        // only differences of addresses matter. (A u64 of bytes holds
+        // 1.5e18 instructions.)
+        let mut meter: u64 = 0u64.wrapping_sub(cur.addr());
+        // Fuel and the interrupt flag are looked at (at a backward jump or a
+        // call) once `done` passes `next_poll` (also in bytes): one compare
+        // in the hot path.
+        let mut next_poll: u64 = 0;
+
+        macro_rules! done {
+            () => {
+                meter.wrapping_add(cur.addr()).wrapping_add(W)
+            };
+        }
         macro_rules! trap {
             ($kind:expr) => {{
-                self.executed = steps + (pc + 1 - seg) as u64;
-                return Err(self.trap(prog, fid, pc, $kind));
+                self.executed = done!() / W;
+                return Err(self.trap(prog, fid, cur.pc(), $kind));
             }};
         }
-        // Charge the run ending at `pc` (inclusive). After it, traps use
-        // `trap_charged!` (the run is counted already).
-        macro_rules! charge {
-            () => {{
-                steps += (pc + 1 - seg) as u64;
-            }};
-        }
-        macro_rules! trap_charged {
-            ($kind:expr) => {{
-                self.executed = steps;
-                return Err(self.trap(prog, fid, pc, $kind));
-            }};
-        }
-        // At a backward jump or a call, after `charge!`.
+        // At a backward jump or a call, with `$done` = `done!()` there and
+        // the cursor still on the jump or call.
         macro_rules! poll {
-            () => {{
-                if steps > next_poll {
+            ($done:expr) => {{
+                if $done > next_poll {
                     // The flag is borrowed here, not cloned at entry: an
                     // `Arc` clone is an atomic increment and decrement per
                     // call.
-                    match poll(steps, fuel, &self.interrupt) {
-                        Ok(n) => next_poll = n,
-                        Err(k) => trap_charged!(k),
+                    match poll($done / W, fuel, &self.interrupt) {
+                        Ok(n) => next_poll = n.saturating_mul(W),
+                        Err(k) => trap!(k),
                     }
                 }
             }};
@@ -568,23 +569,28 @@ impl Vm {
                 setb!($ins.r0, a $op b);
             }};
         }
-        // A taken jump to `target`: count the finished run of instructions;
-        // on a backward jump, check fuel and the interrupt flag.
+        // A taken jump to `target`: charge the finished run of
+        // instructions; on a backward jump, check fuel and the interrupt
+        // flag.
         macro_rules! goto {
             ($target:expr) => {{
-                let target = $target as usize;
-                charge!();
-                if target <= pc {
-                    poll!();
+                let target: u32 = $target;
+                let done = done!();
+                let at = cur;
+                cur.jump(target);
+                if cur.addr() <= at.addr() && done > next_poll {
+                    // Traps name the jump.
+                    cur = at;
+                    poll!(done);
+                    cur.jump(target);
                 }
-                pc = target;
-                seg = target;
+                meter = done.wrapping_sub(cur.addr());
                 continue;
             }};
         }
 
         loop {
-            let ins = crate::regs::fetch(code, pc);
+            let ins = cur.ins();
             match ins.op {
                 Op::AddF => ff!(ins, |a, b| a + b),
                 Op::SubF => ff!(ins, |a, b| a - b),
@@ -732,11 +738,11 @@ impl Vm {
                     if !site_fits(site, callee, ins.op) {
                         trap!(TrapKind::NotVerified);
                     }
-                    charge!();
-                    poll!();
+                    let done = done!();
+                    poll!(done);
                     let new_base = base + f.nregs();
                     if let Err(k) = self.enter(callee, init, new_base) {
-                        trap_charged!(k);
+                        trap!(k);
                     }
                     for (i, a) in site.args.iter().enumerate() {
                         self.regs[new_base + i] = self.regs[base + *a as usize];
@@ -744,58 +750,55 @@ impl Vm {
                     if self.frames.len() == self.frames.capacity()
                         && self.frames.try_reserve(64).is_err()
                     {
-                        trap_charged!(TrapKind::OutOfMemory);
+                        trap!(TrapKind::OutOfMemory);
                     }
                     self.frames.push(Frame {
                         func: fid,
                         base,
-                        ret_pc: pc + 1,
+                        ret_pc: cur.pc() + 1,
                         dst: ins.r0 as u32,
                         site: ins.x,
                     });
                     fid = callee_id;
                     f = callee;
-                    code = &f.code;
                     base = new_base;
                     w = Window::new(&mut self.regs, base, f.nregs());
-                    pc = 0;
-                    seg = 0;
+                    cur = Cursor::new(&f.code, 0);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::Ret => {
                     let v = w.get(ins.r0 as u32);
-                    charge!();
+                    let done = done!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         self.results.push(v);
-                        self.executed = steps;
-                        return Ok(pc);
+                        self.executed = done / W;
+                        return Ok(cur.pc());
                     };
                     fid = frame.func;
                     f = prog.func(fid);
-                    code = &f.code;
                     base = frame.base;
                     w = Window::new(&mut self.regs, base, f.nregs());
                     w.set(frame.dst, v);
-                    pc = frame.ret_pc;
-                    seg = pc;
+                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::RetN => {
                     let list = &f.lists[ins.x as usize];
-                    charge!();
+                    let done = done!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         for r in list {
                             self.results.push(w.get(*r as u32));
                         }
-                        self.executed = steps;
-                        return Ok(pc);
+                        self.executed = done / W;
+                        return Ok(cur.pc());
                     };
                     let callee_base = base;
                     fid = frame.func;
                     f = prog.func(fid);
-                    code = &f.code;
                     base = frame.base;
                     let site = &f.sites[frame.site as usize];
                     for (r, acc) in list.iter().zip(&site.rets) {
@@ -804,8 +807,8 @@ impl Vm {
                         *slot = (f64::from_bits(*slot) + v).to_bits();
                     }
                     w = Window::new(&mut self.regs, base, f.nregs());
-                    pc = frame.ret_pc;
-                    seg = pc;
+                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::Jmp => goto!(ins.x),
@@ -917,7 +920,7 @@ impl Vm {
                     }
                 }
             }
-            pc += 1;
+            cur.advance();
         }
     }
 }
