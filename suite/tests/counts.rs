@@ -1,12 +1,12 @@
 //! Bytecode instructions per loop iteration of the suite's counted loops
 //! (the primal; what the AD stage emits is its own business): each loop
-//! ends in one fused step-and-branch (`jmp.step.i`), so powloop costs 2
+//! ends in one fused step-and-branch (`jmp.step.if.<cc>.i`), so powloop costs 2
 //! instructions per iteration and branchy 6 (positive element) or 5
 //! (negative element).
 
 use vm::bytecode::Program;
 use vm::ir::FuncId;
-use vm::op::Op;
+use vm::op::Fused;
 use vm::Vm;
 
 fn load(file: &str) -> (Program, FuncId) {
@@ -36,7 +36,10 @@ fn executed(p: &Program, f: FuncId, scalars: &[u64], array: Option<&[f64]>) -> u
 fn powloop_costs_two_instructions_per_iteration() {
     let (p, f) = load("powloop");
     assert!(
-        p.func(f).code.iter().any(|i| i.op == Op::JmpStepI),
+        p.func(f)
+            .code
+            .iter()
+            .any(|i| matches!(i.op.branch(), Some(b) if b.fused == Fused::StepI)),
         "{}",
         vm::disasm::function(p.func(f))
     );
@@ -51,7 +54,10 @@ fn powloop_costs_two_instructions_per_iteration() {
 fn branchy_costs_six_or_five_instructions_per_element() {
     let (p, f) = load("branchy");
     assert!(
-        p.func(f).code.iter().any(|i| i.op == Op::JmpStepI),
+        p.func(f)
+            .code
+            .iter()
+            .any(|i| matches!(i.op.branch(), Some(b) if b.fused == Fused::StepI)),
         "{}",
         vm::disasm::function(p.func(f))
     );

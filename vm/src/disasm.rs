@@ -8,7 +8,7 @@
 //!   0000  copy        %r, 1.0
 //!   0001  copy        %k, %n
 //! head:
-//!   0002  jmp.ifnot.gt.i %k, 0, -> done (0005)
+//!   0002  jmp.if.le.i %k, 0, -> done (0005)
 //! body:
 //!   0003  mul.f       %r, %r, %x
 //!   0004  jmp.step.if.gt.i %k -= 1, 0, -> body (0003)
@@ -25,16 +25,15 @@
 //!   `-> block (pc)`; call sites as `@callee(%a, %b)` (with `+= (...)` for
 //!   the accumulators of `call.acc`); `blk.pop` tables as
 //!   `[block: pc, ...]` in block-id order; `ret.n` lists as `(%a, %b)`.
-//!   Fused compare-and-branch prints as `jmp.if.<cc>.<t>` or
-//!   `jmp.ifnot.<cc>.<t>`; the fused step-and-branch `jmp.step.i` as
-//!   `jmp.step.if.<cc>.i %i += 1, %n, -> body (0004)` (`-=` when it
-//!   subtracts): add 1 to `%i`, then jump if `%i <cc> %n`.
+//!   A fused step-and-branch prints its step as `%i += 1` (`-=` when it
+//!   subtracts): `jmp.step.if.lt.i %i += 1, %n, -> body (0004)` adds 1 to
+//!   `%i`, then jumps if `%i < %n`.
 //!
 //! [`instr`] formats one instruction for trap messages.
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::{Cond, Op, Operand, COND_NEGATE, STEP_SUB};
+use crate::op::{Fused, Operand, STEP_SUB};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -109,11 +108,12 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
     };
     let mut ops: Vec<String> = Vec::new();
     let mut slot = 0;
+    let is_step = matches!(ins.op.branch(), Some(b) if b.fused == Fused::StepI);
     for operand in ins.op.operands() {
         match operand {
             Operand::Def(_) | Operand::Use(_) | Operand::InOut(_) => {
                 let text = operand_text(f, ins.reg(slot));
-                if ins.op == Op::JmpStepI && slot == 1 {
+                if is_step && slot == 1 {
                     // `%i += 1`: the step joins the counter.
                     let sign = if ins.flags & STEP_SUB != 0 { '-' } else { '+' };
                     if let Some(counter) = ops.pop() {
@@ -176,24 +176,9 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
             }
         }
     }
-    let mnemonic = match (ins.op, Cond::from_flags(ins.flags)) {
-        (Op::JmpCmpI | Op::JmpCmpF | Op::JmpStepI, Some(c)) => {
-            let neg = if ins.flags & COND_NEGATE != 0 {
-                "ifnot"
-            } else {
-                "if"
-            };
-            let (step, t) = match ins.op {
-                Op::JmpCmpI => ("", "i"),
-                Op::JmpCmpF => ("", "f"),
-                _ => ("step.", "i"),
-            };
-            format!("jmp.{step}{neg}.{}.{t}", c.name())
-        }
-        (op, _) => op.mnemonic().to_string(),
-    };
+    let mnemonic = ins.op.mnemonic();
     if ops.is_empty() {
-        mnemonic
+        mnemonic.to_string()
     } else if pad {
         format!("{mnemonic:<11} {}", ops.join(", "))
     } else {

@@ -32,18 +32,18 @@
 //! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
 //! not recurse on the Rust stack), fuel, array length, AD stack bytes.
 //! Fuel counts executed instructions: each straight-line run is charged
-//! when it ends (taken jump, call, return, trap), which costs one add per
-//! taken jump. Fuel and the interrupt flag are looked at only at backward
-//! jumps and calls, and only once the step count passes a threshold (one
-//! compare in the hot path): the interrupt flag about every 4096
-//! instructions, fuel exactly at the first backward jump or call past the
-//! limit, and once more when the entry function returns (so a run that
+//! when it ends (taken jump, call, return, trap), which costs a subtract
+//! per taken jump (see `exec`). Fuel and the interrupt flag are looked at
+//! only at taken jumps and calls, and only once the step count passes a
+//! threshold (one compare in the hot path): the interrupt flag about every
+//! 4096 instructions, fuel exactly at the first taken jump or call past
+//! the limit, and once more when the entry function returns (so a run that
 //! executed more than the limit never succeeds).
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::op::{Op, COND_NEGATE, STEP_SUB};
+use crate::op::{Op, STEP_SUB};
 use crate::regs::{Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
@@ -54,7 +54,7 @@ use std::sync::Arc;
 const W: u64 = std::mem::size_of::<Instr>() as u64;
 
 /// Instructions between two looks at the interrupt flag (at the first
-/// backward jump or call after that many). Fuel is checked exactly: the
+/// taken jump or call after that many). Fuel is checked exactly: the
 /// next look is never later than the fuel limit.
 const POLL_INSTRS: u64 = 4096;
 
@@ -231,7 +231,7 @@ impl Vm {
     }
 
     /// Setting this flag makes the running call trap with
-    /// [`TrapKind::Interrupted`] at its next backward jump or call. The VM
+    /// [`TrapKind::Interrupted`] at its next taken jump or call. The VM
     /// does not clear it.
     pub fn interrupt_handle(&self) -> Arc<AtomicBool> {
         self.interrupt.clone()
@@ -396,7 +396,7 @@ impl Vm {
         let bytes = self.comms.len() * 8 + self.blk.len() * 4;
         self.peak_stack = self.peak_stack.max(bytes);
         let ret_pc = result?;
-        // Fuel is otherwise looked at only at backward jumps and calls: a
+        // Fuel is otherwise looked at only at taken jumps and calls: a
         // straight-line run past the limit is caught here.
         if let Some(fuel) = self.limits.fuel {
             if self.executed > fuel {
@@ -486,7 +486,7 @@ impl Vm {
         // only differences of addresses matter. (A u64 of bytes holds
         // 1.5e18 instructions.)
         let mut meter: u64 = 0u64.wrapping_sub(cur.addr());
-        // Fuel and the interrupt flag are looked at (at a backward jump or a
+        // Fuel and the interrupt flag are looked at (at a taken jump or a
         // call) once `done` passes `next_poll` (also in bytes): one compare
         // in the hot path.
         let mut next_poll: u64 = 0;
@@ -502,7 +502,7 @@ impl Vm {
                 return Err(self.trap(prog, fid, cur.pc(), $kind));
             }};
         }
-        // At a backward jump or a call, with `$done` = `done!()` there and
+        // At a taken jump or a call, with `$done` = `done!()` there and
         // the cursor still on the jump or call.
         macro_rules! poll {
             ($done:expr) => {{
@@ -570,22 +570,50 @@ impl Vm {
             }};
         }
         // A taken jump to `target`: charge the finished run of
-        // instructions; on a backward jump, check fuel and the interrupt
-        // flag.
+        // instructions and, once the step count has passed `next_poll`,
+        // check fuel and the interrupt flag (only loops can run long, but
+        // telling backward jumps from forward ones would cost more than
+        // the compare).
         macro_rules! goto {
             ($target:expr) => {{
-                let target: u32 = $target;
                 let done = done!();
-                let at = cur;
-                cur.jump(target);
-                if cur.addr() <= at.addr() && done > next_poll {
-                    // Traps name the jump.
-                    cur = at;
-                    poll!(done);
-                    cur.jump(target);
-                }
+                poll!(done);
+                cur.jump($target);
                 meter = done.wrapping_sub(cur.addr());
                 continue;
+            }};
+        }
+
+        // Fused compare-and-branch: jump if `r0 op r1` holds (or, with
+        // `not`, fails).
+        macro_rules! jcmp {
+            ($ins:expr, $get:ident, $op:tt) => {{
+                if $get!($ins.r0) $op $get!($ins.r1) {
+                    goto!($ins.x);
+                }
+            }};
+            ($ins:expr, $get:ident, not $op:tt) => {{
+                // f64: not the opposite comparison, which nan also fails.
+                let holds = $get!($ins.r0) $op $get!($ins.r1);
+                if !holds {
+                    goto!($ins.x);
+                }
+            }};
+        }
+        // Step-and-branch: `r0 += r1` (or `-=`), then jump if `r0 op r2`,
+        // `r2` read after the write (it may be `r0` itself).
+        macro_rules! jstep {
+            ($ins:expr, $op:tt) => {{
+                let step = ir!($ins.r1);
+                let v = if $ins.flags & STEP_SUB != 0 {
+                    ir!($ins.r0).wrapping_sub(step)
+                } else {
+                    ir!($ins.r0).wrapping_add(step)
+                };
+                seti!($ins.r0, v);
+                if v $op ir!($ins.r2) {
+                    goto!($ins.x);
+                }
             }};
         }
 
@@ -822,29 +850,30 @@ impl Vm {
                         goto!(ins.x);
                     }
                 }
-                Op::JmpCmpI => {
-                    if holds(ins.flags, ir!(ins.r0), ir!(ins.r1)) {
-                        goto!(ins.x);
-                    }
-                }
-                Op::JmpCmpF => {
-                    if holds(ins.flags, fr!(ins.r0), fr!(ins.r1)) {
-                        goto!(ins.x);
-                    }
-                }
-                Op::JmpStepI => {
-                    let step = ir!(ins.r1);
-                    let v = if ins.flags & STEP_SUB != 0 {
-                        ir!(ins.r0).wrapping_sub(step)
-                    } else {
-                        ir!(ins.r0).wrapping_add(step)
-                    };
-                    seti!(ins.r0, v);
-                    // `r2` after the write: it may be `r0` itself.
-                    if holds(ins.flags, v, ir!(ins.r2)) {
-                        goto!(ins.x);
-                    }
-                }
+                Op::JmpLtI => jcmp!(ins, ir, <),
+                Op::JmpLeI => jcmp!(ins, ir, <=),
+                Op::JmpGtI => jcmp!(ins, ir, >),
+                Op::JmpGeI => jcmp!(ins, ir, >=),
+                Op::JmpEqI => jcmp!(ins, ir, ==),
+                Op::JmpNeI => jcmp!(ins, ir, !=),
+                Op::JmpLtF => jcmp!(ins, fr, <),
+                Op::JmpLeF => jcmp!(ins, fr, <=),
+                Op::JmpGtF => jcmp!(ins, fr, >),
+                Op::JmpGeF => jcmp!(ins, fr, >=),
+                Op::JmpEqF => jcmp!(ins, fr, ==),
+                Op::JmpNeF => jcmp!(ins, fr, !=),
+                Op::JmpNotLtF => jcmp!(ins, fr, not <),
+                Op::JmpNotLeF => jcmp!(ins, fr, not <=),
+                Op::JmpNotGtF => jcmp!(ins, fr, not >),
+                Op::JmpNotGeF => jcmp!(ins, fr, not >=),
+                Op::JmpNotEqF => jcmp!(ins, fr, not ==),
+                Op::JmpNotNeF => jcmp!(ins, fr, not !=),
+                Op::JmpStepLtI => jstep!(ins, <),
+                Op::JmpStepLeI => jstep!(ins, <=),
+                Op::JmpStepGtI => jstep!(ins, >),
+                Op::JmpStepGeI => jstep!(ins, >=),
+                Op::JmpStepEqI => jstep!(ins, ==),
+                Op::JmpStepNeI => jstep!(ins, !=),
                 Op::BlkPush => {
                     if self.blk.len() == self.blk.capacity() {
                         if let Err(k) = self.grow_blk() {
@@ -946,21 +975,6 @@ fn copy_regs(dst: &mut [u64], src: &[u64]) {
     }
 }
 
-/// Whether a fused compare-and-branch jumps: its condition (`flags` bits
-/// 0-2, see [`crate::op::Cond`]) on `a`, `b`, negated by bit 3.
-#[inline(always)]
-fn holds<T: PartialOrd>(flags: u8, a: T, b: T) -> bool {
-    let t = match flags & 7 {
-        0 => a < b,
-        1 => a <= b,
-        2 => a > b,
-        3 => a >= b,
-        4 => a == b,
-        _ => a != b,
-    };
-    t != (flags & COND_NEGATE != 0)
-}
-
 /// Whether a call site still fits its callee's signature in what the
 /// interpreter relies on: argument count and kind of return.
 #[inline(never)]
@@ -971,7 +985,7 @@ fn site_fits(site: &crate::bytecode::CallSite, callee: &Function, op: Op) -> boo
 
 /// The look at fuel and the interrupt flag: a trap, or the step count at
 /// which to look again (never past the fuel limit, so that running out of
-/// fuel is noticed at the first backward jump or call beyond it).
+/// fuel is noticed at the first taken jump or call beyond it).
 #[cold]
 #[inline(never)]
 #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]

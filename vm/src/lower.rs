@@ -12,16 +12,17 @@
 //!   scratch register.
 //! * Blocks are laid out in IR order; a jump to the next block is omitted.
 //! * Fusion: a `br` on a comparison computed by the block's last
-//!   instruction becomes one compare-and-branch (`jmp.cmp.i`, `jmp.cmp.f`);
-//!   a `jmp` to a block that only compares and branches (a loop header) is
-//!   threaded into the same; and a counter step `add.i %c, %c, s` or
-//!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch
-//!   on `%c` joins it as `jmp.step.i` (see `Lowerer::take_step`), so a
+//!   instruction becomes one compare-and-branch (`jmp.if.<cc>.i`,
+//!   `jmp.if.<cc>.f`, `jmp.ifnot.<cc>.f`: one opcode per condition); a `jmp`
+//!   to a block that only compares and branches (a loop header) is threaded
+//!   into the same; and a counter step `add.i %c, %c, s` or
+//!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch on
+//!   `%c` joins it as `jmp.step.if.<cc>.i` (see `Lowerer::take_step`), so a
 //!   counted loop ends in one instruction.
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
-use crate::op::{Cond, Op, Operand, COND_NEGATE, STEP_SUB};
+use crate::op::{Cond, Fused, Op, Operand, STEP_SUB};
 use crate::types::Type;
 use std::fmt;
 
@@ -89,7 +90,7 @@ pub fn lower_module(m: &ir::Module) -> Result<Program, LowerError> {
 #[derive(Clone, Copy)]
 enum Test {
     Reg(Reg),
-    Fused(Op, Cond, Reg, Reg),
+    Fused(Fused, Cond, Reg, Reg),
 }
 
 /// Where a jump must be patched to.
@@ -510,11 +511,11 @@ impl Lowerer<'_> {
                 && last.args.len() == 2
         });
         if let Some(last) = fusable {
-            if let Some((cc, op)) = Cond::of(last.op) {
+            if let Some((cc, fused)) = Cond::of(last.op) {
                 let (ra, rb) = (self.r(last.args[0]), self.r(last.args[1]));
                 self.code.pop();
                 self.locs.pop();
-                return Test::Fused(op, cc, ra, rb);
+                return Test::Fused(fused, cc, ra, rb);
             }
         }
         Test::Reg(self.r(cond))
@@ -545,14 +546,14 @@ impl Lowerer<'_> {
         {
             return Ok(None);
         }
-        let Some((cc, op)) = Cond::of(cmp.op) else {
+        let Some((cc, fused)) = Cond::of(cmp.op) else {
             return Ok(None);
         };
         let trivial = |c: Vec<(Reg, Reg)>| c.iter().all(|(d, s)| d == s);
         if !trivial(self.edge_copies(to, *then_)?) || !trivial(self.edge_copies(to, *else_)?) {
             return Ok(None);
         }
-        let test = Test::Fused(op, cc, self.r(cmp.args[0]), self.r(cmp.args[1]));
+        let test = Test::Fused(fused, cc, self.r(cmp.args[0]), self.r(cmp.args[1]));
         Ok(Some((test, *then_, *else_)))
     }
 
@@ -560,20 +561,10 @@ impl Lowerer<'_> {
     fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) {
         let ins = match test {
             Test::Reg(c) => Instr::new(if negate { Op::JmpIfNot } else { Op::JmpIf }, c, 0, 0, 0),
-            Test::Fused(op, cc, a, b) => {
-                let neg = if negate { COND_NEGATE } else { 0 };
-                match self.take_step(op, cc, a, b) {
-                    Some(mut i) => {
-                        i.flags |= neg;
-                        i
-                    }
-                    None => {
-                        let mut i = Instr::new(op, a, b, 0, 0);
-                        i.flags = cc as u8 | neg;
-                        i
-                    }
-                }
-            }
+            Test::Fused(fused, cc, a, b) => match self.take_step(fused, cc, a, b, negate) {
+                Some(i) => i,
+                None => Instr::new(Op::fused_branch(fused, cc, negate), a, b, 0, 0),
+            },
         };
         let pc = self.emit(ins, loc);
         self.fixups.push((pc, fix));
@@ -582,15 +573,15 @@ impl Lowerer<'_> {
     /// Step-and-branch fusion, for the compare-and-branch `a cc b` about to
     /// be emitted: if the block's last emitted instruction is a counter
     /// step `add.i %c, %c, %s` or `sub.i %c, %c, %s` and the comparison
-    /// reads `%c`, take the step back and return `jmp.step.i %c, %s, other`
-    /// (condition swapped if `%c` is the right operand; target and negation
-    /// left to the caller). `blk.push`es after the step, which touch no
+    /// reads `%c`, take the step back and return the step-and-branch
+    /// `jmp.step.if.<cc>.i %c, %s, other` (condition swapped if `%c` is the
+    /// right operand, inverted if `negate`; target left to the caller). `blk.push`es after the step, which touch no
     /// register, stay where they are and so run before it.
     ///
     /// Decided on registers, not SSA facts, so it also fires on the
     /// counters of reverse code, which are written many times.
-    fn take_step(&mut self, op: Op, cc: Cond, a: Reg, b: Reg) -> Option<Instr> {
-        if op != Op::JmpCmpI {
+    fn take_step(&mut self, fused: Fused, cc: Cond, a: Reg, b: Reg, negate: bool) -> Option<Instr> {
+        if fused != Fused::CmpI {
             return None;
         }
         let mut at = self.code.len();
@@ -625,8 +616,9 @@ impl Lowerer<'_> {
         }
         self.code.remove(at - 1);
         self.locs.remove(at - 1);
-        let mut i = Instr::new(Op::JmpStepI, c, step.r2, other, 0);
-        i.flags = cc as u8 | sub;
+        let op = Op::fused_branch(Fused::StepI, cc, negate);
+        let mut i = Instr::new(op, c, step.r2, other, 0);
+        i.flags = sub;
         Some(i)
     }
 

@@ -18,7 +18,7 @@ entry:
   0000  copy        %r, 1.0
   0001  copy        %k, %n
 head:
-  0002  jmp.ifnot.gt.i %k, 0, -> done (0005)
+  0002  jmp.if.le.i %k, 0, -> done (0005)
 body:
   0003  mul.f       %r, %r, %x
   0004  jmp.step.if.gt.i %k -= 1, 0, -> body (0003)

@@ -6,7 +6,7 @@ mod common_ir;
 use common_ir::*;
 use vm::interp::{Trap, TrapKind, Vm};
 use vm::ir::{FuncId, Term};
-use vm::op::Op;
+use vm::op::{Fused, Op};
 use vm::{Type, Value};
 
 use Type::{Arr, Bool, F64, I64};
@@ -225,14 +225,23 @@ fn comparisons_are_ieee() {
 }
 
 /// Comparisons feeding a branch become fused compare-and-branch
-/// instructions: the same IEEE answers (a negated `lt` is not `ge`).
+/// instructions: the same IEEE answers (a negated `lt` is not `ge`), with
+/// the branch negated (`yes` right after `entry`) or not.
 #[test]
 fn fused_branches_are_ieee() {
-    for op in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF, Op::NeF] {
+    for (op, yes_next) in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF, Op::NeF]
+        .into_iter()
+        .flat_map(|op| [(op, true), (op, false)])
+    {
         let mut b = B::new("br", &[("a", F64), ("b", F64)], I64);
         let entry = b.block("entry");
-        let yes = b.block("yes");
-        let no = b.block("no");
+        let (yes, no) = if yes_next {
+            let y = b.block("yes");
+            (y, b.block("no"))
+        } else {
+            let n = b.block("no");
+            (b.block("yes"), n)
+        };
         let (x, y) = (b.p(0), b.p(1));
         let c = b.op(entry, op, Some(Bool), &[x, y]);
         b.br(entry, c, yes, no);
@@ -242,10 +251,21 @@ fn fused_branches_are_ieee() {
         let m = b.module();
         let p = load(&m);
         assert!(
-            p.func(FuncId(0)).code.iter().any(|i| i.op == Op::JmpCmpF),
+            p.func(FuncId(0))
+                .code
+                .iter()
+                .any(|i| matches!(i.op.branch(), Some(b) if b.fused == Fused::CmpF)),
             "{op:?} fused"
         );
-        for (a, bb) in [(1.0, 2.0), (2.0, 1.0), (1.0, 1.0), (f64::NAN, 1.0)] {
+        let fused = p.func(FuncId(0)).code[0].op.branch().expect("fused");
+        assert_eq!(fused.negated, yes_next, "{op:?}");
+        for (a, bb) in [
+            (1.0, 2.0),
+            (2.0, 1.0),
+            (1.0, 1.0),
+            (f64::NAN, 1.0),
+            (1.0, f64::NAN),
+        ] {
             let want = match op {
                 Op::LtF => a < bb,
                 Op::LeF => a <= bb,
@@ -257,9 +277,56 @@ fn fused_branches_are_ieee() {
             let got = Vm::default()
                 .run(&p, FuncId(0), &[Value::F64(a), Value::F64(bb)])
                 .expect("runs");
-            assert_eq!(got, Value::I64(want as i64), "{op:?} {a} {bb}");
+            assert_eq!(got, Value::I64(want as i64), "{op:?} {yes_next} {a} {bb}");
         }
     }
+}
+
+/// Integer comparisons feeding a branch: one opcode per condition, a
+/// negated branch being the inverse condition.
+#[test]
+fn fused_integer_branches() {
+    for op in [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI] {
+        for yes_next in [true, false] {
+            let mut b = B::new("br", &[("a", I64), ("b", I64)], I64);
+            let entry = b.block("entry");
+            let (yes, no) = if yes_next {
+                let y = b.block("yes");
+                (y, b.block("no"))
+            } else {
+                let n = b.block("no");
+                (b.block("yes"), n)
+            };
+            let (x, y) = (b.p(0), b.p(1));
+            let c = b.op(entry, op, Some(Bool), &[x, y]);
+            b.br(entry, c, yes, no);
+            let (one, zero) = (b.i64(1), b.i64(0));
+            b.ret(yes, one);
+            b.ret(no, zero);
+            let p = load(&b.module());
+            let fused = p.func(FuncId(0)).code[0].op.branch().expect("fused");
+            assert_eq!(fused.fused, Fused::CmpI);
+            assert!(!fused.negated);
+            for (a, bb) in [(1, 2), (2, 1), (1, 1), (i64::MIN, i64::MAX)] {
+                let want = match op {
+                    Op::LtI => a < bb,
+                    Op::LeI => a <= bb,
+                    Op::GtI => a > bb,
+                    Op::GeI => a >= bb,
+                    Op::EqI => a == bb,
+                    _ => a != bb,
+                };
+                let got = Vm::default()
+                    .run(&p, FuncId(0), &[Value::I64(a), Value::I64(bb)])
+                    .expect("runs");
+                assert_eq!(got, Value::I64(want as i64), "{op:?} {yes_next} {a} {bb}");
+            }
+        }
+    }
+}
+
+fn is_step(op: Op) -> bool {
+    matches!(op.branch(), Some(b) if b.fused == Fused::StepI)
 }
 
 /// `%c = add.i %c, %s` (or `sub.i`) followed by a branch on an integer
@@ -306,7 +373,7 @@ fn fused_step_and_branch() {
                     let p = load(&b.module());
                     let code = &p.func(FuncId(0)).code;
                     let what = format!("{step_op:?} {cmp:?} {sides:?} {yes_next}");
-                    assert_eq!(code[0].op, Op::JmpStepI, "{what}");
+                    assert!(is_step(code[0].op), "{what}");
                     for (c0, s0, n0) in values {
                         let c1 = if step_op == Op::AddI {
                             c0.wrapping_add(s0)
@@ -364,7 +431,7 @@ fn step_and_branch_in_non_ssa_loops() {
     let p = load(&b.module());
     let f = p.func(FuncId(0));
     assert!(
-        f.code.iter().any(|i| i.op == Op::JmpStepI),
+        f.code.iter().any(|i| is_step(i.op)),
         "{}",
         vm::disasm::function(f)
     );
