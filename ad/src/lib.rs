@@ -254,7 +254,9 @@ impl Engine {
                 self.vm.blk_len()
             )));
         }
-        out.grad.resize(args.len(), None);
+        if out.grad.len() != args.len() {
+            out.grad.resize(args.len(), None);
+        }
         let (mut fi, mut ai) = (0, 0);
         for ((slot, a), selected) in out.grad.iter_mut().zip(args).zip(wrt) {
             match a {
@@ -534,7 +536,24 @@ impl Engine {
         out
     }
 
+    #[inline]
     fn check_args(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
+        // The common case, cheaply: the bytecode of a user function has the
+        // same parameter types as its IR, in one slice.
+        if f.index() < self.module.funcs.len() {
+            if let Some(func) = self.program.get(f) {
+                let types = &func.param_types;
+                if types.len() == args.len() && types.iter().zip(args).all(|(t, a)| *t == a.ty()) {
+                    return Ok(());
+                }
+            }
+        }
+        self.arg_error(f, args)
+    }
+
+    /// What is wrong with the arguments (`Ok` if nothing is).
+    #[cold]
+    fn arg_error(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
         let func = self
             .module
             .funcs

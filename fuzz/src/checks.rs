@@ -353,13 +353,12 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
         }
         let mut w = [0u8; 12];
         w[0] = op as u8;
-        // The flags byte is reserved (zero) except on fused compare-and-
-        // branch instructions, where it holds the condition.
-        let fused = matches!(op, Op::JmpCmpI | Op::JmpCmpF);
+        // The flags byte is reserved (zero) except for the subtraction bit
+        // of a step-and-branch.
         w[1] = if !rng.chance(0.9) {
             rng.next_u64() as u8
-        } else if fused {
-            rng.below(6) as u8 | if rng.chance(0.5) { 8 } else { 0 }
+        } else if rng.chance(0.5) {
+            op.flag_bits()
         } else {
             0
         };

@@ -6,13 +6,15 @@
 //! cargo build -p suite --release --example profile
 //! target/release/examples/profile powloop advm_grad 3
 //! perf record -g target/release/examples/profile powloop advm_grad 3
-//! valgrind --tool=callgrind target/release/examples/profile powloop advm_grad 0.2
+//! valgrind --tool=callgrind target/release/examples/profile powloop advm_grad 1000x
 //! ```
 //!
 //! Arguments: program (`sincos`, `powloop`, ...; `all` for every one), what
 //! (`advm_primal`, `advm_grad`, `native_primal`, `native_adjoint`,
 //! `reverse`, `echidna`, `counts` to print instruction counts only),
-//! seconds (default 2).
+//! seconds (default 2), or a call count written `N x` (`1000x`): exactly N
+//! calls, a deterministic workload for callgrind (subtract a `0x` run to
+//! remove the set-up).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,7 +23,14 @@ use suite::native::Native;
 use suite::peers::{EchidnaPeer, ReversePeer};
 use suite::{cases, Input};
 
-fn run(what: &str, advm: &mut Advm, input: &Input, seconds: f64) -> Result<f64, String> {
+/// How long to run: seconds, or exactly this many calls.
+#[derive(Clone, Copy)]
+enum Budget {
+    Seconds(f64),
+    Calls(u64),
+}
+
+fn run(what: &str, advm: &mut Advm, input: &Input, budget: Budget) -> Result<f64, String> {
     let mut native = Native::new();
     let mut rev = ReversePeer::new();
     let mut ech = EchidnaPeer::new(input);
@@ -35,25 +44,38 @@ fn run(what: &str, advm: &mut Advm, input: &Input, seconds: f64) -> Result<f64, 
         "echidna" => Box::new(|| ech.grad(&mut g)),
         other => return Err(format!("unknown implementation {other}")),
     };
-    let budget = Duration::from_secs_f64(seconds);
     let start = Instant::now();
     let mut calls = 0u64;
-    while start.elapsed() < budget {
-        for _ in 0..16 {
-            black_box(step());
+    match budget {
+        Budget::Seconds(seconds) => {
+            let budget = Duration::from_secs_f64(seconds);
+            while start.elapsed() < budget {
+                for _ in 0..16 {
+                    black_box(step());
+                }
+                calls += 16;
+            }
         }
-        calls += 16;
+        Budget::Calls(n) => {
+            for _ in 0..n {
+                black_box(step());
+            }
+            calls = n;
+        }
     }
-    Ok(start.elapsed().as_nanos() as f64 / calls as f64)
+    Ok(start.elapsed().as_nanos() as f64 / calls.max(1) as f64)
 }
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let program = args.first().map(String::as_str).unwrap_or("all");
     let what = args.get(1).map(String::as_str).unwrap_or("counts");
-    let seconds: f64 = match args.get(2) {
-        Some(s) => s.parse().map_err(|e| format!("seconds: {e}"))?,
-        None => 2.0,
+    let budget = match args.get(2) {
+        Some(s) => match s.strip_suffix('x') {
+            Some(n) => Budget::Calls(n.parse().map_err(|e| format!("calls: {e}"))?),
+            None => Budget::Seconds(s.parse().map_err(|e| format!("seconds: {e}"))?),
+        },
+        None => Budget::Seconds(2.0),
     };
     for (case, input) in cases() {
         if program != "all" && program != case.file {
@@ -64,7 +86,7 @@ fn main() -> Result<(), String> {
         let ns = if what == "counts" {
             None
         } else {
-            Some(run(what, &mut advm, &input, seconds)?)
+            Some(run(what, &mut advm, &input, budget)?)
         };
         let per_instr = match (what, ns) {
             ("advm_primal", Some(ns)) => format!(", {:.2} ns/instr", ns / counts.primal as f64),

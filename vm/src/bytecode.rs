@@ -153,6 +153,11 @@ impl Function {
     }
 }
 
+/// A frame's initial image ([`Program::frame_init`]) is a whole number of
+/// chunks of this many registers, which the interpreter copies in fixed-size
+/// pieces instead of calling `memcpy` and `memset` per call.
+pub const FRAME_CHUNK: usize = 4;
+
 /// A program: bytecode functions referring to each other by [`FuncId`].
 /// The AD stage appends derived functions to it.
 ///
@@ -164,7 +169,11 @@ impl Function {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
     funcs: Vec<Function>,
-    verified: Vec<bool>,
+    /// Per function: `None` while it is not verified; once it is, the
+    /// initial contents of its registers past the parameters: the
+    /// constants, then zeros, padded with zeros to a multiple of
+    /// [`FRAME_CHUNK`] (so at least `nregs - nparams` long).
+    init: Vec<Option<Box<[u64]>>>,
 }
 
 impl Program {
@@ -203,30 +212,46 @@ impl Program {
     /// Append an (unverified) function.
     pub fn push(&mut self, f: Function) -> FuncId {
         self.funcs.push(f);
-        self.verified.push(false);
+        self.init.push(None);
         FuncId(self.funcs.len() as u32 - 1)
     }
 
     /// Replace a function; it must be verified again before it runs.
     pub fn set(&mut self, id: FuncId, f: Function) {
         self.funcs[id.index()] = f;
-        self.verified[id.index()] = false;
+        self.init[id.index()] = None;
     }
 
     /// Drop every function from `len` on.
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
-        self.verified.truncate(len);
+        self.init.truncate(len);
     }
 
     /// Whether `id` exists and passed the verifier since it was last set.
     #[inline]
     pub fn is_verified(&self, id: FuncId) -> bool {
-        self.verified.get(id.index()).copied().unwrap_or(false)
+        self.frame_init(id).is_some()
     }
 
+    /// For a verified function, the initial contents of its registers past
+    /// the parameters (constants, then zeros; a multiple of [`FRAME_CHUNK`]
+    /// long, at least `nregs - nparams`); `None` if `id` does not exist or
+    /// is not verified.
+    #[inline]
+    pub fn frame_init(&self, id: FuncId) -> Option<&[u64]> {
+        self.init.get(id.index())?.as_deref()
+    }
+
+    /// Mark `id` verified (only the verifier does, after its checks: in
+    /// particular `nparams + consts.len() <= nregs`).
     pub(crate) fn mark_verified(&mut self, id: FuncId) {
-        self.verified[id.index()] = true;
+        let f = &self.funcs[id.index()];
+        let np = f.param_types.len();
+        let len = f.nregs().saturating_sub(np).next_multiple_of(FRAME_CHUNK);
+        let mut init = vec![0u64; len.max(f.consts.len())];
+        init[..f.consts.len()].copy_from_slice(&f.consts);
+        self.init[id.index()] = Some(init.into_boxed_slice());
     }
 }
 
@@ -241,5 +266,48 @@ impl fmt::Display for Instr {
             self.r2,
             self.x
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::RetType;
+
+    fn function(nparams: usize, nregs: usize, consts: Vec<u64>) -> Function {
+        Function {
+            name: "f".into(),
+            param_types: vec![Type::I64; nparams],
+            ret: RetType::One(Type::I64),
+            reg_types: vec![Type::I64; nregs],
+            consts,
+            code: vec![Instr::new(Op::Ret, 0, 0, 0, 0)],
+            sites: Vec::new(),
+            tables: Vec::new(),
+            lists: Vec::new(),
+            blocks: Vec::new(),
+            locs: Vec::new(),
+            reg_names: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn frame_images_exist_only_while_verified() {
+        let mut p = Program::new();
+        let id = p.push(function(2, 9, vec![7, 8]));
+        assert_eq!(p.frame_init(id), None);
+        assert!(!p.is_verified(id));
+        crate::verify::verify_function(&mut p, id).expect("verifies");
+        // 7 registers past the parameters: the constants, then zeros, to a
+        // whole number of chunks.
+        assert_eq!(p.frame_init(id), Some(&[7, 8, 0, 0, 0, 0, 0, 0][..]));
+        assert!(p.is_verified(id));
+        p.set(id, function(1, 1, Vec::new()));
+        assert_eq!(p.frame_init(id), None);
+        crate::verify::verify_function(&mut p, id).expect("verifies");
+        assert_eq!(p.frame_init(id), Some(&[][..]));
+        assert_eq!(p.frame_init(FuncId(5)), None);
+        p.truncate(0);
+        assert_eq!(p.frame_init(id), None);
     }
 }

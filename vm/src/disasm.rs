@@ -8,13 +8,12 @@
 //!   0000  copy        %r, 1.0
 //!   0001  copy        %k, %n
 //! head:
-//!   0002  jmp.ifnot.gt.i %k, 0, -> done (0006)
+//!   0002  jmp.if.le.i %k, 0, -> done (0005)
 //! body:
 //!   0003  mul.f       %r, %r, %x
-//!   0004  sub.i       %k, %k, 1
-//!   0005  jmp.if.gt.i %k, 0, -> body (0003)
+//!   0004  jmp.step.if.gt.i %k -= 1, 0, -> body (0003)
 //! done:
-//!   0006  ret         %r
+//!   0005  ret         %r
 //! ```
 //!
 //! * A header with the signature, the frame size and the constant count,
@@ -26,14 +25,15 @@
 //!   `-> block (pc)`; call sites as `@callee(%a, %b)` (with `+= (...)` for
 //!   the accumulators of `call.acc`); `blk.pop` tables as
 //!   `[block: pc, ...]` in block-id order; `ret.n` lists as `(%a, %b)`.
-//!   Fused compare-and-branch prints as `jmp.if.<cc>.<t>` or
-//!   `jmp.ifnot.<cc>.<t>`.
+//!   A fused step-and-branch prints its step as `%i += 1` (`-=` when it
+//!   subtracts): `jmp.step.if.lt.i %i += 1, %n, -> body (0004)` adds 1 to
+//!   `%i`, then jumps if `%i < %n`.
 //!
 //! [`instr_in_program`] formats one instruction for trap messages.
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::{Op, Operand};
+use crate::op::{Fused, Operand, STEP_SUB};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -115,10 +115,20 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
     };
     let mut ops: Vec<String> = Vec::new();
     let mut slot = 0;
+    let is_step = matches!(ins.op.branch(), Some(b) if b.fused == Fused::StepI);
     for operand in ins.op.operands() {
         match operand {
             Operand::Def(_) | Operand::Use(_) | Operand::InOut(_) => {
-                ops.push(operand_text(f, ins.reg(slot)));
+                let text = operand_text(f, ins.reg(slot));
+                if is_step && slot == 1 {
+                    // `%i += 1`: the step joins the counter.
+                    let sign = if ins.flags & STEP_SUB != 0 { '-' } else { '+' };
+                    if let Some(counter) = ops.pop() {
+                        ops.push(format!("{counter} {sign}= {text}"));
+                    }
+                } else {
+                    ops.push(text);
+                }
                 slot += 1;
             }
             Operand::Target => ops.push(target_text(f, ins.x)),
@@ -173,20 +183,9 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
             }
         }
     }
-    let mnemonic = match (ins.op, crate::op::Cond::from_flags(ins.flags)) {
-        (Op::JmpCmpI | Op::JmpCmpF, Some(c)) => {
-            let neg = if ins.flags & crate::op::COND_NEGATE != 0 {
-                "ifnot"
-            } else {
-                "if"
-            };
-            let t = if ins.op == Op::JmpCmpI { "i" } else { "f" };
-            format!("jmp.{neg}.{}.{t}", c.name())
-        }
-        (op, _) => op.mnemonic().to_string(),
-    };
+    let mnemonic = ins.op.mnemonic();
     if ops.is_empty() {
-        mnemonic
+        mnemonic.to_string()
     } else if pad {
         format!("{mnemonic:<11} {}", ops.join(", "))
     } else {

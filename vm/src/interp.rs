@@ -33,26 +33,29 @@
 //! not recurse on the Rust stack), fuel, array length, AD stack bytes,
 //! heap bytes (checked by `heap.rs` before each allocation).
 //! Fuel counts executed instructions: each straight-line run is charged
-//! when it ends (taken jump, call, return, trap), which costs one add per
-//! taken jump. Fuel and the interrupt flag are looked at only at backward
-//! jumps and calls, and only once the step count passes a threshold (one
-//! compare in the hot path): the interrupt flag about every 4096
-//! instructions, fuel exactly at the first backward jump or call past the
-//! limit, and once more when the entry function returns (so a run that
+//! when it ends (taken jump, call, return, trap), which costs a subtract
+//! per taken jump (see `exec`). Fuel and the interrupt flag are looked at
+//! only at taken jumps and calls, and only once the step count passes a
+//! threshold (one compare in the hot path): the interrupt flag about every
+//! 4096 instructions, fuel exactly at the first taken jump or call past
+//! the limit, and once more when the entry function returns (so a run that
 //! executed more than the limit never succeeds).
 
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::op::{Op, COND_NEGATE};
-use crate::regs::Window;
+use crate::op::{Op, STEP_SUB};
+use crate::regs::{Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// Bytes of code per instruction: the unit of the interpreter's step count.
+const W: u64 = std::mem::size_of::<Instr>() as u64;
+
 /// Instructions between two looks at the interrupt flag (at the first
-/// backward jump or call after that many). Fuel is checked exactly: the
+/// taken jump or call after that many). Fuel is checked exactly: the
 /// next look is never later than the fuel limit.
 const POLL_INSTRS: u64 = 4096;
 
@@ -259,7 +262,7 @@ impl Vm {
     }
 
     /// Setting this flag makes the running call trap with
-    /// [`TrapKind::Interrupted`] at its next backward jump or call. The VM
+    /// [`TrapKind::Interrupted`] at its next taken jump or call. The VM
     /// does not clear it.
     pub fn interrupt_handle(&self) -> Arc<AtomicBool> {
         self.interrupt.clone()
@@ -416,9 +419,9 @@ impl Vm {
                 args.len()
             ))));
         }
-        if !prog.is_verified(f) {
+        let Some(init) = prog.frame_init(f) else {
             return Err(trap_at(prog, func, 0, TrapKind::NotVerified));
-        }
+        };
         if self.limits.max_call_depth == 0 {
             // Not even the entry function's frame is allowed.
             return Err(trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 }));
@@ -430,11 +433,11 @@ impl Vm {
             self.comms.shrink_to_fit();
             self.blk.shrink_to_fit();
         }
-        let result = self.exec(prog, f, args);
+        let result = self.exec(prog, f, init, args);
         let bytes = self.comms.len() * 8 + self.blk.len() * 4;
         self.peak_stack = self.peak_stack.max(bytes);
         let ret_pc = result?;
-        // Fuel is otherwise looked at only at backward jumps and calls: a
+        // Fuel is otherwise looked at only at taken jumps and calls: a
         // straight-line run past the limit is caught here.
         if let Some(fuel) = self.limits.fuel {
             if self.executed > fuel {
@@ -451,19 +454,28 @@ impl Vm {
 
     /// Prepare the frame of `f` at `base`: registers exist, constants loaded,
     /// the rest zeroed (parameters are written by the caller afterwards).
-    fn enter(&mut self, f: &Function, base: usize) -> Result<(), TrapKind> {
-        let n = f.nregs();
-        let end = base + n;
+    /// `init` is `f`'s [`Program::frame_init`], a whole number of
+    /// `FRAME_CHUNK`s (so up to `FRAME_CHUNK - 1` registers past the frame,
+    /// which belong to no live frame, are overwritten too), so that the
+    /// copy has one of a few fixed lengths for most frames.
+    #[inline]
+    fn enter(&mut self, f: &Function, init: &[u64], base: usize) -> Result<(), TrapKind> {
+        let start = base + f.param_types.len();
+        let end = start + init.len();
         if self.regs.len() < end {
-            self.regs
-                .try_reserve(end - self.regs.len())
-                .map_err(|_| TrapKind::OutOfMemory)?;
-            self.regs.resize(end, 0);
+            self.grow_regs(end)?;
         }
-        let np = f.param_types.len();
-        let frame = &mut self.regs[base..end];
-        frame[np..np + f.consts.len()].copy_from_slice(&f.consts);
-        frame[np + f.consts.len()..].fill(0);
+        copy_regs(&mut self.regs[start..end], init);
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_regs(&mut self, end: usize) -> Result<(), TrapKind> {
+        self.regs
+            .try_reserve(end - self.regs.len())
+            .map_err(|_| TrapKind::OutOfMemory)?;
+        self.regs.resize(end, 0);
         Ok(())
     }
 
@@ -491,58 +503,63 @@ impl Vm {
     /// Run until the entry function returns (`Ok(pc of its return)`) or a
     /// trap.
     #[inline(never)]
-    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<usize, Trap> {
+    fn exec(
+        &mut self,
+        prog: &Program,
+        entry: FuncId,
+        init: &[u64],
+        args: &[u64],
+    ) -> Result<usize, Trap> {
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
         let max_heap = self.limits.max_heap_bytes;
-        #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
-        let interrupt = self.interrupt.clone();
-        // Executed instructions: `steps` counts the finished straight-line
-        // runs, `seg` is where the current run started. A run is charged
-        // when it ends (taken jump, call, return, trap).
-        let mut steps: u64 = 0;
-        // Fuel and the interrupt flag are looked at (at a backward jump or a
-        // call) once `steps` passes `next_poll`: one compare in the hot path.
-        let mut next_poll: u64 = 0;
-
         let mut fid = entry;
         let mut f = prog.func(fid);
         let mut base = 0usize;
-        self.enter(f, base)
+        self.enter(f, init, base)
             .map_err(|k| self.trap(prog, fid, 0, k))?;
-        self.regs[..args.len()].copy_from_slice(args);
+        copy_regs(&mut self.regs[..args.len()], args);
         let mut w = Window::new(&mut self.regs, base, f.nregs());
-        let mut code: &[Instr] = &f.code;
-        let mut pc = 0usize;
-        let mut seg = 0usize;
+        let mut cur = Cursor::new(&f.code, 0);
 
+        // Executed instructions are counted in bytes of code, `W` per
+        // instruction, so that the hot path needs no instruction index:
+        // `done!()`, that is `meter + address of the current instruction +
+        // W`, is `W` times the instructions executed so far, the current one
+        // included. A straight-line run is charged when it ends (taken
+        // jump, call, return): the cursor moves to `ip` and `meter` becomes
+        // `done - ip`, so the count goes on from there. Wrapping arithmetic:
+        // only differences of addresses matter. (A u64 of bytes holds
+        // 1.5e18 instructions.)
+        let mut meter: u64 = 0u64.wrapping_sub(cur.addr());
+        // Fuel and the interrupt flag are looked at (at a taken jump or a
+        // call) once `done` passes `next_poll` (also in bytes): one compare
+        // in the hot path.
+        let mut next_poll: u64 = 0;
+
+        macro_rules! done {
+            () => {
+                meter.wrapping_add(cur.addr()).wrapping_add(W)
+            };
+        }
         macro_rules! trap {
             ($kind:expr) => {{
-                self.executed = steps + (pc + 1 - seg) as u64;
-                return Err(self.trap(prog, fid, pc, $kind));
+                self.executed = done!() / W;
+                return Err(self.trap(prog, fid, cur.pc(), $kind));
             }};
         }
-        // Charge the run ending at `pc` (inclusive). After it, traps use
-        // `trap_charged!` (the run is counted already).
-        macro_rules! charge {
-            () => {{
-                steps += (pc + 1 - seg) as u64;
-            }};
-        }
-        macro_rules! trap_charged {
-            ($kind:expr) => {{
-                self.executed = steps;
-                return Err(self.trap(prog, fid, pc, $kind));
-            }};
-        }
-        // At a backward jump or a call, after `charge!`.
+        // At a taken jump or a call, with `$done` = `done!()` there and
+        // the cursor still on the jump or call.
         macro_rules! poll {
-            () => {{
-                if steps > next_poll {
-                    match poll(steps, fuel, &interrupt) {
-                        Ok(n) => next_poll = n,
-                        Err(k) => trap_charged!(k),
+            ($done:expr) => {{
+                if $done > next_poll {
+                    // The flag is borrowed here, not cloned at entry: an
+                    // `Arc` clone is an atomic increment and decrement per
+                    // call.
+                    match poll($done / W, fuel, &self.interrupt) {
+                        Ok(n) => next_poll = n.saturating_mul(W),
+                        Err(k) => trap!(k),
                     }
                 }
             }};
@@ -599,23 +616,56 @@ impl Vm {
                 setb!($ins.r0, a $op b);
             }};
         }
-        // A taken jump to `target`: count the finished run of instructions;
-        // on a backward jump, check fuel and the interrupt flag.
+        // A taken jump to `target`: charge the finished run of
+        // instructions and, once the step count has passed `next_poll`,
+        // check fuel and the interrupt flag (only loops can run long, but
+        // telling backward jumps from forward ones would cost more than
+        // the compare).
         macro_rules! goto {
             ($target:expr) => {{
-                let target = $target as usize;
-                charge!();
-                if target <= pc {
-                    poll!();
-                }
-                pc = target;
-                seg = target;
+                let done = done!();
+                poll!(done);
+                cur.jump($target);
+                meter = done.wrapping_sub(cur.addr());
                 continue;
             }};
         }
 
+        // Fused compare-and-branch: jump if `r0 op r1` holds (or, with
+        // `not`, fails).
+        macro_rules! jcmp {
+            ($ins:expr, $get:ident, $op:tt) => {{
+                if $get!($ins.r0) $op $get!($ins.r1) {
+                    goto!($ins.x);
+                }
+            }};
+            ($ins:expr, $get:ident, not $op:tt) => {{
+                // f64: not the opposite comparison, which nan also fails.
+                let holds = $get!($ins.r0) $op $get!($ins.r1);
+                if !holds {
+                    goto!($ins.x);
+                }
+            }};
+        }
+        // Step-and-branch: `r0 += r1` (or `-=`), then jump if `r0 op r2`,
+        // `r2` read after the write (it may be `r0` itself).
+        macro_rules! jstep {
+            ($ins:expr, $op:tt) => {{
+                let step = ir!($ins.r1);
+                let v = if $ins.flags & STEP_SUB != 0 {
+                    ir!($ins.r0).wrapping_sub(step)
+                } else {
+                    ir!($ins.r0).wrapping_add(step)
+                };
+                seti!($ins.r0, v);
+                if v $op ir!($ins.r2) {
+                    goto!($ins.x);
+                }
+            }};
+        }
+
         loop {
-            let ins = crate::regs::fetch(code, pc);
+            let ins = cur.ins();
             match ins.op {
                 Op::AddF => ff!(ins, |a, b| a + b),
                 Op::SubF => ff!(ins, |a, b| a - b),
@@ -748,9 +798,9 @@ impl Vm {
                 Op::Call | Op::CallAcc => {
                     let site = &f.sites[ins.x as usize];
                     let callee_id = site.func;
-                    if !prog.is_verified(callee_id) {
+                    let Some(init) = prog.frame_init(callee_id) else {
                         trap!(TrapKind::NotVerified);
-                    }
+                    };
                     if self.frames.len() + 1 >= max_depth {
                         trap!(TrapKind::CallDepth { limit: max_depth });
                     }
@@ -763,11 +813,11 @@ impl Vm {
                     if !site_fits(site, callee, ins.op) {
                         trap!(TrapKind::NotVerified);
                     }
-                    charge!();
-                    poll!();
+                    let done = done!();
+                    poll!(done);
                     let new_base = base + f.nregs();
-                    if let Err(k) = self.enter(callee, new_base) {
-                        trap_charged!(k);
+                    if let Err(k) = self.enter(callee, init, new_base) {
+                        trap!(k);
                     }
                     for (i, a) in site.args.iter().enumerate() {
                         self.regs[new_base + i] = self.regs[base + *a as usize];
@@ -775,58 +825,55 @@ impl Vm {
                     if self.frames.len() == self.frames.capacity()
                         && self.frames.try_reserve(64).is_err()
                     {
-                        trap_charged!(TrapKind::OutOfMemory);
+                        trap!(TrapKind::OutOfMemory);
                     }
                     self.frames.push(Frame {
                         func: fid,
                         base,
-                        ret_pc: pc + 1,
+                        ret_pc: cur.pc() + 1,
                         dst: ins.r0 as u32,
                         site: ins.x,
                     });
                     fid = callee_id;
                     f = callee;
-                    code = &f.code;
                     base = new_base;
                     w = Window::new(&mut self.regs, base, f.nregs());
-                    pc = 0;
-                    seg = 0;
+                    cur = Cursor::new(&f.code, 0);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::Ret => {
                     let v = w.get(ins.r0 as u32);
-                    charge!();
+                    let done = done!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         self.results.push(v);
-                        self.executed = steps;
-                        return Ok(pc);
+                        self.executed = done / W;
+                        return Ok(cur.pc());
                     };
                     fid = frame.func;
                     f = prog.func(fid);
-                    code = &f.code;
                     base = frame.base;
                     w = Window::new(&mut self.regs, base, f.nregs());
                     w.set(frame.dst, v);
-                    pc = frame.ret_pc;
-                    seg = pc;
+                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::RetN => {
                     let list = &f.lists[ins.x as usize];
-                    charge!();
+                    let done = done!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         for r in list {
                             self.results.push(w.get(*r as u32));
                         }
-                        self.executed = steps;
-                        return Ok(pc);
+                        self.executed = done / W;
+                        return Ok(cur.pc());
                     };
                     let callee_base = base;
                     fid = frame.func;
                     f = prog.func(fid);
-                    code = &f.code;
                     base = frame.base;
                     let site = &f.sites[frame.site as usize];
                     for (r, acc) in list.iter().zip(&site.rets) {
@@ -835,8 +882,8 @@ impl Vm {
                         *slot = (f64::from_bits(*slot) + v).to_bits();
                     }
                     w = Window::new(&mut self.regs, base, f.nregs());
-                    pc = frame.ret_pc;
-                    seg = pc;
+                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
                 Op::Jmp => goto!(ins.x),
@@ -850,16 +897,30 @@ impl Vm {
                         goto!(ins.x);
                     }
                 }
-                Op::JmpCmpI => {
-                    if holds(ins.flags, ir!(ins.r0), ir!(ins.r1)) {
-                        goto!(ins.x);
-                    }
-                }
-                Op::JmpCmpF => {
-                    if holds(ins.flags, fr!(ins.r0), fr!(ins.r1)) {
-                        goto!(ins.x);
-                    }
-                }
+                Op::JmpLtI => jcmp!(ins, ir, <),
+                Op::JmpLeI => jcmp!(ins, ir, <=),
+                Op::JmpGtI => jcmp!(ins, ir, >),
+                Op::JmpGeI => jcmp!(ins, ir, >=),
+                Op::JmpEqI => jcmp!(ins, ir, ==),
+                Op::JmpNeI => jcmp!(ins, ir, !=),
+                Op::JmpLtF => jcmp!(ins, fr, <),
+                Op::JmpLeF => jcmp!(ins, fr, <=),
+                Op::JmpGtF => jcmp!(ins, fr, >),
+                Op::JmpGeF => jcmp!(ins, fr, >=),
+                Op::JmpEqF => jcmp!(ins, fr, ==),
+                Op::JmpNeF => jcmp!(ins, fr, !=),
+                Op::JmpNotLtF => jcmp!(ins, fr, not <),
+                Op::JmpNotLeF => jcmp!(ins, fr, not <=),
+                Op::JmpNotGtF => jcmp!(ins, fr, not >),
+                Op::JmpNotGeF => jcmp!(ins, fr, not >=),
+                Op::JmpNotEqF => jcmp!(ins, fr, not ==),
+                Op::JmpNotNeF => jcmp!(ins, fr, not !=),
+                Op::JmpStepLtI => jstep!(ins, <),
+                Op::JmpStepLeI => jstep!(ins, <=),
+                Op::JmpStepGtI => jstep!(ins, >),
+                Op::JmpStepGeI => jstep!(ins, >=),
+                Op::JmpStepEqI => jstep!(ins, ==),
+                Op::JmpStepNeI => jstep!(ins, !=),
                 Op::BlkPush => {
                     if self.blk.len() == self.blk.capacity() {
                         if let Err(k) = self.grow_blk() {
@@ -935,24 +996,30 @@ impl Vm {
                     }
                 }
             }
-            pc += 1;
+            cur.advance();
         }
     }
 }
 
-/// Whether a fused compare-and-branch jumps: its condition (`flags` bits
-/// 0-2, see [`crate::op::Cond`]) on `a`, `b`, negated by bit 3.
+/// `dst.copy_from_slice(src)` (same lengths), without a call to `memcpy`
+/// for the few registers most frames have: a call costs more than the copy.
 #[inline(always)]
-fn holds<T: PartialOrd>(flags: u8, a: T, b: T) -> bool {
-    let t = match flags & 7 {
-        0 => a < b,
-        1 => a <= b,
-        2 => a > b,
-        3 => a >= b,
-        4 => a == b,
-        _ => a != b,
-    };
-    t != (flags & COND_NEGATE != 0)
+fn copy_regs(dst: &mut [u64], src: &[u64]) {
+    #[inline(always)]
+    fn fixed<const N: usize>(dst: &mut [u64], src: &[u64]) {
+        dst[..N].copy_from_slice(&src[..N]);
+    }
+    match src.len() {
+        0 => {}
+        1 => fixed::<1>(dst, src),
+        2 => fixed::<2>(dst, src),
+        3 => fixed::<3>(dst, src),
+        4 => fixed::<4>(dst, src),
+        8 => fixed::<8>(dst, src),
+        12 => fixed::<12>(dst, src),
+        16 => fixed::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
 }
 
 /// Whether a call site still fits its callee's signature in what the
@@ -965,7 +1032,7 @@ fn site_fits(site: &crate::bytecode::CallSite, callee: &Function, op: Op) -> boo
 
 /// The look at fuel and the interrupt flag: a trap, or the step count at
 /// which to look again (never past the fuel limit, so that running out of
-/// fuel is noticed at the first backward jump or call beyond it).
+/// fuel is noticed at the first taken jump or call beyond it).
 #[cold]
 #[inline(never)]
 #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]

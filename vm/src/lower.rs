@@ -11,10 +11,18 @@
 //!   sequentialised so that cycles (the swap `a <- b, b <- a`) go through a
 //!   scratch register.
 //! * Blocks are laid out in IR order; a jump to the next block is omitted.
+//! * Fusion: a `br` on a comparison computed by the block's last
+//!   instruction becomes one compare-and-branch (`jmp.if.<cc>.i`,
+//!   `jmp.if.<cc>.f`, `jmp.ifnot.<cc>.f`: one opcode per condition); a `jmp`
+//!   to a block that only compares and branches (a loop header) is threaded
+//!   into the same; and a counter step `add.i %c, %c, s` or
+//!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch on
+//!   `%c` joins it as `jmp.step.if.<cc>.i` (see `Lowerer::take_step`), so a
+//!   counted loop ends in one instruction.
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
-use crate::op::{Cond, Op, Operand, COND_NEGATE};
+use crate::op::{Cond, Fused, Op, Operand, STEP_SUB};
 use crate::types::Type;
 use std::fmt;
 
@@ -82,7 +90,7 @@ pub fn lower_module(m: &ir::Module) -> Result<Program, LowerError> {
 #[derive(Clone, Copy)]
 enum Test {
     Reg(Reg),
-    Fused(Op, Cond, Reg, Reg),
+    Fused(Fused, Cond, Reg, Reg),
 }
 
 /// Where a jump must be patched to.
@@ -106,6 +114,8 @@ struct Lowerer<'f> {
     lists: Vec<Vec<Reg>>,
     /// How often each value is read.
     uses: Vec<u32>,
+    /// Where the code of the block being lowered starts.
+    block_start: usize,
 }
 
 /// Lower one function.
@@ -167,11 +177,13 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         table_blocks: Vec::new(),
         lists: Vec::new(),
         uses,
+        block_start: 0,
     };
     let mut starts = vec![0u32; f.blocks.len()];
     let mut blocks = Vec::with_capacity(f.blocks.len());
     for (bi, b) in f.blocks.iter().enumerate() {
         starts[bi] = l.code.len() as u32;
+        l.block_start = l.code.len();
         blocks.push(BlockMark {
             name: b.name.clone(),
             start: l.code.len() as u32,
@@ -499,11 +511,11 @@ impl Lowerer<'_> {
                 && last.args.len() == 2
         });
         if let Some(last) = fusable {
-            if let Some((cc, op)) = Cond::of(last.op) {
+            if let Some((cc, fused)) = Cond::of(last.op) {
                 let (ra, rb) = (self.r(last.args[0]), self.r(last.args[1]));
                 self.code.pop();
                 self.locs.pop();
-                return Test::Fused(op, cc, ra, rb);
+                return Test::Fused(fused, cc, ra, rb);
             }
         }
         Test::Reg(self.r(cond))
@@ -534,14 +546,14 @@ impl Lowerer<'_> {
         {
             return Ok(None);
         }
-        let Some((cc, op)) = Cond::of(cmp.op) else {
+        let Some((cc, fused)) = Cond::of(cmp.op) else {
             return Ok(None);
         };
         let trivial = |c: Vec<(Reg, Reg)>| c.iter().all(|(d, s)| d == s);
         if !trivial(self.edge_copies(to, *then_)?) || !trivial(self.edge_copies(to, *else_)?) {
             return Ok(None);
         }
-        let test = Test::Fused(op, cc, self.r(cmp.args[0]), self.r(cmp.args[1]));
+        let test = Test::Fused(fused, cc, self.r(cmp.args[0]), self.r(cmp.args[1]));
         Ok(Some((test, *then_, *else_)))
     }
 
@@ -549,14 +561,65 @@ impl Lowerer<'_> {
     fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) {
         let ins = match test {
             Test::Reg(c) => Instr::new(if negate { Op::JmpIfNot } else { Op::JmpIf }, c, 0, 0, 0),
-            Test::Fused(op, cc, a, b) => {
-                let mut i = Instr::new(op, a, b, 0, 0);
-                i.flags = cc as u8 | if negate { COND_NEGATE } else { 0 };
-                i
-            }
+            Test::Fused(fused, cc, a, b) => match self.take_step(fused, cc, a, b, negate) {
+                Some(i) => i,
+                None => Instr::new(Op::fused_branch(fused, cc, negate), a, b, 0, 0),
+            },
         };
         let pc = self.emit(ins, loc);
         self.fixups.push((pc, fix));
+    }
+
+    /// Step-and-branch fusion, for the compare-and-branch `a cc b` about to
+    /// be emitted: if the block's last emitted instruction is a counter
+    /// step `add.i %c, %c, %s` or `sub.i %c, %c, %s` and the comparison
+    /// reads `%c`, take the step back and return the step-and-branch
+    /// `jmp.step.if.<cc>.i %c, %s, other` (condition swapped if `%c` is the
+    /// right operand, inverted if `negate`; target left to the caller). `blk.push`es after the step, which touch no
+    /// register, stay where they are and so run before it.
+    ///
+    /// Decided on registers, not SSA facts, so it also fires on the
+    /// counters of reverse code, which are written many times.
+    fn take_step(&mut self, fused: Fused, cc: Cond, a: Reg, b: Reg, negate: bool) -> Option<Instr> {
+        if fused != Fused::CmpI {
+            return None;
+        }
+        let mut at = self.code.len();
+        while at > self.block_start && self.code[at - 1].op == Op::BlkPush {
+            at -= 1;
+        }
+        if at == self.block_start {
+            return None;
+        }
+        let step = self.code[at - 1];
+        let sub = match step.op {
+            Op::AddI => 0,
+            Op::SubI => STEP_SUB,
+            _ => return None,
+        };
+        let c = step.r0;
+        if step.r1 != c {
+            return None;
+        }
+        let (cc, other) = if a == c {
+            (cc, b)
+        } else if b == c {
+            (cc.swapped(), a)
+        } else {
+            return None;
+        };
+        // The instructions after the step move up by one: nothing may jump
+        // to them (nothing jumps into the middle of a block) or be one of
+        // the jumps still to patch (the block has emitted none).
+        if self.fixups.last().is_some_and(|(pc, _)| *pc >= at - 1) {
+            return None;
+        }
+        self.code.remove(at - 1);
+        self.locs.remove(at - 1);
+        let op = Op::fused_branch(Fused::StepI, cc, negate);
+        let mut i = Instr::new(op, c, step.r2, other, 0);
+        i.flags = sub;
+        Some(i)
     }
 
     fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
@@ -678,6 +741,7 @@ mod tests {
             table_blocks: Vec::new(),
             lists: Vec::new(),
             uses: Vec::new(),
+            block_start: 0,
         }
     }
 

@@ -225,42 +225,71 @@ ops! {
     Take = "take" [Def(F), InOut(F)];
 
     // ---- fused compare-and-branch (made by the lowering) ---------------------
-    /// Jump to `x` if `r0 CC r1` (i64) differs from the negate bit: `flags`
-    /// bits 0-2 hold the condition (see [`Cond`]), bit 3 negates it.
-    JmpCmpI = "jmp.cmp.i" [Use(I), Use(I), Target];
-    /// As `jmp.cmp.i`, on f64 (IEEE: every comparison with nan is false
-    /// except `ne`, so a negated `lt` is not `ge`).
-    JmpCmpF = "jmp.cmp.f" [Use(F), Use(F), Target];
+    // One opcode per condition, so that the interpreter dispatches once.
+    // Integer conditions are closed under negation (`not lt` is `ge`), so a
+    // negated integer branch is the opposite condition; f64 ones are not
+    // (every comparison with nan is false except `ne`), so f64 has both.
+    /// Jump to `x` if `r0 < r1` (i64), else fall through.
+    JmpLtI = "jmp.if.lt.i" [Use(I), Use(I), Target];
+    JmpLeI = "jmp.if.le.i" [Use(I), Use(I), Target];
+    JmpGtI = "jmp.if.gt.i" [Use(I), Use(I), Target];
+    JmpGeI = "jmp.if.ge.i" [Use(I), Use(I), Target];
+    JmpEqI = "jmp.if.eq.i" [Use(I), Use(I), Target];
+    JmpNeI = "jmp.if.ne.i" [Use(I), Use(I), Target];
+    /// Jump to `x` if `r0 < r1` (f64, IEEE), else fall through.
+    JmpLtF = "jmp.if.lt.f" [Use(F), Use(F), Target];
+    JmpLeF = "jmp.if.le.f" [Use(F), Use(F), Target];
+    JmpGtF = "jmp.if.gt.f" [Use(F), Use(F), Target];
+    JmpGeF = "jmp.if.ge.f" [Use(F), Use(F), Target];
+    JmpEqF = "jmp.if.eq.f" [Use(F), Use(F), Target];
+    JmpNeF = "jmp.if.ne.f" [Use(F), Use(F), Target];
+    /// Jump to `x` unless `r0 < r1` (f64, IEEE: so also if either is nan).
+    JmpNotLtF = "jmp.ifnot.lt.f" [Use(F), Use(F), Target];
+    JmpNotLeF = "jmp.ifnot.le.f" [Use(F), Use(F), Target];
+    JmpNotGtF = "jmp.ifnot.gt.f" [Use(F), Use(F), Target];
+    JmpNotGeF = "jmp.ifnot.ge.f" [Use(F), Use(F), Target];
+    JmpNotEqF = "jmp.ifnot.eq.f" [Use(F), Use(F), Target];
+    JmpNotNeF = "jmp.ifnot.ne.f" [Use(F), Use(F), Target];
+    /// Step and branch (the end of a counted loop): `r0 = r0 + r1`, or
+    /// `r0 - r1` with flag [`STEP_SUB`] (i64, wrapping), then jump to `x`
+    /// if the new `r0 < r2`. `r2` is read after `r0` is written.
+    JmpStepLtI = "jmp.step.if.lt.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepLeI = "jmp.step.if.le.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepGtI = "jmp.step.if.gt.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepGeI = "jmp.step.if.ge.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepEqI = "jmp.step.if.eq.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepNeI = "jmp.step.if.ne.i" [InOut(I), Use(I), Use(I), Target];
 }
 
-/// The condition of a fused compare-and-branch, in `Instr::flags`.
+/// The condition of a comparison or fused branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
 pub enum Cond {
-    Lt = 0,
-    Le = 1,
-    Gt = 2,
-    Ge = 3,
-    Eq = 4,
-    Ne = 5,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
 }
 
-/// Bit 3 of `Instr::flags` on a fused compare-and-branch: jump when the
-/// comparison is false.
-pub const COND_NEGATE: u8 = 8;
+/// The families of fused branches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fused {
+    /// Compare two i64 registers and branch (`jmp.if.<cc>.i`).
+    CmpI,
+    /// Compare two f64 registers and branch (`jmp.if.<cc>.f`,
+    /// `jmp.ifnot.<cc>.f`).
+    CmpF,
+    /// Step an i64 counter, compare it and branch (`jmp.step.if.<cc>.i`).
+    StepI,
+}
+
+/// The one bit of `Instr::flags` that has a meaning: on a step-and-branch
+/// (`jmp.step.if.<cc>.i`), subtract the step instead of adding it.
+pub const STEP_SUB: u8 = 16;
 
 impl Cond {
-    pub fn from_flags(flags: u8) -> Option<Cond> {
-        Some(match flags & 7 {
-            0 => Cond::Lt,
-            1 => Cond::Le,
-            2 => Cond::Gt,
-            3 => Cond::Ge,
-            4 => Cond::Eq,
-            5 => Cond::Ne,
-            _ => return None,
-        })
-    }
+    pub const ALL: [Cond; 6] = [Cond::Lt, Cond::Le, Cond::Gt, Cond::Ge, Cond::Eq, Cond::Ne];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -273,27 +302,147 @@ impl Cond {
         }
     }
 
-    /// The fused condition and type class of a comparison opcode.
-    pub fn of(op: Op) -> Option<(Cond, Op)> {
+    /// The condition that holds for `(b, a)` exactly when `self` holds for
+    /// `(a, b)`.
+    pub fn swapped(self) -> Cond {
+        match self {
+            Cond::Lt => Cond::Gt,
+            Cond::Le => Cond::Ge,
+            Cond::Gt => Cond::Lt,
+            Cond::Ge => Cond::Le,
+            Cond::Eq => Cond::Eq,
+            Cond::Ne => Cond::Ne,
+        }
+    }
+
+    /// The condition that holds exactly when `self` does not, on integers
+    /// (not on f64: nan makes both `lt` and `ge` false).
+    pub fn inverse(self) -> Cond {
+        match self {
+            Cond::Lt => Cond::Ge,
+            Cond::Le => Cond::Gt,
+            Cond::Gt => Cond::Le,
+            Cond::Ge => Cond::Lt,
+            Cond::Eq => Cond::Ne,
+            Cond::Ne => Cond::Eq,
+        }
+    }
+
+    /// Whether the condition holds for `a`, `b`.
+    #[inline(always)]
+    pub fn holds<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Cond::Lt => a < b,
+            Cond::Le => a <= b,
+            Cond::Gt => a > b,
+            Cond::Ge => a >= b,
+            Cond::Eq => a == b,
+            Cond::Ne => a != b,
+        }
+    }
+
+    /// The condition and fused-branch family of a comparison opcode.
+    pub fn of(op: Op) -> Option<(Cond, Fused)> {
         Some(match op {
-            Op::LtI => (Cond::Lt, Op::JmpCmpI),
-            Op::LeI => (Cond::Le, Op::JmpCmpI),
-            Op::GtI => (Cond::Gt, Op::JmpCmpI),
-            Op::GeI => (Cond::Ge, Op::JmpCmpI),
-            Op::EqI => (Cond::Eq, Op::JmpCmpI),
-            Op::NeI => (Cond::Ne, Op::JmpCmpI),
-            Op::LtF => (Cond::Lt, Op::JmpCmpF),
-            Op::LeF => (Cond::Le, Op::JmpCmpF),
-            Op::GtF => (Cond::Gt, Op::JmpCmpF),
-            Op::GeF => (Cond::Ge, Op::JmpCmpF),
-            Op::EqF => (Cond::Eq, Op::JmpCmpF),
-            Op::NeF => (Cond::Ne, Op::JmpCmpF),
+            Op::LtI => (Cond::Lt, Fused::CmpI),
+            Op::LeI => (Cond::Le, Fused::CmpI),
+            Op::GtI => (Cond::Gt, Fused::CmpI),
+            Op::GeI => (Cond::Ge, Fused::CmpI),
+            Op::EqI => (Cond::Eq, Fused::CmpI),
+            Op::NeI => (Cond::Ne, Fused::CmpI),
+            Op::LtF => (Cond::Lt, Fused::CmpF),
+            Op::LeF => (Cond::Le, Fused::CmpF),
+            Op::GtF => (Cond::Gt, Fused::CmpF),
+            Op::GeF => (Cond::Ge, Fused::CmpF),
+            Op::EqF => (Cond::Eq, Fused::CmpF),
+            Op::NeF => (Cond::Ne, Fused::CmpF),
             _ => return None,
         })
     }
 }
 
+/// What a fused branch opcode does: family, condition, and whether it jumps
+/// when the condition fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Branch {
+    pub fused: Fused,
+    pub cond: Cond,
+    pub negated: bool,
+}
+
 impl Op {
+    /// The fused branch opcode of `fused` that jumps when `cond` holds
+    /// (`negated`: fails). Integer families express a negated condition as
+    /// its inverse.
+    pub fn fused_branch(fused: Fused, cond: Cond, negated: bool) -> Op {
+        use Cond::{Eq, Ge, Gt, Le, Lt, Ne};
+        let int = if negated { cond.inverse() } else { cond };
+        match (fused, int, cond, negated) {
+            (Fused::CmpI, Lt, ..) => Op::JmpLtI,
+            (Fused::CmpI, Le, ..) => Op::JmpLeI,
+            (Fused::CmpI, Gt, ..) => Op::JmpGtI,
+            (Fused::CmpI, Ge, ..) => Op::JmpGeI,
+            (Fused::CmpI, Eq, ..) => Op::JmpEqI,
+            (Fused::CmpI, Ne, ..) => Op::JmpNeI,
+            (Fused::StepI, Lt, ..) => Op::JmpStepLtI,
+            (Fused::StepI, Le, ..) => Op::JmpStepLeI,
+            (Fused::StepI, Gt, ..) => Op::JmpStepGtI,
+            (Fused::StepI, Ge, ..) => Op::JmpStepGeI,
+            (Fused::StepI, Eq, ..) => Op::JmpStepEqI,
+            (Fused::StepI, Ne, ..) => Op::JmpStepNeI,
+            (Fused::CmpF, _, Lt, false) => Op::JmpLtF,
+            (Fused::CmpF, _, Le, false) => Op::JmpLeF,
+            (Fused::CmpF, _, Gt, false) => Op::JmpGtF,
+            (Fused::CmpF, _, Ge, false) => Op::JmpGeF,
+            (Fused::CmpF, _, Eq, false) => Op::JmpEqF,
+            (Fused::CmpF, _, Ne, false) => Op::JmpNeF,
+            (Fused::CmpF, _, Lt, true) => Op::JmpNotLtF,
+            (Fused::CmpF, _, Le, true) => Op::JmpNotLeF,
+            (Fused::CmpF, _, Gt, true) => Op::JmpNotGtF,
+            (Fused::CmpF, _, Ge, true) => Op::JmpNotGeF,
+            (Fused::CmpF, _, Eq, true) => Op::JmpNotEqF,
+            (Fused::CmpF, _, Ne, true) => Op::JmpNotNeF,
+        }
+    }
+
+    /// What a fused branch opcode does; `None` for every other opcode.
+    pub fn branch(self) -> Option<Branch> {
+        use Cond::{Eq, Ge, Gt, Le, Lt, Ne};
+        use Fused::{CmpF, CmpI, StepI};
+        let (fused, cond, negated) = match self {
+            Op::JmpLtI => (CmpI, Lt, false),
+            Op::JmpLeI => (CmpI, Le, false),
+            Op::JmpGtI => (CmpI, Gt, false),
+            Op::JmpGeI => (CmpI, Ge, false),
+            Op::JmpEqI => (CmpI, Eq, false),
+            Op::JmpNeI => (CmpI, Ne, false),
+            Op::JmpLtF => (CmpF, Lt, false),
+            Op::JmpLeF => (CmpF, Le, false),
+            Op::JmpGtF => (CmpF, Gt, false),
+            Op::JmpGeF => (CmpF, Ge, false),
+            Op::JmpEqF => (CmpF, Eq, false),
+            Op::JmpNeF => (CmpF, Ne, false),
+            Op::JmpNotLtF => (CmpF, Lt, true),
+            Op::JmpNotLeF => (CmpF, Le, true),
+            Op::JmpNotGtF => (CmpF, Gt, true),
+            Op::JmpNotGeF => (CmpF, Ge, true),
+            Op::JmpNotEqF => (CmpF, Eq, true),
+            Op::JmpNotNeF => (CmpF, Ne, true),
+            Op::JmpStepLtI => (StepI, Lt, false),
+            Op::JmpStepLeI => (StepI, Le, false),
+            Op::JmpStepGtI => (StepI, Gt, false),
+            Op::JmpStepGeI => (StepI, Ge, false),
+            Op::JmpStepEqI => (StepI, Eq, false),
+            Op::JmpStepNeI => (StepI, Ne, false),
+            _ => return None,
+        };
+        Some(Branch {
+            fused,
+            cond,
+            negated,
+        })
+    }
+
     /// True for instructions that end a basic block.
     pub fn is_terminator(self) -> bool {
         matches!(self, Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop)
@@ -301,7 +450,19 @@ impl Op {
 
     /// True for the conditional jumps that fall through.
     pub fn is_cond_jump(self) -> bool {
-        matches!(self, Op::JmpIf | Op::JmpIfNot | Op::JmpCmpI | Op::JmpCmpF)
+        matches!(self, Op::JmpIf | Op::JmpIfNot) || self.branch().is_some()
+    }
+
+    /// The bits of `Instr::flags` this opcode may set; all others are
+    /// reserved and must be zero (`verify.rs`, check 7).
+    pub fn flag_bits(self) -> u8 {
+        match self.branch() {
+            Some(Branch {
+                fused: Fused::StepI,
+                ..
+            }) => STEP_SUB,
+            _ => 0,
+        }
     }
 
     /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).
@@ -337,6 +498,41 @@ mod tests {
             // A non-register operand lives in `x`, so it cannot share the
             // instruction with a fourth register.
             assert!(!(regs == 4 && others == 1), "{op:?}");
+        }
+    }
+
+    #[test]
+    fn fused_branches_round_trip() {
+        for fused in [Fused::CmpI, Fused::CmpF, Fused::StepI] {
+            for cond in Cond::ALL {
+                for negated in [false, true] {
+                    let op = Op::fused_branch(fused, cond, negated);
+                    let b = op.branch().expect("a fused branch");
+                    assert_eq!(b.fused, fused);
+                    // Same jump: integer negations become the inverse.
+                    let same = (b.cond, b.negated) == (cond, negated)
+                        || (fused != Fused::CmpF && b.cond == cond.inverse() && negated);
+                    assert!(same, "{fused:?} {cond:?} {negated} -> {op:?}");
+                    let name = format!(
+                        "jmp.{}{}.{}.{}",
+                        if fused == Fused::StepI { "step." } else { "" },
+                        if b.negated { "ifnot" } else { "if" },
+                        b.cond.name(),
+                        if fused == Fused::CmpF { "f" } else { "i" },
+                    );
+                    assert_eq!(op.mnemonic(), name);
+                }
+            }
+        }
+        let n = Op::ALL.iter().filter(|op| op.branch().is_some()).count();
+        assert_eq!(n, 24);
+        for a in [i64::MIN, -1, 0, 1, i64::MAX] {
+            for b in [i64::MIN, 0, 1] {
+                for c in Cond::ALL {
+                    assert_eq!(c.swapped().holds(b, a), c.holds(a, b));
+                    assert_eq!(c.inverse().holds(a, b), !c.holds(a, b));
+                }
+            }
         }
     }
 

@@ -34,9 +34,9 @@
 //!    execution never runs off the end: every `pc` the interpreter reaches
 //!    is 0, a checked target, or the successor of an instruction that is
 //!    not the last.
-//! 7. Flags: fused compare-and-branch instructions carry a valid condition
-//!    (bits 0-2 a [`crate::op::Cond`], bit 3 the negation, nothing else);
-//!    every other instruction has a zero `flags` byte.
+//! 7. Flags: the `flags` byte is zero except for the subtraction bit
+//!    ([`crate::op::STEP_SUB`]) of a step-and-branch (`jmp.step.if.<cc>.i`);
+//!    see [`Op::flag_bits`].
 //! 8. Debug tables: `locs` and `reg_names` are empty or exactly as long as
 //!    `code` / `reg_types`.
 //!
@@ -99,8 +99,8 @@ pub enum VerifyError {
     FallsOffEnd { func: String },
     /// Debug tables have the wrong length.
     BadDebugInfo { func: String },
-    /// The `flags` byte is not a valid condition (fused compare-and-branch)
-    /// or not zero (every other opcode: the byte is reserved).
+    /// The `flags` byte sets a bit the opcode does not use (the byte is
+    /// reserved but for the subtraction bit of a step-and-branch).
     BadFlags { func: String, pc: usize, flags: u8 },
     /// No such function.
     NoFunction { id: u32 },
@@ -301,13 +301,7 @@ fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec
         }
     }
     debug_assert_eq!(slot, regs.len());
-    let flags_ok = if matches!(ins.op, Op::JmpCmpI | Op::JmpCmpF) {
-        ins.flags & !(7 | crate::op::COND_NEGATE) == 0
-            && crate::op::Cond::from_flags(ins.flags).is_some()
-    } else {
-        ins.flags == 0
-    };
-    if !flags_ok {
+    if ins.flags & !ins.op.flag_bits() != 0 {
         errs.push(VerifyError::BadFlags {
             func: func(),
             pc,

@@ -18,13 +18,12 @@ entry:
   0000  copy        %r, 1.0
   0001  copy        %k, %n
 head:
-  0002  jmp.ifnot.gt.i %k, 0, -> done (0006)
+  0002  jmp.if.le.i %k, 0, -> done (0005)
 body:
   0003  mul.f       %r, %r, %x
-  0004  sub.i       %k, %k, 1
-  0005  jmp.if.gt.i %k, 0, -> body (0003)
+  0004  jmp.step.if.gt.i %k -= 1, 0, -> body (0003)
 done:
-  0006  ret         %r
+  0005  ret         %r
 ";
     assert_eq!(disasm::function(p.func(FuncId(0))), want);
     assert_eq!(disasm::program(&p), format!("{want}\n"));

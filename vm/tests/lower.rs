@@ -213,10 +213,12 @@ fn registers_side_tables_and_debug_info() {
     assert_eq!(f.locs.len(), f.code.len());
     assert_eq!(f.reg_names.len(), f.reg_types.len());
     assert!(f.reg_names.iter().any(|n| n == "r"));
-    // The loop is 3 instructions: mul, sub and a fused compare-and-branch.
+    // The loop is 2 instructions: mul and a fused step-and-branch (the
+    // `sub` and the compare-and-branch).
     let body = f.blocks[2].start as usize;
     let done = f.blocks[3].start as usize;
-    assert_eq!(done - body, 3, "{}", vm::disasm::function(&f));
+    assert_eq!(done - body, 2, "{}", vm::disasm::function(&f));
+    assert_eq!(f.code[done - 1].op, Op::JmpStepGtI);
     assert_eq!(f.code[done].op, Op::Ret);
 }
 
@@ -494,5 +496,114 @@ proptest! {
         let got = run_many(&p, &[n as u64]);
         let want = copy_loop_reference(&back, &out, do_while, n);
         prop_assert_eq!(got, want, "{}", vm::disasm::program(&p));
+    }
+}
+
+fn is_step(op: Op) -> bool {
+    matches!(op.branch(), Some(b) if b.fused == vm::op::Fused::StepI)
+}
+
+/// The ops of a lowered function, in order.
+fn ops(p: &Program) -> Vec<Op> {
+    p.func(FuncId(0)).code.iter().map(|i| i.op).collect()
+}
+
+/// `fn(c, n) -> i64`: `%c` stepped by 1 in `pre`, then `head` tests
+/// `c < n` and loops back to `pre` or returns `c`. `pre` reaches `head`
+/// by falling through, and `head` has a second predecessor (`entry`), so
+/// the step must stay in `pre`: fusing it would run it on entry too.
+#[test]
+fn a_step_in_another_block_is_not_fused() {
+    let mut b = B::new("t", &[("c", I64), ("n", I64)], I64);
+    let (c, n) = (b.p(0), b.p(1));
+    let entry = b.block("entry");
+    let pre = b.block("pre");
+    let head = b.block("head");
+    let done = b.block("done");
+    let one = b.i64(1);
+    let t0 = b.op(entry, Op::LtI, Some(Bool), &[c, n]);
+    b.br(entry, t0, pre, head);
+    b.set(pre, Op::AddI, c, &[c, one]);
+    b.jmp(pre, head);
+    let t = b.op(head, Op::LtI, Some(Bool), &[c, n]);
+    b.br(head, t, pre, done);
+    b.ret(done, c);
+    let p = load(&b.module());
+    assert!(
+        !ops(&p).iter().any(|op| is_step(*op)),
+        "{}",
+        vm::disasm::program(&p)
+    );
+    let mut vm = Vm::default();
+    for (c0, n0, want) in [(0, 5, 5), (7, 5, 7), (5, 5, 5)] {
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(c0), Value::I64(n0)]),
+            Ok(Value::I64(want))
+        );
+    }
+}
+
+/// A step followed by `blk.push` (AD forward code at a back edge) is still
+/// fused: the push, which touches no register, runs first. A step
+/// followed by an edge copy, or whose destination is not its first
+/// operand, is not.
+#[test]
+fn step_fusion_looks_past_block_pushes_only() {
+    // entry: jmp head; head: t = lt k, n; br t, body, done;
+    // body: [x = add x, x]; k = add k, 1 (or k = add one, k); [blk.push 1];
+    // jmp head; done: ret k
+    let build = |push: bool, copy: bool, swapped: bool| {
+        let mut b = B::new("t", &[("n", I64), ("x", I64)], I64);
+        let (n, x) = (b.p(0), b.p(1));
+        let entry = b.block("entry");
+        let head = b.block("head");
+        let body = b.block("body");
+        let done = b.block("done");
+        let k = b.val("k", I64);
+        let y = b.val("y", I64);
+        let (zero, one) = (b.i64(0), b.i64(1));
+        b.set(entry, Op::Mov, k, &[zero]);
+        b.jmp(entry, head);
+        if copy {
+            // A phi of `head` whose value on the back edge is not its
+            // own register: a copy after the step.
+            b.phi(head, y, &[(entry, x), (body, x)]);
+        }
+        let t = b.op(head, Op::LtI, Some(Bool), &[k, n]);
+        b.br(head, t, body, done);
+        if swapped {
+            b.set(body, Op::AddI, k, &[one, k]);
+        } else {
+            b.set(body, Op::AddI, k, &[k, one]);
+        }
+        if push {
+            b.blk_push(body, 1);
+        }
+        b.jmp(body, head);
+        b.ret(done, k);
+        load(&b.module())
+    };
+    let p = build(true, false, false);
+    let o = ops(&p);
+    assert!(
+        o.windows(2).any(|w| w == [Op::BlkPush, Op::JmpStepLtI]),
+        "{}",
+        vm::disasm::program(&p)
+    );
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[4, 0]).expect("runs");
+    assert_eq!(vm.results(), &[4]);
+    assert_eq!(vm.blk_len(), 4);
+    for p in [build(false, true, false), build(false, false, true)] {
+        assert!(
+            !ops(&p).iter().any(|op| is_step(*op)),
+            "{}",
+            vm::disasm::program(&p)
+        );
+        assert_eq!(
+            Vm::default().run(&p, FuncId(0), &[Value::I64(4), Value::I64(9)]),
+            Ok(Value::I64(4))
+        );
     }
 }

@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use vm::ir::{FuncId, RetType};
-use vm::op::{Op, Operand, Ty, COND_NEGATE};
+use vm::op::{Op, Operand, Ty, STEP_SUB};
 use vm::verify::verify_program;
 use vm::{Type, Vm};
 
@@ -204,8 +204,8 @@ fn random_program(seed: u64) -> Program {
                 slot(2) as Reg,
                 x.unwrap_or(slot(3)),
             );
-            if matches!(op, Op::JmpCmpI | Op::JmpCmpF) {
-                ins.flags = rng.below(6) as u8 | if rng.one_in(2) { COND_NEGATE } else { 0 };
+            if op.flag_bits() & STEP_SUB != 0 && rng.one_in(2) {
+                ins.flags = STEP_SUB;
             }
             f.code.push(ins);
         }

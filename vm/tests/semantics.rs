@@ -6,7 +6,7 @@ mod common_ir;
 use common_ir::*;
 use vm::interp::{Trap, TrapKind, Vm};
 use vm::ir::{FuncId, Term};
-use vm::op::Op;
+use vm::op::{Fused, Op};
 use vm::{Type, Value};
 
 use Type::{Arr, Bool, F64, I64};
@@ -225,14 +225,23 @@ fn comparisons_are_ieee() {
 }
 
 /// Comparisons feeding a branch become fused compare-and-branch
-/// instructions: the same IEEE answers (a negated `lt` is not `ge`).
+/// instructions: the same IEEE answers (a negated `lt` is not `ge`), with
+/// the branch negated (`yes` right after `entry`) or not.
 #[test]
 fn fused_branches_are_ieee() {
-    for op in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF, Op::NeF] {
+    for (op, yes_next) in [Op::LtF, Op::LeF, Op::GtF, Op::GeF, Op::EqF, Op::NeF]
+        .into_iter()
+        .flat_map(|op| [(op, true), (op, false)])
+    {
         let mut b = B::new("br", &[("a", F64), ("b", F64)], I64);
         let entry = b.block("entry");
-        let yes = b.block("yes");
-        let no = b.block("no");
+        let (yes, no) = if yes_next {
+            let y = b.block("yes");
+            (y, b.block("no"))
+        } else {
+            let n = b.block("no");
+            (b.block("yes"), n)
+        };
         let (x, y) = (b.p(0), b.p(1));
         let c = b.op(entry, op, Some(Bool), &[x, y]);
         b.br(entry, c, yes, no);
@@ -242,10 +251,21 @@ fn fused_branches_are_ieee() {
         let m = b.module();
         let p = load(&m);
         assert!(
-            p.func(FuncId(0)).code.iter().any(|i| i.op == Op::JmpCmpF),
+            p.func(FuncId(0))
+                .code
+                .iter()
+                .any(|i| matches!(i.op.branch(), Some(b) if b.fused == Fused::CmpF)),
             "{op:?} fused"
         );
-        for (a, bb) in [(1.0, 2.0), (2.0, 1.0), (1.0, 1.0), (f64::NAN, 1.0)] {
+        let fused = p.func(FuncId(0)).code[0].op.branch().expect("fused");
+        assert_eq!(fused.negated, yes_next, "{op:?}");
+        for (a, bb) in [
+            (1.0, 2.0),
+            (2.0, 1.0),
+            (1.0, 1.0),
+            (f64::NAN, 1.0),
+            (1.0, f64::NAN),
+        ] {
             let want = match op {
                 Op::LtF => a < bb,
                 Op::LeF => a <= bb,
@@ -257,9 +277,172 @@ fn fused_branches_are_ieee() {
             let got = Vm::default()
                 .run(&p, FuncId(0), &[Value::F64(a), Value::F64(bb)])
                 .expect("runs");
-            assert_eq!(got, Value::I64(want as i64), "{op:?} {a} {bb}");
+            assert_eq!(got, Value::I64(want as i64), "{op:?} {yes_next} {a} {bb}");
         }
     }
+}
+
+/// Integer comparisons feeding a branch: one opcode per condition, a
+/// negated branch being the inverse condition.
+#[test]
+fn fused_integer_branches() {
+    for op in [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI] {
+        for yes_next in [true, false] {
+            let mut b = B::new("br", &[("a", I64), ("b", I64)], I64);
+            let entry = b.block("entry");
+            let (yes, no) = if yes_next {
+                let y = b.block("yes");
+                (y, b.block("no"))
+            } else {
+                let n = b.block("no");
+                (b.block("yes"), n)
+            };
+            let (x, y) = (b.p(0), b.p(1));
+            let c = b.op(entry, op, Some(Bool), &[x, y]);
+            b.br(entry, c, yes, no);
+            let (one, zero) = (b.i64(1), b.i64(0));
+            b.ret(yes, one);
+            b.ret(no, zero);
+            let p = load(&b.module());
+            let fused = p.func(FuncId(0)).code[0].op.branch().expect("fused");
+            assert_eq!(fused.fused, Fused::CmpI);
+            assert!(!fused.negated);
+            for (a, bb) in [(1, 2), (2, 1), (1, 1), (i64::MIN, i64::MAX)] {
+                let want = match op {
+                    Op::LtI => a < bb,
+                    Op::LeI => a <= bb,
+                    Op::GtI => a > bb,
+                    Op::GeI => a >= bb,
+                    Op::EqI => a == bb,
+                    _ => a != bb,
+                };
+                let got = Vm::default()
+                    .run(&p, FuncId(0), &[Value::I64(a), Value::I64(bb)])
+                    .expect("runs");
+                assert_eq!(got, Value::I64(want as i64), "{op:?} {yes_next} {a} {bb}");
+            }
+        }
+    }
+}
+
+fn is_step(op: Op) -> bool {
+    matches!(op.branch(), Some(b) if b.fused == Fused::StepI)
+}
+
+/// `%c = add.i %c, %s` (or `sub.i`) followed by a branch on an integer
+/// comparison reading `%c` becomes one `jmp.step.i`: the same wrapping
+/// step, the same answer for every condition, with the counter on either
+/// side of the comparison (or both), branch negated or not.
+#[test]
+fn fused_step_and_branch() {
+    let conds = [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI];
+    let values = [
+        (i64::MAX, 1, i64::MIN),
+        (i64::MIN, 1, i64::MAX),
+        (0, 1, 1),
+        (5, 3, 2),
+        (-7, 2, -5),
+        (3, 0, 3),
+        (i64::MIN, -1, 0),
+    ];
+    for step_op in [Op::AddI, Op::SubI] {
+        for cmp in conds {
+            // Which operands of the comparison are the counter.
+            for sides in [(true, false), (false, true), (true, true)] {
+                // `yes` right after `entry` (the branch is negated) or not.
+                for yes_next in [true, false] {
+                    let mut b = B::new("step", &[("c", I64), ("s", I64), ("n", I64)], I64);
+                    let (c, st, n) = (b.p(0), b.p(1), b.p(2));
+                    let entry = b.block("entry");
+                    let (yes, no) = if yes_next {
+                        let y = b.block("yes");
+                        (y, b.block("no"))
+                    } else {
+                        let no = b.block("no");
+                        (b.block("yes"), no)
+                    };
+                    b.set(entry, step_op, c, &[c, st]);
+                    let lhs = if sides.0 { c } else { n };
+                    let rhs = if sides.1 { c } else { n };
+                    let t = b.op(entry, cmp, Some(Bool), &[lhs, rhs]);
+                    b.br(entry, t, yes, no);
+                    b.ret(yes, c);
+                    let k = b.i64(12345);
+                    let r = b.op(no, Op::SubI, Some(I64), &[c, k]);
+                    b.ret(no, r);
+                    let p = load(&b.module());
+                    let code = &p.func(FuncId(0)).code;
+                    let what = format!("{step_op:?} {cmp:?} {sides:?} {yes_next}");
+                    assert!(is_step(code[0].op), "{what}");
+                    for (c0, s0, n0) in values {
+                        let c1 = if step_op == Op::AddI {
+                            c0.wrapping_add(s0)
+                        } else {
+                            c0.wrapping_sub(s0)
+                        };
+                        let l = if sides.0 { c1 } else { n0 };
+                        let r = if sides.1 { c1 } else { n0 };
+                        let holds = match cmp {
+                            Op::LtI => l < r,
+                            Op::LeI => l <= r,
+                            Op::GtI => l > r,
+                            Op::GeI => l >= r,
+                            Op::EqI => l == r,
+                            _ => l != r,
+                        };
+                        let want = if holds { c1 } else { c1.wrapping_sub(12345) };
+                        let mut vm = Vm::default();
+                        let got = vm
+                            .run(
+                                &p,
+                                FuncId(0),
+                                &[Value::I64(c0), Value::I64(s0), Value::I64(n0)],
+                            )
+                            .expect("runs");
+                        assert_eq!(got, Value::I64(want), "{what}: {c0} {s0} {n0}");
+                        // One instruction for the step and the branch.
+                        assert_eq!(vm.executed(), if holds { 2 } else { 3 }, "{what}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Non-SSA code, as reverse functions have it: a counter written in place
+/// in a self-loop (`%c = sub.i %c, 3; %t = eq %c, %lim; br %t, done,
+/// loop`) is fused too, and the loop runs the same.
+#[test]
+fn step_and_branch_in_non_ssa_loops() {
+    let mut b = B::new("down", &[("c", I64), ("lim", I64)], I64);
+    let (c, lim) = (b.p(0), b.p(1));
+    let entry = b.block("entry");
+    let lp = b.block("loop");
+    let done = b.block("done");
+    let n = b.val("n", I64);
+    let (zero, one, three) = (b.i64(0), b.i64(1), b.i64(3));
+    b.set(entry, Op::Mov, n, &[zero]);
+    b.jmp(entry, lp);
+    b.set(lp, Op::AddI, n, &[n, one]);
+    b.set(lp, Op::SubI, c, &[c, three]);
+    let t = b.op(lp, Op::EqI, Some(Bool), &[lim, c]);
+    b.br(lp, t, done, lp);
+    b.ret(done, n);
+    let p = load(&b.module());
+    let f = p.func(FuncId(0));
+    assert!(
+        f.code.iter().any(|i| is_step(i.op)),
+        "{}",
+        vm::disasm::function(f)
+    );
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(30), Value::I64(0)]),
+        Ok(Value::I64(10))
+    );
+    // `copy`, then 2 per iteration (`add.i %n` and the step-and-branch),
+    // then `ret`.
+    assert_eq!(vm.executed(), 1 + 10 * 2 + 1, "{}", vm::disasm::function(f));
 }
 
 #[test]
@@ -814,8 +997,9 @@ fn recursion_and_deep_recursion() {
     assert_eq!(t.kind, TrapKind::CallDepth { limit: 11 });
 }
 
-/// powloop executes 3 instructions per iteration plus 4: fuel is counted
-/// exactly, and exactly that much is enough.
+/// powloop executes 2 instructions per iteration plus 4 (`mul.f` and the
+/// fused step-and-branch, which counts as one): fuel is counted exactly,
+/// and exactly that much is enough.
 #[test]
 fn fuel_counts_executed_instructions() {
     let p = load(&powloop());
@@ -823,7 +1007,7 @@ fn fuel_counts_executed_instructions() {
     let args = [Value::F64(1.0), Value::I64(1000)];
     vm.run(&p, FuncId(0), &args).expect("runs");
     let n = vm.executed();
-    assert_eq!(n, 3004);
+    assert_eq!(n, 2004);
     vm.limits_mut().fuel = Some(n);
     vm.run(&p, FuncId(0), &args).expect("enough fuel");
     vm.limits_mut().fuel = Some(n - 1);
@@ -947,5 +1131,52 @@ fn frames_start_zeroed() {
     let mut vm = Vm::default();
     for _ in 0..2 {
         assert_eq!(vm.run(&p, FuncId(0), &[]), Ok(Value::F64(123.0)));
+    }
+}
+
+/// Frames of every shape (0 to 6 parameters, 0 to 9 constants, 0 to 20
+/// registers never written) start with their arguments, their constants
+/// and zeros, whatever an earlier call left in the register stack.
+#[test]
+fn frames_of_every_size_start_clean() {
+    // dirty(): 60 registers of 999.
+    let mut dirty = B::new("dirty", &[], I64);
+    let e = dirty.block("entry");
+    let junk = dirty.i64(999);
+    let mut last = junk;
+    for k in 0..60 {
+        last = dirty.val(&format!("j{k}"), I64);
+        dirty.set(e, Op::Mov, last, &[junk]);
+    }
+    dirty.ret(e, last);
+    let dirty = load(&dirty.module());
+    let mut vm = Vm::default();
+    for np in 0..=6usize {
+        for nc in 0..=9usize {
+            for nz in [0usize, 1, 3, 4, 5, 8, 13, 20] {
+                let names: Vec<String> = (0..np).map(|i| format!("p{i}")).collect();
+                let params: Vec<(&str, Type)> = names.iter().map(|n| (n.as_str(), I64)).collect();
+                let mut b = B::new("f", &params, I64);
+                let e = b.block("entry");
+                let mut terms: Vec<_> = (0..np).map(|i| b.p(i)).collect();
+                terms.extend((0..nc).map(|i| b.i64(1000 * (i as i64 + 1))));
+                terms.extend((0..nz).map(|i| b.val(&format!("z{i}"), I64)));
+                let mut s = b.i64(0);
+                for t in terms {
+                    s = b.op(e, Op::AddI, Some(I64), &[s, t]);
+                }
+                b.ret(e, s);
+                let p = load(&b.module());
+                let args: Vec<Value> = (0..np).map(|i| Value::I64(i as i64 + 1)).collect();
+                let want =
+                    (1..=np as i64).sum::<i64>() + (1..=nc as i64).map(|i| 1000 * i).sum::<i64>();
+                assert_eq!(vm.run(&dirty, FuncId(0), &[]), Ok(Value::I64(999)));
+                assert_eq!(
+                    vm.run(&p, FuncId(0), &args),
+                    Ok(Value::I64(want)),
+                    "{np} params, {nc} consts, {nz} zeros"
+                );
+            }
+        }
     }
 }

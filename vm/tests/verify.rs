@@ -7,7 +7,7 @@ mod common_ir;
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};
 use vm::ir::{FuncId, Loc, RetType};
-use vm::op::{Cond, Op, COND_NEGATE};
+use vm::op::{Fused, Op, STEP_SUB};
 use vm::verify::{decode, verify_function, verify_program, VerifyError};
 use vm::{Type, Vm};
 
@@ -52,7 +52,7 @@ fn function(
 ///   0002  call.acc  @g(r0) += (r1, r1)
 ///   0003  blk.push  0
 ///   0004  blk.pop   [0005, 0005]
-///   0005  jmp.cmp.i r2, r2, -> 0006   (lt)
+///   0005  jmp.if.lt.i r1, r1, -> 0006
 ///   0006  select    r1, r3, r1, r0
 ///   0007  ret       r1
 /// fn @g(r0: f64) -> (f64, f64)   ret.n (r0, r0)
@@ -70,11 +70,7 @@ fn base() -> Program {
             i(Op::CallAcc, 0, 0, 0, 1),
             i(Op::BlkPush, 0, 0, 0, 0),
             i(Op::BlkPop, 0, 0, 0, 0),
-            {
-                let mut j = i(Op::JmpCmpI, 1, 1, 0, 6);
-                j.flags = Cond::Lt as u8;
-                j
-            },
+            i(Op::JmpLtI, 1, 1, 0, 6),
             i(Op::Select, 2, 3, 2, 0),
             i(Op::Ret, 2, 0, 0, 0),
         ],
@@ -423,19 +419,99 @@ fn rejects_empty_code() {
 // ---- 7. flags -------------------------------------------------------------------
 
 #[test]
-fn rejects_bad_conditions_on_fused_branches() {
-    rejects!(|t| t.code[5].flags = 6, VerifyError::BadFlags { .. });
-    rejects!(|t| t.code[5].flags = 7, VerifyError::BadFlags { .. });
-    rejects!(
-        |t| t.code[5].flags = 16 | Cond::Lt as u8,
-        VerifyError::BadFlags { .. }
-    );
-    // Every valid condition, negated or not, passes.
-    for c in 0..6u8 {
-        for neg in [0, COND_NEGATE] {
-            assert_eq!(errors(|t| t.code[5].flags = c | neg), vec![]);
+fn rejects_flags_on_fused_branches() {
+    // The condition is the opcode; no flag bit means anything.
+    for bad in [1, 8, STEP_SUB, 128] {
+        rejects!(|t| t.code[5].flags = bad, VerifyError::BadFlags { .. });
+    }
+    // Every fused compare-and-branch passes on operands of its type.
+    for op in Op::ALL.iter().copied() {
+        match op.branch() {
+            Some(b) if b.fused == Fused::CmpI => {
+                assert_eq!(errors(|t| t.code[5] = i(op, 1, 1, 0, 6)), vec![]);
+            }
+            Some(b) if b.fused == Fused::CmpF => {
+                assert_eq!(errors(|t| t.code[5] = i(op, 0, 2, 0, 6)), vec![]);
+                rejects!(
+                    |t| t.code[5] = i(op, 1, 1, 0, 6),
+                    VerifyError::TypeMismatch { .. }
+                );
+            }
+            _ => {}
         }
     }
+}
+
+/// `jmp.step.if.<cc>.i r1 += r1, r1 -> 0006` in place of `@t`'s
+/// compare-and-branch.
+fn step(op: Op, flags: u8) -> Instr {
+    let mut j = i(op, 1, 1, 1, 6);
+    j.flags = flags;
+    j
+}
+
+#[test]
+fn checks_step_and_branch_operands_and_flags() {
+    let steps: Vec<Op> = Op::ALL
+        .iter()
+        .copied()
+        .filter(|op| matches!(op.branch(), Some(b) if b.fused == Fused::StepI))
+        .collect();
+    assert_eq!(steps.len(), 6);
+    // Every condition, adding or subtracting, passes (and runs).
+    for &op in &steps {
+        for sub in [0, STEP_SUB] {
+            assert_eq!(errors(|t| t.code[5] = step(op, sub)), vec![]);
+        }
+    }
+    let mut p = base();
+    let mut t = p.func(FuncId(0)).clone();
+    t.code[5] = step(Op::JmpStepNeI, STEP_SUB);
+    p.set(FuncId(0), t);
+    assert_eq!(verify_program(&mut p), Ok(()));
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[1.5f64.to_bits()])
+        .expect("runs");
+    // Every bit but the step's is reserved.
+    for bad in [1, 7, 8, 6 | STEP_SUB, 32, 64 | STEP_SUB, 128] {
+        rejects!(
+            |t| t.code[5] = step(Op::JmpStepLtI, bad),
+            VerifyError::BadFlags { .. }
+        );
+    }
+    // Each register operand is an i64 in range; the target is in range.
+    for slot in 0..3 {
+        rejects!(
+            |t| {
+                t.code[5] = step(Op::JmpStepGeI, 0);
+                match slot {
+                    0 => t.code[5].r0 = 0,
+                    1 => t.code[5].r1 = 3,
+                    _ => t.code[5].r2 = 2,
+                }
+            },
+            VerifyError::TypeMismatch { .. }
+        );
+        rejects!(
+            |t| {
+                t.code[5] = step(Op::JmpStepGeI, 0);
+                match slot {
+                    0 => t.code[5].r0 = 5,
+                    1 => t.code[5].r1 = 5,
+                    _ => t.code[5].r2 = 5,
+                }
+            },
+            VerifyError::RegisterOutOfRange { reg: 5, .. }
+        );
+    }
+    rejects!(
+        |t| {
+            t.code[5] = step(Op::JmpStepGeI, 0);
+            t.code[5].x = 8;
+        },
+        VerifyError::BadIndex { .. }
+    );
 }
 
 #[test]
@@ -623,7 +699,7 @@ proptest! {
     fn structured_instructions_never_panic(
         funcs in prop::collection::vec((
             prop::collection::vec(
-                (0u8..Op::ALL.len() as u8, 0u16..6, 0u16..6, 0u16..6, 0u32..8, 0u8..10),
+                (0u8..Op::ALL.len() as u8, 0u16..6, 0u16..6, 0u16..6, 0u32..8, 0u8..26),
                 1..16,
             ),
             prop::collection::vec(any::<u8>(), 1..6),
@@ -643,8 +719,10 @@ proptest! {
                 .filter_map(|(o, a, b, c, x, fl)| {
                     Op::from_u8(*o).map(|op| {
                         let mut ins = Instr::new(op, *a, *b, *c, *x);
-                        if matches!(op, Op::JmpCmpI | Op::JmpCmpF) {
-                            ins.flags = *fl;
+                        // The step bit, or a reserved bit, on the
+                        // opcodes that have a flag.
+                        if op.flag_bits() != 0 {
+                            ins.flags = *fl & (STEP_SUB | 1);
                         }
                         ins
                     })
