@@ -24,7 +24,10 @@
 //!    so that the two registers can share one.
 //! 6. [`coalesce`]: a copy between registers whose live ranges do not
 //!    overlap merges them into one register.
-//! 7. [`layout`]: blocks are ordered so that the lowering falls through
+//! 7. [`fuse_pops`]: a `comms.pop` whose value is read once, right after,
+//!    as a factor of an `acc.mul` or `mul.f`, becomes part of it
+//!    (`acc.mul.pop`, `mul.pop`): one dispatch less per popped factor.
+//! 8. [`layout`]: blocks are ordered so that the lowering falls through
 //!    where it matters, above all so that a reverse loop ends in one
 //!    backward conditional jump.
 //!
@@ -70,6 +73,7 @@ pub fn reverse(f: &mut Function) {
         // Blocks emptied by the rounds above (phi-edge blocks whose moves
         // became renames) are jumped over.
         merge_blocks(f);
+        fuse_pops(f);
     }
     layout(f);
 }
@@ -833,7 +837,71 @@ pub fn coalesce(f: &mut Function) -> bool {
     true
 }
 
-// ---- 7. layout ------------------------------------------------------------------
+// ---- 7. pop fusion -------------------------------------------------------------
+
+/// `comms.pop t` directly followed by `acc.mul r, a, t` (or `r, t, a`) or
+/// `mul.f d, a, t` (or `d, t, a`), where `t` is read by nothing else (not
+/// the other factor, not the accumulator, dead afterwards), becomes
+/// `acc.mul.pop r, a` / `mul.pop d, a`. The pop happens at the same point
+/// of the stack order, and `a * t` is `t * a` bit for bit.
+pub fn fuse_pops(f: &mut Function) -> bool {
+    let live = live_in(f);
+    let mut changed = false;
+    for b in 0..f.blocks.len() {
+        // Liveness after each instruction of the block.
+        let mut l = live_out(f, &live, b);
+        for v in term_reads(&f.blocks[b].term) {
+            l.set(v, true);
+        }
+        let insts = &f.blocks[b].insts;
+        let mut live_after = vec![false; insts.len()];
+        let mut pops: Vec<(usize, ValueId)> = Vec::new();
+        for (i, inst) in insts.iter().enumerate().rev() {
+            if i > 0 {
+                if let (Op::CommsPop, Some(t)) = (insts[i - 1].op, insts[i - 1].dst) {
+                    live_after[i] = l.has(t);
+                    pops.push((i - 1, t));
+                }
+            }
+            step_backward(inst, &mut l);
+        }
+        let insts = &mut f.blocks[b].insts;
+        let mut fused = Vec::new();
+        for (p, t) in pops {
+            let user = &insts[p + 1];
+            if live_after[p + 1] || f.values[t.index()].ty != Type::F64 {
+                continue;
+            }
+            let other = |a: ValueId, c: ValueId| match (a == t, c == t) {
+                (true, false) => Some(c),
+                (false, true) => Some(a),
+                _ => None,
+            };
+            let new = match (user.op, user.dst, user.args.as_slice()) {
+                (Op::AccMul, None, [r, a, c]) if *r != t => {
+                    other(*a, *c).map(|o| Inst::new(Op::AccMulPop, None, vec![*r, o], user.loc))
+                }
+                (Op::MulF, Some(d), [a, c]) if d != t => {
+                    other(*a, *c).map(|o| Inst::new(Op::MulPop, Some(d), vec![o], user.loc))
+                }
+                _ => None,
+            };
+            if let Some(new) = new {
+                fused.push((p, new));
+            }
+        }
+        for (p, new) in fused {
+            // Replace the user, then drop the pop (indices from the back,
+            // so earlier ones stay valid).
+            insts[p + 1] = new;
+            insts.remove(p);
+            changed = true;
+        }
+    }
+    changed
+}
+
+// ---- 8. layout ------------------------------------------------------------------
 
 /// Order the blocks (the entry block first) so that control falls through
 /// instead of jumping where it runs most often. Blocks are laid out in

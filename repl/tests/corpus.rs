@@ -426,6 +426,8 @@ fn corpus_uses_every_instruction() {
                     | vm::op::Op::Acc
                     | vm::op::Op::AccNeg
                     | vm::op::Op::AccMul
+                    | vm::op::Op::AccMulPop
+                    | vm::op::Op::MulPop
                     | vm::op::Op::Zero
                     | vm::op::Op::Take
                     | vm::op::Op::ShadowAcc

@@ -953,6 +953,14 @@ impl Vm {
                 Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
                 Op::AccMul => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
+                Op::AccMulPop => match self.comms.pop() {
+                    Some(v) => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v)),
+                    None => trap!(TrapKind::StackUnderflow),
+                },
+                Op::MulPop => match self.comms.pop() {
+                    Some(v) => setf!(ins.r0, fr!(ins.r1) * f64::from_bits(v)),
+                    None => trap!(TrapKind::StackUnderflow),
+                },
                 Op::Zero => w.set(ins.r0 as u32, 0),
                 Op::Take => {
                     let v = w.get(ins.r1 as u32);

@@ -213,6 +213,11 @@ ops! {
     AccNeg = "acc.neg" [InOut(F), Use(F)];
     /// `r0 += r1 * r2`
     AccMul = "acc.mul" [InOut(F), Use(F), Use(F)];
+    /// `r0 += r1 * pop()`: `comms.pop` fused into the `acc.mul` that is
+    /// the popped value's only reader (made by the AD stage's clean-up).
+    AccMulPop = "acc.mul.pop" [InOut(F), Use(F)];
+    /// `r0 = r1 * pop()`: `comms.pop` fused into a `mul.f`, likewise.
+    MulPop = "mul.pop" [Def(F), Use(F)];
     /// `r0 = 0.0`
     Zero = "zero" [Def(F)];
     /// `shadow(r0)[r1] += r2`: adjoint of `aget`.

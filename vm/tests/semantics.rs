@@ -676,6 +676,42 @@ fn accumulators_zero_and_take() {
     assert_eq!(ok(&b.module(), &[]), Value::F64(19.5));
 }
 
+/// The fused pops multiply by the value on top of the comms stack:
+/// `acc.mul.pop r, a` is `r += a * pop()`, `mul.pop r, a` is `r = a * pop()`;
+/// popping an empty stack traps.
+#[test]
+fn fused_pops_multiply_by_the_popped_value() {
+    let mut b = B::new("fused", &[], F64);
+    let e = b.block("entry");
+    let (c1, c2, c3, c5, c10) = (b.f64(1.0), b.f64(2.0), b.f64(3.0), b.f64(5.0), b.f64(10.0));
+    b.eff(e, Op::CommsPush, &[c3]);
+    b.eff(e, Op::CommsPush, &[c5]);
+    let r = b.val("r", F64);
+    let s = b.val("s", F64);
+    b.set(e, Op::Mov, r, &[c1]);
+    b.eff(e, Op::AccMulPop, &[r, c2]); // r = 1 + 2 * 5
+    b.set(e, Op::MulPop, s, &[c10]); // s = 10 * 3
+    let out = b.op(e, Op::AddF, Some(F64), &[r, s]);
+    b.ret(e, out);
+    assert_eq!(ok(&b.module(), &[]), Value::F64(41.0));
+
+    for op in [Op::AccMulPop, Op::MulPop] {
+        let mut b = B::new("empty", &[], F64);
+        let e = b.block("entry");
+        let r = b.val("r", F64);
+        let c2 = b.f64(2.0);
+        if op == Op::AccMulPop {
+            b.eff(e, op, &[r, c2]);
+        } else {
+            b.set(e, op, r, &[c2]);
+        }
+        b.ret(e, r);
+        let t = trap(&b.module(), &[]);
+        assert_eq!(t.kind, TrapKind::StackUnderflow, "{op:?}");
+        assert!(t.instr.starts_with(op.mnemonic()), "{t}");
+    }
+}
+
 /// `call.acc` adds each value a `ret.n` callee returns to the caller's
 /// registers (reverse code calling a pullback).
 #[test]
