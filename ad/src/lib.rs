@@ -326,10 +326,11 @@ impl Engine {
                 ret_text(&func.ret)
             )));
         }
-        check_mask(func, wrt)?;
+        // Only valid masks are ever cached, so a hit needs no check.
         if let Some(d) = lookup(&self.derived, f, wrt) {
             return Ok(d);
         }
+        check_mask(func, wrt)?;
         let first_new = self.program.len();
         let result = self.derive_all(f, wrt);
         if result.is_err() {

@@ -155,7 +155,7 @@ fn interactive_loop(
     interrupt: Arc<AtomicBool>,
 ) -> u8 {
     // Ctrl-C while a computation runs sets the VM's interrupt flag; the VM
-    // traps at its next backward jump or call and the prompt comes back.
+    // traps at its next taken jump or call and the prompt comes back.
     // At the prompt the terminal is in raw mode, so rustyline reads Ctrl-C
     // as a key (clear the line) and this handler does not run.
     {

@@ -216,16 +216,31 @@ impl Program {
         FuncId(self.funcs.len() as u32 - 1)
     }
 
-    /// Replace a function; it must be verified again before it runs.
+    /// Replace a function; it must be verified again before it runs, and so
+    /// must every function that calls it: a caller was verified against
+    /// the callee's signature, which may have changed. (So a verified
+    /// caller's call sites always fit their callees, which the interpreter
+    /// relies on.)
     pub fn set(&mut self, id: FuncId, f: Function) {
         self.funcs[id.index()] = f;
         self.init[id.index()] = None;
+        self.unverify_callers(|callee| callee == id);
     }
 
-    /// Drop every function from `len` on.
+    /// Drop every function from `len` on (and unverify the functions that
+    /// call one of them: an id may be reused by a later `push`).
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
         self.init.truncate(len);
+        self.unverify_callers(|callee| callee.index() >= len);
+    }
+
+    fn unverify_callers(&mut self, affected: impl Fn(FuncId) -> bool) {
+        for (f, init) in self.funcs.iter().zip(&mut self.init) {
+            if f.sites.iter().any(|s| affected(s.func)) {
+                *init = None;
+            }
+        }
     }
 
     /// Whether `id` exists and passed the verifier since it was last set.

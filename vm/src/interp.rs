@@ -12,11 +12,13 @@
 //! check [`Program::is_verified`] (a flag only [`crate::verify`] sets and
 //! that replacing a function clears) and trap with
 //! [`TrapKind::NotVerified`] otherwise, so running an unverified program is
-//! a trap, never undefined behaviour. A call also compares the site's
-//! argument count and return kind with the callee's current signature (a
-//! caller verified against a callee that was replaced since): a mismatch
-//! is the same trap. See `verify.rs` for what verification proves and
-//! `regs.rs` for the unchecked register access it allows.
+//! a trap, never undefined behaviour. A call site fits its callee's
+//! signature (argument count, kind of return) because the verifier checked
+//! it against the callee and replacing or removing the callee since
+//! unverifies the caller too ([`Program::set`], [`Program::truncate`]); the
+//! program cannot change while it runs (`exec` borrows it). See `verify.rs`
+//! for what verification proves and `regs.rs` for the unchecked register
+//! access it allows.
 //!
 //! ## Two APIs
 //! * [`Vm::run`]: host [`Value`]s in and out; checks the arguments, copies
@@ -804,15 +806,12 @@ impl Vm {
                     if self.frames.len() + 1 >= max_depth {
                         trap!(TrapKind::CallDepth { limit: max_depth });
                     }
+                    // The site fits the callee's signature (argument count,
+                    // kind of return): the verifier checked it when it
+                    // verified this function, and replacing the callee
+                    // since would have unverified this function
+                    // (`Program::set`), which could then not be running.
                     let callee = prog.func(callee_id);
-                    // The site was verified against the callee's signature
-                    // when the caller was verified; if the callee has been
-                    // replaced since by one with another signature, refuse
-                    // (argument count and the kind of return are what the
-                    // frame handling below relies on).
-                    if !site_fits(site, callee, ins.op) {
-                        trap!(TrapKind::NotVerified);
-                    }
                     let done = done!();
                     poll!(done);
                     let new_base = base + f.nregs();
@@ -1028,14 +1027,6 @@ fn copy_regs(dst: &mut [u64], src: &[u64]) {
         16 => fixed::<16>(dst, src),
         _ => dst.copy_from_slice(src),
     }
-}
-
-/// Whether a call site still fits its callee's signature in what the
-/// interpreter relies on: argument count and kind of return.
-#[inline(never)]
-fn site_fits(site: &crate::bytecode::CallSite, callee: &Function, op: Op) -> bool {
-    site.args.len() == callee.param_types.len()
-        && matches!(callee.ret, RetType::Many(_)) == (op == Op::CallAcc)
 }
 
 /// The look at fuel and the interrupt flag: a trap, or the step count at

@@ -1111,7 +1111,8 @@ fn stale_call_sites_are_refused() {
     let x = f.p(0);
     let r = f.call(e, 1, F64, &[x]);
     f.ret(e, r);
-    let mut p = load(&module(vec![f, g]));
+    let m = module(vec![f, g]);
+    let mut p = load(&m);
     let mut vm = Vm::default();
     assert_eq!(
         vm.run(&p, FuncId(0), &[Value::F64(3.0)]),
@@ -1125,19 +1126,27 @@ fn stale_call_sites_are_refused() {
     g2.term(e, Term::RetN(vec![a, b, a]));
     let bc = vm::lower::lower_function(&g2.f).expect("lowers");
     p.set(FuncId(1), bc);
+    // Replacing the callee unverifies it and its caller.
     assert!(!p.is_verified(FuncId(1)));
+    assert!(!p.is_verified(FuncId(0)));
     let t = vm
         .run(&p, FuncId(0), &[Value::F64(3.0)])
         .expect_err("refused");
     assert_eq!(t.kind, TrapKind::NotVerified);
     vm::verify::verify_function(&mut p, FuncId(1)).expect("g2 verifies");
-    assert!(p.is_verified(FuncId(0)));
+    assert!(!p.is_verified(FuncId(0)));
     let t = vm
         .run(&p, FuncId(0), &[Value::F64(3.0)])
         .expect_err("refused");
     assert_eq!(t.kind, TrapKind::NotVerified);
     // Re-verifying the caller finds the mismatch.
     assert!(vm::verify::verify_function(&mut p, FuncId(0)).is_err());
+    // Truncating away a callee unverifies its callers too (its id could be
+    // reused by another function).
+    let mut p = load(&m);
+    assert!(p.is_verified(FuncId(0)));
+    p.truncate(1);
+    assert!(!p.is_verified(FuncId(0)));
 }
 
 /// Registers that are neither parameters nor constants start at zero in
