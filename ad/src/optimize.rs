@@ -845,8 +845,8 @@ pub fn coalesce(f: &mut Function) -> bool {
 /// `acc.mul.pop r, a` / `mul.pop d, a`. The pop happens at the same point
 /// of the stack order, and `a * t` is `t * a` bit for bit.
 pub fn fuse_pops(f: &mut Function) -> bool {
+    let mut changed = sink_pops(f);
     let live = live_in(f);
-    let mut changed = false;
     for b in 0..f.blocks.len() {
         // Liveness after each instruction of the block.
         let mut l = live_out(f, &live, b);
@@ -896,6 +896,47 @@ pub fn fuse_pops(f: &mut Function) -> bool {
             insts[p + 1] = new;
             insts.remove(p);
             changed = true;
+        }
+    }
+    changed
+}
+
+/// Whether `op` moves values on the comms stack or runs code that does.
+fn touches_stack(op: Op) -> bool {
+    matches!(
+        op,
+        Op::CommsPush | Op::CommsPop | Op::AccMulPop | Op::MulPop | Op::Call | Op::CallAcc
+    )
+}
+
+/// Move each `comms.pop t` down to just before the first instruction that
+/// reads or writes `t`, past instructions that neither touch `t` nor the
+/// comms stack (the order of stack operations stays as it was). Pops at
+/// the top of a reverse block then sit right before their reader, where
+/// [`fuse_pops`] can merge them. Returns whether anything moved.
+fn sink_pops(f: &mut Function) -> bool {
+    let mut changed = false;
+    for block in &mut f.blocks {
+        let insts = &mut block.insts;
+        // Later pops first, so that an earlier pop can then move into the
+        // room they leave.
+        for i in (0..insts.len()).rev() {
+            let (Op::CommsPop, Some(t)) = (insts[i].op, insts[i].dst) else {
+                continue;
+            };
+            let mut j = i + 1;
+            while j < insts.len() {
+                let x = &insts[j];
+                if touches_stack(x.op) || reads(x).contains(&t) || writes(x).contains(&t) {
+                    break;
+                }
+                j += 1;
+            }
+            if j > i + 1 {
+                let pop = insts.remove(i);
+                insts.insert(j - 1, pop);
+                changed = true;
+            }
         }
     }
     changed
@@ -1216,6 +1257,41 @@ mod tests {
         let names: Vec<&str> = b.f.blocks.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(names, ["entry", "body", "test", "exit"]);
         assert_eq!(b.f.blocks[1].term, Term::Jmp(BlockId(2)));
+    }
+
+    #[test]
+    fn a_pop_read_once_by_a_product_is_fused_into_it_after_later_pops_sink() {
+        // pop r2; pop r3; r4 = r0 * r2; r5 = sin r3: r3's pop sinks to the
+        // sin, and r2's pop fuses into the mul (r2 is read nowhere else).
+        let mut b = Build::new(6, &[0]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::CommsPop, Some(2), &[]),
+                i(Op::CommsPop, Some(3), &[]),
+                i(Op::MulF, Some(4), &[0, 2]),
+                i(Op::Sin, Some(5), &[3]),
+            ],
+            Term::RetN(vec![r(4), r(5)]),
+        );
+        assert!(fuse_pops(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::MulPop, Op::CommsPop, Op::Sin]]);
+        assert_eq!(b.f.blocks[0].insts[0].args, [r(0)]);
+        // A pop never moves past another stack operation, and a value read
+        // twice is not fused.
+        let mut b = Build::new(6, &[0]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::CommsPop, Some(2), &[]),
+                i(Op::CommsPop, Some(3), &[]),
+                i(Op::MulF, Some(4), &[3, 2]),
+                i(Op::AddF, Some(5), &[2, 0]),
+            ],
+            Term::RetN(vec![r(4), r(5)]),
+        );
+        fuse_pops(&mut b.f);
+        assert_eq!(ops(&b.f), [[Op::CommsPop, Op::MulPop, Op::AddF]]);
     }
 
     #[test]
