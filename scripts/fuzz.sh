@@ -27,8 +27,10 @@ export RUSTC_BOOTSTRAP=1
 mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/logs
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
 for i in 0 1 2 3 4 5 6 7; do
-  # 10-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth.
-  printf "seed%04d\\x0$i\\x0$((i % 3))" "$i" >"fuzz/corpus/run_grad/seed$i"
+  # 11-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth,
+  # and the mask of the partial gradient (bit k: the k-th f64 / f64[]
+  # parameter).
+  printf "seed%04d\\x0$i\\x0$((i % 3))\\x0$i" "$i" >"fuzz/corpus/run_grad/seed$i"
 done
 # The `verify` target's seeds: bytecode that passes the verifier, written by
 # the smoke test (random words almost never do).

@@ -92,7 +92,13 @@ fn vm_matches_reference_on_generated_programs() {
     let cfg = testkit::gen::Config::default();
     let tally = each_seed("gen", |seed| {
         let g = testkit::gen::program(seed, &cfg);
-        checks::differential(&g.source, &g.entry, &g.args, &format!("gen seed {seed}"))
+        checks::differential(
+            &g.source,
+            &g.entry,
+            &g.args,
+            seed,
+            &format!("gen seed {seed}"),
+        )
     });
     // These programs are total on their arguments: nearly all must compare.
     let cases = env_u64("ADVM_DIFF_CASES", 300);
@@ -106,7 +112,13 @@ fn vm_matches_reference_on_generated_programs() {
 fn vm_matches_reference_on_integer_programs() {
     let tally = each_seed("intgen", |seed| {
         let g = intgen::program(seed);
-        checks::differential(&g.source, &g.entry, &g.args, &format!("intgen seed {seed}"))
+        checks::differential(
+            &g.source,
+            &g.entry,
+            &g.args,
+            seed,
+            &format!("intgen seed {seed}"),
+        )
     });
     // Both outcomes must be well represented, or the family tests little.
     let cases = env_u64("ADVM_DIFF_CASES", 300);

@@ -137,6 +137,7 @@ fn verify_target_on_random_bytecode() {
     let mut rng = Rng::new(0x0B17_C0DE);
     let n = 6000 * scale();
     let mut verified = 0;
+    let mut seen = std::collections::BTreeMap::<vm::op::Op, usize>::new();
     let seeds = std::env::var_os("ADVM_WRITE_VERIFY_SEEDS").map(std::path::PathBuf::from);
     for i in 0..n {
         let input = if i % 4 == 0 {
@@ -148,6 +149,11 @@ fn verify_target_on_random_bytecode() {
         };
         if checks::verify_input(&input) {
             verified += 1;
+            for w in input[8..].chunks_exact(12) {
+                if let Some(op) = vm::op::Op::from_u8(w[0]) {
+                    *seen.entry(op).or_default() += 1;
+                }
+            }
             // scripts/fuzz.sh seeds the `verify` target's corpus with these.
             if let Some(dir) = &seeds {
                 let _ = std::fs::write(dir.join(format!("plausible-{i}")), &input);
@@ -155,6 +161,16 @@ fn verify_target_on_random_bytecode() {
         }
     }
     eprintln!("verify: {n} inputs, {verified} verified and ran");
+    // Every opcode, the fused branches (`jmp.step.if.<cc>.i` ...) and
+    // `call` / `call.acc` included, occurs in bytecode that verified and ran.
+    let missing: Vec<_> = vm::op::Op::ALL
+        .iter()
+        .filter(|o| !seen.contains_key(o))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "opcodes in no verified input: {missing:?}"
+    );
     assert!(
         verified * 20 >= n,
         "too few inputs verified: {verified} of {n}"

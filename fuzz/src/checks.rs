@@ -7,17 +7,19 @@
 //! * [`assemble_input`]: arbitrary text through the assembler: never a panic;
 //!   an accepted module lowers and verifies, and each of its functions runs
 //!   (under tight limits) to the same value or trap class as the reference
-//!   evaluator, and differentiates without an internal error.
+//!   evaluator, and differentiates without an internal error, also with
+//!   respect to a subset of its parameters chosen by the input.
 //! * [`verify_input`]: arbitrary bytecode words through `vm::verify::decode`
 //!   and `verify_function`: never a panic; what verifies runs under fuel
 //!   with `Vm::call_raw`, in plain and in AD mode, without a panic.
 //! * [`run_grad_input`]: programs from `testkit::gen` and from the
 //!   integer-heavy [`crate::intgen`] chosen by the input: the VM agrees with
-//!   the reference evaluator, and a gradient's forward value equals the
-//!   primal value.
+//!   the reference evaluator, a gradient's forward value equals the primal
+//!   value, and the gradient with respect to a subset of the f64 / f64[]
+//!   parameters (chosen by the input) is those entries of the full one.
 
 use crate::intgen;
-use ad::{AdError, Engine};
+use ad::{AdError, Engine, Gradient};
 use testkit::refeval::{self, vm_class, RefLimits};
 use vm::bytecode::{BlockMark, CallSite, Function, Program};
 use vm::ir::{FuncId, Module, RetType};
@@ -109,13 +111,25 @@ pub fn compare_run(engine: &mut Engine, module: &Module, f: FuncId, args: &[Valu
 /// checked without finite differences: no internal error; a trap of the
 /// primal run is a trap of the gradient's forward pass too (of the same
 /// class, unless a resource ran out); a primal value is the gradient's value.
-pub fn check_grad(engine: &mut Engine, f: FuncId, args: &[Value]) -> Result<(), String> {
+/// Then the same with respect to the subset of the `f64` and `f64[]`
+/// parameters that `mask` selects (see [`wrt_mask`] and [`check_grad_wrt`]).
+pub fn check_grad(engine: &mut Engine, f: FuncId, args: &[Value], mask: u64) -> Result<(), String> {
     if engine.module().func(f).ret != RetType::One(Type::F64) {
         return Ok(());
     }
     let primal = engine.run(f, args);
     let grad = engine.grad(f, args);
-    match (&primal, &grad) {
+    consistent(&primal, &grad)?;
+    let wrt = wrt_mask(engine.module(), f, mask);
+    check_grad_wrt(engine, f, args, &primal, &grad, &wrt)
+}
+
+/// Whether a gradient (full or partial) is consistent with the primal run.
+fn consistent(
+    primal: &Result<Value, AdError>,
+    grad: &Result<Gradient, AdError>,
+) -> Result<(), String> {
+    match (primal, grad) {
         (_, Err(AdError::Internal(m))) => Err(format!("internal error: {m}")),
         (Ok(Value::F64(y)), Ok(g)) => {
             if y.to_bits() == g.value.to_bits() || (y.is_nan() && g.value.is_nan()) {
@@ -135,6 +149,77 @@ pub fn check_grad(engine: &mut Engine, f: FuncId, args: &[Value]) -> Result<(), 
         }
         (Err(AdError::Trap(p)), Ok(_)) if is_resource(vm_class(&p.kind)) => Ok(()),
         _ => Err(format!("primal {primal:?}, gradient {grad:?}")),
+    }
+}
+
+/// One flag per parameter of `f`: the `k`-th `f64` or `f64[]` parameter is
+/// selected when bit `k % 64` of `mask` is set; `i64` and `bool` never are.
+pub fn wrt_mask(module: &Module, f: FuncId, mask: u64) -> Vec<bool> {
+    let func = module.func(f);
+    let mut k = 0;
+    func.params
+        .iter()
+        .map(|p| {
+            if !func.ty(*p).is_differentiable() {
+                return false;
+            }
+            let on = (mask >> (k % 64)) & 1 == 1;
+            k += 1;
+            on
+        })
+        .collect()
+}
+
+/// `Engine::grad_wrt` with respect to `wrt` against the full gradient
+/// `full` (and the primal run `primal`) of the same call: consistent with
+/// the primal run like the full gradient; where both succeed, each selected
+/// entry equals the full gradient's up to 1e-12 relative (the partial
+/// derived code adds the same contributions, perhaps in another order), and
+/// every other entry is `None`.
+pub fn check_grad_wrt(
+    engine: &mut Engine,
+    f: FuncId,
+    args: &[Value],
+    primal: &Result<Value, AdError>,
+    full: &Result<Gradient, AdError>,
+    wrt: &[bool],
+) -> Result<(), String> {
+    let part = engine.grad_wrt(f, args, wrt);
+    consistent(primal, &part).map_err(|m| format!("with respect to {wrt:?}: {m}"))?;
+    let (Ok(full), Ok(part)) = (full, &part) else {
+        return Ok(());
+    };
+    if part.grad.len() != args.len() {
+        return Err(format!(
+            "with respect to {wrt:?}: {} gradient entries for {} arguments",
+            part.grad.len(),
+            args.len()
+        ));
+    }
+    for (i, w) in wrt.iter().enumerate() {
+        let want = if *w { &full.grad[i] } else { &None };
+        if !same_gradient(&part.grad[i], want) {
+            return Err(format!(
+                "with respect to {wrt:?}: entry {i} is {:?}, full gradient {:?}",
+                part.grad[i], full.grad[i]
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Equal up to 1e-12 relative (nan equals nan, an infinity itself).
+pub fn same_gradient(a: &Option<Value>, b: &Option<Value>) -> bool {
+    let close = |x: f64, y: f64| {
+        x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan())
+    };
+    match (a, b) {
+        (None, None) => true,
+        (Some(Value::F64(x)), Some(Value::F64(y))) => close(*x, *y),
+        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| close(*x, *y))
+        }
+        _ => false,
     }
 }
 
@@ -179,6 +264,10 @@ pub fn assemble_input(data: &[u8]) {
         Err(e) => panic!("accepted module has no engine: {e}\n{text}"),
     };
     *engine.vm_mut().limits_mut() = fuzz_limits();
+    // The parameters to differentiate with respect to: chosen by the input.
+    let hash = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
     for i in 0..module.funcs.len().min(4) {
         let f = FuncId(i as u32);
         for variant in 0..2 {
@@ -189,7 +278,8 @@ pub fn assemble_input(data: &[u8]) {
                     module.func(f).name
                 );
             }
-            if let Err(m) = check_grad(&mut engine, f, &args) {
+            let mask = hash.rotate_left((8 * i + 4 * variant) as u32);
+            if let Err(m) = check_grad(&mut engine, f, &args, mask) {
                 panic!(
                     "gradient of @{}({args:?}): {m}\n{text}",
                     module.func(f).name
@@ -238,6 +328,12 @@ pub fn verify_input(data: &[u8]) -> bool {
     } else {
         RetType::One(ty(head[4]))
     };
+    // The one call site calls the function itself: `call` needs a site
+    // without accumulators, `call.acc` one accumulator per returned value.
+    let rets = match ret {
+        RetType::Many(_) => vec![0],
+        RetType::One(_) => Vec::new(),
+    };
     let f = Function {
         name: "fuzz".into(),
         param_types: reg_types[..nparams].to_vec(),
@@ -248,7 +344,7 @@ pub fn verify_input(data: &[u8]) -> bool {
         sites: vec![CallSite {
             func: FuncId(0),
             args: (0..nparams as u16).collect(),
-            rets: vec![0],
+            rets,
         }],
         tables: vec![vec![0, head[5] as u32 % 8]],
         lists: vec![vec![head[6] as u16 % nregs as u16]],
@@ -372,7 +468,9 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
 }
 
 /// The `run_grad` target: bytes 0..8 are a seed, byte 8 picks the family
-/// and the size, byte 9 the nesting depth.
+/// and the size, byte 9 the nesting depth, byte 10 (if any) the parameters
+/// of the partial gradient (bit `k`: the `k`-th f64 or f64[] parameter;
+/// without byte 10, bits of the seed).
 pub fn run_grad_input(data: &[u8]) {
     let mut seed = [0u8; 8];
     for (i, b) in data.iter().take(8).enumerate() {
@@ -380,9 +478,18 @@ pub fn run_grad_input(data: &[u8]) {
     }
     let seed = u64::from_le_bytes(seed);
     let knob = data.get(8).copied().unwrap_or(0);
+    let mask = data
+        .get(10)
+        .map_or(seed.rotate_left(29) ^ knob as u64, |b| *b as u64);
     if knob & 1 == 1 {
         let g = intgen::program(seed);
-        differential(&g.source, &g.entry, &g.args, &format!("intgen seed {seed}"));
+        differential(
+            &g.source,
+            &g.entry,
+            &g.args,
+            mask,
+            &format!("intgen seed {seed} mask {mask:#x}"),
+        );
     } else {
         let cfg = testkit::gen::Config {
             statements: 4 + (knob >> 1) as usize % 8,
@@ -394,14 +501,16 @@ pub fn run_grad_input(data: &[u8]) {
             &g.source,
             &g.entry,
             &g.args,
-            &format!("gen seed {seed} {cfg:?}"),
+            mask,
+            &format!("gen seed {seed} {cfg:?} mask {mask:#x}"),
         );
     }
 }
 
 /// Assemble a generated program, compare VM and reference on it, and check
-/// its gradient's consistency. Returns the outcome of the comparison.
-pub fn differential(source: &str, entry: &str, args: &[Value], what: &str) -> Outcome {
+/// its gradient's consistency, also with respect to the parameters `mask`
+/// selects (see [`wrt_mask`]). Returns the outcome of the comparison.
+pub fn differential(source: &str, entry: &str, args: &[Value], mask: u64, what: &str) -> Outcome {
     let module = assembler::assemble(source, "gen.adasm")
         .unwrap_or_else(|d| panic!("{what}: generated program rejected:\n{d}\n{source}"));
     let mut engine = Engine::new(module.clone())
@@ -417,7 +526,7 @@ pub fn differential(source: &str, entry: &str, args: &[Value], what: &str) -> Ou
     if let Outcome::Mismatch(m) = &outcome {
         panic!("{what}: VM and reference disagree on args {args:?}: {m}\n{source}");
     }
-    if let Err(m) = check_grad(&mut engine, f, args) {
+    if let Err(m) = check_grad(&mut engine, f, args, mask) {
         panic!("{what}: gradient on args {args:?}: {m}\n{source}");
     }
     outcome
