@@ -302,15 +302,7 @@ pub fn merge_blocks(f: &mut Function) {
             continue;
         }
         let remap = |t: &mut BlockId| *t = BlockId(new_index[t.index()]);
-        match &mut block.term {
-            Term::Jmp(t) => remap(t),
-            Term::Br { then_, else_, .. } => {
-                remap(then_);
-                remap(else_);
-            }
-            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
-            Term::Ret(_) | Term::RetN(_) => {}
-        }
+        block.term.map_targets(remap);
         f.blocks.push(block);
     }
 }
@@ -348,15 +340,7 @@ fn thread_empty_blocks(f: &mut Function) {
     let targets: Vec<usize> = (0..n).map(|b| forward(f, b)).collect();
     let remap = |t: &mut BlockId| *t = BlockId(targets[t.index()] as u32);
     for block in &mut f.blocks {
-        match &mut block.term {
-            Term::Jmp(t) => remap(t),
-            Term::Br { then_, else_, .. } => {
-                remap(then_);
-                remap(else_);
-            }
-            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
-            Term::Ret(_) | Term::RetN(_) => {}
-        }
+        block.term.map_targets(remap);
     }
 }
 
@@ -1032,15 +1016,7 @@ pub fn layout(f: &mut Function) {
             continue;
         };
         let remap = |t: &mut BlockId| *t = BlockId(new_index[t.index()]);
-        match &mut b.term {
-            Term::Jmp(t) => remap(t),
-            Term::Br { then_, else_, .. } => {
-                remap(then_);
-                remap(else_);
-            }
-            Term::BlkPop(ts) => ts.iter_mut().for_each(remap),
-            Term::Ret(_) | Term::RetN(_) => {}
-        }
+        b.term.map_targets(remap);
         f.blocks.push(b);
     }
 }

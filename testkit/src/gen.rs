@@ -150,6 +150,18 @@ struct Helpers {
     sum: &'static str,
 }
 
+/// A loop header being generated (see [`Body::open_loop`]).
+struct LoopHead {
+    /// The block that jumps to the header.
+    pre: String,
+    /// The line of the header's first phi.
+    phi_line: usize,
+    /// Carried f64 values: phis, their first values, their next values.
+    phis: Vec<String>,
+    inits: Vec<String>,
+    nexts: Vec<String>,
+}
+
 /// The body of one function under construction.
 struct Body<'r> {
     lines: Vec<String>,
@@ -488,40 +500,59 @@ impl<'r> Body<'r> {
         }
     }
 
-    /// Carried f64 values: `(phis, initial values, next values)`.
-    fn carried(&mut self) -> (Vec<String>, Vec<String>, Vec<String>) {
+    /// Jump to a new loop header `header` and start it, with lines kept
+    /// for its phis (a counter and one or two carried f64 values), which
+    /// [`Body::close_loop`] writes once the latch is known.
+    fn open_loop(&mut self, header: &str) -> LoopHead {
         let n = 1 + self.rng.below(2);
         let inits = (0..n).map(|_| self.pick_f()).collect();
         let phis = (0..n).map(|_| self.reg("c")).collect();
         let nexts = (0..n).map(|_| self.reg("c")).collect();
-        (phis, inits, nexts)
+        let pre = self.block.clone();
+        self.emit(format!("jmp {header}"));
+        self.start_block(header);
+        let phi_line = self.lines.len();
+        for _ in 0..=n {
+            self.emit(String::new());
+        }
+        LoopHead {
+            pre,
+            phi_line,
+            phis,
+            inits,
+            nexts,
+        }
     }
 
-    /// Define each next value of a carried f64 from the pool.
-    fn step_carried(&mut self, nexts: &[String]) {
-        for next in nexts {
+    /// Define each carried value's next value from the pool (at the end of
+    /// the loop body).
+    fn step_carried(&mut self, head: &LoopHead) {
+        for next in &head.nexts {
             let v = self.pick_f();
             let op = if self.rng.chance(0.5) { "sin" } else { "tanh" };
             self.emit(format!("{next} = {op} {v}"));
         }
     }
 
-    fn carried_phis(
-        &self,
-        phis: &[String],
-        inits: &[String],
-        nexts: &[String],
-        pre: &str,
-        latch: &str,
-    ) -> Vec<String> {
-        (0..phis.len())
-            .map(|i| {
-                format!(
-                    "    {} = phi [{pre}: {}], [{latch}: {}]",
-                    phis[i], inits[i], nexts[i]
-                )
-            })
-            .collect()
+    /// Write the header's phis: `counter_phi` (a whole phi) and the carried
+    /// values', entered from `head.pre` and from `latch`.
+    fn close_loop(&mut self, head: &LoopHead, counter_phi: String, latch: &str) {
+        self.lines[head.phi_line] = format!("    {counter_phi}");
+        for (i, phi) in head.phis.iter().enumerate() {
+            self.lines[head.phi_line + 1 + i] = format!(
+                "    {phi} = phi [{}: {}], [{latch}: {}]",
+                head.pre, head.inits[i], head.nexts[i]
+            );
+        }
+    }
+
+    /// One to `max` statements one nesting level deeper.
+    fn nested_statements(&mut self, max: usize) {
+        self.depth += 1;
+        for _ in 0..1 + self.rng.below(max) {
+            self.statement();
+        }
+        self.depth -= 1;
     }
 
     /// `for (k = init; k <> bound; k += step)` with `step` in +-{1,2,3,5}.
@@ -538,30 +569,18 @@ impl<'r> Body<'r> {
             let lo = [-3i64, 0, 4][self.rng.below(3)];
             (lo.to_string(), (lo + trip * step).to_string())
         };
-        let (phis, inits, nexts) = self.carried();
-        let pre = self.block.clone();
-        self.emit(format!("jmp {h}"));
-        self.start_block(&h);
+        let head = self.open_loop(&h);
         let (k, k2) = (self.reg("k"), self.reg("k"));
-        let phi_line = self.lines.len();
-        for _ in 0..=phis.len() {
-            self.emit(String::new());
-        }
         let c = self.reg("lc");
         let cmp = if step > 0 { "lt" } else { "gt" };
         self.emit(format!("{c} = {cmp} {k}, {bound}"));
         self.emit(format!("br {c}, {body}, {exit}"));
         let saved = (self.fpool.clone(), self.ipool.clone());
-        self.fpool.extend(phis.iter().cloned());
+        self.fpool.extend(head.phis.iter().cloned());
         self.ipool.push(k.clone());
         self.start_block(&body);
-        self.depth += 1;
-        let stmts = 1 + self.rng.below(3);
-        for _ in 0..stmts {
-            self.statement();
-        }
-        self.depth -= 1;
-        self.step_carried(&nexts);
+        self.nested_statements(3);
+        self.step_carried(&head);
         match (step > 0, self.rng.below(2)) {
             (true, 0) => self.emit(format!("{k2} = add {k}, {step}")),
             (true, _) => self.emit(format!("{k2} = add {step}, {k}")),
@@ -569,59 +588,35 @@ impl<'r> Body<'r> {
         }
         let latch = self.block.clone();
         self.emit(format!("jmp {h}"));
-        self.lines[phi_line] = format!("    {k} = phi [{pre}: {init}], [{latch}: {k2}]");
-        for (i, l) in self
-            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
-            .into_iter()
-            .enumerate()
-        {
-            self.lines[phi_line + 1 + i] = l;
-        }
+        let counter = format!("{k} = phi [{}: {init}], [{latch}: {k2}]", head.pre);
+        self.close_loop(&head, counter, &latch);
         (self.fpool, self.ipool) = saved;
         self.start_block(&exit);
-        self.fpool.extend(phis);
+        self.fpool.extend(head.phis);
     }
 
     /// `while t < trip` on an f64 counter `t`: no integer phi at all.
     fn while_loop(&mut self) {
         let (h, body, exit) = (self.label("wh"), self.label("wb"), self.label("wx"));
         let trip = self.rng.below(4);
-        let (phis, inits, nexts) = self.carried();
-        let pre = self.block.clone();
-        self.emit(format!("jmp {h}"));
-        self.start_block(&h);
+        let head = self.open_loop(&h);
         let (t, t2) = (self.reg("w"), self.reg("w"));
-        let phi_line = self.lines.len();
-        for _ in 0..=phis.len() {
-            self.emit(String::new());
-        }
         let c = self.reg("lc");
         self.emit(format!("{c} = lt {t}, {trip}.5"));
         self.emit(format!("br {c}, {body}, {exit}"));
         let saved = (self.fpool.clone(), self.ipool.clone());
-        self.fpool.extend(phis.iter().cloned());
+        self.fpool.extend(head.phis.iter().cloned());
         self.start_block(&body);
-        self.depth += 1;
-        let stmts = 1 + self.rng.below(3);
-        for _ in 0..stmts {
-            self.statement();
-        }
-        self.depth -= 1;
-        self.step_carried(&nexts);
+        self.nested_statements(3);
+        self.step_carried(&head);
         self.emit(format!("{t2} = add {t}, 1.0"));
         let latch = self.block.clone();
         self.emit(format!("jmp {h}"));
-        self.lines[phi_line] = format!("    {t} = phi [{pre}: 0.0], [{latch}: {t2}]");
-        for (i, l) in self
-            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
-            .into_iter()
-            .enumerate()
-        {
-            self.lines[phi_line + 1 + i] = l;
-        }
+        let counter = format!("{t} = phi [{}: 0.0], [{latch}: {t2}]", head.pre);
+        self.close_loop(&head, counter, &latch);
         (self.fpool, self.ipool) = saved;
         self.start_block(&exit);
-        self.fpool.extend(phis);
+        self.fpool.extend(head.phis);
     }
 
     /// A counted loop that may also leave from the middle of its body; the
@@ -635,20 +630,13 @@ impl<'r> Body<'r> {
         );
         let trip = 1 + self.rng.below(4);
         let limit = self.rng.below(4);
-        let (phis, inits, nexts) = self.carried();
-        let pre = self.block.clone();
-        self.emit(format!("jmp {h}"));
-        self.start_block(&h);
+        let head = self.open_loop(&h);
         let (k, k2) = (self.reg("k"), self.reg("k"));
-        let phi_line = self.lines.len();
-        for _ in 0..=phis.len() {
-            self.emit(String::new());
-        }
         let c = self.reg("lc");
         self.emit(format!("{c} = lt {k}, {trip}"));
         self.emit(format!("br {c}, {body}, {exit}"));
         let saved = (self.fpool.clone(), self.ipool.clone());
-        self.fpool.extend(phis.iter().cloned());
+        self.fpool.extend(head.phis.iter().cloned());
         self.ipool.push(k.clone());
         self.start_block(&body);
         // Straight-line work before the middle exit, so that the value
@@ -660,33 +648,21 @@ impl<'r> Body<'r> {
         self.emit(format!("{e} = ge {k}, {limit}"));
         self.emit(format!("br {e}, {exit}, {cont}"));
         self.start_block(&cont);
-        self.depth += 1;
-        let stmts = 1 + self.rng.below(2);
-        for _ in 0..stmts {
-            self.statement();
-        }
-        self.depth -= 1;
-        self.step_carried(&nexts);
+        self.nested_statements(2);
+        self.step_carried(&head);
         self.emit(format!("{k2} = add {k}, 1"));
         let latch = self.block.clone();
         self.emit(format!("jmp {h}"));
-        self.lines[phi_line] = format!("    {k} = phi [{pre}: 0], [{latch}: {k2}]");
-        for (i, l) in self
-            .carried_phis(&phis, &inits, &nexts, &pre, &latch)
-            .into_iter()
-            .enumerate()
-        {
-            self.lines[phi_line + 1 + i] = l;
-        }
+        let counter = format!("{k} = phi [{}: 0], [{latch}: {k2}]", head.pre);
+        self.close_loop(&head, counter, &latch);
         (self.fpool, self.ipool) = saved;
+        // The exit's phi is its first line.
         self.start_block(&exit);
         let z = self.reg("z");
         self.emit(format!(
             "{z} = phi [{h}: {}], [{mid_block}: {out_mid}]",
-            phis[0]
+            head.phis[0]
         ));
-        // The phi must come first in the block: move it above nothing else
-        // (it is the block's first line after the label).
         self.fpool.push(z);
     }
 
@@ -694,37 +670,24 @@ impl<'r> Body<'r> {
     fn one_block_loop(&mut self) {
         let (h, exit) = (self.label("oh"), self.label("ox"));
         let trip = 1 + self.rng.below(4);
-        let (phis, inits, nexts) = self.carried();
-        let pre = self.block.clone();
-        self.emit(format!("jmp {h}"));
-        self.start_block(&h);
+        let head = self.open_loop(&h);
         let (k, k2) = (self.reg("k"), self.reg("k"));
-        let phi_line = self.lines.len();
-        for _ in 0..=phis.len() {
-            self.emit(String::new());
-        }
         let saved = (self.fpool.clone(), self.ipool.clone());
-        self.fpool.extend(phis.iter().cloned());
+        self.fpool.extend(head.phis.iter().cloned());
         for _ in 0..1 + self.rng.below(3) {
             self.arith();
         }
-        self.step_carried(&nexts);
+        self.step_carried(&head);
         self.emit(format!("{k2} = add {k}, 1"));
         let c = self.reg("lc");
         self.emit(format!("{c} = lt {k2}, {trip}"));
         self.emit(format!("br {c}, {h}, {exit}"));
-        self.lines[phi_line] = format!("    {k} = phi [{pre}: 0], [{h}: {k2}]");
-        for (i, l) in self
-            .carried_phis(&phis, &inits, &nexts, &pre, &h)
-            .into_iter()
-            .enumerate()
-        {
-            self.lines[phi_line + 1 + i] = l;
-        }
+        let counter = format!("{k} = phi [{}: 0], [{h}: {k2}]", head.pre);
+        self.close_loop(&head, counter, &h);
         (self.fpool, self.ipool) = saved;
         self.start_block(&exit);
-        self.fpool.extend(phis);
-        self.fpool.extend(nexts);
+        self.fpool.extend(head.phis);
+        self.fpool.extend(head.nexts);
     }
 
     /// `for i in 0..t { for j in i..t { .. } }` with a value carried

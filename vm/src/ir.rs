@@ -137,6 +137,20 @@ pub enum Term {
 }
 
 impl Term {
+    /// Apply `f` to every block this terminator can go to (to renumber
+    /// blocks).
+    pub fn map_targets(&mut self, mut f: impl FnMut(&mut BlockId)) {
+        match self {
+            Term::Jmp(t) => f(t),
+            Term::Br { then_, else_, .. } => {
+                f(then_);
+                f(else_);
+            }
+            Term::BlkPop(ts) => ts.iter_mut().for_each(f),
+            Term::Ret(_) | Term::RetN(_) => {}
+        }
+    }
+
     pub fn successors(&self) -> Vec<BlockId> {
         match self {
             Term::Jmp(b) => vec![*b],
