@@ -713,3 +713,26 @@ fn grad_with_respect_to_some_parameters() {
 fn text_of(o: &Output) -> String {
     text(&o.stderr)
 }
+
+/// `--args` reads decimals correctly rounded: every f64 printed by advm
+/// (Rust's shortest round-trip form) comes back as the same f64.
+#[test]
+fn args_read_floats_exactly() {
+    let (_dir, path) = temp_program("fn @id(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n");
+    let p = path.to_str().expect("utf-8");
+    for x in [
+        "-0.11683628085894873",
+        "0.1",
+        "1.1051653926032188",
+        "2.2250738585072014e-308",
+        "5e-324",
+        "1.7976931348623157e308",
+        "0.30000000000000004",
+    ] {
+        let args = format!("[{x}]");
+        let out = ok(&["run", p, "--fn", "id", "--args", &args]);
+        let back: f64 = out.trim().parse().expect("a float");
+        let want: f64 = x.parse().expect("a float");
+        assert_eq!(back.to_bits(), want.to_bits(), "{x} came back as {out}");
+    }
+}
