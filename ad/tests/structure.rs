@@ -95,6 +95,12 @@ fn add_needs_nothing_and_mul_needs_its_operands() {
     assert_eq!(pops, 2, "{text}");
 }
 
+/// The source of `programs/bench/<name>.adasm`.
+fn bench_program(name: &str) -> String {
+    let path = testkit::workspace_root().join(format!("programs/bench/{name}.adasm"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The f64 gradient entries of `g`.
 fn f64s(g: &ad::Gradient) -> Vec<Option<f64>> {
     g.grad
@@ -150,39 +156,9 @@ fn counted_loops_have_no_block_stack_traffic() {
     assert!(!rev.contains("zero") && !rev.contains("take"), "{rev}");
 }
 
-const BRANCHY: &str = "
-fn @branchy(%v: f64[]) -> f64 {
-entry:
-    %n = alen %v
-    jmp head
-head:
-    %i = phi [entry: 0], [join: %i2]
-    %s = phi [entry: 0.0], [join: %s2]
-    %c = lt %i, %n
-    br %c, body, done
-body:
-    %x = aget %v, %i
-    %p = gt %x, 0.0
-    br %p, pos, neg
-pos:
-    %a = mul %x, %x
-    jmp join
-neg:
-    %b = mul %x, 0.01
-    jmp join
-join:
-    %t = phi [pos: %a], [neg: %b]
-    %s2 = add %s, %t
-    %i2 = add %i, 1
-    jmp head
-done:
-    ret %s
-}
-";
-
 #[test]
 fn a_join_in_a_loop_costs_one_block_id_per_iteration_and_nothing_else() {
-    let mut e = engine(BRANCHY);
+    let mut e = engine(&bench_program("branchy"));
     let n = 1000;
     let v: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
     let bytes = peak(&mut e, "branchy", &[Value::Arr(v)]);
@@ -294,50 +270,9 @@ done:
     assert_eq!(f64s(&g)[0], Some(0.5f64.powi(17)));
 }
 
-const LOGREG: &str = "
-fn @logreg(%X: f64[], %y: f64[], %w: f64[], %N: i64, %D: i64) -> f64 {
-entry:
-    jmp rows
-rows:
-    %k = phi [entry: 0], [rowend: %k2]
-    %loss = phi [entry: 0.0], [rowend: %loss2]
-    %more = lt %k, %N
-    br %more, rowstart, done
-rowstart:
-    %base = mul %k, %D
-    jmp cols
-cols:
-    %j = phi [rowstart: 0], [colbody: %j2]
-    %dot = phi [rowstart: 0.0], [colbody: %dot2]
-    %cm = lt %j, %D
-    br %cm, colbody, rowend
-colbody:
-    %idx = add %base, %j
-    %xkj = aget %X, %idx
-    %wj = aget %w, %j
-    %p = mul %xkj, %wj
-    %dot2 = add %dot, %p
-    %j2 = add %j, 1
-    jmp cols
-rowend:
-    %yk = aget %y, %k
-    %m = mul %yk, %dot
-    %z = neg %m
-    %e = exp %z
-    %o = add %e, 1.0
-    %l = log %o
-    %loss2 = add %loss, %l
-    %k2 = add %k, 1
-    jmp rows
-done:
-    %nf = itof %N
-    %r = div %loss, %nf
-    ret %r
-}";
-
 #[test]
 fn differentiating_with_respect_to_some_parameters_does_only_their_work() {
-    let mut e = engine(LOGREG);
+    let mut e = engine(&bench_program("logreg"));
     let f = e.find("logreg").expect("logreg");
     let (n, d) = (6, 3);
     let x: Vec<f64> = (0..n * d).map(|i| ((i + 1) as f64).sin()).collect();
