@@ -342,19 +342,8 @@ pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
             let Some(d) = inst.dst.filter(|d| f.ty(*d) == Type::Arr) else {
                 continue;
             };
-            let joined: Vec<ValueId> = match inst.op {
-                Op::Select | Op::Mov => inst
-                    .args
-                    .iter()
-                    .skip_while(|a| f.ty(**a) != Type::Arr)
-                    .copied()
-                    .collect(),
-                Op::Call => inst
-                    .args
-                    .iter()
-                    .filter(|a| f.ty(**a) == Type::Arr)
-                    .copied()
-                    .collect(),
+            let joined = match inst.op {
+                Op::Select | Op::Mov | Op::Call => array_args(f, inst),
                 _ => Vec::new(),
             };
             for a in joined {
@@ -393,12 +382,7 @@ pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
                 }
                 let tainted: Vec<ValueId> = match inst.op {
                     Op::ASet if active[inst.args[2].index()] => vec![inst.args[0]],
-                    Op::Call if call_is_active(&inst.args, &active) => inst
-                        .args
-                        .iter()
-                        .filter(|a| f.ty(**a) == Type::Arr)
-                        .copied()
-                        .collect(),
+                    Op::Call if call_is_active(&inst.args, &active) => array_args(f, inst),
                     _ => Vec::new(),
                 };
                 for a in tainted {
@@ -412,6 +396,15 @@ pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
         }
     }
     active
+}
+
+/// The operands of `inst` that are arrays.
+fn array_args(f: &Function, inst: &vm::ir::Inst) -> Vec<ValueId> {
+    inst.args
+        .iter()
+        .filter(|a| f.ty(**a) == Type::Arr)
+        .copied()
+        .collect()
 }
 
 /// Every `f64` and `f64[]` parameter selected.

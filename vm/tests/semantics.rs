@@ -233,23 +233,7 @@ fn fused_branches_are_ieee() {
         .into_iter()
         .flat_map(|op| [(op, true), (op, false)])
     {
-        let mut b = B::new("br", &[("a", F64), ("b", F64)], I64);
-        let entry = b.block("entry");
-        let (yes, no) = if yes_next {
-            let y = b.block("yes");
-            (y, b.block("no"))
-        } else {
-            let n = b.block("no");
-            (b.block("yes"), n)
-        };
-        let (x, y) = (b.p(0), b.p(1));
-        let c = b.op(entry, op, Some(Bool), &[x, y]);
-        b.br(entry, c, yes, no);
-        let (one, zero) = (b.i64(1), b.i64(0));
-        b.ret(yes, one);
-        b.ret(no, zero);
-        let m = b.module();
-        let p = load(&m);
+        let p = load(&branch_on(op, F64, yes_next));
         assert!(
             p.func(FuncId(0))
                 .code
@@ -282,28 +266,35 @@ fn fused_branches_are_ieee() {
     }
 }
 
+/// `@br(a, b) = a OP b ? 1 : 0` as a comparison feeding a `br`, with the
+/// `yes` block laid out right after `entry` or not (so that the lowering
+/// negates the fused branch or not).
+fn branch_on(op: Op, ty: Type, yes_next: bool) -> vm::ir::Module {
+    let mut b = B::new("br", &[("a", ty), ("b", ty)], I64);
+    let entry = b.block("entry");
+    let (yes, no) = if yes_next {
+        let y = b.block("yes");
+        (y, b.block("no"))
+    } else {
+        let n = b.block("no");
+        (b.block("yes"), n)
+    };
+    let (x, y) = (b.p(0), b.p(1));
+    let c = b.op(entry, op, Some(Bool), &[x, y]);
+    b.br(entry, c, yes, no);
+    let (one, zero) = (b.i64(1), b.i64(0));
+    b.ret(yes, one);
+    b.ret(no, zero);
+    b.module()
+}
+
 /// Integer comparisons feeding a branch: one opcode per condition, a
 /// negated branch being the inverse condition.
 #[test]
 fn fused_integer_branches() {
     for op in [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI] {
         for yes_next in [true, false] {
-            let mut b = B::new("br", &[("a", I64), ("b", I64)], I64);
-            let entry = b.block("entry");
-            let (yes, no) = if yes_next {
-                let y = b.block("yes");
-                (y, b.block("no"))
-            } else {
-                let n = b.block("no");
-                (b.block("yes"), n)
-            };
-            let (x, y) = (b.p(0), b.p(1));
-            let c = b.op(entry, op, Some(Bool), &[x, y]);
-            b.br(entry, c, yes, no);
-            let (one, zero) = (b.i64(1), b.i64(0));
-            b.ret(yes, one);
-            b.ret(no, zero);
-            let p = load(&b.module());
+            let p = load(&branch_on(op, I64, yes_next));
             let fused = p.func(FuncId(0)).code[0].op.branch().expect("fused");
             assert_eq!(fused.fused, Fused::CmpI);
             assert!(!fused.negated);
