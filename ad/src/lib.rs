@@ -33,7 +33,6 @@ pub mod analysis;
 pub mod optimize;
 pub mod transform;
 
-use hashbrown::HashMap;
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
@@ -108,9 +107,11 @@ pub struct Gradient {
     pub grad: Vec<Option<Value>>,
 }
 
-/// Derived function pairs by user function, each with the mask of
-/// parameters it differentiates with respect to.
-type DerivedCache = HashMap<FuncId, Vec<(Box<[bool]>, Derived)>>;
+/// Derived function pairs of each user function (indexed by its id), each
+/// with the mask of parameters it differentiates with respect to. A vector,
+/// not a hash map: the lookup is on every gradient call, and hashing the id
+/// cost more than the rest of a small gradient's bookkeeping.
+type DerivedCache = Vec<Vec<(Box<[bool]>, Derived)>>;
 
 /// A module, its bytecode, a VM and the derived functions built so far.
 pub struct Engine {
@@ -135,6 +136,7 @@ impl Engine {
     /// Lower and verify every function of `module`.
     pub fn new(module: ir::Module) -> Result<Engine, AdError> {
         let program = lower_module(&module)?;
+        let nfuncs = module.funcs.len();
         let full_masks = module
             .funcs
             .iter()
@@ -143,7 +145,7 @@ impl Engine {
         Ok(Engine {
             module,
             program,
-            derived: HashMap::new(),
+            derived: vec![Vec::new(); nfuncs],
             full_masks,
             derived_ir: Vec::new(),
             vm: Vm::new(Default::default()),
@@ -338,7 +340,7 @@ impl Engine {
             self.program.truncate(first_new);
             self.derived_ir
                 .truncate(first_new - self.module.funcs.len());
-            for list in self.derived.values_mut() {
+            for list in self.derived.iter_mut() {
                 list.retain(|(_, d)| d.fwd.index() < first_new);
             }
         }
@@ -364,7 +366,7 @@ impl Engine {
                     };
                     *program_len += 2;
                     let hw = hw.into_boxed_slice();
-                    derived.entry(h).or_default().push((hw.clone(), d));
+                    derived[h.index()].push((hw.clone(), d));
                     pending.push((h, hw));
                     d
                 };
@@ -417,7 +419,7 @@ impl Engine {
             fwd: FuncId(n),
             rev: FuncId(n + 1),
         };
-        self.derived.entry(f).or_default().push((wrt.clone(), d));
+        self.derived[f.index()].push((wrt.clone(), d));
         self.push_placeholders(f, &wrt);
         work.push((f, wrt));
         d
@@ -586,7 +588,7 @@ impl Engine {
 /// The derived pair of `f` with respect to `wrt`, if built (no allocation).
 fn lookup(derived: &DerivedCache, f: FuncId, wrt: &[bool]) -> Option<Derived> {
     derived
-        .get(&f)?
+        .get(f.index())?
         .iter()
         .find(|(m, _)| **m == *wrt)
         .map(|(_, d)| *d)

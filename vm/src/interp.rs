@@ -47,7 +47,7 @@ use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::{Op, STEP_SUB};
-use crate::regs::{Cursor, Window};
+use crate::regs::{copy_args, Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,7 +211,8 @@ impl std::error::Error for Trap {}
 struct Frame {
     func: FuncId,
     base: usize,
-    ret_pc: usize,
+    /// The return address: [`Cursor::next_offset`] at the call.
+    ret: usize,
     /// `r0` of the call (result register) or the call site (`call.acc`).
     dst: u32,
     site: u32,
@@ -815,12 +816,15 @@ impl Vm {
                     let done = done!();
                     poll!(done);
                     let new_base = base + f.nregs();
-                    if let Err(k) = self.enter(callee, init, new_base) {
-                        trap!(k);
+                    let nargs = site.args.len();
+                    let end = new_base + nargs + init.len();
+                    if self.regs.len() < end {
+                        if let Err(k) = self.grow_regs(end) {
+                            trap!(k);
+                        }
                     }
-                    for (i, a) in site.args.iter().enumerate() {
-                        self.regs[new_base + i] = self.regs[base + *a as usize];
-                    }
+                    copy_args(&mut self.regs, base, new_base, &site.args);
+                    copy_regs(&mut self.regs[new_base + nargs..end], init);
                     if self.frames.len() == self.frames.capacity()
                         && self.frames.try_reserve(64).is_err()
                     {
@@ -829,14 +833,16 @@ impl Vm {
                     self.frames.push(Frame {
                         func: fid,
                         base,
-                        ret_pc: cur.pc() + 1,
+                        ret: cur.next_offset(),
                         dst: ins.r0 as u32,
                         site: ins.x,
                     });
                     fid = callee_id;
                     f = callee;
                     base = new_base;
-                    w = Window::new(&mut self.regs, base, f.nregs());
+                    // `regs` is at least `end >= base + nregs` long: the
+                    // verifier made `init` at least `nregs - nparams` long.
+                    w = Window::resume(&mut self.regs, base, f.nregs());
                     cur = Cursor::new(&f.code, 0);
                     meter = done.wrapping_sub(cur.addr());
                     continue;
@@ -853,9 +859,9 @@ impl Vm {
                     fid = frame.func;
                     f = prog.func(fid);
                     base = frame.base;
-                    w = Window::new(&mut self.regs, base, f.nregs());
+                    w = Window::resume(&mut self.regs, base, f.nregs());
                     w.set(frame.dst, v);
-                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    cur = Cursor::at_offset(&f.code, frame.ret);
                     meter = done.wrapping_sub(cur.addr());
                     continue;
                 }
@@ -880,8 +886,8 @@ impl Vm {
                         let slot = &mut self.regs[base + *acc as usize];
                         *slot = (f64::from_bits(*slot) + v).to_bits();
                     }
-                    w = Window::new(&mut self.regs, base, f.nregs());
-                    cur = Cursor::new(&f.code, frame.ret_pc);
+                    w = Window::resume(&mut self.regs, base, f.nregs());
+                    cur = Cursor::at_offset(&f.code, frame.ret);
                     meter = done.wrapping_sub(cur.addr());
                     continue;
                 }

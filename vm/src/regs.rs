@@ -15,7 +15,7 @@
 //! by the fuzz targets and the valgrind run).
 #![allow(unsafe_code)]
 
-use crate::bytecode::Instr;
+use crate::bytecode::{Instr, Reg};
 use std::marker::PhantomData;
 
 /// A frame's registers.
@@ -34,6 +34,24 @@ impl Window {
         let slice = &mut regs[base..base + len];
         Window {
             ptr: slice.as_mut_ptr(),
+            len,
+        }
+    }
+
+    /// The window over `regs[base..base + len]` of a frame whose range is
+    /// known to lie inside `regs`, without the check `new` makes: the
+    /// callee's frame right after `enter` made `regs` at least
+    /// `base + nparams + init.len() >= base + nregs` long, or a suspended
+    /// caller's frame on return, which `new` or this function covered when
+    /// the caller was entered (the register stack only ever grows while the
+    /// interpreter runs).
+    #[inline(always)]
+    pub(crate) fn resume(regs: &mut [u64], base: usize, len: usize) -> Window {
+        #[cfg(feature = "checked")]
+        assert!(base + len <= regs.len(), "frame out of range");
+        debug_assert!(base + len <= regs.len());
+        Window {
+            ptr: regs.as_mut_ptr().wrapping_add(base),
             len,
         }
     }
@@ -57,6 +75,50 @@ impl Window {
         debug_assert!((r as usize) < self.len);
         // SAFETY: as in `get`.
         unsafe { *self.ptr.add(r as usize) = v }
+    }
+}
+
+/// Copy a call's arguments from the caller's frame at `caller` to the
+/// callee's parameters at `callee`: `regs[callee + i] = regs[caller + args[i]]`,
+/// without bounds checks. Sound because the call site belongs to a verified
+/// function, so each `args[i]` is `<` the caller's `nregs` (verifier check 2)
+/// and `caller + nregs == callee`, and the interpreter made `regs` at least
+/// `callee + args.len()` long (it is the callee's frame, grown before this
+/// call).
+#[inline(always)]
+pub(crate) fn copy_args(regs: &mut [u64], caller: usize, callee: usize, args: &[Reg]) {
+    #[cfg(feature = "checked")]
+    assert!(
+        callee + args.len() <= regs.len() && args.iter().all(|a| caller + (*a as usize) < callee),
+        "call arguments out of range"
+    );
+    debug_assert!(callee + args.len() <= regs.len());
+    let p = regs.as_mut_ptr();
+    let copy = |i: usize, a: Reg| {
+        debug_assert!(caller + (a as usize) < callee);
+        // SAFETY: both indices are inside `regs` as argued above, and they
+        // differ (the source is below `callee`, the destination not).
+        unsafe { *p.add(callee + i) = *p.add(caller + a as usize) }
+    };
+    // Most calls pass one to three arguments: straight-line copies for
+    // those (a loop is unrolled by four, with more set-up than copying).
+    match *args {
+        [] => {}
+        [a] => copy(0, a),
+        [a, b] => {
+            copy(0, a);
+            copy(1, b);
+        }
+        [a, b, c] => {
+            copy(0, a);
+            copy(1, b);
+            copy(2, c);
+        }
+        _ => {
+            for (i, a) in args.iter().enumerate() {
+                copy(i, *a);
+            }
+        }
     }
 }
 
@@ -117,6 +179,29 @@ impl<'c> Cursor<'c> {
     #[inline(always)]
     pub(crate) fn jump(&mut self, target: u32) {
         self.ip = self.base.wrapping_add(target as usize);
+    }
+
+    /// Where the instruction after the one under the cursor is, as a byte
+    /// offset into the code: the return address of a call, for
+    /// [`Cursor::at_offset`] (no division by the 12-byte instruction size,
+    /// unlike [`Cursor::pc`]).
+    #[inline(always)]
+    pub(crate) fn next_offset(&self) -> usize {
+        (self.ip as usize).wrapping_sub(self.base as usize) + std::mem::size_of::<Instr>()
+    }
+
+    /// At byte offset `offset` of `code`: a return address taken by
+    /// [`Cursor::next_offset`] at a `call` of this same code.
+    #[inline(always)]
+    pub(crate) fn at_offset(code: &'c [Instr], offset: usize) -> Cursor<'c> {
+        let base = code.as_ptr();
+        Cursor {
+            base,
+            ip: base.wrapping_byte_add(offset),
+            #[cfg(feature = "checked")]
+            len: code.len(),
+            _code: PhantomData,
+        }
     }
 
     /// The index of the instruction under the cursor.
