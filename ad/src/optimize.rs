@@ -238,6 +238,7 @@ fn successors(f: &Function) -> Vec<Vec<usize>> {
 /// the name of the block it led to.
 pub fn merge_blocks(f: &mut Function) {
     thread_empty_blocks(f);
+    copy_returns(f);
     // Blocks jumped over above are unreachable now: they must not count as
     // predecessors.
     let n = f.blocks.len();
@@ -341,6 +342,26 @@ fn thread_empty_blocks(f: &mut Function) {
     let remap = |t: &mut BlockId| *t = BlockId(targets[t.index()] as u32);
     for block in &mut f.blocks {
         block.term.map_targets(remap);
+    }
+}
+
+/// Replace a jump to a block that only returns by that return: one
+/// dispatch fewer on the way out (the reverse of a function with several
+/// `ret`s ends each path with a jump to the one `exit` block).
+fn copy_returns(f: &mut Function) {
+    for b in 0..f.blocks.len() {
+        let Term::Jmp(t) = f.blocks[b].term else {
+            continue;
+        };
+        let target = &f.blocks[t.index()];
+        if t.index() == 0 || !target.phis.is_empty() || !target.insts.is_empty() {
+            continue;
+        }
+        if let Term::Ret(_) | Term::RetN(_) = target.term {
+            let (term, loc) = (target.term.clone(), target.term_loc);
+            f.blocks[b].term = term;
+            f.blocks[b].term_loc = loc;
+        }
     }
 }
 
@@ -1085,6 +1106,42 @@ mod tests {
             .iter()
             .map(|b| b.insts.iter().map(|i| i.op).collect())
             .collect()
+    }
+
+    #[test]
+    fn a_jump_to_a_block_that_only_returns_becomes_the_return() {
+        // entry: br c, a, b ; a: r1 += r0; jmp exit ; b: r2 += r0; jmp exit ;
+        // exit: ret.n (r1, r2). Both jumps become the return, and the exit
+        // block, now unreachable, goes.
+        let mut b = Build::new(3, &[0]);
+        let cond = b.f.new_value(Type::Bool, None);
+        b.f.params.push(cond);
+        b.block(
+            "entry",
+            vec![],
+            Term::Br {
+                cond,
+                then_: BlockId(1),
+                else_: BlockId(2),
+            },
+        )
+        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(3)))
+        .block("b", vec![i(Op::Acc, None, &[2, 0])], Term::Jmp(BlockId(3)))
+        .block("exit", vec![], Term::RetN(vec![r(1), r(2)]));
+        merge_blocks(&mut b.f);
+        assert_eq!(b.f.blocks.len(), 3);
+        for block in &b.f.blocks[1..] {
+            assert_eq!(block.term, Term::RetN(vec![r(1), r(2)]));
+        }
+        // A return block that computes something is not copied.
+        let mut b = Build::new(2, &[0]);
+        b.block("entry", vec![], Term::Jmp(BlockId(1))).block(
+            "exit",
+            vec![i(Op::Acc, None, &[1, 0])],
+            Term::RetN(vec![r(1)]),
+        );
+        copy_returns(&mut b.f);
+        assert_eq!(b.f.blocks[0].term, Term::Jmp(BlockId(1)));
     }
 
     #[test]

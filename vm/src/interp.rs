@@ -876,17 +876,21 @@ impl Vm {
                         self.executed = done / W;
                         return Ok(cur.pc());
                     };
-                    let callee_base = base;
+                    // The callee's window stays valid (nothing moves the
+                    // register stack here): its returned registers are
+                    // read through it, the caller's accumulators written
+                    // through the caller's (both verified register
+                    // operands of their functions).
+                    let callee = w;
                     fid = frame.func;
                     f = prog.func(fid);
                     base = frame.base;
+                    w = Window::resume(&mut self.regs, base, f.nregs());
                     let site = &f.sites[frame.site as usize];
                     for (r, acc) in list.iter().zip(&site.rets) {
-                        let v = f64::from_bits(self.regs[callee_base + *r as usize]);
-                        let slot = &mut self.regs[base + *acc as usize];
-                        *slot = (f64::from_bits(*slot) + v).to_bits();
+                        let v = f64::from_bits(callee.get(*r as u32));
+                        setf!(*acc, fr!(*acc) + v);
                     }
-                    w = Window::resume(&mut self.regs, base, f.nregs());
                     cur = Cursor::at_offset(&f.code, frame.ret);
                     meter = done.wrapping_sub(cur.addr());
                     continue;
