@@ -33,7 +33,7 @@
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::{Fused, Operand, STEP_SUB};
+use crate::op::{Fused, Operand};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -121,10 +121,14 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
             Operand::Def(_) | Operand::Use(_) | Operand::InOut(_) => {
                 let text = operand_text(f, ins.reg(slot));
                 if is_step && slot == 1 {
-                    // `%i += 1`: the step joins the counter.
-                    let sign = if ins.flags & STEP_SUB != 0 { '-' } else { '+' };
+                    // `%i += 1`: the step joins the counter; a negative
+                    // constant step (a counter counted down) reads `-= 1`.
+                    let step = match text.strip_prefix('-') {
+                        Some(k) if is_const(f, ins.reg(slot)) => format!("-= {k}"),
+                        _ => format!("+= {text}"),
+                    };
                     if let Some(counter) = ops.pop() {
-                        ops.push(format!("{counter} {sign}= {text}"));
+                        ops.push(format!("{counter} {step}"));
                     }
                 } else {
                     ops.push(text);
@@ -223,6 +227,12 @@ fn operand_text(f: &Function, r: u32) -> String {
         };
     }
     reg_name(f, r)
+}
+
+/// Whether register `r` is one of `f`'s constants.
+fn is_const(f: &Function, r: u32) -> bool {
+    let np = f.param_types.len() as u32;
+    r >= np && r < np + f.consts.len() as u32
 }
 
 fn reg_name(f: &Function, r: u32) -> String {

@@ -46,7 +46,7 @@
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::op::{Op, STEP_SUB};
+use crate::op::Op;
 use crate::regs::{copy_args, Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
@@ -650,16 +650,11 @@ impl Vm {
                 }
             }};
         }
-        // Step-and-branch: `r0 += r1` (or `-=`), then jump if `r0 op r2`,
-        // `r2` read after the write (it may be `r0` itself).
+        // Step-and-branch: `r0 += r1`, then jump if `r0 op r2`, `r2` read
+        // after the write (it may be `r0` itself).
         macro_rules! jstep {
             ($ins:expr, $op:tt) => {{
-                let step = ir!($ins.r1);
-                let v = if $ins.flags & STEP_SUB != 0 {
-                    ir!($ins.r0).wrapping_sub(step)
-                } else {
-                    ir!($ins.r0).wrapping_add(step)
-                };
+                let v = ir!($ins.r0).wrapping_add(ir!($ins.r1));
                 seti!($ins.r0, v);
                 if v $op ir!($ins.r2) {
                     goto!($ins.x);

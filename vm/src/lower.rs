@@ -22,7 +22,7 @@
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
-use crate::op::{Cond, Fused, Op, Operand, STEP_SUB};
+use crate::op::{Cond, Fused, Op, Operand};
 use crate::types::Type;
 use std::fmt;
 
@@ -116,6 +116,56 @@ struct Lowerer<'f> {
     uses: Vec<u32>,
     /// Where the code of the block being lowered starts.
     block_start: usize,
+    /// `(register of constant k, register of constant -k)` for the
+    /// constant steps of `sub.i` (see `negated_steps`).
+    neg_steps: Vec<(Reg, Reg)>,
+}
+
+/// Where the negation of a step constant is: an i64 constant of the
+/// function, or extra constant `j` of the frame.
+#[derive(Clone, Copy)]
+enum Neg {
+    Value(usize),
+    Extra(usize),
+}
+
+/// The interpreter's step-and-branch only adds (one instruction less per
+/// loop iteration than choosing between adding and subtracting), so a
+/// counter counted down by a constant, `sub.i %c, %c, k`, fuses into a
+/// step that adds `-k`. For every `sub.i` by an i64 constant `k` (other
+/// than `i64::MIN`), this finds the function's constant `-k`, or makes it
+/// an extra constant register (the bits listed in the second result).
+/// First result: `(value of k, where -k is)`.
+fn negated_steps(f: &ir::Function, consts: &[usize]) -> (Vec<(usize, Neg)>, Vec<u64>) {
+    let mut negs: Vec<(usize, Neg)> = Vec::new();
+    let mut extra: Vec<u64> = Vec::new();
+    let int_const = |v: usize| match &f.values.get(v) {
+        Some(d) if d.ty == Type::I64 => d.konst.map(|b| b as i64),
+        _ => None,
+    };
+    for inst in f.blocks.iter().flat_map(|b| &b.insts) {
+        let (Op::SubI, [_, k]) = (inst.op, inst.args.as_slice()) else {
+            continue;
+        };
+        let k = k.index();
+        let Some(kv) = int_const(k) else { continue };
+        if kv == i64::MIN || negs.iter().any(|(seen, _)| *seen == k) || !consts.contains(&k) {
+            continue;
+        }
+        let want = kv.wrapping_neg();
+        let neg = match consts.iter().find(|&&c| int_const(c) == Some(want)) {
+            Some(&c) => Neg::Value(c),
+            None => match extra.iter().position(|&b| b as i64 == want) {
+                Some(j) => Neg::Extra(j),
+                None => {
+                    extra.push(want as u64);
+                    Neg::Extra(extra.len() - 1)
+                }
+            },
+        };
+        negs.push((k, neg));
+    }
+    (negs, extra)
 }
 
 /// Lower one function.
@@ -140,6 +190,10 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         .filter(|&i| f.values[i].konst.is_some() && !is_param[i])
         .collect();
     order.extend(&consts);
+    // Negated step constants (`order` entries `n + j`), placed among the
+    // constants: see `negated_steps`.
+    let (negs, extra) = negated_steps(f, &consts);
+    order.extend((0..extra.len()).map(|j| n + j));
     // Values coalesced into a phi share its register (see `coalesce`).
     let uses = f.use_counts();
     let alias = coalesce(f, &is_param, &uses);
@@ -151,18 +205,35 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         });
     }
     let mut reg = vec![0 as Reg; n];
+    let mut extra_reg = vec![0 as Reg; extra.len()];
     let mut reg_types = Vec::with_capacity(order.len());
     let mut reg_names = Vec::with_capacity(order.len());
     for (r, &v) in order.iter().enumerate() {
-        reg[v] = r as Reg;
-        reg_types.push(f.values[v].ty);
-        reg_names.push(f.values[v].name.clone().unwrap_or_default());
+        if v < n {
+            reg[v] = r as Reg;
+            reg_types.push(f.values[v].ty);
+            reg_names.push(f.values[v].name.clone().unwrap_or_default());
+        } else {
+            extra_reg[v - n] = r as Reg;
+            reg_types.push(Type::I64);
+            reg_names.push(String::new());
+        }
     }
     for v in 0..n {
         if alias[v] != v {
             reg[v] = reg[alias[v]];
         }
     }
+    let neg_steps = negs
+        .iter()
+        .map(|&(k, neg)| {
+            let to = match neg {
+                Neg::Value(v) => reg[v],
+                Neg::Extra(j) => extra_reg[j],
+            };
+            (reg[k], to)
+        })
+        .collect();
     let mut l = Lowerer {
         f,
         reg,
@@ -178,6 +249,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         lists: Vec::new(),
         uses,
         block_start: 0,
+        neg_steps,
     };
     let mut starts = vec![0u32; f.blocks.len()];
     let mut blocks = Vec::with_capacity(f.blocks.len());
@@ -211,6 +283,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     let consts_bits = consts
         .iter()
         .map(|&i| f.values[i].konst.unwrap_or(0))
+        .chain(extra)
         .collect();
     Ok(Function {
         name: f.name.clone(),
@@ -592,9 +665,15 @@ impl Lowerer<'_> {
             return None;
         }
         let step = self.code[at - 1];
-        let sub = match step.op {
-            Op::AddI => 0,
-            Op::SubI => STEP_SUB,
+        // The step register: as is for `add.i`; for `sub.i` by a constant,
+        // the constant's negation (anything else stays unfused).
+        let by = match step.op {
+            Op::AddI => step.r2,
+            Op::SubI => self
+                .neg_steps
+                .iter()
+                .find(|(k, _)| *k == step.r2)
+                .map(|(_, neg)| *neg)?,
             _ => return None,
         };
         let c = step.r0;
@@ -617,9 +696,7 @@ impl Lowerer<'_> {
         self.code.remove(at - 1);
         self.locs.remove(at - 1);
         let op = Op::fused_branch(Fused::StepI, cc, negate);
-        let mut i = Instr::new(op, c, step.r2, other, 0);
-        i.flags = sub;
-        Some(i)
+        Some(Instr::new(op, c, by, other, 0))
     }
 
     fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
@@ -742,6 +819,7 @@ mod tests {
             lists: Vec::new(),
             uses: Vec::new(),
             block_start: 0,
+            neg_steps: Vec::new(),
         }
     }
 

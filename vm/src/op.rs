@@ -255,9 +255,10 @@ ops! {
     JmpNotGeF = "jmp.ifnot.ge.f" [Use(F), Use(F), Target];
     JmpNotEqF = "jmp.ifnot.eq.f" [Use(F), Use(F), Target];
     JmpNotNeF = "jmp.ifnot.ne.f" [Use(F), Use(F), Target];
-    /// Step and branch (the end of a counted loop): `r0 = r0 + r1`, or
-    /// `r0 - r1` with flag [`STEP_SUB`] (i64, wrapping), then jump to `x`
-    /// if the new `r0 < r2`. `r2` is read after `r0` is written.
+    /// Step and branch (the end of a counted loop): `r0 = r0 + r1` (i64,
+    /// wrapping), then jump to `x` if the new `r0 < r2`. `r2` is read after
+    /// `r0` is written. (A counter counted down by a constant `k` steps by
+    /// the constant `-k`, which the lowering provides.)
     JmpStepLtI = "jmp.step.if.lt.i" [InOut(I), Use(I), Use(I), Target];
     JmpStepLeI = "jmp.step.if.le.i" [InOut(I), Use(I), Use(I), Target];
     JmpStepGtI = "jmp.step.if.gt.i" [InOut(I), Use(I), Use(I), Target];
@@ -288,10 +289,6 @@ pub enum Fused {
     /// Step an i64 counter, compare it and branch (`jmp.step.if.<cc>.i`).
     StepI,
 }
-
-/// The one bit of `Instr::flags` that has a meaning: on a step-and-branch
-/// (`jmp.step.if.<cc>.i`), subtract the step instead of adding it.
-pub const STEP_SUB: u8 = 16;
 
 impl Cond {
     pub const ALL: [Cond; 6] = [Cond::Lt, Cond::Le, Cond::Gt, Cond::Ge, Cond::Eq, Cond::Ne];
@@ -458,16 +455,10 @@ impl Op {
         matches!(self, Op::JmpIf | Op::JmpIfNot) || self.branch().is_some()
     }
 
-    /// The bits of `Instr::flags` this opcode may set; all others are
-    /// reserved and must be zero (`verify.rs`, check 7).
+    /// The bits of `Instr::flags` this opcode may set: none so far (the
+    /// byte is reserved and must be zero, `verify.rs` check 7).
     pub fn flag_bits(self) -> u8 {
-        match self.branch() {
-            Some(Branch {
-                fused: Fused::StepI,
-                ..
-            }) => STEP_SUB,
-            _ => 0,
-        }
+        0
     }
 
     /// The register operands, in storage order (`r0`, `r1`, `r2`, `x`).

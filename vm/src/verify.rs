@@ -34,9 +34,7 @@
 //!    execution never runs off the end: every `pc` the interpreter reaches
 //!    is 0, a checked target, or the successor of an instruction that is
 //!    not the last.
-//! 7. Flags: the `flags` byte is zero except for the subtraction bit
-//!    ([`crate::op::STEP_SUB`]) of a step-and-branch (`jmp.step.if.<cc>.i`);
-//!    see [`Op::flag_bits`].
+//! 7. Flags: the `flags` byte is zero (reserved; see [`Op::flag_bits`]).
 //! 8. Debug tables: `locs` and `reg_names` are empty or exactly as long as
 //!    `code` / `reg_types`.
 //!

@@ -12,8 +12,8 @@ use vm::Type;
 fn powloop_listing() {
     let p = load(&powloop());
     let want = "\
-fn @pow(%x: f64, %n: i64) -> f64   ; 8 regs, 3 consts
-  ; consts: r2 = 1.0, r3 = 0, r4 = 1
+fn @pow(%x: f64, %n: i64) -> f64   ; 9 regs, 4 consts
+  ; consts: r2 = 1.0, r3 = 0, r4 = 1, r5 = -1
 entry:
   0000  copy        %r, 1.0
   0001  copy        %k, %n

@@ -203,9 +203,11 @@ fn registers_side_tables_and_debug_info() {
     assert_eq!(&f.reg_types[..2], &[F64, I64]);
     assert_eq!(f.reg_names[0], "x");
     assert_eq!(f.reg_names[1], "n");
-    let consts: Vec<u64> = vec![1.0f64.to_bits(), 0, 1];
+    // The last is the negated step of `sub %k, 1`: the fused
+    // step-and-branch adds -1.
+    let consts: Vec<u64> = vec![1.0f64.to_bits(), 0, 1, (-1i64) as u64];
     assert_eq!(f.consts, consts);
-    assert_eq!(&f.reg_types[2..5], &[F64, I64, I64]);
+    assert_eq!(&f.reg_types[2..6], &[F64, I64, I64, I64]);
     // Every block named at its start; locs per instruction.
     let names: Vec<&str> = f.blocks.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(names, ["entry", "head", "body", "done"]);

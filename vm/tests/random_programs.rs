@@ -8,7 +8,7 @@
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use vm::ir::{FuncId, RetType};
-use vm::op::{Op, Operand, Ty, STEP_SUB};
+use vm::op::{Op, Operand, Ty};
 use vm::verify::verify_program;
 use vm::{Type, Vm};
 
@@ -204,9 +204,6 @@ fn random_program(seed: u64) -> Program {
                 slot(2) as Reg,
                 x.unwrap_or(slot(3)),
             );
-            if op.flag_bits() & STEP_SUB != 0 && rng.one_in(2) {
-                ins.flags = STEP_SUB;
-            }
             f.code.push(ins);
         }
         p.push(f);

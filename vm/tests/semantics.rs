@@ -320,10 +320,12 @@ fn is_step(op: Op) -> bool {
     matches!(op.branch(), Some(b) if b.fused == Fused::StepI)
 }
 
-/// `%c = add.i %c, %s` (or `sub.i`) followed by a branch on an integer
-/// comparison reading `%c` becomes one `jmp.step.i`: the same wrapping
-/// step, the same answer for every condition, with the counter on either
-/// side of the comparison (or both), branch negated or not.
+/// `%c = add.i %c, %s` followed by a branch on an integer comparison
+/// reading `%c` becomes one `jmp.step.i`: the same wrapping step, the same
+/// answer for every condition, with the counter on either side of the
+/// comparison (or both), branch negated or not. `sub.i` by a register is
+/// not fused (the step-and-branch only adds), and gives the same answers.
+/// (By a constant it is: `sub_by_a_constant_steps_by_its_negation`.)
 #[test]
 fn fused_step_and_branch() {
     let conds = [Op::LtI, Op::LeI, Op::GtI, Op::GeI, Op::EqI, Op::NeI];
@@ -364,7 +366,8 @@ fn fused_step_and_branch() {
                     let p = load(&b.module());
                     let code = &p.func(FuncId(0)).code;
                     let what = format!("{step_op:?} {cmp:?} {sides:?} {yes_next}");
-                    assert!(is_step(code[0].op), "{what}");
+                    let fused = step_op == Op::AddI;
+                    assert_eq!(is_step(code[0].op), fused, "{what}");
                     for (c0, s0, n0) in values {
                         let c1 = if step_op == Op::AddI {
                             c0.wrapping_add(s0)
@@ -391,10 +394,60 @@ fn fused_step_and_branch() {
                             )
                             .expect("runs");
                         assert_eq!(got, Value::I64(want), "{what}: {c0} {s0} {n0}");
-                        // One instruction for the step and the branch.
-                        assert_eq!(vm.executed(), if holds { 2 } else { 3 }, "{what}");
+                        // One instruction for the step and the branch
+                        // when fused.
+                        let steps = if holds { 2 } else { 3 } + u64::from(!fused);
+                        assert_eq!(vm.executed(), steps, "{what}");
                     }
                 }
+            }
+        }
+    }
+}
+
+/// `%c = sub.i %c, k` by a constant `k` fuses into a step-and-branch that
+/// adds the constant `-k` (made by the lowering when the function has no
+/// such constant), with the same wrapping results; `k = i64::MIN`, whose
+/// negation does not exist, stays unfused.
+#[test]
+fn sub_by_a_constant_steps_by_its_negation() {
+    for k in [1, 3, -2, 0, i64::MAX, i64::MIN + 1, i64::MIN] {
+        for cmp in [Op::LtI, Op::GeI, Op::EqI, Op::NeI] {
+            let mut b = B::new("down", &[("c", I64), ("n", I64)], I64);
+            let (c, n) = (b.p(0), b.p(1));
+            let entry = b.block("entry");
+            let yes = b.block("yes");
+            let no = b.block("no");
+            let kk = b.i64(k);
+            b.set(entry, Op::SubI, c, &[c, kk]);
+            let t = b.op(entry, cmp, Some(Bool), &[c, n]);
+            b.br(entry, t, yes, no);
+            b.ret(yes, c);
+            let m = b.i64(-7);
+            let r = b.op(no, Op::MulI, Some(I64), &[c, m]);
+            b.ret(no, r);
+            let p = load(&b.module());
+            let f = p.func(FuncId(0));
+            let what = format!("{k} {cmp:?}");
+            assert_eq!(is_step(f.code[0].op), k != i64::MIN, "{what}");
+            if k != i64::MIN {
+                // The step register holds -k.
+                let r = f.code[0].r1 as usize - f.param_types.len();
+                assert_eq!(f.consts.get(r).map(|b| *b as i64), Some(-k), "{what}");
+            }
+            for (c0, n0) in [(0, 0), (5, 2), (i64::MIN, 0), (i64::MAX, -1), (-3, -3)] {
+                let c1 = c0.wrapping_sub(k);
+                let holds = match cmp {
+                    Op::LtI => c1 < n0,
+                    Op::GeI => c1 >= n0,
+                    Op::EqI => c1 == n0,
+                    _ => c1 != n0,
+                };
+                let want = if holds { c1 } else { c1.wrapping_mul(-7) };
+                let got = Vm::default()
+                    .run(&p, FuncId(0), &[Value::I64(c0), Value::I64(n0)])
+                    .expect("runs");
+                assert_eq!(got, Value::I64(want), "{what}: {c0} {n0}");
             }
         }
     }

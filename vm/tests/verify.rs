@@ -7,7 +7,7 @@ mod common_ir;
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};
 use vm::ir::{FuncId, Loc, RetType};
-use vm::op::{Fused, Op, STEP_SUB};
+use vm::op::{Fused, Op};
 use vm::verify::{decode, verify_function, verify_program, VerifyError};
 use vm::{Type, Vm};
 
@@ -421,7 +421,7 @@ fn rejects_empty_code() {
 #[test]
 fn rejects_flags_on_fused_branches() {
     // The condition is the opcode; no flag bit means anything.
-    for bad in [1, 8, STEP_SUB, 128] {
+    for bad in [1, 8, 16, 128] {
         rejects!(|t| t.code[5].flags = bad, VerifyError::BadFlags { .. });
     }
     // Every fused compare-and-branch passes on operands of its type.
@@ -458,23 +458,21 @@ fn checks_step_and_branch_operands_and_flags() {
         .filter(|op| matches!(op.branch(), Some(b) if b.fused == Fused::StepI))
         .collect();
     assert_eq!(steps.len(), 6);
-    // Every condition, adding or subtracting, passes (and runs).
+    // Every condition passes (and runs).
     for &op in &steps {
-        for sub in [0, STEP_SUB] {
-            assert_eq!(errors(|t| t.code[5] = step(op, sub)), vec![]);
-        }
+        assert_eq!(errors(|t| t.code[5] = step(op, 0)), vec![]);
     }
     let mut p = base();
     let mut t = p.func(FuncId(0)).clone();
-    t.code[5] = step(Op::JmpStepNeI, STEP_SUB);
+    t.code[5] = step(Op::JmpStepNeI, 0);
     p.set(FuncId(0), t);
     assert_eq!(verify_program(&mut p), Ok(()));
     let mut vm = Vm::default();
     vm.begin(false);
     vm.call_raw(&p, FuncId(0), &[1.5f64.to_bits()])
         .expect("runs");
-    // Every bit but the step's is reserved.
-    for bad in [1, 7, 8, 6 | STEP_SUB, 32, 64 | STEP_SUB, 128] {
+    // Every bit is reserved (16 once meant "subtract the step").
+    for bad in [1, 7, 8, 16, 22, 32, 80, 128] {
         rejects!(
             |t| t.code[5] = step(Op::JmpStepLtI, bad),
             VerifyError::BadFlags { .. }
@@ -719,11 +717,9 @@ proptest! {
                 .filter_map(|(o, a, b, c, x, fl)| {
                     Op::from_u8(*o).map(|op| {
                         let mut ins = Instr::new(op, *a, *b, *c, *x);
-                        // The step bit, or a reserved bit, on the
-                        // opcodes that have a flag.
-                        if op.flag_bits() != 0 {
-                            ins.flags = *fl & (STEP_SUB | 1);
-                        }
+                        // A reserved bit now and then (the verifier
+                        // must reject it).
+                        ins.flags = if *fl >= 24 { *fl & 17 } else { 0 };
                         ins
                     })
                 })
