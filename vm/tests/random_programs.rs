@@ -197,7 +197,7 @@ fn random_program(seed: u64) -> Program {
                 }
             }
             let slot = |i: usize| slots.get(i).copied().unwrap_or(0);
-            let mut ins = Instr::new(
+            let ins = Instr::new(
                 op,
                 slot(0) as Reg,
                 slot(1) as Reg,
