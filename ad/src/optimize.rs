@@ -907,10 +907,19 @@ pub fn fuse_pops(f: &mut Function) -> bool {
 }
 
 /// Whether `op` moves values on the comms stack or runs code that does.
+/// (`comms.reserve` and `comms.push.r` are made by the lowering and never
+/// in IR; listed so that the answer holds for every opcode.)
 fn touches_stack(op: Op) -> bool {
     matches!(
         op,
-        Op::CommsPush | Op::CommsPop | Op::AccMulPop | Op::MulPop | Op::Call | Op::CallAcc
+        Op::CommsPush
+            | Op::CommsPop
+            | Op::AccMulPop
+            | Op::MulPop
+            | Op::Call
+            | Op::CallAcc
+            | Op::CommsReserve
+            | Op::CommsPushR
     )
 }
 

@@ -371,8 +371,9 @@ pub fn verify_input(data: &[u8]) -> bool {
 }
 
 /// Bytes for [`verify_input`] that often verify: opcodes are valid and
-/// register operands have the types the opcode wants, and the last word is
-/// a terminator. For the smoke test, where uniformly random words would
+/// register operands have the types the opcode wants, the last word is a
+/// terminator, and a `comms.push.r` mostly follows a `comms.reserve`. For
+/// the smoke test, where uniformly random words would
 /// almost never pass the verifier.
 pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
     use vm::op::{Op, Operand, Ty};
@@ -446,6 +447,14 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
                 }
                 _ => {}
             }
+        }
+        // A reserved push verifies only where a `comms.reserve` covers it:
+        // most of the time, put one right before it.
+        if op == Op::CommsPushR && rng.chance(0.8) {
+            let mut r = [0u8; 12];
+            r[0] = Op::CommsReserve as u8;
+            r[8..12].copy_from_slice(&(1 + rng.below(3) as u32).to_le_bytes());
+            out.extend_from_slice(&r);
         }
         let mut w = [0u8; 12];
         w[0] = op as u8;

@@ -422,6 +422,8 @@ fn corpus_uses_every_instruction() {
                     | vm::op::Op::BlkPush
                     | vm::op::Op::BlkPop
                     | vm::op::Op::CommsPush
+                    | vm::op::Op::CommsReserve
+                    | vm::op::Op::CommsPushR
                     | vm::op::Op::CommsPop
                     | vm::op::Op::Acc
                     | vm::op::Op::AccNeg

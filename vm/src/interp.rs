@@ -47,7 +47,7 @@ use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::Op;
-use crate::regs::{copy_args, Cursor, Window};
+use crate::regs::{copy_args, push_reserved, Cursor, Window};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -490,12 +490,34 @@ impl Vm {
 
     #[cold]
     fn grow_comms(&mut self) -> Result<(), TrapKind> {
-        grow_stack(&mut self.comms, &mut self.blk, self.limits.max_stack_bytes)
+        grow_stack(
+            &mut self.comms,
+            &mut self.blk,
+            1,
+            self.limits.max_stack_bytes,
+        )
+    }
+
+    /// `comms.reserve n` when the comms stack has less than `n` spare.
+    #[cold]
+    #[inline(never)]
+    fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
+        grow_stack(
+            &mut self.comms,
+            &mut self.blk,
+            n,
+            self.limits.max_stack_bytes,
+        )
     }
 
     #[cold]
     fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        grow_stack(&mut self.blk, &mut self.comms, self.limits.max_stack_bytes)
+        grow_stack(
+            &mut self.blk,
+            &mut self.comms,
+            1,
+            self.limits.max_stack_bytes,
+        )
     }
 
     /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
@@ -950,6 +972,16 @@ impl Vm {
                     }
                     self.comms.push(w.get(ins.r0 as u32));
                 }
+                Op::CommsReserve => {
+                    if self.comms.capacity() - self.comms.len() < ins.x as usize {
+                        if let Err(k) = self.reserve_comms(ins.x as usize) {
+                            trap!(k);
+                        }
+                    }
+                }
+                // No capacity check: the verifier proved a `comms.reserve`
+                // made room (check 9; see `regs::push_reserved`).
+                Op::CommsPushR => push_reserved(&mut self.comms, w.get(ins.r0 as u32)),
                 Op::CommsPop => match self.comms.pop() {
                     Some(v) => w.set(ins.r0 as u32, v),
                     None => trap!(TrapKind::StackUnderflow),
@@ -1051,29 +1083,42 @@ fn poll(steps: u64, fuel: u64, interrupt: &AtomicBool) -> Result<u64, TrapKind> 
     Ok(steps.saturating_add(POLL_INSTRS).min(fuel))
 }
 
-/// Make room for one more element in a full AD stack, keeping the bytes
-/// *reserved* by both stacks within `limit` (so no push can ever take them
-/// past it), without aborting on allocation failure. Traps only when the
-/// elements in use would exceed the limit; spare capacity of `other` is
+/// Make room for `n` more elements in an AD stack with less than `n`
+/// spare (one for a push on a full stack, `n` for `comms.reserve n`),
+/// keeping the bytes *reserved* by both stacks within `limit` (so no push
+/// can ever take them past it), without aborting on allocation failure.
+/// Traps only when the elements in use and the `n` to come would exceed
+/// the limit (so `comms.reserve n` traps exactly when the `n` pushes it
+/// stands for would take the stacks past it); spare capacity of `other` is
 /// given back first if that is what stands in the way.
 #[cold]
-fn grow_stack<T, U>(stack: &mut Vec<T>, other: &mut Vec<U>, limit: usize) -> Result<(), TrapKind> {
+fn grow_stack<T, U>(
+    stack: &mut Vec<T>,
+    other: &mut Vec<U>,
+    n: usize,
+    limit: usize,
+) -> Result<(), TrapKind> {
     let size = std::mem::size_of::<T>();
     let osize = std::mem::size_of::<U>();
     let used = stack.len() * size + other.len() * osize;
-    if used.saturating_add(size) > limit {
+    if used.saturating_add(n.saturating_mul(size)) > limit {
         return Err(TrapKind::StackLimit { limit });
     }
-    let mut reserved = stack.capacity() * size + other.capacity() * osize;
-    if reserved.saturating_add(size) > limit {
+    // The bytes reserved once `stack` holds `len + n`, which fits `limit`
+    // by the check above (so nothing below overflows).
+    let need = (stack.len() + n) * size;
+    let mut reserved = need + other.capacity() * osize;
+    if reserved > limit {
         other.shrink_to_fit();
-        reserved = stack.capacity() * size + other.capacity() * osize;
-        if reserved.saturating_add(size) > limit {
+        reserved = need + other.capacity() * osize;
+        if reserved > limit {
             return Err(TrapKind::StackLimit { limit });
         }
     }
-    let room = (limit - reserved) / size;
-    let want = stack.len().max(256).min(room);
+    // At most this many elements past `len` keep the reservation within
+    // `limit`; at least `n` do.
+    let room = (limit - other.capacity() * osize) / size - stack.len();
+    let want = stack.len().max(256).max(n).min(room);
     stack
         .try_reserve_exact(want)
         .map_err(|_| TrapKind::OutOfMemory)

@@ -22,7 +22,8 @@
 //!   AD stage's loop analysis).
 //!
 //! `unsafe` lives only in the private `regs` module (unchecked register
-//! access, justified by the verifier).
+//! access, instruction fetch and reserved comms push, justified by the
+//! verifier).
 
 pub mod bytecode;
 pub mod disasm;

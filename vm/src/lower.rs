@@ -19,6 +19,12 @@
 //!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch on
 //!   `%c` joins it as `jmp.step.if.<cc>.i` (see `Lowerer::take_step`), so a
 //!   counted loop ends in one instruction.
+//! * Batched reservation: a block's instructions are cut at every `call`,
+//!   `call.acc` and `blk.push` (a callee pushes too, and growing the block
+//!   stack may give back the comms stack's spare capacity); a stretch with
+//!   two or more `comms.push`es gets one `comms.reserve n` before its first
+//!   and unchecked `comms.push.r`s, so the capacity is checked once, not per
+//!   push (see `reservations`; the verifier's check 9 proves the result).
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
@@ -260,8 +266,16 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
             name: b.name.clone(),
             start: l.code.len() as u32,
         });
-        for inst in &b.insts {
+        for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
+            if let Push::Reserve(n) = push {
+                l.emit(Instr::new(Op::CommsReserve, 0, 0, 0, n), inst.loc);
+            }
             l.inst(inst, &b.name)?;
+            if push != Push::Plain {
+                if let Some(last) = l.code.last_mut() {
+                    last.op = Op::CommsPushR;
+                }
+            }
         }
         l.term(BlockId(bi as u32), b)?;
     }
@@ -347,6 +361,15 @@ fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
                     format!("{} is a terminator, not an instruction", inst.op.mnemonic()),
                 ));
             }
+            if matches!(inst.op, Op::CommsReserve | Op::CommsPushR) {
+                return Err(bad(
+                    &b.name,
+                    format!(
+                        "{} is made by the lowering, not an IR instruction",
+                        inst.op.mnemonic()
+                    ),
+                ));
+            }
             inst.dst
                 .iter()
                 .chain(&inst.args)
@@ -366,6 +389,58 @@ fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
         }
     }
     Ok(())
+}
+
+/// How an instruction of a block is lowered with respect to batched
+/// reservation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Push {
+    /// As it is (every instruction but the `comms.push`es of a batch).
+    Plain,
+    /// The first `comms.push` of a batch of `n`: `comms.reserve n`, then
+    /// `comms.push.r`.
+    Reserve(u32),
+    /// A later `comms.push` of a batch: `comms.push.r`.
+    Reserved,
+}
+
+/// The fewest `comms.push`es of a stretch that get one `comms.reserve`
+/// instead of a capacity check each (one alone keeps its check: a
+/// reservation would only add an instruction).
+const MIN_BATCH: usize = 2;
+
+/// Batched reservation for one block's instructions: cut them at every
+/// `call`, `call.acc` and `blk.push` (where the verifier's budget of
+/// reserved pushes drops to 0: a callee pushes too, and growing the block
+/// stack may shrink the comms stack's capacity), and make each stretch's
+/// `comms.push`es one batch if there are at least [`MIN_BATCH`] of them.
+/// One entry per instruction.
+fn reservations(insts: &[ir::Inst]) -> Vec<Push> {
+    let mut plan = vec![Push::Plain; insts.len()];
+    let cuts = |i: &ir::Inst| matches!(i.op, Op::Call | Op::CallAcc | Op::BlkPush);
+    let mut start = 0;
+    while start < insts.len() {
+        let end = insts[start..]
+            .iter()
+            .position(cuts)
+            .map_or(insts.len(), |k| start + k);
+        let pushes: Vec<usize> = (start..end)
+            .filter(|&k| insts[k].op == Op::CommsPush)
+            .collect();
+        if let [first, rest @ ..] = pushes.as_slice() {
+            if pushes.len() >= MIN_BATCH {
+                // A block has far fewer than 2^32 instructions (the
+                // lowering rejects more code than a `u32` can address).
+                let n = u32::try_from(pushes.len()).unwrap_or(u32::MAX);
+                plan[*first] = Push::Reserve(n);
+                for &k in rest {
+                    plan[k] = Push::Reserved;
+                }
+            }
+        }
+        start = end + 1;
+    }
+    plan
 }
 
 /// Phi coalescing: the value `v` a phi `p` receives on edge `P -> B` may

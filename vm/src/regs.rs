@@ -1,5 +1,6 @@
 //! The one module of the VM that uses `unsafe`: register reads and writes
-//! and instruction fetches without bounds checks.
+//! and instruction fetches without bounds checks, and the comms push
+//! without a capacity check ([`push_reserved`]).
 //!
 //! A [`Window`] is a raw view of one frame's registers inside the VM's
 //! register stack. Its soundness rests on two facts:
@@ -10,6 +11,11 @@
 //! * it only indexes a window with register operands of a function that
 //!   passed the verifier, which proves every register operand `< nregs`
 //!   (verify.rs, check 2; `x` as a register operand included).
+//!
+//! [`push_reserved`] rests on verifier check 9 (every `comms.push.r` is
+//! covered by a `comms.reserve` on every path to it) and on the
+//! interpreter's `comms.reserve`, which leaves at least that much spare
+//! capacity (see the function).
 //!
 //! With the `checked` feature every access is bounds-checked instead (used
 //! by the fuzz targets and the valgrind run).
@@ -215,5 +221,36 @@ impl<'c> Cursor<'c> {
     #[inline(always)]
     pub(crate) fn addr(&self) -> u64 {
         self.ip as usize as u64
+    }
+}
+
+/// Push `v` on the comms stack without a capacity check: what
+/// `comms.push.r` does.
+///
+/// The caller passes the VM's comms stack at a `comms.push.r` of a verified
+/// function.
+#[inline(always)]
+pub(crate) fn push_reserved(comms: &mut Vec<u64>, v: u64) {
+    #[cfg(feature = "checked")]
+    assert!(
+        comms.len() < comms.capacity(),
+        "comms.push.r without reserved capacity"
+    );
+    debug_assert!(comms.len() < comms.capacity());
+    let len = comms.len();
+    // SAFETY: `len < capacity`, so slot `len` is allocated and writing it
+    // initialises it before `set_len` makes it part of the vector. Why:
+    // verifier check 9 (`verify.rs`) proves that on every path to this
+    // `comms.push.r` its frame ran a `comms.reserve n` and then fewer than
+    // `n` pushes (checked or not), with no jump target, terminator, call
+    // or `blk.push` in between. The interpreter's `comms.reserve n` leaves
+    // `capacity - len >= n` or traps. Since then each push took one slot,
+    // pops gave slots back, and nothing lowered the capacity: the comms
+    // stack is only shrunk by `Vm::call_raw` before a run and by the block
+    // stack's growth (a `blk.push`, which the check excludes), and a
+    // callee's pushes cannot intervene (a call is excluded too).
+    unsafe {
+        comms.as_mut_ptr().add(len).write(v);
+        comms.set_len(len + 1);
     }
 }

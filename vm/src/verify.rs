@@ -37,6 +37,17 @@
 //! 7. Flags: the `flags` byte is zero (reserved; see [`Op::flag_bits`]).
 //! 8. Debug tables: `locs` and `reg_names` are empty or exactly as long as
 //!    `code` / `reg_types`.
+//! 9. Reserved pushes: every `comms.push.r` (a push without a capacity
+//!    check, `regs.rs`) is covered by a `comms.reserve`. Walking the code
+//!    in order with a budget of 0: the budget drops to 0 at every jump
+//!    target and `blk.pop` table entry (another path may arrive there), at
+//!    the instruction after an unconditional terminator, and after every
+//!    `call` and `call.acc` (the callee pushes too) and `blk.push` (growing
+//!    the block stack may give back the comms stack's spare capacity);
+//!    `comms.reserve n` sets it to `n`; a `comms.push` takes one from it if
+//!    it is not 0; a `comms.push.r` needs it `>= 1` and takes one. Every
+//!    way into an instruction (fall-through, jump, return from a call,
+//!    entry at 0) thus arrives with at least the budget's spare capacity.
 //!
 //! Checks 4 and 5 make calls and returns agree on the shape of the result:
 //! a `call` frame is only ever returned to by `ret`, a `call.acc` frame only
@@ -100,6 +111,12 @@ pub enum VerifyError {
     /// The `flags` byte sets a bit the opcode does not use (the byte is
     /// reserved but for the subtraction bit of a step-and-branch).
     BadFlags { func: String, pc: usize, flags: u8 },
+    /// A `comms.push.r` that no `comms.reserve` covers (check 9).
+    UnreservedPush {
+        func: String,
+        pc: usize,
+        detail: String,
+    },
     /// No such function.
     NoFunction { id: u32 },
 }
@@ -117,7 +134,8 @@ impl fmt::Display for VerifyError {
             VerifyError::TypeMismatch { func, pc, detail }
             | VerifyError::BadIndex { func, pc, detail }
             | VerifyError::BadCall { func, pc, detail }
-            | VerifyError::BadReturn { func, pc, detail } => {
+            | VerifyError::BadReturn { func, pc, detail }
+            | VerifyError::UnreservedPush { func, pc, detail } => {
                 write!(f, "@{func} at {pc:04}: {detail}")
             }
             VerifyError::FallsOffEnd { func } => {
@@ -218,7 +236,62 @@ fn check_function(p: &Program, f: &Function) -> Vec<VerifyError> {
     for (pc, ins) in f.code.iter().enumerate() {
         check_instr(p, f, pc, ins, &mut errs);
     }
+    check_reserved_pushes(f, &mut errs);
     errs
+}
+
+/// Check 9: every `comms.push.r` is covered by a `comms.reserve` (see the
+/// module docs for the rule).
+fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
+    if !f.code.iter().any(|i| i.op == Op::CommsPushR) {
+        return;
+    }
+    // Where control may arrive other than by falling through.
+    let mut entered = vec![false; f.code.len()];
+    let mut mark = |pc: u32| {
+        if let Some(e) = entered.get_mut(pc as usize) {
+            *e = true;
+        }
+    };
+    for ins in &f.code {
+        if ins.op.operands().contains(&Operand::Target) {
+            mark(ins.x);
+        }
+    }
+    for &pc in f.tables.iter().flatten() {
+        mark(pc);
+    }
+    // The pushes still covered, and the `comms.reserve` that made them.
+    let mut budget: u32 = 0;
+    let mut reserve: Option<(usize, u32)> = None;
+    for (pc, ins) in f.code.iter().enumerate() {
+        if entered[pc] {
+            (budget, reserve) = (0, None);
+        }
+        match ins.op {
+            Op::CommsReserve => (budget, reserve) = (ins.x, Some((pc, ins.x))),
+            Op::CommsPush => budget = budget.saturating_sub(1),
+            Op::CommsPushR if budget == 0 => {
+                let detail = match reserve {
+                    Some((at, n)) => format!(
+                        "comms.push.r beyond the {n} push(es) reserved by comms.reserve at {at:04}"
+                    ),
+                    None => "comms.push.r without a comms.reserve since the last jump target, \
+                             call or blk.push"
+                        .into(),
+                };
+                errs.push(VerifyError::UnreservedPush {
+                    func: f.name.clone(),
+                    pc,
+                    detail,
+                });
+            }
+            Op::CommsPushR => budget -= 1,
+            Op::Call | Op::CallAcc | Op::BlkPush => (budget, reserve) = (0, None),
+            op if op.is_terminator() => (budget, reserve) = (0, None),
+            _ => {}
+        }
+    }
 }
 
 fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<VerifyError>) {

@@ -335,6 +335,13 @@ fn malformed_ir_is_an_error_not_a_panic() {
     let y = b.val("y", F64);
     b.phi(BlockId(0), y, &[(BlockId(7), ValueId(0))]);
     cases.push(("phi from a block out of range", b.module()));
+    // Made by the lowering itself, never in its input.
+    for op in [Op::CommsReserve, Op::CommsPushR] {
+        let mut b = base();
+        let x = b.p(0);
+        b.eff(BlockId(0), op, &[x]);
+        cases.push((op.mnemonic(), b.module()));
+    }
     for (what, m) in cases {
         match lower_module(&m) {
             Ok(_) => panic!("{what}: lowered"),
@@ -608,4 +615,71 @@ fn step_fusion_looks_past_block_pushes_only() {
             Ok(Value::I64(4))
         );
     }
+}
+
+/// Batched reservation: a block's `comms.push`es are cut at every call
+/// and `blk.push`; a stretch with two or more gets one `comms.reserve n`
+/// before its first and unchecked `comms.push.r`s, a stretch with one
+/// keeps its checked `comms.push`.
+#[test]
+fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
+    let mut id = B::new("id", &[("x", F64)], F64);
+    let e = id.block("entry");
+    let x = id.p(0);
+    id.ret(e, x);
+    let mut b = B::new("t", &[("x", F64)], F64);
+    let e = b.block("entry");
+    let x = b.p(0);
+    b.eff(e, Op::CommsPush, &[x]);
+    b.line(e, 7);
+    let y = b.op(e, Op::AddF, Some(F64), &[x, x]);
+    b.eff(e, Op::CommsPush, &[y]);
+    let z = b.call(e, 1, F64, &[y]);
+    b.eff(e, Op::CommsPush, &[z]);
+    b.blk_push(e, 0);
+    for _ in 0..3 {
+        b.eff(e, Op::CommsPush, &[x]);
+    }
+    let done = b.block("done");
+    b.jmp(e, done);
+    // A new block: a new stretch.
+    b.eff(done, Op::CommsPush, &[y]);
+    b.ret(done, z);
+    let p = load(&module(vec![b, id]));
+    let f = p.func(FuncId(0));
+    use Op::*;
+    assert_eq!(
+        ops(&p),
+        [
+            CommsReserve,
+            CommsPushR,
+            AddF,
+            CommsPushR,
+            Call,
+            CommsPush,
+            BlkPush,
+            CommsReserve,
+            CommsPushR,
+            CommsPushR,
+            CommsPushR,
+            CommsPush,
+            Ret
+        ],
+        "{}",
+        vm::disasm::function(f)
+    );
+    assert_eq!((f.code[0].x, f.code[7].x), (2, 3));
+    // The reservation has the location of the push it is made for.
+    assert_eq!(f.locs[0].line, 7);
+    let text = vm::disasm::function(f);
+    assert!(text.contains("comms.reserve 2"), "{text}");
+    assert!(text.contains("comms.push.r %x"), "{text}");
+    // x, 2x, then id(2x), then x three times, then 2x.
+    let mut vm = Vm::default();
+    vm.begin(true);
+    vm.call_raw(&p, FuncId(0), &[1.5f64.to_bits()])
+        .expect("runs");
+    assert_eq!(vm.comms_len(), 7);
+    assert_eq!(vm.blk_len(), 1);
+    assert_eq!(vm.peak_stack_bytes(), 7 * 8 + 4);
 }

@@ -956,6 +956,123 @@ fn ad_stack_limit_traps_and_names_its_flag() {
     assert_eq!(vm.peak_stack_bytes(), 120_000);
 }
 
+/// `@push3(n)`: `n` iterations of a one-block loop body pushing `i`,
+/// `7 i` and `i + 1000` (lowered to `comms.reserve 3` and three
+/// `comms.push.r`); `@popall(m)`: pops `m` i64 values, folding them into
+/// `acc = 31 acc + v` (wrapping), which depends on their order.
+fn reserved_pushes() -> vm::ir::Module {
+    let mut b = B::new("push3", &[("n", I64)], F64);
+    let entry = b.block("entry");
+    let head = b.block("head");
+    let body = b.block("body");
+    let done = b.block("done");
+    let i = b.val("i", I64);
+    let (zero, one, seven, thousand) = (b.i64(0), b.i64(1), b.i64(7), b.i64(1000));
+    b.set(entry, Op::Mov, i, &[zero]);
+    b.jmp(entry, head);
+    let n = b.p(0);
+    let c = b.op(head, Op::LtI, Some(Bool), &[i, n]);
+    b.br(head, c, body, done);
+    b.eff(body, Op::CommsPush, &[i]);
+    let i7 = b.op(body, Op::MulI, Some(I64), &[i, seven]);
+    b.eff(body, Op::CommsPush, &[i7]);
+    let ik = b.op(body, Op::AddI, Some(I64), &[i, thousand]);
+    b.eff(body, Op::CommsPush, &[ik]);
+    b.set(body, Op::AddI, i, &[i, one]);
+    b.jmp(body, head);
+    let z = b.f64(0.0);
+    b.ret(done, z);
+
+    let mut q = B::new("popall", &[("m", I64)], I64);
+    let entry = q.block("entry");
+    let head = q.block("head");
+    let body = q.block("body");
+    let done = q.block("done");
+    let (i, acc, v) = (q.val("i", I64), q.val("acc", I64), q.val("v", I64));
+    let (zero, one, k31) = (q.i64(0), q.i64(1), q.i64(31));
+    q.set(entry, Op::Mov, i, &[zero]);
+    q.set(entry, Op::Mov, acc, &[zero]);
+    q.jmp(entry, head);
+    let m = q.p(0);
+    let c = q.op(head, Op::LtI, Some(Bool), &[i, m]);
+    q.br(head, c, body, done);
+    q.set(body, Op::CommsPop, v, &[]);
+    q.set(body, Op::MulI, acc, &[acc, k31]);
+    q.set(body, Op::AddI, acc, &[acc, v]);
+    q.set(body, Op::AddI, i, &[i, one]);
+    q.jmp(body, head);
+    q.ret(done, acc);
+    module(vec![b, q])
+}
+
+/// What `@popall(3 n)` returns after `@push3(n)`.
+fn popall_after_push3(n: i64) -> i64 {
+    let mut stack = Vec::new();
+    for i in 0..n {
+        stack.extend([i, 7 * i, i + 1000]);
+    }
+    stack
+        .iter()
+        .rev()
+        .fold(0i64, |acc, v| acc.wrapping_mul(31).wrapping_add(*v))
+}
+
+/// Reserved pushes (`comms.reserve` + `comms.push.r`) push the same values
+/// in the same order as checked ones, across the stack's growth (3 pushes
+/// per reservation against capacities of 256 and more: some reservations
+/// find room for one or two, not three).
+#[test]
+fn reserved_pushes_keep_values_and_order_across_growth() {
+    let p = load(&reserved_pushes());
+    let ops: Vec<Op> = p.func(FuncId(0)).code.iter().map(|i| i.op).collect();
+    assert_eq!(ops.iter().filter(|o| **o == Op::CommsReserve).count(), 1);
+    assert_eq!(ops.iter().filter(|o| **o == Op::CommsPushR).count(), 3);
+    assert!(!ops.contains(&Op::CommsPush), "{ops:?}");
+    let mut vm = Vm::default();
+    for n in [0, 1, 85, 86, 1000] {
+        vm.begin(true);
+        vm.call_raw(&p, FuncId(0), &[n as u64]).expect("pushes");
+        assert_eq!(vm.comms_len(), 3 * n as usize);
+        vm.call_raw(&p, FuncId(1), &[3 * n as u64]).expect("pops");
+        assert_eq!(vm.results(), &[popall_after_push3(n) as u64], "n = {n}");
+        assert_eq!(vm.comms_len(), 0);
+    }
+}
+
+/// A reservation the stack limit cannot hold traps as the first push it
+/// stands for would: `StackLimit`, at the `comms.reserve`.
+#[test]
+fn a_reservation_past_the_stack_limit_traps_like_a_push() {
+    let p = load(&reserved_pushes());
+    let mut vm = Vm::default();
+    // 100 iterations of 24 bytes fit exactly.
+    vm.limits_mut().max_stack_bytes = 2400;
+    vm.begin(true);
+    vm.call_raw(&p, FuncId(0), &[100]).expect("fits");
+    assert_eq!(vm.peak_stack_bytes(), 2400);
+    vm.begin(true);
+    let t = vm.call_raw(&p, FuncId(0), &[101]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::StackLimit { limit: 2400 });
+    assert!(t.instr.starts_with("comms.reserve 3"), "{t}");
+    assert!(t.to_string().contains("--max-stack-bytes"), "{t}");
+    assert_eq!(vm.comms_len(), 300);
+    // A limit that is not a whole number of iterations: the reservation
+    // traps once the three pushes would not fit, as the pushes would
+    // within the same iteration.
+    vm.limits_mut().max_stack_bytes = 2400 + 16;
+    vm.begin(true);
+    let t = vm.call_raw(&p, FuncId(0), &[101]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::StackLimit { limit: 2416 });
+    assert_eq!(vm.comms_len(), 300);
+    // Lowered after the stack grew, the limit still holds.
+    vm.limits_mut().max_stack_bytes = 240;
+    vm.begin(true);
+    vm.call_raw(&p, FuncId(0), &[10]).expect("fits");
+    vm.begin(true);
+    let t = vm.call_raw(&p, FuncId(0), &[11]).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::StackLimit { limit: 240 });
+}
+
 /// `fn @sh(%v: f64[]) -> f64`: `shadow(v)[1] += 2; shadow(v)[1] += 0.5;
 /// return take shadow(v)[0]`.
 fn shadow_program() -> vm::ir::Module {

@@ -537,6 +537,197 @@ fn rejects_register_names_of_the_wrong_length() {
     assert_eq!(errors(|t| t.reg_names = vec![String::new(); 5]), vec![]);
 }
 
+// ---- 9. reserved pushes ------------------------------------------------------------
+
+/// `@r(r0: f64) -> f64` (r1: f64) with `code`, which calls `@h` through
+/// site 0 and dispatches through `tables`; verified (with `@h`), or the
+/// errors of `@r`.
+fn reserved(code: Vec<Instr>, tables: Vec<Vec<u32>>) -> Result<Program, Vec<VerifyError>> {
+    let mut r = function("r", 1, vec![F64, F64], RetType::One(F64), code);
+    r.sites = vec![CallSite {
+        func: FuncId(1),
+        args: vec![0],
+        rets: vec![],
+    }];
+    r.tables = tables;
+    let h = function(
+        "h",
+        1,
+        vec![F64],
+        RetType::One(F64),
+        vec![i(Op::Ret, 0, 0, 0, 0)],
+    );
+    let mut p = Program::new();
+    p.push(r);
+    p.push(h);
+    verify_program(&mut p).map(|()| p)
+}
+
+/// The one error of `code`: an unreserved push at `pc`; its message.
+fn unreserved_at(code: Vec<Instr>, tables: Vec<Vec<u32>>, pc: usize) -> String {
+    match reserved(code, tables) {
+        Ok(_) => panic!("verified"),
+        Err(errs) => match errs.as_slice() {
+            [e @ VerifyError::UnreservedPush { pc: at, .. }] if *at == pc => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("@r") && text.contains(&format!("{pc:04}")),
+                    "{text}"
+                );
+                text
+            }
+            _ => panic!("expected one UnreservedPush at {pc}, got {errs:?}"),
+        },
+    }
+}
+
+#[test]
+fn reserved_pushes_verify_and_run() {
+    // reserve 3; push.r r0; r1 = r0 + r0; push r1 (checked, uses one);
+    // push.r r1; pop r1; ret r1: leaves r0 and 2 r0 on the stack.
+    let p = reserved(
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 3),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::AddF, 1, 0, 0, 0),
+            i(Op::CommsPush, 1, 0, 0, 0),
+            i(Op::CommsPushR, 1, 0, 0, 0),
+            i(Op::CommsPop, 1, 0, 0, 0),
+            i(Op::Ret, 1, 0, 0, 0),
+        ],
+        vec![],
+    )
+    .expect("verifies");
+    let mut vm = Vm::default();
+    vm.begin(true);
+    for k in 1..=300 {
+        // Again and again on the same stacks: the reservation grows them.
+        vm.call_raw(&p, FuncId(0), &[1.5f64.to_bits()])
+            .expect("runs");
+        assert_eq!(f64::from_bits(vm.results()[0]), 3.0);
+        assert_eq!(vm.comms_len(), 2 * k);
+    }
+}
+
+#[test]
+fn rejects_a_reserved_push_without_a_reserve() {
+    let text = unreserved_at(
+        vec![i(Op::CommsPushR, 0, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
+        vec![],
+        0,
+    );
+    assert!(text.contains("without a comms.reserve"), "{text}");
+    // `comms.reserve 0` covers nothing.
+    unreserved_at(
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 0),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::Ret, 0, 0, 0, 0),
+        ],
+        vec![],
+        1,
+    );
+}
+
+#[test]
+fn rejects_a_reserved_push_beyond_the_reserved_count() {
+    let push3 = |first: Op| {
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(first, 0, 0, 0, 0),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::Ret, 0, 0, 0, 0),
+        ]
+    };
+    let text = unreserved_at(push3(Op::CommsPushR), vec![], 3);
+    assert!(text.contains("reserved by comms.reserve at 0000"), "{text}");
+    // A checked push uses up a reserved slot too.
+    unreserved_at(push3(Op::CommsPush), vec![], 3);
+    // Two of two pass.
+    let mut two = push3(Op::CommsPushR);
+    two.remove(3);
+    assert!(reserved(two, vec![]).is_ok());
+}
+
+#[test]
+fn rejects_a_reserved_push_after_a_call() {
+    let code = |call: bool| {
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            // The callee may push and use the room up.
+            if call {
+                i(Op::Call, 1, 0, 0, 0)
+            } else {
+                i(Op::Mov, 1, 0, 0, 0)
+            },
+            i(Op::CommsPushR, 1, 0, 0, 0),
+            i(Op::Ret, 1, 0, 0, 0),
+        ]
+    };
+    assert!(reserved(code(false), vec![]).is_ok());
+    unreserved_at(code(true), vec![], 3);
+}
+
+#[test]
+fn rejects_a_reserved_push_after_a_block_push() {
+    // Growing the block stack may give the comms stack's spare back.
+    let code = vec![
+        i(Op::CommsReserve, 0, 0, 0, 2),
+        i(Op::CommsPushR, 0, 0, 0, 0),
+        i(Op::BlkPush, 0, 0, 0, 0),
+        i(Op::CommsPushR, 0, 0, 0, 0),
+        i(Op::Ret, 0, 0, 0, 0),
+    ];
+    unreserved_at(code, vec![], 3);
+}
+
+#[test]
+fn rejects_a_reserved_push_at_a_jump_target() {
+    // 0003 jumps back to the second push, which the loop reaches with the
+    // room already used.
+    let code = |target: u32| {
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::JmpLtF, 0, 0, 0, target),
+            i(Op::Ret, 0, 0, 0, 0),
+        ]
+    };
+    assert!(reserved(code(0), vec![]).is_ok());
+    unreserved_at(code(2), vec![], 2);
+    // The same through a `blk.pop` table entry.
+    let code = |entry: u32| {
+        (
+            vec![
+                i(Op::CommsReserve, 0, 0, 0, 2),
+                i(Op::CommsPushR, 0, 0, 0, 0),
+                i(Op::CommsPushR, 0, 0, 0, 0),
+                i(Op::BlkPop, 0, 0, 0, 0),
+            ],
+            vec![vec![0, entry]],
+        )
+    };
+    let (c, t) = code(0);
+    assert!(reserved(c, t).is_ok());
+    let (c, t) = code(2);
+    unreserved_at(c, t, 2);
+    // And after an unconditional terminator, where only a jump could
+    // arrive.
+    unreserved_at(
+        vec![
+            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(Op::Jmp, 0, 0, 0, 3),
+            i(Op::CommsPushR, 0, 0, 0, 0),
+            i(Op::Ret, 0, 0, 0, 0),
+        ],
+        vec![],
+        2,
+    );
+}
+
 // ---- the verified flag ----------------------------------------------------------
 
 #[test]
