@@ -201,51 +201,16 @@ fn stacks(c: &mut Criterion) {
 }
 
 /// `f` as the lowering made it before batched reservation: every
-/// `comms.reserve` dropped and every `comms.push.r` a checked `comms.push`
-/// again; jump targets, jump tables, block starts and locations follow.
+/// `comms.reserve` (the first push of its batch) and every `comms.push.r`
+/// a checked `comms.push` again (same positions, so no jump moves).
 fn unreserve(f: &vm::bytecode::Function) -> vm::bytecode::Function {
-    let dropped = |i: &vm::bytecode::Instr| i.op == Op::CommsReserve;
-    // Where each old pc lands: a dropped instruction's jumps go to the
-    // instruction after it.
-    let mut at = Vec::with_capacity(f.code.len() + 1);
-    let mut kept = 0u32;
-    for i in &f.code {
-        at.push(kept);
-        kept += u32::from(!dropped(i));
-    }
-    at.push(kept);
     let mut g = f.clone();
-    g.code = f
-        .code
-        .iter()
-        .filter(|i| !dropped(i))
-        .map(|i| {
-            let mut i = *i;
-            if i.op == Op::CommsPushR {
-                i.op = Op::CommsPush;
-            }
-            if i.op.operands().contains(&Operand::Target) {
-                i.x = at[i.x as usize];
-            }
-            i
-        })
-        .collect();
-    g.locs = f
-        .locs
-        .iter()
-        .zip(&f.code)
-        .filter(|(_, i)| !dropped(i))
-        .map(|(l, _)| *l)
-        .collect();
-    for t in &mut g.tables {
-        for pc in t.iter_mut() {
-            *pc = at[*pc as usize];
+    for i in &mut g.code {
+        if matches!(i.op, Op::CommsReserve | Op::CommsPushR) {
+            i.op = Op::CommsPush;
+            i.x = 0;
         }
     }
-    for b in &mut g.blocks {
-        b.start = at[b.start as usize];
-    }
-    g.name = format!("{}.checked", f.name);
     g
 }
 

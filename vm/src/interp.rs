@@ -978,6 +978,7 @@ impl Vm {
                             trap!(k);
                         }
                     }
+                    push_reserved(&mut self.comms, w.get(ins.r0 as u32));
                 }
                 // No capacity check: the verifier proved a `comms.reserve`
                 // made room (check 9; see `regs::push_reserved`).

@@ -267,13 +267,15 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
             start: l.code.len() as u32,
         });
         for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
-            if let Push::Reserve(n) = push {
-                l.emit(Instr::new(Op::CommsReserve, 0, 0, 0, n), inst.loc);
-            }
             l.inst(inst, &b.name)?;
-            if push != Push::Plain {
-                if let Some(last) = l.code.last_mut() {
-                    last.op = Op::CommsPushR;
+            if let Some(last) = l.code.last_mut() {
+                match push {
+                    Push::Plain => {}
+                    Push::Reserve(n) => {
+                        last.op = Op::CommsReserve;
+                        last.x = n;
+                    }
+                    Push::Reserved => last.op = Op::CommsPushR,
                 }
             }
         }
@@ -397,8 +399,8 @@ fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
 enum Push {
     /// As it is (every instruction but the `comms.push`es of a batch).
     Plain,
-    /// The first `comms.push` of a batch of `n`: `comms.reserve n`, then
-    /// `comms.push.r`.
+    /// The first `comms.push` of a batch of `n`: `comms.reserve n`, which
+    /// makes room for the batch and does this push.
     Reserve(u32),
     /// A later `comms.push` of a batch: `comms.push.r`.
     Reserved,

@@ -270,12 +270,14 @@ ops! {
     // Not IR instructions (the lowering rejects them in its input) and not
     // in the assembler's text: the lowering turns the `comms.push`es of a
     // stretch of a block with no call and no `blk.push` into one
-    // `comms.reserve` and unchecked pushes, and the verifier proves every
-    // unchecked push covered by a reservation (`verify.rs`, check 9).
-    /// Make room for `x` more values on the comms stack (growing it on a
-    /// cold path; traps like a `comms.push` that would pass
-    /// `max_stack_bytes`).
-    CommsReserve = "comms.reserve" [Imm];
+    // `comms.reserve` (the first push) and unchecked pushes, and the
+    // verifier proves every unchecked push covered by a reservation
+    // (`verify.rs`, check 9).
+    /// Make room for `x` (at least 1) more values on the comms stack
+    /// (growing it on a cold path; traps like a `comms.push` that would
+    /// pass `max_stack_bytes`), then push the 64 bits of `r0`: the first
+    /// of the `x` pushes, so that a batch costs no dispatch of its own.
+    CommsReserve = "comms.reserve" [Use(T), Imm];
     /// Push the 64 bits of `r0` (any type) on the comms stack without a
     /// capacity check: room was made by a `comms.reserve`.
     CommsPushR = "comms.push.r" [Use(T)];

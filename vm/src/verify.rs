@@ -44,7 +44,9 @@
 //!    the instruction after an unconditional terminator, and after every
 //!    `call` and `call.acc` (the callee pushes too) and `blk.push` (growing
 //!    the block stack may give back the comms stack's spare capacity);
-//!    `comms.reserve n` sets it to `n`; a `comms.push` takes one from it if
+//!    `comms.reserve n`, which makes room for `n` and is the first of the
+//!    `n` pushes, sets it to `n - 1` (`n = 0` is rejected); a `comms.push`
+//!    takes one from it if
 //!    it is not 0; a `comms.push.r` needs it `>= 1` and takes one. Every
 //!    way into an instruction (fall-through, jump, return from a call,
 //!    entry at 0) thus arrives with at least the budget's spare capacity.
@@ -243,7 +245,11 @@ fn check_function(p: &Program, f: &Function) -> Vec<VerifyError> {
 /// Check 9: every `comms.push.r` is covered by a `comms.reserve` (see the
 /// module docs for the rule).
 fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
-    if !f.code.iter().any(|i| i.op == Op::CommsPushR) {
+    if !f
+        .code
+        .iter()
+        .any(|i| matches!(i.op, Op::CommsPushR | Op::CommsReserve))
+    {
         return;
     }
     // Where control may arrive other than by falling through.
@@ -269,7 +275,12 @@ fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
             (budget, reserve) = (0, None);
         }
         match ins.op {
-            Op::CommsReserve => (budget, reserve) = (ins.x, Some((pc, ins.x))),
+            Op::CommsReserve if ins.x == 0 => errs.push(VerifyError::UnreservedPush {
+                func: f.name.clone(),
+                pc,
+                detail: "comms.reserve 0".into(),
+            }),
+            Op::CommsReserve => (budget, reserve) = (ins.x - 1, Some((pc, ins.x))),
             Op::CommsPush => budget = budget.saturating_sub(1),
             Op::CommsPushR if budget == 0 => {
                 let detail = match reserve {

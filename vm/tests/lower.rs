@@ -618,9 +618,10 @@ fn step_fusion_looks_past_block_pushes_only() {
 }
 
 /// Batched reservation: a block's `comms.push`es are cut at every call
-/// and `blk.push`; a stretch with two or more gets one `comms.reserve n`
-/// before its first and unchecked `comms.push.r`s, a stretch with one
-/// keeps its checked `comms.push`.
+/// and `blk.push`; in a stretch with two or more the first becomes
+/// `comms.reserve %v, n` (room for all `n`, and this push) and the others
+/// unchecked `comms.push.r`s, a stretch with one keeps its checked
+/// `comms.push`.
 #[test]
 fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
     let mut id = B::new("id", &[("x", F64)], F64);
@@ -652,7 +653,6 @@ fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
         ops(&p),
         [
             CommsReserve,
-            CommsPushR,
             AddF,
             CommsPushR,
             Call,
@@ -661,18 +661,17 @@ fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
             CommsReserve,
             CommsPushR,
             CommsPushR,
-            CommsPushR,
             CommsPush,
             Ret
         ],
         "{}",
         vm::disasm::function(f)
     );
-    assert_eq!((f.code[0].x, f.code[7].x), (2, 3));
-    // The reservation has the location of the push it is made for.
+    assert_eq!((f.code[0].x, f.code[6].x), (2, 3));
+    // The reservation is the push it starts with, at its location.
     assert_eq!(f.locs[0].line, 7);
     let text = vm::disasm::function(f);
-    assert!(text.contains("comms.reserve 2"), "{text}");
+    assert!(text.contains("comms.reserve %x, 2"), "{text}");
     assert!(text.contains("comms.push.r %x"), "{text}");
     // x, 2x, then id(2x), then x three times, then 2x.
     let mut vm = Vm::default();
