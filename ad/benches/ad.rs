@@ -22,7 +22,7 @@ use std::hint::black_box;
 use std::time::Duration;
 use vm::bytecode::Program;
 use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
-use vm::op::{Op, Operand};
+use vm::op::Op;
 use vm::{Type, Vm};
 
 const PER_ITER: usize = 8;
