@@ -741,8 +741,7 @@ fn products_fuse_with_the_push_or_pop_of_a_factor() {
         let what = format!("swap {swap}, alias {alias}:\n{}", vm::disasm::function(f));
         assert_eq!(has(Op::MulPush), !swap, "{what}");
         assert_eq!(has(Op::AccMulPopMul), !alias, "{what}");
-        // (The same number either way round: IEEE multiplication commutes.)
-        let d = a * b;
+        let d = if swap { b * a } else { a * b };
         let (s2, g2) = if alias {
             let c2 = c + g * p;
             (c2, g * c2)
