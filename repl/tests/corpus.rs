@@ -424,8 +424,6 @@ fn corpus_uses_every_instruction() {
                     | vm::op::Op::CommsPush
                     | vm::op::Op::CommsReserve
                     | vm::op::Op::CommsPushR
-                    | vm::op::Op::MulPush
-                    | vm::op::Op::AccMulPopMul
                     | vm::op::Op::CommsPop
                     | vm::op::Op::Acc
                     | vm::op::Op::AccNeg

@@ -1016,18 +1016,12 @@ impl Vm {
                     // share that tail, and past 16 of them LLVM stops
                     // giving each its own dispatch.) `r0` is none of the
                     // other registers (the lowering fuses only then), so
-                    // reading everything first gives the sequential
-                    // meaning of `acc.mul.pop; mul.f`.
+                    // the order of the writes does not matter.
                     let Some(&v) = self.comms.last() else {
                         trap!(TrapKind::StackUnderflow);
                     };
-                    // Every read before either write: `r2` is usually `r1`
-                    // itself (the cotangent renamed in place).
-                    let g = fr!(ins.r1);
-                    let product = g * fr!(ins.x);
-                    let acc = fr!(ins.r0) + g * f64::from_bits(v);
-                    setf!(ins.r2, product);
-                    setf!(ins.r0, acc);
+                    setf!(ins.r2, fr!(ins.r1) * fr!(ins.x));
+                    setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v));
                     self.comms.pop();
                 }
                 Op::MulPop => match self.comms.pop() {

@@ -292,11 +292,10 @@ ops! {
     MulPush = "mul.push" [Def(F), Use(F), Use(F)];
     /// `r0 += r1 * pop(); r2 = r1 * x`: an `acc.mul.pop` fused into the
     /// `mul.f` right after it that reads the same cotangent `r1`. The
-    /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, where
-    /// reading all operands before writing either result means the same
-    /// as the two instructions in sequence (the verifier does not require
-    /// it: bytecode that breaks it gets reads-then-writes, still
-    /// memory-safe).
+    /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, so the
+    /// two writes may happen in either order (the interpreter writes `r2`
+    /// first); the verifier does not require it, and bytecode that breaks
+    /// it gets the interpreter's order, still memory-safe.
     AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)];
 }
 
