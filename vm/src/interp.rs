@@ -970,8 +970,7 @@ impl Vm {
                             trap!(k);
                         }
                     }
-                    // Room was just made: no second capacity check.
-                    push_reserved(&mut self.comms, w.get(ins.r0 as u32));
+                    self.comms.push(w.get(ins.r0 as u32));
                 }
                 Op::CommsReserve => {
                     if self.comms.capacity() - self.comms.len() < ins.x as usize {
@@ -995,35 +994,6 @@ impl Vm {
                     Some(v) => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v)),
                     None => trap!(TrapKind::StackUnderflow),
                 },
-                Op::MulPush => {
-                    if self.comms.len() == self.comms.capacity() {
-                        if let Err(k) = self.grow_comms() {
-                            trap!(k);
-                        }
-                    }
-                    // The factor is read before the product is written (it
-                    // may be the destination) and pushed after: this
-                    // handler ends like `comms.push`, not like the handlers
-                    // that end with a register write (see `acc.mul.pop.mul`).
-                    let a = w.get(ins.r1 as u32);
-                    setf!(ins.r0, f64::from_bits(a) * fr!(ins.r2));
-                    push_reserved(&mut self.comms, a);
-                }
-                Op::AccMulPopMul => {
-                    // The value is read, both results written, and only
-                    // then the value popped: a tail of its own. (Ending
-                    // with a register write would join the handlers that
-                    // share that tail, and past 16 of them LLVM stops
-                    // giving each its own dispatch.) `r0` is none of the
-                    // other registers (the lowering fuses only then), so
-                    // the order of the writes does not matter.
-                    let Some(&v) = self.comms.last() else {
-                        trap!(TrapKind::StackUnderflow);
-                    };
-                    setf!(ins.r2, fr!(ins.r1) * fr!(ins.x));
-                    setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v));
-                    self.comms.pop();
-                }
                 Op::MulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r1) * f64::from_bits(v)),
                     None => trap!(TrapKind::StackUnderflow),

@@ -281,22 +281,6 @@ ops! {
     /// Push the 64 bits of `r0` (any type) on the comms stack without a
     /// capacity check: room was made by a `comms.reserve`.
     CommsPushR = "comms.push.r" [Use(T)];
-
-    // ---- fused products of derived code (made by the lowering) ---------------
-    // A product of two active values in a loop (powloop's `r = r * x`, a
-    // running product, Horner's rule) pushes one factor in the forward code
-    // and, in the reverse, multiplies the cotangent by the popped factor and
-    // by the other: two instructions each, one dispatch each here.
-    /// `push(r1); r0 = r1 * r2`: a `comms.push` of a factor fused into the
-    /// `mul.f` right after it (checked like `comms.push`).
-    MulPush = "mul.push" [Def(F), Use(F), Use(F)];
-    /// `r0 += r1 * pop(); r2 = r1 * x`: an `acc.mul.pop` fused into the
-    /// `mul.f` right after it that reads the same cotangent `r1`. The
-    /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, so the
-    /// two writes may happen in either order (the interpreter writes `r2`
-    /// first); the verifier does not require it, and bytecode that breaks
-    /// it gets the interpreter's order, still memory-safe.
-    AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)];
 }
 
 /// The condition of a comparison or fused branch.
