@@ -583,12 +583,12 @@ fn unreserved_at(code: Vec<Instr>, tables: Vec<Vec<u32>>, pc: usize) -> String {
 
 #[test]
 fn reserved_pushes_verify_and_run() {
-    // reserve 3; push.r r0; r1 = r0 + r0; push r1 (checked, uses one);
-    // push.r r1; pop r1; ret r1: leaves r0 and 2 r0 on the stack.
+    // reserve r0, 3 (room for 3, pushes r0); r1 = r0 + r0; push r1
+    // (checked, uses one); push.r r1; pop r1; ret r1: leaves r0 and 2 r0
+    // on the stack.
     let p = reserved(
         vec![
             i(Op::CommsReserve, 0, 0, 0, 3),
-            i(Op::CommsPushR, 0, 0, 0, 0),
             i(Op::AddF, 1, 0, 0, 0),
             i(Op::CommsPush, 1, 0, 0, 0),
             i(Op::CommsPushR, 1, 0, 0, 0),
@@ -617,23 +617,21 @@ fn rejects_a_reserved_push_without_a_reserve() {
         0,
     );
     assert!(text.contains("without a comms.reserve"), "{text}");
-    // `comms.reserve 0` covers nothing.
-    unreserved_at(
-        vec![
-            i(Op::CommsReserve, 0, 0, 0, 0),
-            i(Op::CommsPushR, 0, 0, 0, 0),
-            i(Op::Ret, 0, 0, 0, 0),
-        ],
+    // `comms.reserve %r, 0` would push without room: rejected.
+    let text = unreserved_at(
+        vec![i(Op::CommsReserve, 0, 0, 0, 0), i(Op::Ret, 0, 0, 0, 0)],
         vec![],
-        1,
+        0,
     );
+    assert!(text.contains("comms.reserve 0"), "{text}");
 }
 
 #[test]
 fn rejects_a_reserved_push_beyond_the_reserved_count() {
+    // Room for 3: the reserve's own push and two more.
     let push3 = |first: Op| {
         vec![
-            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(Op::CommsReserve, 0, 0, 0, 3),
             i(first, 0, 0, 0, 0),
             i(Op::CommsPushR, 0, 0, 0, 0),
             i(Op::CommsPushR, 0, 0, 0, 0),
@@ -655,7 +653,6 @@ fn rejects_a_reserved_push_after_a_call() {
     let code = |call: bool| {
         vec![
             i(Op::CommsReserve, 0, 0, 0, 2),
-            i(Op::CommsPushR, 0, 0, 0, 0),
             // The callee may push and use the room up.
             if call {
                 i(Op::Call, 1, 0, 0, 0)
@@ -667,7 +664,7 @@ fn rejects_a_reserved_push_after_a_call() {
         ]
     };
     assert!(reserved(code(false), vec![]).is_ok());
-    unreserved_at(code(true), vec![], 3);
+    unreserved_at(code(true), vec![], 2);
 }
 
 #[test]
@@ -675,12 +672,11 @@ fn rejects_a_reserved_push_after_a_block_push() {
     // Growing the block stack may give the comms stack's spare back.
     let code = vec![
         i(Op::CommsReserve, 0, 0, 0, 2),
-        i(Op::CommsPushR, 0, 0, 0, 0),
         i(Op::BlkPush, 0, 0, 0, 0),
         i(Op::CommsPushR, 0, 0, 0, 0),
         i(Op::Ret, 0, 0, 0, 0),
     ];
-    unreserved_at(code, vec![], 3);
+    unreserved_at(code, vec![], 2);
 }
 
 #[test]
@@ -689,7 +685,7 @@ fn rejects_a_reserved_push_at_a_jump_target() {
     // room already used.
     let code = |target: u32| {
         vec![
-            i(Op::CommsReserve, 0, 0, 0, 2),
+            i(Op::CommsReserve, 0, 0, 0, 3),
             i(Op::CommsPushR, 0, 0, 0, 0),
             i(Op::CommsPushR, 0, 0, 0, 0),
             i(Op::JmpLtF, 0, 0, 0, target),
@@ -702,7 +698,7 @@ fn rejects_a_reserved_push_at_a_jump_target() {
     let code = |entry: u32| {
         (
             vec![
-                i(Op::CommsReserve, 0, 0, 0, 2),
+                i(Op::CommsReserve, 0, 0, 0, 3),
                 i(Op::CommsPushR, 0, 0, 0, 0),
                 i(Op::CommsPushR, 0, 0, 0, 0),
                 i(Op::BlkPop, 0, 0, 0, 0),
