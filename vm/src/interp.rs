@@ -970,7 +970,8 @@ impl Vm {
                             trap!(k);
                         }
                     }
-                    self.comms.push(w.get(ins.r0 as u32));
+                    // Room was just made: no second capacity check.
+                    push_reserved(&mut self.comms, w.get(ins.r0 as u32));
                 }
                 Op::CommsReserve => {
                     if self.comms.capacity() - self.comms.len() < ins.x as usize {
