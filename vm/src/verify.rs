@@ -54,9 +54,10 @@
 //! Checks 4 and 5 make calls and returns agree on the shape of the result:
 //! a `call` frame is only ever returned to by `ret`, a `call.acc` frame only
 //! by `ret.n`. A caller is verified against its callees' signatures at that
-//! time; should a callee later be replaced by one with another signature,
-//! the interpreter's call refuses it (argument count and return kind are
-//! compared at every call) rather than trusting the stale check.
+//! time; replacing a callee later ([`Program::set`], [`Program::truncate`])
+//! unverifies every function that calls it, so a caller that runs was
+//! checked against the callees it calls now (the interpreter relies on this
+//! and does not compare signatures per call).
 //!
 //! What the verifier cannot decide statically stays a trap at run time:
 //! array bounds, array handles (an array register starts at 0, the null
