@@ -984,10 +984,13 @@ impl Vm {
                 // No capacity check: the verifier proved a `comms.reserve`
                 // made room (check 9; see `regs::push_reserved`).
                 Op::CommsPushR => push_reserved(&mut self.comms, w.get(ins.r0 as u32)),
-                Op::CommsPop => match self.comms.pop() {
-                    Some(v) => w.set(ins.r0 as u32, v),
-                    None => trap!(TrapKind::StackUnderflow),
-                },
+                Op::CommsPop => {
+                    let Some(&v) = self.comms.last() else {
+                        trap!(TrapKind::StackUnderflow);
+                    };
+                    w.set(ins.r0 as u32, v);
+                    self.comms.pop();
+                }
                 Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
                 Op::AccMul => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
