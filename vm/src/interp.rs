@@ -833,15 +833,10 @@ impl Vm {
                     let done = done!();
                     poll!(done);
                     let new_base = base + f.nregs();
-                    let nargs = site.args.len();
-                    let end = new_base + nargs + init.len();
-                    if self.regs.len() < end {
-                        if let Err(k) = self.grow_regs(end) {
-                            trap!(k);
-                        }
+                    if let Err(k) = self.enter(callee, init, new_base) {
+                        trap!(k);
                     }
                     copy_args(&mut self.regs, base, new_base, &site.args);
-                    copy_regs(&mut self.regs[new_base + nargs..end], init);
                     if self.frames.len() == self.frames.capacity()
                         && self.frames.try_reserve(64).is_err()
                     {
@@ -857,8 +852,9 @@ impl Vm {
                     fid = callee_id;
                     f = callee;
                     base = new_base;
-                    // `regs` is at least `end >= base + nregs` long: the
-                    // verifier made `init` at least `nregs - nparams` long.
+                    // `enter` made `regs` at least `base + nparams +
+                    // init.len() >= base + nregs` long: the verifier made
+                    // `init` at least `nregs - nparams` long.
                     w = Window::resume(&mut self.regs, base, f.nregs());
                     cur = Cursor::new(&f.code, 0);
                     meter = done.wrapping_sub(cur.addr());

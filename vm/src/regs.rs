@@ -224,26 +224,29 @@ impl<'c> Cursor<'c> {
     }
 }
 
-/// Push `v` on the comms stack without a capacity check: what
-/// `comms.push.r` does.
+/// Push `v` on the comms stack without a capacity check.
 ///
-/// The caller passes the VM's comms stack at a `comms.push.r` of a verified
-/// function.
+/// The caller passes the VM's comms stack with `len < capacity`, for one of
+/// three reasons: it is `comms.push` or `comms.reserve`, which made that
+/// room just before (growing the stack or trapping), or it is a
+/// `comms.push.r` of a verified function (see the SAFETY comment).
 #[inline(always)]
 pub(crate) fn push_reserved(comms: &mut Vec<u64>, v: u64) {
     #[cfg(feature = "checked")]
     assert!(
         comms.len() < comms.capacity(),
-        "comms.push.r without reserved capacity"
+        "comms push without reserved capacity"
     );
     debug_assert!(comms.len() < comms.capacity());
     let len = comms.len();
     // SAFETY: `len < capacity`, so slot `len` is allocated and writing it
     // initialises it before `set_len` makes it part of the vector. Why:
-    // verifier check 9 (`verify.rs`) proves that on every path to this
-    // `comms.push.r` its frame ran a `comms.reserve n` and then fewer than
-    // `n` pushes (checked or not), with no jump target, terminator, call
-    // or `blk.push` in between. The interpreter's `comms.reserve n` leaves
+    // for `comms.push` and `comms.reserve`, their handler made the room
+    // right before this call. For `comms.push.r`, verifier check 9
+    // (`verify.rs`) proves that on every path to it its frame ran a
+    // `comms.reserve n` and then fewer than `n` pushes (checked or not, the
+    // reserve's own included), with no jump target, terminator, call or
+    // `blk.push` in between. The interpreter's `comms.reserve n` leaves
     // `capacity - len >= n` or traps. Since then each push took one slot,
     // pops gave slots back, and nothing lowered the capacity: the comms
     // stack is only shrunk by `Vm::call_raw` before a run and by the block
