@@ -1081,6 +1081,17 @@ mod tests {
             Build { f }
         }
 
+        /// `br %c, then_, else_` on a new bool parameter `%c`.
+        fn branch(&mut self, then_: u32, else_: u32) -> Term {
+            let cond = self.f.new_value(Type::Bool, None);
+            self.f.params.push(cond);
+            Term::Br {
+                cond,
+                then_: BlockId(then_),
+                else_: BlockId(else_),
+            }
+        }
+
         fn konst(&mut self, x: f64) -> ValueId {
             self.f.new_const(Type::F64, x.to_bits())
         }
@@ -1123,20 +1134,11 @@ mod tests {
         // exit: ret.n (r1, r2). Both jumps become the return, and the exit
         // block, now unreachable, goes.
         let mut b = Build::new(3, &[0]);
-        let cond = b.f.new_value(Type::Bool, None);
-        b.f.params.push(cond);
-        b.block(
-            "entry",
-            vec![],
-            Term::Br {
-                cond,
-                then_: BlockId(1),
-                else_: BlockId(2),
-            },
-        )
-        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(3)))
-        .block("b", vec![i(Op::Acc, None, &[2, 0])], Term::Jmp(BlockId(3)))
-        .block("exit", vec![], Term::RetN(vec![r(1), r(2)]));
+        let entry = b.branch(1, 2);
+        b.block("entry", vec![], entry)
+            .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(3)))
+            .block("b", vec![i(Op::Acc, None, &[2, 0])], Term::Jmp(BlockId(3)))
+            .block("exit", vec![], Term::RetN(vec![r(1), r(2)]));
         merge_blocks(&mut b.f);
         assert_eq!(b.f.blocks.len(), 3);
         for block in &b.f.blocks[1..] {
@@ -1176,19 +1178,10 @@ mod tests {
     fn a_register_written_on_one_path_only_is_not_known_zero_at_the_join() {
         // entry: br r?, a, j ; a: r1 += r0 ; j: r1 += r0 (must stay an acc).
         let mut b = Build::new(2, &[0]);
-        let cond = b.f.new_value(Type::Bool, None);
-        b.f.params.push(cond);
-        b.block(
-            "entry",
-            vec![],
-            Term::Br {
-                cond,
-                then_: BlockId(1),
-                else_: BlockId(2),
-            },
-        )
-        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(2)))
-        .block("j", vec![i(Op::Acc, None, &[1, 0])], Term::RetN(vec![r(1)]));
+        let entry = b.branch(1, 2);
+        b.block("entry", vec![], entry)
+            .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(2)))
+            .block("j", vec![i(Op::Acc, None, &[1, 0])], Term::RetN(vec![r(1)]));
         known_zero(&mut b.f);
         assert_eq!(ops(&b.f), [vec![], vec![Op::Mov], vec![Op::Acc]]);
     }
@@ -1277,18 +1270,9 @@ mod tests {
     fn a_loop_test_is_laid_out_after_the_loop_body() {
         // 0 -> 1 (test) -> {2 exit, 3 body}; 3 -> 1.
         let mut b = Build::new(1, &[0]);
-        let cond = b.f.new_value(Type::Bool, None);
-        b.f.params.push(cond);
+        let test = b.branch(2, 3);
         b.block("entry", vec![], Term::Jmp(BlockId(1)))
-            .block(
-                "test",
-                vec![],
-                Term::Br {
-                    cond,
-                    then_: BlockId(2),
-                    else_: BlockId(3),
-                },
-            )
+            .block("test", vec![], test)
             .block("exit", vec![], Term::RetN(vec![r(0)]))
             .block(
                 "body",

@@ -10,6 +10,7 @@
 use ad::Engine;
 use testkit::fd::{check, Verdict};
 use testkit::gen::{program, Config};
+use testkit::same_gradient;
 use vm::Value;
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -111,21 +112,4 @@ fn ad_agrees_with_finite_differences_on_random_programs() {
         "only {agree} of {cases} programs were checked ({unreliable} near kinks)"
     );
     eprintln!("{agree} programs agreed with finite differences, {unreliable} skipped near kinks");
-}
-
-/// Equal up to rounding: the derived code of a partial gradient skips the
-/// work of unselected parameters, which can change the order in which the
-/// remaining contributions are added.
-fn same_gradient(a: &Option<Value>, b: &Option<Value>) -> bool {
-    let close = |x: f64, y: f64| {
-        x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan())
-    };
-    match (a, b) {
-        (None, None) => true,
-        (Some(Value::F64(x)), Some(Value::F64(y))) => close(*x, *y),
-        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| close(*x, *y))
-        }
-        _ => false,
-    }
 }

@@ -87,19 +87,20 @@ fn add_needs_nothing_and_mul_needs_its_operands() {
     let text = e.disasm_ad(f).expect("derives");
     // Pushed by `comms.push`, or as a batch: `comms.reserve` (the first
     // push) and `comms.push.r`.
-    let pushes = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter(|m| ["comms.push", "comms.push.r", "comms.reserve"].contains(m))
-        .count();
+    let pushes = count_mnemonics(&text, &["comms.push", "comms.push.r", "comms.reserve"]);
     assert_eq!(pushes, 2, "{text}");
     // Popped by `comms.pop`, or by a multiplication that pops its factor.
-    let pops = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter(|m| ["comms.pop", "acc.mul.pop", "mul.pop"].contains(m))
-        .count();
+    let pops = count_mnemonics(&text, &["comms.pop", "acc.mul.pop", "mul.pop"]);
     assert_eq!(pops, 2, "{text}");
+}
+
+/// How many instructions of a disassembly listing have one of `mnemonics`
+/// (the word after the instruction's address).
+fn count_mnemonics(text: &str, mnemonics: &[&str]) -> usize {
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|m| mnemonics.contains(m))
+        .count()
 }
 
 /// The source of `programs/bench/<name>.adasm`.

@@ -21,6 +21,7 @@
 use crate::intgen;
 use ad::{AdError, Engine, Gradient};
 use testkit::refeval::{self, vm_class, RefLimits};
+use testkit::same_gradient;
 use vm::bytecode::{BlockMark, CallSite, Function, Program};
 use vm::ir::{FuncId, Module, RetType};
 use vm::{Limits, Type, Value};
@@ -206,21 +207,6 @@ pub fn check_grad_wrt(
         }
     }
     Ok(())
-}
-
-/// Equal up to 1e-12 relative (nan equals nan, an infinity itself).
-pub fn same_gradient(a: &Option<Value>, b: &Option<Value>) -> bool {
-    let close = |x: f64, y: f64| {
-        x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan())
-    };
-    match (a, b) {
-        (None, None) => true,
-        (Some(Value::F64(x)), Some(Value::F64(y))) => close(*x, *y),
-        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| close(*x, *y))
-        }
-        _ => false,
-    }
 }
 
 /// Arguments for every parameter of `f`: `variant` 0 gives ordinary values,

@@ -19,3 +19,22 @@ pub fn workspace_root() -> std::path::PathBuf {
         .map(|p| p.to_path_buf())
         .unwrap_or_default()
 }
+
+/// Two gradient entries equal up to rounding (relative 1e-12; nan equals
+/// nan, an infinity itself): the derived code of a partial gradient skips
+/// the work of unselected parameters, which can change the order in which
+/// the remaining contributions are added.
+pub fn same_gradient(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool {
+    use vm::Value;
+    let close = |x: f64, y: f64| {
+        x == y || (x - y).abs() <= 1e-12 * x.abs().max(y.abs()) || (x.is_nan() && y.is_nan())
+    };
+    match (a, b) {
+        (None, None) => true,
+        (Some(Value::F64(x)), Some(Value::F64(y))) => close(*x, *y),
+        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| close(*x, *y))
+        }
+        _ => false,
+    }
+}

@@ -43,6 +43,17 @@ fn function(
     }
 }
 
+/// `@name(r0: f64) -> f64 { ret r0 }`.
+fn identity(name: &str) -> Function {
+    function(
+        name,
+        1,
+        vec![F64],
+        RetType::One(F64),
+        vec![i(Op::Ret, 0, 0, 0, 0)],
+    )
+}
+
 /// A valid program exercising every kind of operand:
 ///
 /// ```text
@@ -98,13 +109,7 @@ fn base() -> Program {
         vec![i(Op::RetN, 0, 0, 0, 0)],
     );
     g.lists = vec![vec![0, 0]];
-    let h = function(
-        "h",
-        1,
-        vec![F64],
-        RetType::One(F64),
-        vec![i(Op::Ret, 0, 0, 0, 0)],
-    );
+    let h = identity("h");
     let mut p = Program::new();
     p.push(t);
     p.push(g);
@@ -550,13 +555,7 @@ fn reserved(code: Vec<Instr>, tables: Vec<Vec<u32>>) -> Result<Program, Vec<Veri
         rets: vec![],
     }];
     r.tables = tables;
-    let h = function(
-        "h",
-        1,
-        vec![F64],
-        RetType::One(F64),
-        vec![i(Op::Ret, 0, 0, 0, 0)],
-    );
+    let h = identity("h");
     let mut p = Program::new();
     p.push(r);
     p.push(h);
