@@ -488,17 +488,9 @@ impl Vm {
         trap_at(prog, prog.func(f), pc, kind)
     }
 
-    #[cold]
-    fn grow_comms(&mut self) -> Result<(), TrapKind> {
-        grow_stack(
-            &mut self.comms,
-            &mut self.blk,
-            1,
-            self.limits.max_stack_bytes,
-        )
-    }
-
-    /// `comms.reserve n` when the comms stack has less than `n` spare.
+    /// Room for `n` more values on the comms stack, which has less than `n`
+    /// spare: 1 for a `comms.push` on a full stack, `n` for
+    /// `comms.reserve %v, n`.
     #[cold]
     #[inline(never)]
     fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
@@ -962,7 +954,7 @@ impl Vm {
                 }
                 Op::CommsPush => {
                     if self.comms.len() == self.comms.capacity() {
-                        if let Err(k) = self.grow_comms() {
+                        if let Err(k) = self.reserve_comms(1) {
                             trap!(k);
                         }
                     }

@@ -16,15 +16,17 @@
 //!   `jmp.if.<cc>.f`, `jmp.ifnot.<cc>.f`: one opcode per condition); a `jmp`
 //!   to a block that only compares and branches (a loop header) is threaded
 //!   into the same; and a counter step `add.i %c, %c, s` or
-//!   `sub.i %c, %c, s` emitted just before an integer compare-and-branch on
+//!   `sub.i %c, %c, k` (`k` a constant: it steps by the constant `-k`, see
+//!   `negated_steps`) emitted just before an integer compare-and-branch on
 //!   `%c` joins it as `jmp.step.if.<cc>.i` (see `Lowerer::take_step`), so a
 //!   counted loop ends in one instruction.
 //! * Batched reservation: a block's instructions are cut at every `call`,
 //!   `call.acc` and `blk.push` (a callee pushes too, and growing the block
 //!   stack may give back the comms stack's spare capacity); a stretch with
-//!   two or more `comms.push`es gets one `comms.reserve n` before its first
-//!   and unchecked `comms.push.r`s, so the capacity is checked once, not per
-//!   push (see `reservations`; the verifier's check 9 proves the result).
+//!   `n >= 2` `comms.push`es has its first become `comms.reserve %v, n`
+//!   (room for all `n`, then that push) and the others unchecked
+//!   `comms.push.r`s, so the capacity is checked once, not per push (see
+//!   `reservations`; the verifier's check 9 proves the result).
 
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
