@@ -228,10 +228,7 @@ fn registers_side_tables_and_debug_info() {
 fn calls_returns_and_dispatch_tables() {
     // f(x) = g(x) with `ret`; h(x) returns (x, x) with `ret.n`; a `blk.pop`
     // table lists its targets' start pcs.
-    let mut g = B::new("g", &[("x", F64)], F64);
-    let e = g.block("entry");
-    let x = g.p(0);
-    g.ret(e, x);
+    let g = B::identity("g");
     let mut h = B::new_many("h", &[("x", F64)], 2);
     let e = h.block("entry");
     let x = h.p(0);
@@ -624,10 +621,7 @@ fn step_fusion_looks_past_block_pushes_only() {
 /// `comms.push`.
 #[test]
 fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
-    let mut id = B::new("id", &[("x", F64)], F64);
-    let e = id.block("entry");
-    let x = id.p(0);
-    id.ret(e, x);
+    let id = B::identity("id");
     let mut b = B::new("t", &[("x", F64)], F64);
     let e = b.block("entry");
     let x = b.p(0);

@@ -131,6 +131,15 @@ impl B {
     pub fn ret(&mut self, b: BlockId, v: ValueId) {
         self.term(b, Term::Ret(v));
     }
+    /// `@name(%x: f64) -> f64 { entry: ret %x }`.
+    pub fn identity(name: &str) -> B {
+        let mut b = B::new(name, &[("x", Type::F64)], Type::F64);
+        let e = b.block("entry");
+        let x = b.p(0);
+        b.ret(e, x);
+        b
+    }
+
     pub fn module(self) -> Module {
         Module {
             funcs: vec![self.f],
