@@ -12,9 +12,11 @@
 //! 2. **Translate** each instruction into a reverse fragment and the primal
 //!    values that fragment reads ([`Transform::reverse_inst`]). The forward
 //!    fragment is the primal instruction itself, except that active calls
-//!    call the callee's forward function and `aset` first reads the element
-//!    it overwrites. For every value a fragment reads, [`Transform::supply`]
-//!    decides how the reverse code gets it (see [`Supply`]): rebuilt as a
+//!    call the callee's forward function, `aset` first reads the element
+//!    it overwrites, and an active `sin` or `cos` is followed by the other
+//!    function of its operand, the factor its pullback multiplies by
+//!    ([`Transform::factor`]). For every value a fragment reads,
+//!    [`Transform::supply`] decides how the reverse code gets it (see [`Supply`]): rebuilt as a
 //!    constant, popped once per call (values of the entry block), read from
 //!    a loop's counter, popped once per execution of a loop (values defined
 //!    before the loop), recomputed in the reverse block, or, only when none
@@ -156,6 +158,11 @@ struct Transform<'a> {
     /// For each call (block, index) differentiated through, the callee's
     /// derived functions.
     calls: HashMap<(usize, usize), Derived>,
+    /// For each active `sin` and `cos` (block, index), the forward value
+    /// holding the other function of its operand (`cos a` for `sin a`,
+    /// `sin a` for `cos a`): the factor its pullback needs, computed by the
+    /// forward code right after it (see [`Transform::factor`]).
+    factors: HashMap<(usize, usize), ValueId>,
     rev: Function,
     /// Reverse-frame copy of each forward value the reverse code pops.
     mirror: Vec<Option<ValueId>>,
@@ -292,6 +299,7 @@ impl<'a> Transform<'a> {
             arrays_immutable,
             overwritten: HashMap::new(),
             calls: HashMap::new(),
+            factors: HashMap::new(),
             rev,
             mirror: Vec::new(),
             cot,
@@ -333,6 +341,16 @@ impl<'a> Transform<'a> {
                     }
                     _ => {}
                 }
+                if let Some((other, a)) = self.factor(inst) {
+                    // Named after what it holds: `cos.x` for `sin %x`.
+                    let name = p.values[a.index()]
+                        .name
+                        .as_ref()
+                        .map(|n| format!("{}.{n}", other.mnemonic()));
+                    let f = self.fwd.new_value(Type::F64, name);
+                    self.fwd_def.push(Some(BlockId(b as u32)));
+                    self.factors.insert((b, i), f);
+                }
             }
             let mut frag = Vec::new();
             for (i, inst) in block.insts.iter().enumerate().rev() {
@@ -356,6 +374,28 @@ impl<'a> Transform<'a> {
                 s.init_reg = Some(r);
             }
         }
+    }
+
+    /// For an active `sin a` or `cos a`: the opcode of the factor its
+    /// pullback needs (`cos` for `sin`, `sin` for `cos`) and `a`.
+    ///
+    /// The forward code computes the factor right after the instruction,
+    /// where the lowering fuses the pair into one `sincos` (about the cost
+    /// of one `sin`), and the reverse code reads it like any forward value
+    /// (usually popped). That trades a push and a pop (8 bytes) for a
+    /// transcendental function in the reverse code, which costs several
+    /// times as much; recomputing `a` and then `cos a` in the reverse code
+    /// would need no memory but a whole `cos`.
+    fn factor(&self, inst: &Inst) -> Option<(Op, ValueId)> {
+        let other = match inst.op {
+            Op::Sin => Op::Cos,
+            Op::Cos => Op::Sin,
+            _ => return None,
+        };
+        let (&[a], Some(d)) = (&inst.args[..], inst.dst) else {
+            return None;
+        };
+        (self.active[a.index()] && self.active[d.index()]).then_some((other, a))
     }
 
     /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
@@ -482,6 +522,9 @@ impl<'a> Transform<'a> {
                 if let Some(d) = inst.dst {
                     late.push(d);
                 }
+                if let Some(f) = self.factors.get(&(b, i)) {
+                    late.push(*f);
+                }
             }
             let needs = &self.needs[b];
             let mut ordered: Vec<ValueId> = needs
@@ -581,13 +624,23 @@ impl<'a> Transform<'a> {
                 }
                 Op::NegF => e.acc_neg(ca, d),
                 Op::Mov => e.acc(ca, d),
-                Op::Sin => e.scaled(ca, d, |e| {
-                    let va = e.need(a);
-                    e.op(Op::Cos, Some(Type::F64), vec![va])
+                // The factor (`cos a`, `sin a`) was computed by the forward
+                // code (see `Transform::factor`); without one, recomputed.
+                Op::Sin => e.scaled(ca, d, |e| match e.t.factors.get(&(b, i)).copied() {
+                    Some(f) => e.need(f),
+                    None => {
+                        let va = e.need(a);
+                        e.op(Op::Cos, Some(Type::F64), vec![va])
+                    }
                 }),
                 Op::Cos if ca.is_some() => {
-                    let va = e.need(a);
-                    let s = e.op(Op::Sin, Some(Type::F64), vec![va]);
+                    let s = match e.t.factors.get(&(b, i)).copied() {
+                        Some(f) => e.need(f),
+                        None => {
+                            let va = e.need(a);
+                            e.op(Op::Sin, Some(Type::F64), vec![va])
+                        }
+                    };
                     let t = e.op(Op::MulF, Some(Type::F64), vec![d, s]);
                     e.acc_neg(ca, t);
                 }
@@ -992,7 +1045,10 @@ impl<'a> Transform<'a> {
                 .find(|i| self.calls.contains_key(&(b, *i)));
             let defined_at = |v: ValueId| -> Option<usize> {
                 p.blocks[b].insts.iter().enumerate().find_map(|(i, inst)| {
-                    (inst.dst == Some(v) || self.overwritten.get(&(b, i)) == Some(&v)).then_some(i)
+                    (inst.dst == Some(v)
+                        || self.overwritten.get(&(b, i)) == Some(&v)
+                        || self.factors.get(&(b, i)) == Some(&v))
+                    .then_some(i)
                 })
             };
             let waits = |v: ValueId| match (defined_at(v), cut) {
@@ -1019,9 +1075,17 @@ impl<'a> Transform<'a> {
                     inst.callee = Some(d.fwd);
                 }
                 let dst = inst.dst;
+                let factor = self.factors.get(&(b, i)).copied();
+                let mut factor_inst = None;
+                if let (Some(f), Some((other, a))) = (factor, self.factor(&inst)) {
+                    // Right after the instruction, so that the lowering
+                    // fuses the two into one `sincos`.
+                    factor_inst = Some(Inst::new(other, Some(f), vec![a], inst.loc));
+                }
                 insts.push(inst);
-                if let Some(d) = dst.filter(|d| needs.contains(d)) {
-                    if !(cut.is_some() && waits(d)) {
+                insts.extend(factor_inst);
+                for d in dst.into_iter().chain(factor) {
+                    if needs.contains(&d) && !(cut.is_some() && waits(d)) {
                         insts.push(push(d));
                     }
                 }

@@ -363,3 +363,66 @@ fn ad_stack_limit_traps_with_its_flag_named() {
         .expect("fits");
     assert!(g.value > 1.0);
 }
+
+/// The lines of function `@name` in a disassembly listing.
+fn function_text<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+    let header = format!("fn @{name}(");
+    text.lines()
+        .skip_while(|l| !l.starts_with(&header))
+        .take_while(|l| !l.is_empty())
+        .collect()
+}
+
+/// The pullback of `sin a` needs `cos a`, that of `cos a` needs `sin a`:
+/// the forward code computes each beside the primal value, with one
+/// `sincos`, and the reverse code has no transcendental function left
+/// (adasm.md §4 property 4: "`sin` needs `cos` of its input or the input").
+#[test]
+fn sin_and_cos_pullbacks_read_factors_the_forward_code_computed() {
+    let src = bench_program("sincos");
+    let mut e = engine(&src);
+    let f = e.find("sincos").expect("sincos");
+    let text = e.disasm_ad(f).expect("derives");
+    let fwd = function_text(&text, "sincos.fwd").join("\n");
+    let rev = function_text(&text, "sincos.rev").join("\n");
+    assert_eq!(count_mnemonics(&fwd, &["sincos"]), 2, "{fwd}");
+    assert_eq!(count_mnemonics(&fwd, &["sin", "cos"]), 0, "{fwd}");
+    assert_eq!(count_mnemonics(&rev, &["sin", "cos", "sincos"]), 0, "{rev}");
+    // Two factors cross (cos c and sin x) in place of the inputs c and x.
+    let g = e.grad(f, &[Value::F64(0.9)]).expect("gradient");
+    assert_eq!(g.value, 0.9f64.cos().sin());
+    let want = -0.9f64.cos().cos() * 0.9f64.sin();
+    assert_eq!(f64s(&g), [Some(want)]);
+    assert_eq!(peak(&mut e, "sincos", &[Value::F64(0.9)]), 16);
+
+    // In a recursive function the factor crosses per call, like the value
+    // it replaces: recursion's pullback computes no `cos` per level.
+    let src = bench_program("recursion");
+    let mut e = engine(&src);
+    let f = e.find("rec").expect("rec");
+    let text = e.disasm_ad(f).expect("derives");
+    let rev = function_text(&text, "rec.rev").join("\n");
+    assert_eq!(count_mnemonics(&rev, &["sin", "cos", "sincos"]), 0, "{rev}");
+    let args = [Value::F64(0.9), Value::I64(100)];
+    let g = e.grad(f, &args).expect("gradient");
+    let want = 0.0016352415527060296;
+    let got = f64s(&g)[0].expect("f64");
+    assert!((got - want).abs() <= 1e-15 * want, "{got} vs {want}");
+}
+
+/// A `sin` whose operand is inactive needs nothing: no factor is computed.
+#[test]
+fn an_inactive_sin_computes_no_factor() {
+    let mut e = engine(
+        "fn @f(%x: f64, %y: f64) -> f64 {
+         entry:
+             %s = sin %y
+             %p = mul %s, %x
+             ret %p
+         }",
+    );
+    let f = e.find("f").expect("f");
+    let text = e.disasm_ad_wrt(f, &[true, false]).expect("derives");
+    assert_eq!(count_mnemonics(&text, &["sincos", "cos"]), 0, "{text}");
+    assert_eq!(count_mnemonics(&text, &["sin"]), 1, "{text}");
+}

@@ -689,6 +689,15 @@ impl Vm {
                 Op::NegF => uf!(ins, |a| -a),
                 Op::Sin => uf!(ins, |a| a.sin()),
                 Op::Cos => uf!(ins, |a| a.cos()),
+                Op::SinCos => {
+                    // LLVM turns the two into one call to `sincos`, which
+                    // returns the same bits as `sin` and `cos` (glibc;
+                    // checked by vm/tests/semantics.rs).
+                    let a = fr!(ins.r2);
+                    let (s, c) = (a.sin(), a.cos());
+                    setf!(ins.r0, s);
+                    setf!(ins.r1, c);
+                }
                 Op::Tan => uf!(ins, |a| a.tan()),
                 Op::Exp => uf!(ins, |a| a.exp()),
                 Op::Log => uf!(ins, |a| a.ln()),

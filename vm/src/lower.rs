@@ -20,6 +20,11 @@
 //!   `negated_steps`) emitted just before an integer compare-and-branch on
 //!   `%c` joins it as `jmp.step.if.<cc>.i` (see `Lowerer::take_step`), so a
 //!   counted loop ends in one instruction.
+//! * Fused math: a `sin` and a `cos` of the same register, one right after
+//!   the other, become one `sincos` (one call to the C library's `sincos`
+//!   in the interpreter), unless the first writes the register the second
+//!   reads (see `Lowerer::fuse_sincos`). The AD stage's forward code writes
+//!   such pairs (the pullback of one needs the other).
 //! * Batched reservation: a block's instructions are cut at every `call`,
 //!   `call.acc` and `blk.push` (a callee pushes too, and growing the block
 //!   stack may give back the comms stack's spare capacity); a stretch with
@@ -268,10 +273,21 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
             name: b.name.clone(),
             start: l.code.len() as u32,
         });
-        for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
+        let plan = reservations(&b.insts);
+        let mut k = 0;
+        while k < b.insts.len() {
+            let inst = &b.insts[k];
+            // (A `sin` or `cos` is no push: both of a fused pair are
+            // `Push::Plain`.)
+            if let Some(next) = b.insts.get(k + 1) {
+                if l.fuse_sincos(inst, next) {
+                    k += 2;
+                    continue;
+                }
+            }
             l.inst(inst, &b.name)?;
             if let Some(last) = l.code.last_mut() {
-                match push {
+                match plan[k] {
                     Push::Plain => {}
                     Push::Reserve(n) => {
                         last.op = Op::CommsReserve;
@@ -280,6 +296,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
                     Push::Reserved => last.op = Op::CommsPushR,
                 }
             }
+            k += 1;
         }
         l.term(BlockId(bi as u32), b)?;
     }
@@ -365,7 +382,7 @@ fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
                     format!("{} is a terminator, not an instruction", inst.op.mnemonic()),
                 ));
             }
-            if matches!(inst.op, Op::CommsReserve | Op::CommsPushR) {
+            if inst.op.is_lowering_only() {
                 return Err(bad(
                     &b.name,
                     format!(
@@ -594,6 +611,29 @@ impl Lowerer<'_> {
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
         self.emit(i, inst.loc);
         Ok(())
+    }
+
+    /// Lower `first` and `second`, a `sin` and a `cos` (in either order) of
+    /// the same register, as one `sincos`, if that computes the same as the
+    /// two in turn: `first` must not write the register `second` reads
+    /// (`sincos` reads it before writing), and the two must write different
+    /// registers. Returns whether it did.
+    fn fuse_sincos(&mut self, first: &ir::Inst, second: &ir::Inst) -> bool {
+        let (sin, cos) = match (first.op, second.op) {
+            (Op::Sin, Op::Cos) => (first, second),
+            (Op::Cos, Op::Sin) => (second, first),
+            _ => return false,
+        };
+        let (Some(s), Some(c), [x], [y]) = (sin.dst, cos.dst, &sin.args[..], &cos.args[..]) else {
+            return false;
+        };
+        let (rs, rc, rx) = (self.r(s), self.r(c), self.r(*x));
+        let first_dst = if first.op == Op::Sin { rs } else { rc };
+        if self.r(*y) != rx || rs == rc || first_dst == rx {
+            return false;
+        }
+        self.emit(Instr::new(Op::SinCos, rs, rc, rx, 0), first.loc);
+        true
     }
 
     /// The parallel copies of the edge `from -> to`, as (dst, src) registers.

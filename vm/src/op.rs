@@ -281,6 +281,17 @@ ops! {
     /// Push the 64 bits of `r0` (any type) on the comms stack without a
     /// capacity check: room was made by a `comms.reserve`.
     CommsPushR = "comms.push.r" [Use(T)];
+
+    // ---- fused math (made by the lowering) ------------------------------------
+    // Not an IR instruction either: the lowering fuses a `sin` and a `cos`
+    // of the same register, written one right after the other, into one
+    // instruction, which the interpreter computes with one call to the C
+    // library's `sincos` (LLVM merges `sin` and `cos` of one value), for
+    // about the cost of one of them. The AD stage writes such pairs: the
+    // pullback of `sin a` needs `cos a` and that of `cos a` needs `sin a`,
+    // which the forward code computes beside it (see `ad/src/transform.rs`).
+    /// `r0 = sin(r2); r1 = cos(r2)`: `r2` is read before either is written.
+    SinCos = "sincos" [Def(F), Def(F), Use(F)];
 }
 
 /// The condition of a comparison or fused branch.
@@ -464,6 +475,12 @@ impl Op {
     /// True for instructions that end a basic block.
     pub fn is_terminator(self) -> bool {
         matches!(self, Op::Ret | Op::RetN | Op::Jmp | Op::BlkPop)
+    }
+
+    /// True for the opcodes only the lowering makes (batched reservation,
+    /// fused math): never in IR, never in `.adasm` text.
+    pub fn is_lowering_only(self) -> bool {
+        matches!(self, Op::CommsReserve | Op::CommsPushR | Op::SinCos)
     }
 
     /// True for the conditional jumps that fall through.

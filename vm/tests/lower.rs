@@ -676,3 +676,115 @@ fn pushes_are_reserved_per_stretch_between_calls_and_block_pushes() {
     assert_eq!(vm.blk_len(), 1);
     assert_eq!(vm.peak_stack_bytes(), 7 * 8 + 4);
 }
+
+/// `sin` and `cos` of one register, one right after the other (in either
+/// order), are one `sincos`, which gives the same bits as `f64::sin` and
+/// `f64::cos` (glibc's `sincos` shares their code; nan stays nan).
+#[test]
+fn sin_and_cos_of_one_register_fuse_into_sincos() {
+    for sin_first in [true, false] {
+        let mut b = B::new_many("sc", &[("x", F64)], 2);
+        let e = b.block("entry");
+        let x = b.p(0);
+        let (s, c) = if sin_first {
+            let s = b.op(e, Op::Sin, Some(F64), &[x]);
+            (s, b.op(e, Op::Cos, Some(F64), &[x]))
+        } else {
+            let c = b.op(e, Op::Cos, Some(F64), &[x]);
+            (b.op(e, Op::Sin, Some(F64), &[x]), c)
+        };
+        b.term(e, Term::RetN(vec![s, c]));
+        let p = load(&b.module());
+        let ops: Vec<Op> = p.func(FuncId(0)).code.iter().map(|i| i.op).collect();
+        assert_eq!(ops, [Op::SinCos, Op::RetN], "sin first: {sin_first}");
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.9,
+            -2.5,
+            1e-310,
+            0.855469,
+            2.426265,
+            105414350.0,
+            1e22,
+            f64::MAX,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            xs.push(f64::from_bits(state));
+            xs.push((state >> 11) as f64 / (1u64 << 53) as f64 * 20.0 - 10.0);
+        }
+        for x in xs {
+            let got = run_many(&p, &[x.to_bits()]);
+            let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+            assert!(same(got[0], x.sin()) && same(got[1], x.cos()), "{x:e}");
+        }
+    }
+}
+
+/// Where fusing would change what the pair computes, or there is no pair,
+/// the instructions stay apart: the first writes the register the second
+/// reads (non-SSA code), the operands differ, or another instruction
+/// stands between them.
+#[test]
+fn sin_and_cos_stay_apart_where_one_sincos_would_differ() {
+    let x0 = 0.7f64;
+    // x = sin x; c = cos x: c is cos(sin x0).
+    let mut b = B::new_many("overwrite", &[("x", F64)], 2);
+    let e = b.block("entry");
+    let x = b.p(0);
+    let c = b.val("c", F64);
+    b.set(e, Op::Sin, x, &[x]);
+    b.set(e, Op::Cos, c, &[x]);
+    b.term(e, Term::RetN(vec![x, c]));
+    let p = load(&b.module());
+    assert_eq!(run_many(&p, &[x0.to_bits()]), [x0.sin(), x0.sin().cos()]);
+    // Different operands.
+    let mut b = B::new_many("two", &[("x", F64), ("y", F64)], 2);
+    let e = b.block("entry");
+    let (x, y) = (b.p(0), b.p(1));
+    let s = b.op(e, Op::Sin, Some(F64), &[x]);
+    let c = b.op(e, Op::Cos, Some(F64), &[y]);
+    b.term(e, Term::RetN(vec![s, c]));
+    let p = load(&b.module());
+    assert_eq!(
+        run_many(&p, &[x0.to_bits(), 2.0f64.to_bits()]),
+        [x0.sin(), 2.0f64.cos()]
+    );
+    // Not adjacent.
+    let mut b = B::new_many("apart", &[("x", F64)], 3);
+    let e = b.block("entry");
+    let x = b.p(0);
+    let s = b.op(e, Op::Sin, Some(F64), &[x]);
+    let t = b.op(e, Op::AddF, Some(F64), &[x, x]);
+    let c = b.op(e, Op::Cos, Some(F64), &[x]);
+    b.term(e, Term::RetN(vec![s, t, c]));
+    let p = load(&b.module());
+    let ops: Vec<Op> = p.func(FuncId(0)).code.iter().map(|i| i.op).collect();
+    assert_eq!(ops, [Op::Sin, Op::AddF, Op::Cos, Op::RetN]);
+    assert_eq!(run_many(&p, &[x0.to_bits()]), [x0.sin(), x0 + x0, x0.cos()]);
+}
+
+/// `sincos` is made by the lowering only: IR that contains it is refused.
+#[test]
+fn sincos_is_not_an_ir_instruction() {
+    let mut b = B::new_many("f", &[("x", F64)], 2);
+    let e = b.block("entry");
+    let x = b.p(0);
+    let (s, c) = (b.val("s", F64), b.val("c", F64));
+    b.set(e, Op::SinCos, s, &[c, x]);
+    b.term(e, Term::RetN(vec![s, c]));
+    let m = b.module();
+    match lower_function(&m.funcs[0]) {
+        Err(LowerError::BadInstruction { detail, .. }) => {
+            assert!(detail.contains("made by the lowering"), "{detail}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
