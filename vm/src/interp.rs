@@ -422,36 +422,52 @@ impl Vm {
     /// Call `f` with raw 64-bit arguments, keeping the heap and stacks as
     /// they are (the AD driver runs a forward and a reverse call in one
     /// [`Vm::begin`]). Results are in [`Vm::results`].
+    ///
+    /// Inlined into the host's code: everything, the checks of `f` and
+    /// `args` included, happens in one call of the interpreter.
+    #[inline]
     pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
+        self.exec(prog, f, args)
+    }
+
+    /// The checks of a call from the host, in order, before anything runs:
+    /// `f` exists and takes `args`, it is verified, and the depth limit
+    /// allows its frame. `Some` of its function and frame image if they
+    /// pass.
+    #[inline(always)]
+    fn entry<'p>(
+        &self,
+        prog: &'p Program,
+        f: FuncId,
+        args: &[u64],
+    ) -> Option<(&'p Function, &'p [u64])> {
+        let func = prog.get(f)?;
+        if func.param_types.len() != args.len() || self.limits.max_call_depth == 0 {
+            return None;
+        }
+        Some((func, prog.frame_init(f)?))
+    }
+
+    /// Why [`Vm::entry`] refused a call from the host.
+    #[cold]
+    #[inline(never)]
+    fn entry_trap(&self, prog: &Program, f: FuncId, args: &[u64]) -> Trap {
         let Some(func) = prog.get(f) else {
-            return Err(host_trap(TrapKind::ArgMismatch(format!("no function {f}"))));
+            return host_trap(TrapKind::ArgMismatch(format!("no function {f}")));
         };
         if func.param_types.len() != args.len() {
-            return Err(host_trap(TrapKind::ArgMismatch(format!(
+            return host_trap(TrapKind::ArgMismatch(format!(
                 "@{} takes {} argument(s), got {}",
                 func.name,
                 func.param_types.len(),
                 args.len()
-            ))));
+            )));
         }
-        let Some(init) = prog.frame_init(f) else {
-            return Err(trap_at(prog, func, 0, TrapKind::NotVerified));
-        };
-        if self.limits.max_call_depth == 0 {
-            // Not even the entry function's frame is allowed.
-            return Err(trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 }));
+        if !prog.is_verified(f) {
+            return trap_at(prog, func, 0, TrapKind::NotVerified);
         }
-        self.frames.clear();
-        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
-            // The limit was lowered since the stacks grew: give back what
-            // is not in use, so that pushes stay within it.
-            self.comms.shrink_to_fit();
-            self.blk.shrink_to_fit();
-        }
-        let result = self.exec(prog, f, init, args);
-        let bytes = self.comms.len() * 8 + self.blk.len() * 4;
-        self.peak_stack = self.peak_stack.max(bytes);
-        result
+        // Not even the entry function's frame is allowed.
+        trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 })
     }
 
     /// Prepare a frame whose registers past the parameters start at
@@ -477,8 +493,17 @@ impl Vm {
 
     #[cold]
     #[inline(never)]
-    fn trap(&self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+    fn trap(&mut self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+        self.sample_peak();
         trap_at(prog, prog.func(f), pc, kind)
+    }
+
+    /// Note the bytes the AD stacks hold now, at the end of a call from
+    /// the host (see [`Vm::peak_stack_bytes`]).
+    #[inline(always)]
+    fn sample_peak(&mut self) {
+        let bytes = self.comms.len() * 8 + self.blk.len() * 4;
+        self.peak_stack = self.peak_stack.max(bytes);
     }
 
     /// Room for `n` more values on the comms stack, which has less than `n`
@@ -510,27 +535,35 @@ impl Vm {
         self.comms.capacity() * 8 + self.blk.capacity() * 4
     }
 
-    /// Run until the entry function returns (its results in
-    /// `self.results`) or a trap.
+    /// Check a call from the host, then run until the entry function
+    /// returns (its results in `self.results`) or a trap. Either way the
+    /// peak of the AD stacks is sampled at the end.
     #[inline(never)]
-    fn exec(
-        &mut self,
-        prog: &Program,
-        entry: FuncId,
-        init: &[u64],
-        args: &[u64],
-    ) -> Result<(), Trap> {
+    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
+        let Some((mut f, init)) = self.entry(prog, entry, args) else {
+            return Err(self.entry_trap(prog, entry, args));
+        };
+        self.frames.clear();
+        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+            // The limit was lowered since the stacks grew: give back what
+            // is not in use, so that pushes stay within it.
+            self.comms.shrink_to_fit();
+            self.blk.shrink_to_fit();
+        }
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
         let max_heap = self.limits.max_heap_bytes;
         let mut fid = entry;
-        let mut f = prog.func(fid);
         let mut base = 0usize;
-        self.enter(f.param_types.len(), init)
-            .map_err(|k| self.trap(prog, fid, 0, k))?;
+        if let Err(k) = load_frame(&mut self.regs, args.len(), init, grow_regs) {
+            return Err(self.trap(prog, fid, 0, k));
+        }
+        // `load_frame` made `regs` at least `nparams + init.len() >= nregs`
+        // long (the verifier made `init` at least `nregs - nparams` long),
+        // and `args` has one value per parameter.
         copy_regs(&mut self.regs[..args.len()], args);
-        let mut w = Window::new(&mut self.regs, base, f.nregs());
+        let mut w = Window::resume(&mut self.regs, base, f.nregs());
         let mut cur = Cursor::new(&f.code, 0);
 
         // Executed instructions are counted in bytes of code, `W` per
@@ -574,6 +607,7 @@ impl Vm {
                         trap!(TrapKind::OutOfFuel { limit: fuel });
                     }
                 }
+                self.sample_peak();
                 return Ok(());
             }};
         }

@@ -7,8 +7,9 @@
 //! register stack. Its soundness rests on two facts:
 //!
 //! * the interpreter creates a window only over `regs[base..base + nregs]`
-//!   after making sure `regs.len() >= base + nregs`, and re-creates it after
-//!   anything that may move the register stack (a call growing it);
+//!   after making sure `regs.len() >= base + nregs` ([`load_frame`] makes
+//!   it so when a frame is entered), and re-creates it after anything that
+//!   may move the register stack (a call growing it);
 //! * it only indexes a window with register operands of a function that
 //!   passed the verifier, which proves every register operand `< nregs`
 //!   (verify.rs, check 2; `x` as a register operand included).
@@ -36,26 +37,14 @@ pub(crate) struct Window {
 }
 
 impl Window {
-    /// A window over `regs[base..base + len]`.
-    ///
-    /// Panics (a bug in the interpreter, not reachable from bytecode) if the
-    /// range is not inside `regs`.
-    #[inline]
-    pub(crate) fn new(regs: &mut [u64], base: usize, len: usize) -> Window {
-        let slice = &mut regs[base..base + len];
-        Window {
-            ptr: slice.as_mut_ptr(),
-            len,
-        }
-    }
-
     /// The window over `regs[base..base + len]` of a frame whose range is
-    /// known to lie inside `regs`, without the check `new` makes: the
-    /// callee's frame right after `enter` made `regs` at least
-    /// `base + nparams + init.len() >= base + nregs` long, or a suspended
-    /// caller's frame on return, which `new` or this function covered when
-    /// the caller was entered (the register stack only ever grows while the
-    /// interpreter runs).
+    /// known to lie inside `regs` (not checked): a frame [`load_frame`]
+    /// just loaded (the entry function's or a callee's), which made `regs`
+    /// at least `base + nparams + init.len() >= base + nregs` long (the
+    /// verifier made the image `init` at least `nregs - nparams` long), or
+    /// a suspended caller's frame on return, which this function covered
+    /// when the caller was entered (the register stack only ever grows
+    /// while the interpreter runs).
     #[inline(always)]
     pub(crate) fn resume(regs: &mut [u64], base: usize, len: usize) -> Window {
         #[cfg(feature = "checked")]
@@ -73,8 +62,8 @@ impl Window {
         assert!((r as usize) < self.len, "register r{r} out of range");
         debug_assert!((r as usize) < self.len);
         // SAFETY: `r < nregs == self.len` by verifier check 2, and the window
-        // covers `regs[base..base + len]`, which `Window::new` checked lies
-        // inside the register stack; the stack is not resized while the
+        // covers `regs[base..base + len]`, which lies inside the register
+        // stack (see `Window::resume`); the stack is not resized while the
         // window is in use.
         unsafe { *self.ptr.add(r as usize) }
     }
