@@ -227,7 +227,12 @@ impl Engine {
         out: &mut Gradient,
     ) -> Result<(), AdError> {
         self.check_args(f, args)?;
-        let d = self.derive_wrt(f, wrt)?;
+        // Built already (the common case), without a call: `derive_wrt`
+        // checks and builds the rest.
+        let d = match self.built(f, wrt) {
+            Some(d) => d,
+            None => self.derive_wrt(f, wrt)?,
+        };
         self.vm.begin(true);
         self.raw.clear();
         self.handles.clear();
@@ -297,6 +302,17 @@ impl Engine {
             Some(m) => Ok(std::mem::take(m)),
             None => Err(AdError::Args(format!("no function {f}"))),
         }
+    }
+
+    /// The derived pair of `f` with respect to `wrt` if it is built and `f`
+    /// is a gradient target: what [`Engine::derive_wrt`] returns then.
+    #[inline]
+    fn built(&self, f: FuncId, wrt: &[bool]) -> Option<Derived> {
+        let func = self.module.funcs.get(f.index())?;
+        if func.ret != RetType::One(Type::F64) {
+            return None;
+        }
+        lookup(&self.derived, f, wrt)
     }
 
     /// The forward and reverse functions of `f` with respect to every `f64`
@@ -586,12 +602,20 @@ impl Engine {
 }
 
 /// The derived pair of `f` with respect to `wrt`, if built (no allocation).
+#[inline]
 fn lookup(derived: &DerivedCache, f: FuncId, wrt: &[bool]) -> Option<Derived> {
     derived
         .get(f.index())?
         .iter()
-        .find(|(m, _)| **m == *wrt)
+        .find(|(m, _)| same_mask(m, wrt))
         .map(|(_, d)| *d)
+}
+
+/// `a == b`, element by element: masks are a few flags long, shorter than
+/// what a call to `memcmp` costs.
+#[inline]
+fn same_mask(a: &[bool], b: &[bool]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// A mask must have one flag per parameter and select only `f64` and

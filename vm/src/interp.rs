@@ -290,6 +290,7 @@ impl Vm {
     }
 
     /// Forget arrays and stacks; in AD mode arrays get shadows.
+    #[inline]
     pub fn begin(&mut self, ad_mode: bool) {
         self.heap.begin(ad_mode);
         if self.heap.held_bytes() > self.limits.max_heap_bytes {
@@ -581,7 +582,8 @@ impl Vm {
         // in the hot path.
         let mut next_poll: u64 = 0;
         // Calls take the slow path (depth limit or a full frame stack) once
-        // `frames.len()` reaches this. `call_raw` made `max_depth >= 1`.
+        // `frames.len()` reaches this. The entry checks made
+        // `max_depth >= 1`.
         let mut room = self.frames.capacity().min(max_depth - 1);
 
         macro_rules! done {
