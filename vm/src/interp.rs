@@ -57,7 +57,9 @@ use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::Op;
-use crate::regs::{copy_args, copy_regs, load_frame, push_reserved, verified, Cursor, Window};
+use crate::regs::{
+    copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
+};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -557,13 +559,13 @@ impl Vm {
         let max_heap = self.limits.max_heap_bytes;
         let mut fid = entry;
         let mut base = 0usize;
-        if let Err(k) = load_frame(&mut self.regs, args.len(), init, grow_regs) {
+        // `args` has one value per parameter (the entry checks).
+        if let Err(k) = load_entry_frame(&mut self.regs, args, init, grow_regs) {
             return Err(self.trap(prog, fid, 0, k));
         }
-        // `load_frame` made `regs` at least `nparams + init.len() >= nregs`
-        // long (the verifier made `init` at least `nregs - nparams` long),
-        // and `args` has one value per parameter.
-        copy_regs(&mut self.regs[..args.len()], args);
+        // `load_entry_frame` made `regs` at least `nparams + init.len() >=
+        // nregs` long (the verifier made `init` at least `nregs - nparams`
+        // long).
         let mut w = Window::resume(&mut self.regs, base, f.nregs());
         let mut cur = Cursor::new(&f.code, 0);
 

@@ -168,10 +168,31 @@ pub(crate) fn load_frame<E>(
     Ok(())
 }
 
+/// Load the entry function's frame at the bottom of the register stack:
+/// `regs[..args.len()] = args`, then the frame image `init` after them,
+/// growing the register stack first if it is shorter (see [`load_frame`]).
+#[inline(always)]
+pub(crate) fn load_entry_frame<E>(
+    regs: &mut Vec<u64>,
+    args: &[u64],
+    init: &[u64],
+    grow: impl FnOnce(&mut Vec<u64>, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    load_frame(regs, args.len(), init, grow)?;
+    #[cfg(feature = "checked")]
+    assert!(args.len() <= regs.len(), "arguments out of range");
+    debug_assert!(args.len() <= regs.len());
+    // SAFETY: `args.len() <= args.len() + init.len() <= regs.len()`, which
+    // `load_frame` made so or failed.
+    let dst = unsafe { regs.get_unchecked_mut(..args.len()) };
+    copy_regs(dst, args);
+    Ok(())
+}
+
 /// `dst.copy_from_slice(src)` (same lengths), without a call to `memcpy`
 /// for the few registers most frames have: a call costs more than the copy.
 #[inline(always)]
-pub(crate) fn copy_regs(dst: &mut [u64], src: &[u64]) {
+fn copy_regs(dst: &mut [u64], src: &[u64]) {
     #[inline(always)]
     fn fixed<const N: usize>(dst: &mut [u64], src: &[u64]) {
         dst[..N].copy_from_slice(&src[..N]);
