@@ -226,7 +226,7 @@ impl Engine {
         wrt: &[bool],
         out: &mut Gradient,
     ) -> Result<(), AdError> {
-        self.check_args(f, args)?;
+        let arrays = self.raw_args(f, args)?;
         // Built already (the common case), without a call: `derive_wrt`
         // checks and builds the rest.
         let d = match self.built(f, wrt) {
@@ -234,20 +234,16 @@ impl Engine {
             None => self.derive_wrt(f, wrt)?,
         };
         self.vm.begin(true);
-        self.raw.clear();
         self.handles.clear();
-        for a in args {
-            let bits = match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => *b as u64,
-                Value::Arr(xs) => {
+        if arrays {
+            // Array arguments go into the heap `begin` just reset.
+            for (bits, a) in self.raw.iter_mut().zip(args) {
+                if let Value::Arr(xs) = a {
                     let h = self.vm.alloc_array(xs)?;
                     self.handles.push(h);
-                    h
+                    *bits = h;
                 }
-            };
-            self.raw.push(bits);
+            }
         }
         self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
         out.value = f64::from_bits(self.vm.results()[0]);
@@ -553,6 +549,49 @@ impl Engine {
             stack.extend(callees.into_iter().rev());
         }
         out
+    }
+
+    /// Check `args` against `f`'s parameters ([`Engine::check_args`]) and
+    /// convert them to raw bits in `self.raw` in the same pass, every array
+    /// as 0 for now (its heap handle is known after [`Vm::begin`]);
+    /// `Ok(true)` if there is an array.
+    #[inline]
+    fn raw_args(&mut self, f: FuncId, args: &[Value]) -> Result<bool, AdError> {
+        self.raw.clear();
+        let mut arrays = false;
+        if f.index() < self.module.funcs.len() {
+            if let Some(func) = self.program.get(f) {
+                let types = &func.param_types;
+                if types.len() == args.len() {
+                    for (t, a) in types.iter().zip(args) {
+                        let bits = match (a, t) {
+                            (Value::F64(x), Type::F64) => x.to_bits(),
+                            (Value::I64(i), Type::I64) => *i as u64,
+                            (Value::Bool(b), Type::Bool) => *b as u64,
+                            (Value::Arr(_), Type::Arr) => {
+                                arrays = true;
+                                0
+                            }
+                            _ => return Err(self.args_refused(f, args)),
+                        };
+                        self.raw.push(bits);
+                    }
+                    return Ok(arrays);
+                }
+            }
+        }
+        Err(self.args_refused(f, args))
+    }
+
+    /// Why [`Engine::raw_args`] refused `args`.
+    #[cold]
+    fn args_refused(&self, f: FuncId, args: &[Value]) -> AdError {
+        match self.arg_error(f, args) {
+            Err(e) => e,
+            Ok(()) => {
+                AdError::Internal(format!("the bytecode of {f} disagrees with its parameters"))
+            }
+        }
     }
 
     #[inline]
