@@ -1042,8 +1042,11 @@ impl Vm {
                     let Some(&v) = self.comms.last() else {
                         trap!(TrapKind::StackUnderflow);
                     };
+                    let len = self.comms.len();
                     w.set(ins.r0 as u32, v);
-                    self.comms.pop();
+                    // The length read before the write (which only a
+                    // register takes): no second emptiness check.
+                    self.comms.truncate(len - 1);
                 }
                 Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
