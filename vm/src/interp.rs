@@ -38,7 +38,10 @@
 //! compare covers both the depth limit and the frame stack's capacity (the
 //! smaller of the two, `room` in `exec`); past it a cold path tells them
 //! apart. Side-table indices and callees are verified, so a call and a
-//! return look them up without bounds checks (`regs::verified`).
+//! return look them up without bounds checks (`regs::verified`). A call
+//! from the host ([`Vm::call_raw`], inlined into the host's code) is one
+//! call of `exec`, which makes the entry checks, loads the entry frame,
+//! and at the end (return or trap) samples the AD stacks' peak.
 //!
 //! ## Limits
 //! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
