@@ -226,23 +226,24 @@ impl Engine {
         wrt: &[bool],
         out: &mut Gradient,
     ) -> Result<(), AdError> {
-        self.check_args(f, args)?;
-        let d = self.derive_wrt(f, wrt)?;
+        let arrays = self.raw_args(f, args)?;
+        // Built already (the common case), without a call: `derive_wrt`
+        // checks and builds the rest.
+        let d = match self.built(f, wrt) {
+            Some(d) => d,
+            None => self.derive_wrt(f, wrt)?,
+        };
         self.vm.begin(true);
-        self.raw.clear();
         self.handles.clear();
-        for a in args {
-            let bits = match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => *b as u64,
-                Value::Arr(xs) => {
+        if arrays {
+            // Array arguments go into the heap `begin` just reset.
+            for (bits, a) in self.raw.iter_mut().zip(args) {
+                if let Value::Arr(xs) = a {
                     let h = self.vm.alloc_array(xs)?;
                     self.handles.push(h);
-                    h
+                    *bits = h;
                 }
-            };
-            self.raw.push(bits);
+            }
         }
         self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
         out.value = f64::from_bits(self.vm.results()[0]);
@@ -297,6 +298,17 @@ impl Engine {
             Some(m) => Ok(std::mem::take(m)),
             None => Err(AdError::Args(format!("no function {f}"))),
         }
+    }
+
+    /// The derived pair of `f` with respect to `wrt` if it is built and `f`
+    /// is a gradient target: what [`Engine::derive_wrt`] returns then.
+    #[inline]
+    fn built(&self, f: FuncId, wrt: &[bool]) -> Option<Derived> {
+        let func = self.module.funcs.get(f.index())?;
+        if func.ret != RetType::One(Type::F64) {
+            return None;
+        }
+        lookup(&self.derived, f, wrt)
     }
 
     /// The forward and reverse functions of `f` with respect to every `f64`
@@ -539,6 +551,49 @@ impl Engine {
         out
     }
 
+    /// Check `args` against `f`'s parameters ([`Engine::check_args`]) and
+    /// convert them to raw bits in `self.raw` in the same pass, every array
+    /// as 0 for now (its heap handle is known after [`Vm::begin`]);
+    /// `Ok(true)` if there is an array.
+    #[inline]
+    fn raw_args(&mut self, f: FuncId, args: &[Value]) -> Result<bool, AdError> {
+        self.raw.clear();
+        let mut arrays = false;
+        if f.index() < self.module.funcs.len() {
+            if let Some(func) = self.program.get(f) {
+                let types = &func.param_types;
+                if types.len() == args.len() {
+                    for (t, a) in types.iter().zip(args) {
+                        let bits = match (a, t) {
+                            (Value::F64(x), Type::F64) => x.to_bits(),
+                            (Value::I64(i), Type::I64) => *i as u64,
+                            (Value::Bool(b), Type::Bool) => *b as u64,
+                            (Value::Arr(_), Type::Arr) => {
+                                arrays = true;
+                                0
+                            }
+                            _ => return Err(self.args_refused(f, args)),
+                        };
+                        self.raw.push(bits);
+                    }
+                    return Ok(arrays);
+                }
+            }
+        }
+        Err(self.args_refused(f, args))
+    }
+
+    /// Why [`Engine::raw_args`] refused `args`.
+    #[cold]
+    fn args_refused(&self, f: FuncId, args: &[Value]) -> AdError {
+        match self.arg_error(f, args) {
+            Err(e) => e,
+            Ok(()) => {
+                AdError::Internal(format!("the bytecode of {f} disagrees with its parameters"))
+            }
+        }
+    }
+
     #[inline]
     fn check_args(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
         // The common case, cheaply: the bytecode of a user function has the
@@ -586,12 +641,20 @@ impl Engine {
 }
 
 /// The derived pair of `f` with respect to `wrt`, if built (no allocation).
+#[inline]
 fn lookup(derived: &DerivedCache, f: FuncId, wrt: &[bool]) -> Option<Derived> {
     derived
         .get(f.index())?
         .iter()
-        .find(|(m, _)| **m == *wrt)
+        .find(|(m, _)| same_mask(m, wrt))
         .map(|(_, d)| *d)
+}
+
+/// `a == b`, element by element: masks are a few flags long, shorter than
+/// what a call to `memcmp` costs.
+#[inline]
+fn same_mask(a: &[bool], b: &[bool]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// A mask must have one flag per parameter and select only `f64` and

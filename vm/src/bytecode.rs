@@ -258,6 +258,13 @@ impl Program {
         self.init.get(id.index())?.as_deref()
     }
 
+    /// [`Program::frame_init`] of every function, by id (for the
+    /// interpreter's calls, which index it with verified callees).
+    #[inline]
+    pub(crate) fn frame_inits(&self) -> &[Option<Box<[u64]>>] {
+        &self.init
+    }
+
     /// Mark `id` verified (only the verifier does, after its checks: in
     /// particular `nparams + consts.len() <= nregs`).
     pub(crate) fn mark_verified(&mut self, id: FuncId) {

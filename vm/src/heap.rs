@@ -40,6 +40,7 @@ pub(crate) struct Heap {
 }
 
 impl Heap {
+    #[inline]
     pub(crate) fn begin(&mut self, ad: bool) {
         self.live = 0;
         self.live_bytes = 0;
@@ -77,6 +78,7 @@ impl Heap {
     }
 
     /// Bytes the heap holds: every buffer's capacity and the slot tables.
+    #[inline]
     pub(crate) fn held_bytes(&self) -> usize {
         let slots = (self.data.capacity() + self.shadow.capacity())
             .saturating_mul(std::mem::size_of::<Vec<f64>>());

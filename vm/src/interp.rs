@@ -30,6 +30,19 @@
 //!   them), [`Vm::array`], [`Vm::shadow`], [`Vm::comms_len`],
 //!   [`Vm::blk_len`], [`Vm::peak_stack_bytes`].
 //!
+//! ## Calls
+//! A call pushes the caller's `Frame` (function, register base, and where
+//! its `call` instruction is, whose operands say where the results go)
+//! and loads the callee's frame image ([`Program::frame_init`]) after the
+//! caller's registers; a return pops it and resumes after that `call`. One
+//! compare covers both the depth limit and the frame stack's capacity (the
+//! smaller of the two, `room` in `exec`); past it a cold path tells them
+//! apart. Side-table indices and callees are verified, so a call and a
+//! return look them up without bounds checks (`regs::verified`). A call
+//! from the host ([`Vm::call_raw`], inlined into the host's code) is one
+//! call of `exec`, which makes the entry checks, loads the entry frame,
+//! and at the end (return or trap) samples the AD stacks' peak.
+//!
 //! ## Limits
 //! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
 //! not recurse on the Rust stack), fuel, array length, AD stack bytes,
@@ -47,7 +60,9 @@ use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::Op;
-use crate::regs::{copy_args, push_reserved, Cursor, Window};
+use crate::regs::{
+    copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
+};
 use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,11 +226,10 @@ impl std::error::Error for Trap {}
 struct Frame {
     func: FuncId,
     base: usize,
-    /// The return address: [`Cursor::next_offset`] at the call.
-    ret: usize,
-    /// `r0` of the call (result register) or the call site (`call.acc`).
-    dst: u32,
-    site: u32,
+    /// Where the caller's `call` or `call.acc` is, as a byte offset into
+    /// its code ([`Cursor::offset`]): the return reads the result register
+    /// (`r0`) or the call site (`x`) there, then resumes after it.
+    call: usize,
 }
 
 /// The virtual machine: reusable state for running programs.
@@ -230,7 +244,10 @@ pub struct Vm {
     args: Vec<u64>,
     interrupt: Arc<AtomicBool>,
     peak_stack: usize,
-    executed: u64,
+    /// `W` times the instructions executed by the last call: the
+    /// interpreter's step count in bytes of code, kept as it is so that
+    /// leaving the interpreter costs no division ([`Vm::executed`] divides).
+    executed_bytes: u64,
 }
 
 impl Default for Vm {
@@ -252,7 +269,7 @@ impl Vm {
             args: Vec::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             peak_stack: 0,
-            executed: 0,
+            executed_bytes: 0,
         }
     }
 
@@ -278,6 +295,7 @@ impl Vm {
     }
 
     /// Forget arrays and stacks; in AD mode arrays get shadows.
+    #[inline]
     pub fn begin(&mut self, ad_mode: bool) {
         self.heap.begin(ad_mode);
         if self.heap.held_bytes() > self.limits.max_heap_bytes {
@@ -341,7 +359,7 @@ impl Vm {
 
     /// Instructions executed by the last call.
     pub fn executed(&self) -> u64 {
-        self.executed
+        self.executed_bytes / W
     }
 
     /// Run `f` on host values: a fresh heap, the result converted back.
@@ -410,82 +428,88 @@ impl Vm {
     /// Call `f` with raw 64-bit arguments, keeping the heap and stacks as
     /// they are (the AD driver runs a forward and a reverse call in one
     /// [`Vm::begin`]). Results are in [`Vm::results`].
+    ///
+    /// Inlined into the host's code: everything, the checks of `f` and
+    /// `args` included, happens in one call of the interpreter.
+    #[inline]
     pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
+        self.exec(prog, f, args)
+    }
+
+    /// The checks of a call from the host, in order, before anything runs:
+    /// `f` exists and takes `args`, it is verified, and the depth limit
+    /// allows its frame. `Some` of its function and frame image if they
+    /// pass.
+    #[inline(always)]
+    fn entry<'p>(
+        &self,
+        prog: &'p Program,
+        f: FuncId,
+        args: &[u64],
+    ) -> Option<(&'p Function, &'p [u64])> {
+        let func = prog.get(f)?;
+        if func.param_types.len() != args.len() || self.limits.max_call_depth == 0 {
+            return None;
+        }
+        Some((func, prog.frame_init(f)?))
+    }
+
+    /// Why [`Vm::entry`] refused a call from the host.
+    #[cold]
+    #[inline(never)]
+    fn entry_trap(&self, prog: &Program, f: FuncId, args: &[u64]) -> Trap {
         let Some(func) = prog.get(f) else {
-            return Err(host_trap(TrapKind::ArgMismatch(format!("no function {f}"))));
+            return host_trap(TrapKind::ArgMismatch(format!("no function {f}")));
         };
         if func.param_types.len() != args.len() {
-            return Err(host_trap(TrapKind::ArgMismatch(format!(
+            return host_trap(TrapKind::ArgMismatch(format!(
                 "@{} takes {} argument(s), got {}",
                 func.name,
                 func.param_types.len(),
                 args.len()
-            ))));
+            )));
         }
-        let Some(init) = prog.frame_init(f) else {
-            return Err(trap_at(prog, func, 0, TrapKind::NotVerified));
-        };
-        if self.limits.max_call_depth == 0 {
-            // Not even the entry function's frame is allowed.
-            return Err(trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 }));
+        if !prog.is_verified(f) {
+            return trap_at(prog, func, 0, TrapKind::NotVerified);
         }
-        self.frames.clear();
-        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
-            // The limit was lowered since the stacks grew: give back what
-            // is not in use, so that pushes stay within it.
-            self.comms.shrink_to_fit();
-            self.blk.shrink_to_fit();
-        }
-        let result = self.exec(prog, f, init, args);
-        let bytes = self.comms.len() * 8 + self.blk.len() * 4;
-        self.peak_stack = self.peak_stack.max(bytes);
-        let ret_pc = result?;
-        // Fuel is otherwise looked at only at taken jumps and calls: a
-        // straight-line run past the limit is caught here.
-        if let Some(fuel) = self.limits.fuel {
-            if self.executed > fuel {
-                return Err(trap_at(
-                    prog,
-                    func,
-                    ret_pc,
-                    TrapKind::OutOfFuel { limit: fuel },
-                ));
-            }
-        }
-        Ok(())
+        // Not even the entry function's frame is allowed.
+        trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 })
     }
 
-    /// Prepare the frame of `f` at `base`: registers exist, constants loaded,
-    /// the rest zeroed (parameters are written by the caller afterwards).
-    /// `init` is `f`'s [`Program::frame_init`], a whole number of
+    /// Prepare a frame whose registers past the parameters start at
+    /// `start`: they exist and hold `init`, the callee's
+    /// [`Program::frame_init`] (constants, then zeros; the parameters are
+    /// written by the caller afterwards). `init` is a whole number of
     /// `FRAME_CHUNK`s (so up to `FRAME_CHUNK - 1` registers past the frame,
     /// which belong to no live frame, are overwritten too), so that the
     /// copy has one of a few fixed lengths for most frames.
-    #[inline]
-    fn enter(&mut self, f: &Function, init: &[u64], base: usize) -> Result<(), TrapKind> {
-        let start = base + f.param_types.len();
-        let end = start + init.len();
-        if self.regs.len() < end {
-            self.grow_regs(end)?;
-        }
-        copy_regs(&mut self.regs[start..end], init);
-        Ok(())
+    #[inline(always)]
+    fn enter(&mut self, start: usize, init: &[u64]) -> Result<(), TrapKind> {
+        load_frame(&mut self.regs, start, init, grow_regs)
+    }
+
+    /// Room for more suspended frames (a full frame stack at a call).
+    #[cold]
+    #[inline(never)]
+    fn grow_frames(&mut self) -> Result<(), TrapKind> {
+        self.frames
+            .try_reserve(64)
+            .map_err(|_| TrapKind::OutOfMemory)
     }
 
     #[cold]
     #[inline(never)]
-    fn grow_regs(&mut self, end: usize) -> Result<(), TrapKind> {
-        self.regs
-            .try_reserve(end - self.regs.len())
-            .map_err(|_| TrapKind::OutOfMemory)?;
-        self.regs.resize(end, 0);
-        Ok(())
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn trap(&self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+    fn trap(&mut self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+        self.sample_peak();
         trap_at(prog, prog.func(f), pc, kind)
+    }
+
+    /// Note the bytes the AD stacks hold now, at the end of a call from
+    /// the host (see [`Vm::peak_stack_bytes`]).
+    #[inline(always)]
+    fn sample_peak(&mut self) {
+        let bytes = self.comms.len() * 8 + self.blk.len() * 4;
+        self.peak_stack = self.peak_stack.max(bytes);
     }
 
     /// Room for `n` more values on the comms stack, which has less than `n`
@@ -517,27 +541,35 @@ impl Vm {
         self.comms.capacity() * 8 + self.blk.capacity() * 4
     }
 
-    /// Run until the entry function returns (`Ok(pc of its return)`) or a
-    /// trap.
+    /// Check a call from the host, then run until the entry function
+    /// returns (its results in `self.results`) or a trap. Either way the
+    /// peak of the AD stacks is sampled at the end.
     #[inline(never)]
-    fn exec(
-        &mut self,
-        prog: &Program,
-        entry: FuncId,
-        init: &[u64],
-        args: &[u64],
-    ) -> Result<usize, Trap> {
+    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
+        let Some((mut f, init)) = self.entry(prog, entry, args) else {
+            return Err(self.entry_trap(prog, entry, args));
+        };
+        self.frames.clear();
+        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+            // The limit was lowered since the stacks grew: give back what
+            // is not in use, so that pushes stay within it.
+            self.comms.shrink_to_fit();
+            self.blk.shrink_to_fit();
+        }
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
         let max_heap = self.limits.max_heap_bytes;
         let mut fid = entry;
-        let mut f = prog.func(fid);
         let mut base = 0usize;
-        self.enter(f, init, base)
-            .map_err(|k| self.trap(prog, fid, 0, k))?;
-        copy_regs(&mut self.regs[..args.len()], args);
-        let mut w = Window::new(&mut self.regs, base, f.nregs());
+        // `args` has one value per parameter (the entry checks).
+        if let Err(k) = load_entry_frame(&mut self.regs, args, init, grow_regs) {
+            return Err(self.trap(prog, fid, 0, k));
+        }
+        // `load_entry_frame` made `regs` at least `nparams + init.len() >=
+        // nregs` long (the verifier made `init` at least `nregs - nparams`
+        // long).
+        let mut w = Window::resume(&mut self.regs, base, f.nregs());
         let mut cur = Cursor::new(&f.code, 0);
 
         // Executed instructions are counted in bytes of code, `W` per
@@ -554,6 +586,10 @@ impl Vm {
         // call) once `done` passes `next_poll` (also in bytes): one compare
         // in the hot path.
         let mut next_poll: u64 = 0;
+        // Calls take the slow path (depth limit or a full frame stack) once
+        // `frames.len()` reaches this. The entry checks made
+        // `max_depth >= 1`.
+        let mut room = self.frames.capacity().min(max_depth - 1);
 
         macro_rules! done {
             () => {
@@ -562,8 +598,24 @@ impl Vm {
         }
         macro_rules! trap {
             ($kind:expr) => {{
-                self.executed = done!() / W;
+                self.executed_bytes = done!();
                 return Err(self.trap(prog, fid, cur.pc(), $kind));
+            }};
+        }
+        // The entry function returns, with `$done` = `done!()` at its
+        // `ret` or `ret.n`. Fuel is otherwise looked at only at taken jumps
+        // and calls: a straight-line run past the limit is caught here, at
+        // the return.
+        macro_rules! exit {
+            ($done:expr) => {{
+                self.executed_bytes = $done;
+                if let Some(fuel) = self.limits.fuel {
+                    if $done / W > fuel {
+                        trap!(TrapKind::OutOfFuel { limit: fuel });
+                    }
+                }
+                self.sample_peak();
+                return Ok(());
             }};
         }
         // At a taken jump or a call, with `$done` = `done!()` there and
@@ -817,39 +869,56 @@ impl Vm {
                     }
                 }
                 Op::Call | Op::CallAcc => {
-                    let site = &f.sites[ins.x as usize];
+                    let site = verified(&f.sites, ins.x);
                     let callee_id = site.func;
-                    let Some(init) = prog.frame_init(callee_id) else {
+                    let Some(init) = verified(prog.frame_inits(), callee_id.0) else {
                         trap!(TrapKind::NotVerified);
                     };
-                    if self.frames.len() + 1 >= max_depth {
-                        trap!(TrapKind::CallDepth { limit: max_depth });
+                    let done = done!();
+                    // One compare for the depth limit and the frame
+                    // stack's capacity: `room` is the smaller of the two.
+                    if self.frames.len() >= room {
+                        if self.frames.len() + 1 >= max_depth {
+                            trap!(TrapKind::CallDepth { limit: max_depth });
+                        }
+                        match self.grow_frames() {
+                            Ok(()) => room = self.frames.capacity().min(max_depth - 1),
+                            Err(k) => {
+                                // Where a look at fuel and the interrupt
+                                // flag is due, its trap comes first, as for
+                                // any call.
+                                if done > next_poll {
+                                    if let Err(k) = poll(done / W, fuel, &self.interrupt) {
+                                        trap!(k);
+                                    }
+                                }
+                                trap!(k);
+                            }
+                        }
                     }
                     // The site fits the callee's signature (argument count,
                     // kind of return): the verifier checked it when it
                     // verified this function, and replacing the callee
                     // since would have unverified this function
                     // (`Program::set`), which could then not be running.
-                    let callee = prog.func(callee_id);
-                    let done = done!();
+                    let callee = verified(prog.funcs(), callee_id.0);
                     poll!(done);
                     let new_base = base + f.nregs();
-                    if let Err(k) = self.enter(callee, init, new_base) {
+                    // The callee's parameters are as many as the site's
+                    // arguments (verifier check 4).
+                    if let Err(k) = self.enter(new_base + site.args.len(), init) {
                         trap!(k);
                     }
                     copy_args(&mut self.regs, base, new_base, &site.args);
-                    if self.frames.len() == self.frames.capacity()
-                        && self.frames.try_reserve(64).is_err()
-                    {
-                        trap!(TrapKind::OutOfMemory);
-                    }
-                    self.frames.push(Frame {
-                        func: fid,
-                        base,
-                        ret: cur.next_offset(),
-                        dst: ins.r0 as u32,
-                        site: ins.x,
-                    });
+                    // `frames.len() < room <= capacity`, checked above.
+                    push_reserved(
+                        &mut self.frames,
+                        Frame {
+                            func: fid,
+                            base,
+                            call: cur.offset(),
+                        },
+                    );
                     fid = callee_id;
                     f = callee;
                     base = new_base;
@@ -867,28 +936,27 @@ impl Vm {
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         self.results.push(v);
-                        self.executed = done / W;
-                        return Ok(cur.pc());
+                        exit!(done);
                     };
                     fid = frame.func;
-                    f = prog.func(fid);
+                    f = verified(prog.funcs(), fid.0);
                     base = frame.base;
                     w = Window::resume(&mut self.regs, base, f.nregs());
-                    w.set(frame.dst, v);
-                    cur = Cursor::at_offset(&f.code, frame.ret);
-                    meter = done.wrapping_sub(cur.addr());
-                    continue;
+                    // Back at the `call`, whose `r0` receives the value;
+                    // the loop's `advance` moves past it.
+                    cur = Cursor::at_offset(&f.code, frame.call);
+                    w.set(cur.ins().r0 as u32, v);
+                    meter = done.wrapping_sub(cur.addr()).wrapping_sub(W);
                 }
                 Op::RetN => {
-                    let list = &f.lists[ins.x as usize];
+                    let list = verified(&f.lists, ins.x);
                     let done = done!();
                     let Some(frame) = self.frames.pop() else {
                         self.results.clear();
                         for r in list {
                             self.results.push(w.get(*r as u32));
                         }
-                        self.executed = done / W;
-                        return Ok(cur.pc());
+                        exit!(done);
                     };
                     // The callee's window stays valid (nothing moves the
                     // register stack here): its returned registers are
@@ -897,17 +965,18 @@ impl Vm {
                     // operands of their functions).
                     let callee = w;
                     fid = frame.func;
-                    f = prog.func(fid);
+                    f = verified(prog.funcs(), fid.0);
                     base = frame.base;
                     w = Window::resume(&mut self.regs, base, f.nregs());
-                    let site = &f.sites[frame.site as usize];
+                    // Back at the `call.acc`, whose site lists the
+                    // accumulators; the loop's `advance` moves past it.
+                    cur = Cursor::at_offset(&f.code, frame.call);
+                    let site = verified(&f.sites, cur.ins().x);
                     for (r, acc) in list.iter().zip(&site.rets) {
                         let v = f64::from_bits(callee.get(*r as u32));
                         setf!(*acc, fr!(*acc) + v);
                     }
-                    cur = Cursor::at_offset(&f.code, frame.ret);
-                    meter = done.wrapping_sub(cur.addr());
-                    continue;
+                    meter = done.wrapping_sub(cur.addr()).wrapping_sub(W);
                 }
                 Op::Jmp => goto!(ins.x),
                 Op::JmpIf => {
@@ -956,7 +1025,7 @@ impl Vm {
                     let Some(id) = self.blk.pop() else {
                         trap!(TrapKind::StackUnderflow);
                     };
-                    match f.tables[ins.x as usize].get(id as usize) {
+                    match verified(&f.tables, ins.x).get(id as usize) {
                         Some(t) => goto!(*t),
                         None => trap!(TrapKind::BadBlockId(id)),
                     }
@@ -985,8 +1054,11 @@ impl Vm {
                     let Some(&v) = self.comms.last() else {
                         trap!(TrapKind::StackUnderflow);
                     };
+                    let len = self.comms.len();
                     w.set(ins.r0 as u32, v);
-                    self.comms.pop();
+                    // The length read before the write (which only a
+                    // register takes): no second emptiness check.
+                    self.comms.truncate(len - 1);
                 }
                 Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
@@ -1047,25 +1119,15 @@ impl Vm {
     }
 }
 
-/// `dst.copy_from_slice(src)` (same lengths), without a call to `memcpy`
-/// for the few registers most frames have: a call costs more than the copy.
-#[inline(always)]
-fn copy_regs(dst: &mut [u64], src: &[u64]) {
-    #[inline(always)]
-    fn fixed<const N: usize>(dst: &mut [u64], src: &[u64]) {
-        dst[..N].copy_from_slice(&src[..N]);
-    }
-    match src.len() {
-        0 => {}
-        1 => fixed::<1>(dst, src),
-        2 => fixed::<2>(dst, src),
-        3 => fixed::<3>(dst, src),
-        4 => fixed::<4>(dst, src),
-        8 => fixed::<8>(dst, src),
-        12 => fixed::<12>(dst, src),
-        16 => fixed::<16>(dst, src),
-        _ => dst.copy_from_slice(src),
-    }
+/// Make the register stack `end` long (zeros past its old end), without
+/// aborting on allocation failure.
+#[cold]
+#[inline(never)]
+fn grow_regs(regs: &mut Vec<u64>, end: usize) -> Result<(), TrapKind> {
+    regs.try_reserve(end - regs.len())
+        .map_err(|_| TrapKind::OutOfMemory)?;
+    regs.resize(end, 0);
+    Ok(())
 }
 
 /// The look at fuel and the interrupt flag: a trap, or the step count at

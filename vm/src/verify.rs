@@ -5,8 +5,9 @@
 //! panic, index out of bounds, or hit undefined behaviour. The interpreter
 //! only enters functions marked verified ([`Program::is_verified`]; only
 //! this module sets the mark, and [`Program::set`] clears it) and, in
-//! `regs.rs`, reads and writes registers and fetches instructions without
-//! bounds checks on the strength of these checks:
+//! `regs.rs`, reads and writes registers, fetches instructions and looks
+//! up call sites, register lists, jump tables and callees without bounds
+//! checks on the strength of these checks:
 //!
 //! 1. Frame: `reg_types.len() <= 65535` (a register is a `u16`); every
 //!    parameter type is the matching prefix of `reg_types`;

@@ -208,3 +208,38 @@ fn a_trapping_call_names_its_callee() {
     assert!(!t.instr.contains("fn0"), "{}", t.instr);
     assert!(t.to_string().contains("@deep("), "{t}");
 }
+
+/// One compare stands for both the depth limit and the frame stack's
+/// capacity: the limit stays exact on either side of the stack's growth
+/// (64 frames, then doubling), on a fresh VM and on one whose frame stack
+/// grew larger earlier, and a limit lowered or raised between calls
+/// applies to the next call.
+#[test]
+fn the_depth_limit_is_exact_whatever_the_frame_stack_holds() {
+    let p = load(&deep());
+    let check = |vm: &mut Vm, limit: usize| {
+        vm.limits_mut().max_call_depth = limit;
+        let n = limit as i64 - 1;
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(n)]),
+            Ok(Value::F64(n as f64)),
+            "limit {limit}"
+        );
+        let t = vm
+            .run(&p, FuncId(0), &[Value::I64(n + 1)])
+            .expect_err("one frame too many");
+        assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
+        assert_eq!((t.func.as_str(), t.block.as_str()), ("deep", "step"));
+        assert!(t.instr.starts_with("call "), "{}", t.instr);
+    };
+    let limits = [63, 64, 65, 66, 127, 128, 129, 130, 257, 1000];
+    for limit in limits {
+        check(&mut Vm::default(), limit);
+    }
+    let mut vm = Vm::default();
+    vm.limits_mut().max_call_depth = 5000;
+    vm.run(&p, FuncId(0), &[Value::I64(4000)]).expect("fits");
+    for limit in limits.iter().rev().chain(&limits) {
+        check(&mut vm, *limit);
+    }
+}

@@ -956,6 +956,34 @@ fn ad_stack_limit_traps_and_names_its_flag() {
     assert_eq!(vm.peak_stack_bytes(), 120_000);
 }
 
+/// The AD stacks' peak is sampled when a call from the host ends, by a
+/// return or by a trap inside it (fuel here), and not by a call the host
+/// checks refuse before anything runs.
+#[test]
+fn the_stack_peak_is_sampled_when_a_call_ends() {
+    let p = load(&pusher());
+    let mut vm = Vm::default();
+    vm.begin(false);
+    vm.call_raw(&p, FuncId(0), &[10]).expect("runs");
+    assert_eq!(vm.peak_stack_bytes(), 120);
+    // Pushes on top of the 120 bytes left, cut short by fuel: 1 + 3
+    // instructions, then 5 per iteration, so fuel 50 stops the run at its
+    // first taken jump past it, after 9 iterations and a push.
+    vm.limits_mut().fuel = Some(50);
+    let t = vm.call_raw(&p, FuncId(0), &[100]).expect_err("out of fuel");
+    assert_eq!(t.kind, TrapKind::OutOfFuel { limit: 50 });
+    let peak = vm.peak_stack_bytes();
+    assert_eq!(peak, vm.comms_len() * 8 + vm.blk_len() * 4);
+    assert!(peak > 120, "{peak}");
+    // A call the host checks refuse runs nothing: the peak stays.
+    vm.limits_mut().fuel = None;
+    let t = vm
+        .call_raw(&p, FuncId(0), &[1, 2])
+        .expect_err("two arguments");
+    assert!(matches!(t.kind, TrapKind::ArgMismatch(_)), "{t}");
+    assert_eq!(vm.peak_stack_bytes(), peak);
+}
+
 /// `@push3(n)`: `n` iterations of a one-block loop body pushing `i`,
 /// `7 i` and `i + 1000` (lowered to `comms.reserve 3` and three
 /// `comms.push.r`); `@popall(m)`: pops `m` i64 values, folding them into
