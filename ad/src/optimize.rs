@@ -907,7 +907,8 @@ pub fn fuse_pops(f: &mut Function) -> bool {
 }
 
 /// Whether `op` moves values on the comms stack or runs code that does.
-/// (`comms.reserve` and `comms.push.r` are made by the lowering and never
+/// (`comms.reserve`, `comms.push.r`, `mul.push` and `acc.mul.pop.mul` are
+/// made by the lowering and never
 /// in IR; listed so that the answer holds for every opcode.)
 fn touches_stack(op: Op) -> bool {
     matches!(
@@ -920,6 +921,8 @@ fn touches_stack(op: Op) -> bool {
             | Op::CallAcc
             | Op::CommsReserve
             | Op::CommsPushR
+            | Op::MulPush
+            | Op::AccMulPopMul
     )
 }
 

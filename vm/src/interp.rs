@@ -1067,6 +1067,38 @@ impl Vm {
                     Some(v) => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v)),
                     None => trap!(TrapKind::StackUnderflow),
                 },
+                Op::MulPush => {
+                    if self.comms.len() == self.comms.capacity() {
+                        if let Err(k) = self.reserve_comms(1) {
+                            trap!(k);
+                        }
+                    }
+                    // The factor is read before the product is written (it
+                    // may be the destination) and pushed after: this
+                    // handler ends like `comms.push`, not like the handlers
+                    // that end with a register write (see `acc.mul.pop.mul`).
+                    let a = w.get(ins.r1 as u32);
+                    setf!(ins.r0, f64::from_bits(a) * fr!(ins.r2));
+                    push_reserved(&mut self.comms, a);
+                }
+                Op::AccMulPopMul => {
+                    // The value is read, both results written, and only
+                    // then the value popped: a tail of its own. (Ending
+                    // with a register write would join the handlers that
+                    // share that tail, and past 16 of them LLVM stops
+                    // giving each its own dispatch.)
+                    let Some(&v) = self.comms.last() else {
+                        trap!(TrapKind::StackUnderflow);
+                    };
+                    // Every read before either write: `r2` is usually `r1`
+                    // itself (the cotangent renamed in place).
+                    let g = fr!(ins.r1);
+                    let product = g * fr!(ins.x);
+                    let acc = fr!(ins.r0) + g * f64::from_bits(v);
+                    setf!(ins.r2, product);
+                    setf!(ins.r0, acc);
+                    self.comms.pop();
+                }
                 Op::MulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r1) * f64::from_bits(v)),
                     None => trap!(TrapKind::StackUnderflow),

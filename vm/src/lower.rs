@@ -25,6 +25,11 @@
 //!   in the interpreter), unless the first writes the register the second
 //!   reads (see `Lowerer::fuse_sincos`). The AD stage's forward code writes
 //!   such pairs (the pullback of one needs the other).
+//! * Fused products (derived code): a checked `comms.push %a` right before
+//!   `mul.f %d, %a, %b` becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s,
+//!   %g` right before `mul.f %d, %g, %c` becomes `acc.mul.pop.mul` (see
+//!   `Lowerer::fuse_product`): a product in a differentiated loop costs one
+//!   dispatch in each direction, as in the primal.
 //! * Batched reservation: a block's instructions are cut at every `call`,
 //!   `call.acc` and `blk.push` (a callee pushes too, and growing the block
 //!   stack may give back the comms stack's spare capacity); a stretch with
@@ -609,8 +614,47 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
+        if let Some(fused) = self.fuse_product(i) {
+            // In place of the push or pop (whose location it keeps: that is
+            // the half that can trap).
+            if let Some(last) = self.code.last_mut() {
+                *last = fused;
+            }
+            return Ok(());
+        }
         self.emit(i, inst.loc);
         Ok(())
+    }
+
+    /// Product fusion, for `mul.f` `i` about to be emitted right after the
+    /// block's last emitted instruction: `comms.push %a; mul.f %d, %a, %b`
+    /// becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s, %g; mul.f %d,
+    /// %g, %c` becomes `acc.mul.pop.mul %s, %g, %d, %c` (when `%s` is none
+    /// of `%g`, `%d`, `%c`). Only with the shared register as the first
+    /// factor, so that the product is computed exactly as written. A
+    /// reserved push (`comms.reserve`, `comms.push.r`) is left alone.
+    fn fuse_product(&self, i: Instr) -> Option<Instr> {
+        if i.op != Op::MulF || self.code.len() <= self.block_start {
+            return None;
+        }
+        let last = *self.code.last()?;
+        match last.op {
+            Op::CommsPush if last.r0 == i.r1 => Some(Instr::new(Op::MulPush, i.r0, i.r1, i.r2, 0)),
+            // The accumulator must be none of the other registers (the
+            // interpreter reads every operand before writing).
+            Op::AccMulPop
+                if last.r1 == i.r1 && last.r0 != i.r1 && last.r0 != i.r2 && last.r0 != i.r0 =>
+            {
+                Some(Instr::new(
+                    Op::AccMulPopMul,
+                    last.r0,
+                    last.r1,
+                    i.r0,
+                    u32::from(i.r2),
+                ))
+            }
+            _ => None,
+        }
     }
 
     /// Lower `first` and `second`, a `sin` and a `cos` (in either order) of

@@ -292,6 +292,23 @@ ops! {
     // which the forward code computes beside it (see `ad/src/transform.rs`).
     /// `r0 = sin(r2); r1 = cos(r2)`: `r2` is read before either is written.
     SinCos = "sincos" [Def(F), Def(F), Use(F)];
+
+    // ---- fused products of derived code (made by the lowering) ---------------
+    // A product of two active values in a loop (powloop's `r = r * x`, a
+    // running product, Horner's rule) pushes one factor in the forward code
+    // and, in the reverse, multiplies the cotangent by the popped factor and
+    // by the other: two instructions each, one dispatch each here.
+    /// `push(r1); r0 = r1 * r2`: a `comms.push` of a factor fused into the
+    /// `mul.f` right after it (checked like `comms.push`).
+    MulPush = "mul.push" [Def(F), Use(F), Use(F)];
+    /// `r0 += r1 * pop(); r2 = r1 * x`: an `acc.mul.pop` fused into the
+    /// `mul.f` right after it that reads the same cotangent `r1`. The
+    /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, where
+    /// reading all operands before writing either result means the same
+    /// as the two instructions in sequence (the verifier does not require
+    /// it: bytecode that breaks it gets reads-then-writes, still
+    /// memory-safe).
+    AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)];
 }
 
 /// The condition of a comparison or fused branch.
@@ -480,7 +497,10 @@ impl Op {
     /// True for the opcodes only the lowering makes (batched reservation,
     /// fused math): never in IR, never in `.adasm` text.
     pub fn is_lowering_only(self) -> bool {
-        matches!(self, Op::CommsReserve | Op::CommsPushR | Op::SinCos)
+        matches!(
+            self,
+            Op::CommsReserve | Op::CommsPushR | Op::SinCos | Op::MulPush | Op::AccMulPopMul
+        )
     }
 
     /// True for the conditional jumps that fall through.

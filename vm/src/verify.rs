@@ -47,7 +47,7 @@
 //!    the block stack may give back the comms stack's spare capacity);
 //!    `comms.reserve n`, which makes room for `n` and is the first of the
 //!    `n` pushes, sets it to `n - 1` (`n = 0` is rejected); a `comms.push`
-//!    takes one from it if it is not 0; a `comms.push.r` needs it `>= 1`
+//!    or `mul.push` takes one from it if it is not 0; a `comms.push.r` needs it `>= 1`
 //!    and takes one. Every
 //!    way into an instruction (fall-through, jump, return from a call,
 //!    entry at 0) thus arrives with at least the budget's spare capacity.
@@ -283,7 +283,7 @@ fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
                 detail: "comms.reserve 0".into(),
             }),
             Op::CommsReserve => (budget, reserve) = (ins.x - 1, Some((pc, ins.x))),
-            Op::CommsPush => budget = budget.saturating_sub(1),
+            Op::CommsPush | Op::MulPush => budget = budget.saturating_sub(1),
             Op::CommsPushR if budget == 0 => {
                 let detail = match reserve {
                     Some((at, n)) => format!(

@@ -788,3 +788,80 @@ fn sincos_is_not_an_ir_instruction() {
         other => panic!("{other:?}"),
     }
 }
+/// `@t(a, b, s, g, c, p)`: the forward half pushes `a` then multiplies
+/// `a * b` (or `b * a` with `swap`); the reverse half pushes `p`, then
+/// `acc.mul.pop s, g` (`s += g * p`) and `mul.f g, g, c` (or, with
+/// `alias`, accumulates into `c`, which the product then reads). Returns
+/// `(a*b) + 10 * pop + 100 * s + 1000 * g`, so every effect shows.
+fn product_pair(swap: bool, alias: bool) -> Module {
+    let params = [
+        ("a", F64),
+        ("b", F64),
+        ("s", F64),
+        ("g", F64),
+        ("c", F64),
+        ("p", F64),
+    ];
+    let mut b = B::new("t", &params, F64);
+    let (a, bb, s, g, c, p) = (b.p(0), b.p(1), b.p(2), b.p(3), b.p(4), b.p(5));
+    let e = b.block("entry");
+    b.eff(e, Op::CommsPush, &[a]);
+    let d = if swap {
+        b.op(e, Op::MulF, Some(F64), &[bb, a])
+    } else {
+        b.op(e, Op::MulF, Some(F64), &[a, bb])
+    };
+    let popped = b.op(e, Op::CommsPop, Some(F64), &[]);
+    // A cut, so that neither push is reserved (a reserved push is not
+    // fused).
+    b.blk_push(e, 0);
+    b.eff(e, Op::CommsPush, &[p]);
+    let acc = if alias { c } else { s };
+    b.eff(e, Op::AccMulPop, &[acc, g]);
+    b.set(e, Op::MulF, g, &[g, c]);
+    let (k10, k100, k1000) = (b.f64(10.0), b.f64(100.0), b.f64(1000.0));
+    let t1 = b.op(e, Op::MulF, Some(F64), &[popped, k10]);
+    let t2 = b.op(e, Op::MulF, Some(F64), &[acc, k100]);
+    let t3 = b.op(e, Op::MulF, Some(F64), &[g, k1000]);
+    let r1 = b.op(e, Op::AddF, Some(F64), &[d, t1]);
+    let r2 = b.op(e, Op::AddF, Some(F64), &[r1, t2]);
+    let r3 = b.op(e, Op::AddF, Some(F64), &[r2, t3]);
+    b.ret(e, r3);
+    b.module()
+}
+
+/// A product next to the push or pop of one factor runs as one fused
+/// instruction (`mul.push`, `acc.mul.pop.mul`) with the same result as the
+/// two in sequence; not when the pushed factor is the second one (the
+/// product is computed as written) or the accumulator is also read by the
+/// product (its new value must be read).
+#[test]
+fn products_fuse_with_the_push_or_pop_of_a_factor() {
+    let (a, b, s, g, c, p) = (1.5, -2.25, 0.5, 3.0, 1.25, -4.0);
+    let args: Vec<Value> = [a, b, s, g, c, p].into_iter().map(Value::F64).collect();
+    for (swap, alias) in [(false, false), (true, false), (false, true)] {
+        let prog = load(&product_pair(swap, alias));
+        let f = prog.func(FuncId(0));
+        let has = |op: Op| f.code.iter().any(|i| i.op == op);
+        let what = format!("swap {swap}, alias {alias}:\n{}", vm::disasm::function(f));
+        assert_eq!(has(Op::MulPush), !swap, "{what}");
+        assert_eq!(has(Op::AccMulPopMul), !alias, "{what}");
+        // (f64 multiplication commutes, so either order gives these bits.)
+        let d = a * b;
+        let (s2, g2) = if alias {
+            let c2 = c + g * p;
+            (c2, g * c2)
+        } else {
+            (s + g * p, g * c)
+        };
+        let want = d + a * 10.0 + s2 * 100.0 + g2 * 1000.0;
+        let mut vm = Vm::default();
+        vm.begin(true);
+        assert_eq!(
+            vm.run(&prog, FuncId(0), &args),
+            Ok(Value::F64(want)),
+            "{what}"
+        );
+        assert_eq!(vm.comms_len(), 0, "{what}");
+    }
+}
