@@ -639,8 +639,12 @@ fn rejects_a_reserved_push_beyond_the_reserved_count() {
     };
     let text = unreserved_at(push3(Op::CommsPushR), vec![], 3);
     assert!(text.contains("reserved by comms.reserve at 0000"), "{text}");
-    // A checked push uses up a reserved slot too.
+    // A checked push uses up a reserved slot too, and so does the push of
+    // a `mul.push` (a checked push fused with a product: r1 = r0 * r0).
     unreserved_at(push3(Op::CommsPush), vec![], 3);
+    let mut fused = push3(Op::CommsPushR);
+    fused[1] = i(Op::MulPush, 1, 0, 0, 0);
+    unreserved_at(fused, vec![], 3);
     // Two of two pass.
     let mut two = push3(Op::CommsPushR);
     two.remove(3);
