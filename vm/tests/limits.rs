@@ -5,6 +5,7 @@
 mod common_ir;
 
 use common_ir::*;
+use vm::bytecode::Program;
 use vm::interp::{Limits, TrapKind, Vm};
 use vm::ir::FuncId;
 use vm::op::Op;
@@ -171,23 +172,31 @@ fn a_lowered_heap_limit_applies_to_a_reused_vm() {
     );
 }
 
+/// With `limit` frames allowed, `@deep(limit - 1)` (which needs `limit`
+/// frames) runs and `@deep(limit)` traps at its deepest call.
+fn depth_limit_is_exact(vm: &mut Vm, p: &Program, limit: usize) {
+    vm.limits_mut().max_call_depth = limit;
+    let n = limit as i64 - 1;
+    assert_eq!(
+        vm.run(p, FuncId(0), &[Value::I64(n)]),
+        Ok(Value::F64(n as f64)),
+        "limit {limit}"
+    );
+    let t = vm
+        .run(p, FuncId(0), &[Value::I64(n + 1)])
+        .expect_err("one frame too many");
+    assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
+    assert_eq!((t.func.as_str(), t.block.as_str()), ("deep", "step"));
+    assert!(t.instr.starts_with("call "), "{}", t.instr);
+}
+
 #[test]
 fn the_depth_limit_counts_frames_exactly() {
     let p = load(&deep());
     let mut vm = Vm::default();
     // `@deep(n)` needs n + 1 frames.
     for limit in [1usize, 2, 5] {
-        vm.limits_mut().max_call_depth = limit;
-        let n = limit as i64 - 1;
-        assert_eq!(
-            vm.run(&p, FuncId(0), &[Value::I64(n)]),
-            Ok(Value::F64(n as f64)),
-            "limit {limit}"
-        );
-        let t = vm
-            .run(&p, FuncId(0), &[Value::I64(n + 1)])
-            .expect_err("one frame too many");
-        assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
+        depth_limit_is_exact(&mut vm, &p, limit);
     }
     // 0 allows no frame at all: even a call-free run traps, at the entry.
     vm.limits_mut().max_call_depth = 0;
@@ -217,21 +226,7 @@ fn a_trapping_call_names_its_callee() {
 #[test]
 fn the_depth_limit_is_exact_whatever_the_frame_stack_holds() {
     let p = load(&deep());
-    let check = |vm: &mut Vm, limit: usize| {
-        vm.limits_mut().max_call_depth = limit;
-        let n = limit as i64 - 1;
-        assert_eq!(
-            vm.run(&p, FuncId(0), &[Value::I64(n)]),
-            Ok(Value::F64(n as f64)),
-            "limit {limit}"
-        );
-        let t = vm
-            .run(&p, FuncId(0), &[Value::I64(n + 1)])
-            .expect_err("one frame too many");
-        assert_eq!(t.kind, TrapKind::CallDepth { limit }, "{t}");
-        assert_eq!((t.func.as_str(), t.block.as_str()), ("deep", "step"));
-        assert!(t.instr.starts_with("call "), "{}", t.instr);
-    };
+    let check = |vm: &mut Vm, limit: usize| depth_limit_is_exact(vm, &p, limit);
     let limits = [63, 64, 65, 66, 127, 128, 129, 130, 257, 1000];
     for limit in limits {
         check(&mut Vm::default(), limit);
