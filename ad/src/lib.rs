@@ -326,23 +326,23 @@ impl Engine {
     /// on first use. Callees are derived with respect to the arguments that
     /// are active at each call.
     pub fn derive_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        // Only valid masks are ever cached, so a hit needs no check. (A
+        // function that returns no f64 may have been derived as a callee,
+        // but is no gradient target: `built` checks that before the cache.)
+        if let Some(d) = self.built(f, wrt) {
+            return Ok(d);
+        }
         let func = self
             .module
             .funcs
             .get(f.index())
             .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
-        // Checked before the cache: a function that returns no f64 may have
-        // been derived as a callee, but is still no gradient target.
         if func.ret != RetType::One(Type::F64) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} returns {}, not f64",
                 func.name,
                 ret_text(&func.ret)
             )));
-        }
-        // Only valid masks are ever cached, so a hit needs no check.
-        if let Some(d) = lookup(&self.derived, f, wrt) {
-            return Ok(d);
         }
         check_mask(func, wrt)?;
         let first_new = self.program.len();

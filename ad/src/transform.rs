@@ -624,23 +624,9 @@ impl<'a> Transform<'a> {
                 }
                 Op::NegF => e.acc_neg(ca, d),
                 Op::Mov => e.acc(ca, d),
-                // The factor (`cos a`, `sin a`) was computed by the forward
-                // code (see `Transform::factor`); without one, recomputed.
-                Op::Sin => e.scaled(ca, d, |e| match e.t.factors.get(&(b, i)).copied() {
-                    Some(f) => e.need(f),
-                    None => {
-                        let va = e.need(a);
-                        e.op(Op::Cos, Some(Type::F64), vec![va])
-                    }
-                }),
+                Op::Sin => e.scaled(ca, d, |e| e.factor(i, a, Op::Cos)),
                 Op::Cos if ca.is_some() => {
-                    let s = match e.t.factors.get(&(b, i)).copied() {
-                        Some(f) => e.need(f),
-                        None => {
-                            let va = e.need(a);
-                            e.op(Op::Sin, Some(Type::F64), vec![va])
-                        }
-                    };
+                    let s = e.factor(i, a, Op::Sin);
                     let t = e.op(Op::MulF, Some(Type::F64), vec![d, s]);
                     e.acc_neg(ca, t);
                 }
@@ -1075,13 +1061,13 @@ impl<'a> Transform<'a> {
                     inst.callee = Some(d.fwd);
                 }
                 let dst = inst.dst;
+                // The factor right after the instruction, so that the
+                // lowering fuses the two into one `sincos`.
                 let factor = self.factors.get(&(b, i)).copied();
-                let mut factor_inst = None;
-                if let (Some(f), Some((other, a))) = (factor, self.factor(&inst)) {
-                    // Right after the instruction, so that the lowering
-                    // fuses the two into one `sincos`.
-                    factor_inst = Some(Inst::new(other, Some(f), vec![a], inst.loc));
-                }
+                let factor_inst = factor.and_then(|f| {
+                    let (other, a) = self.factor(&inst)?;
+                    Some(Inst::new(other, Some(f), vec![a], inst.loc))
+                });
                 insts.push(inst);
                 insts.extend(factor_inst);
                 for d in dst.into_iter().chain(factor) {
@@ -1298,6 +1284,19 @@ impl Emit<'_, '_> {
     /// [`Transform::supply`]).
     fn need(&mut self, v: ValueId) -> ValueId {
         self.t.supply_reg(BlockId(self.b as u32), v)
+    }
+
+    /// The factor of instruction `i` (an active `sin a` or `cos a`): `op a`,
+    /// computed by the forward code (see [`Transform::factor`]); recomputed
+    /// here only if the forward code has none, which translation rules out.
+    fn factor(&mut self, i: usize, a: ValueId, op: Op) -> ValueId {
+        match self.t.factors.get(&(self.b, i)).copied() {
+            Some(f) => self.need(f),
+            None => {
+                let va = self.need(a);
+                self.op(op, Some(Type::F64), vec![va])
+            }
+        }
     }
 
     /// Emit `op`; returns the new destination (or a dummy id if none).

@@ -23,12 +23,12 @@
 //! * Fused math: a `sin` and a `cos` of the same register, one right after
 //!   the other, become one `sincos` (one call to the C library's `sincos`
 //!   in the interpreter), unless the first writes the register the second
-//!   reads (see `Lowerer::fuse_sincos`). The AD stage's forward code writes
+//!   reads (see `Lowerer::fuse`). The AD stage's forward code writes
 //!   such pairs (the pullback of one needs the other).
 //! * Fused products (derived code): a checked `comms.push %a` right before
 //!   `mul.f %d, %a, %b` becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s,
 //!   %g` right before `mul.f %d, %g, %c` becomes `acc.mul.pop.mul` (see
-//!   `Lowerer::fuse_product`): a product in a differentiated loop costs one
+//!   `Lowerer::fuse`): a product in a differentiated loop costs one
 //!   dispatch in each direction, as in the primal.
 //! * Batched reservation: a block's instructions are cut at every `call`,
 //!   `call.acc` and `blk.push` (a callee pushes too, and growing the block
@@ -278,21 +278,10 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
             name: b.name.clone(),
             start: l.code.len() as u32,
         });
-        let plan = reservations(&b.insts);
-        let mut k = 0;
-        while k < b.insts.len() {
-            let inst = &b.insts[k];
-            // (A `sin` or `cos` is no push: both of a fused pair are
-            // `Push::Plain`.)
-            if let Some(next) = b.insts.get(k + 1) {
-                if l.fuse_sincos(inst, next) {
-                    k += 2;
-                    continue;
-                }
-            }
+        for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
             l.inst(inst, &b.name)?;
             if let Some(last) = l.code.last_mut() {
-                match plan[k] {
+                match push {
                     Push::Plain => {}
                     Push::Reserve(n) => {
                         last.op = Op::CommsReserve;
@@ -301,7 +290,6 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
                     Push::Reserved => last.op = Op::CommsPushR,
                 }
             }
-            k += 1;
         }
         l.term(BlockId(bi as u32), b)?;
     }
@@ -614,9 +602,9 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
-        if let Some(fused) = self.fuse_product(i) {
-            // In place of the push or pop (whose location it keeps: that is
-            // the half that can trap).
+        if let Some(fused) = self.fuse(i) {
+            // In place of the block's last instruction (whose location it
+            // keeps: for a push or pop, the half that can trap).
             if let Some(last) = self.code.last_mut() {
                 *last = fused;
             }
@@ -626,18 +614,38 @@ impl Lowerer<'_> {
         Ok(())
     }
 
-    /// Product fusion, for `mul.f` `i` about to be emitted right after the
-    /// block's last emitted instruction: `comms.push %a; mul.f %d, %a, %b`
-    /// becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s, %g; mul.f %d,
-    /// %g, %c` becomes `acc.mul.pop.mul %s, %g, %d, %c` (when `%s` is none
-    /// of `%g`, `%d`, `%c`). Only with the shared register as the first
-    /// factor, so that the product is computed exactly as written. A
-    /// reserved push (`comms.reserve`, `comms.push.r`) is left alone.
-    fn fuse_product(&self, i: Instr) -> Option<Instr> {
-        if i.op != Op::MulF || self.code.len() <= self.block_start {
+    /// Fusion with the block's last emitted instruction, for `i` about to
+    /// be emitted right after it; `None` where nothing fuses.
+    ///
+    /// * Products: `comms.push %a; mul.f %d, %a, %b` becomes `mul.push %d,
+    ///   %a, %b`, and `acc.mul.pop %s, %g; mul.f %d, %g, %c` becomes
+    ///   `acc.mul.pop.mul %s, %g, %d, %c` (when `%s` is none of `%g`, `%d`,
+    ///   `%c`). Only with the shared register as the first factor, so that
+    ///   the product is computed exactly as written. A reserved push
+    ///   (`comms.reserve`, `comms.push.r`) is left alone.
+    /// * Fused math: `sin %s, %x; cos %c, %x` (in either order) becomes
+    ///   `sincos %s, %c, %x` if that computes the same as the two in turn:
+    ///   the first must not write `%x` (`sincos` reads it before writing),
+    ///   and the two must write different registers.
+    fn fuse(&self, i: Instr) -> Option<Instr> {
+        if self.code.len() <= self.block_start {
             return None;
         }
         let last = *self.code.last()?;
+        match (last.op, i.op) {
+            (Op::Sin, Op::Cos) | (Op::Cos, Op::Sin)
+                if last.r1 == i.r1 && last.r0 != last.r1 && last.r0 != i.r0 =>
+            {
+                let (s, c) = if last.op == Op::Sin {
+                    (last.r0, i.r0)
+                } else {
+                    (i.r0, last.r0)
+                };
+                return Some(Instr::new(Op::SinCos, s, c, i.r1, 0));
+            }
+            (_, Op::MulF) => {}
+            _ => return None,
+        }
         match last.op {
             Op::CommsPush if last.r0 == i.r1 => Some(Instr::new(Op::MulPush, i.r0, i.r1, i.r2, 0)),
             // The accumulator must be none of the other registers (the
@@ -655,29 +663,6 @@ impl Lowerer<'_> {
             }
             _ => None,
         }
-    }
-
-    /// Lower `first` and `second`, a `sin` and a `cos` (in either order) of
-    /// the same register, as one `sincos`, if that computes the same as the
-    /// two in turn: `first` must not write the register `second` reads
-    /// (`sincos` reads it before writing), and the two must write different
-    /// registers. Returns whether it did.
-    fn fuse_sincos(&mut self, first: &ir::Inst, second: &ir::Inst) -> bool {
-        let (sin, cos) = match (first.op, second.op) {
-            (Op::Sin, Op::Cos) => (first, second),
-            (Op::Cos, Op::Sin) => (second, first),
-            _ => return false,
-        };
-        let (Some(s), Some(c), [x], [y]) = (sin.dst, cos.dst, &sin.args[..], &cos.args[..]) else {
-            return false;
-        };
-        let (rs, rc, rx) = (self.r(s), self.r(c), self.r(*x));
-        let first_dst = if first.op == Op::Sin { rs } else { rc };
-        if self.r(*y) != rx || rs == rc || first_dst == rx {
-            return false;
-        }
-        self.emit(Instr::new(Op::SinCos, rs, rc, rx, 0), first.loc);
-        true
     }
 
     /// The parallel copies of the edge `from -> to`, as (dst, src) registers.
