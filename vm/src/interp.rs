@@ -716,6 +716,18 @@ impl Vm {
                 }
             }};
         }
+        // Room for one more value on the comms stack (a checked push:
+        // `comms.push`, `mul.push`), growing it on the cold path or
+        // trapping; the push after it needs no second check.
+        macro_rules! room_for_push {
+            () => {
+                if self.comms.len() == self.comms.capacity() {
+                    if let Err(k) = self.reserve_comms(1) {
+                        trap!(k);
+                    }
+                }
+            };
+        }
         // Step-and-branch: `r0 += r1`, then jump if `r0 op r2`, `r2` read
         // after the write (it may be `r0` itself).
         macro_rules! jstep {
@@ -1031,12 +1043,7 @@ impl Vm {
                     }
                 }
                 Op::CommsPush => {
-                    if self.comms.len() == self.comms.capacity() {
-                        if let Err(k) = self.reserve_comms(1) {
-                            trap!(k);
-                        }
-                    }
-                    // Room was just made: no second capacity check.
+                    room_for_push!();
                     push_reserved(&mut self.comms, w.get(ins.r0 as u32));
                 }
                 Op::CommsReserve => {
@@ -1068,11 +1075,7 @@ impl Vm {
                     None => trap!(TrapKind::StackUnderflow),
                 },
                 Op::MulPush => {
-                    if self.comms.len() == self.comms.capacity() {
-                        if let Err(k) = self.reserve_comms(1) {
-                            trap!(k);
-                        }
-                    }
+                    room_for_push!();
                     // The factor is read before the product is written (it
                     // may be the destination) and pushed after: this
                     // handler ends like `comms.push`, not like the handlers
@@ -1090,6 +1093,7 @@ impl Vm {
                     let Some(&v) = self.comms.last() else {
                         trap!(TrapKind::StackUnderflow);
                     };
+                    let len = self.comms.len();
                     // Every read before either write: `r2` is usually `r1`
                     // itself (the cotangent renamed in place).
                     let g = fr!(ins.r1);
@@ -1097,7 +1101,9 @@ impl Vm {
                     let acc = fr!(ins.r0) + g * f64::from_bits(v);
                     setf!(ins.r2, product);
                     setf!(ins.r0, acc);
-                    self.comms.pop();
+                    // The length read before the writes, as in `comms.pop`:
+                    // no second emptiness check.
+                    self.comms.truncate(len - 1);
                 }
                 Op::MulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r1) * f64::from_bits(v)),

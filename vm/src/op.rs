@@ -495,7 +495,7 @@ impl Op {
     }
 
     /// True for the opcodes only the lowering makes (batched reservation,
-    /// fused math): never in IR, never in `.adasm` text.
+    /// fused math, fused products): never in IR, never in `.adasm` text.
     pub fn is_lowering_only(self) -> bool {
         matches!(
             self,

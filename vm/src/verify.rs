@@ -47,10 +47,10 @@
 //!    the block stack may give back the comms stack's spare capacity);
 //!    `comms.reserve n`, which makes room for `n` and is the first of the
 //!    `n` pushes, sets it to `n - 1` (`n = 0` is rejected); a `comms.push`
-//!    or `mul.push` takes one from it if it is not 0; a `comms.push.r` needs it `>= 1`
-//!    and takes one. Every
-//!    way into an instruction (fall-through, jump, return from a call,
-//!    entry at 0) thus arrives with at least the budget's spare capacity.
+//!    or `mul.push` takes one from it if it is not 0; a `comms.push.r`
+//!    needs it `>= 1` and takes one. Every way into an instruction
+//!    (fall-through, jump, return from a call, entry at 0) thus arrives
+//!    with at least the budget's spare capacity.
 //!
 //! Checks 4 and 5 make calls and returns agree on the shape of the result:
 //! a `call` frame is only ever returned to by `ret`, a `call.acc` frame only
