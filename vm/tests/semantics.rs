@@ -799,28 +799,34 @@ fn call_acc_accumulates_returned_values() {
     );
 }
 
-/// `blk.push 1; blk.push 0`, then two `blk.pop`s: the first dispatches to
-/// `a` (id 0), the second to `b` (id 1).
+/// `blk.push 2; blk.push 1; blk.push 0`, then three `blk.pop`s over the
+/// same table: the first dispatches to `a` (id 0, the interpreter's branch
+/// of its own), the second to `b` (id 1) and the third to `c` (id 2), both
+/// through the table.
 #[test]
 fn block_stack_dispatch() {
     let mut bl = B::new("blk", &[], F64);
     let entry = bl.block("entry");
     let a = bl.block("a");
     let b = bl.block("b");
+    let c = bl.block("c");
     let r = bl.val("r", F64);
-    let (c1, c10) = (bl.f64(1.0), bl.f64(10.0));
+    let (c1, c10, c100) = (bl.f64(1.0), bl.f64(10.0), bl.f64(100.0));
+    bl.blk_push(entry, 2);
     bl.blk_push(entry, 1);
     bl.blk_push(entry, 0);
-    bl.term(entry, Term::BlkPop(vec![a, b]));
+    bl.term(entry, Term::BlkPop(vec![a, b, c]));
     bl.set(a, Op::Acc, r, &[r, c1]);
-    bl.term(a, Term::BlkPop(vec![a, b]));
+    bl.term(a, Term::BlkPop(vec![a, b, c]));
     bl.set(b, Op::Acc, r, &[r, c10]);
-    bl.ret(b, r);
+    bl.term(b, Term::BlkPop(vec![a, b, c]));
+    bl.set(c, Op::Acc, r, &[r, c100]);
+    bl.ret(c, r);
     let p = load(&bl.module());
     let mut vm = Vm::default();
     vm.begin(false);
     vm.call_raw(&p, FuncId(0), &[]).expect("runs");
-    assert_eq!(f64::from_bits(vm.results()[0]), 11.0);
+    assert_eq!(f64::from_bits(vm.results()[0]), 111.0);
     assert_eq!(vm.blk_len(), 0);
     assert_eq!(vm.peak_stack_bytes(), 0);
 }
