@@ -866,6 +866,19 @@ impl Vm {
                         None => trap!(TrapKind::BadHandle),
                     }
                 }
+                Op::AGetAdd => {
+                    let i = ir!(ins.r2).wrapping_add(ir!(ins.x));
+                    match self.heap.get(w.get(ins.r1 as u32)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => setf!(ins.r0, *v),
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
                 Op::ASet => {
                     let i = ir!(ins.r1);
                     let v = fr!(ins.r2);

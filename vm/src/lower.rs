@@ -602,11 +602,17 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
-        if let Some(fused) = self.fuse(i) {
-            // In place of the block's last instruction (whose location it
-            // keeps: for a push or pop, the half that can trap).
+        if let Some(fused) = self.fuse(i, inst) {
+            // In place of the block's last instruction, whose location it
+            // keeps (for a push or pop, the half that can trap) except for
+            // an indexed load, where it is the `aget` that can.
             if let Some(last) = self.code.last_mut() {
                 *last = fused;
+            }
+            if fused.op == Op::AGetAdd {
+                if let Some(loc) = self.locs.last_mut() {
+                    *loc = inst.loc;
+                }
             }
             return Ok(());
         }
@@ -627,12 +633,32 @@ impl Lowerer<'_> {
     ///   `sincos %s, %c, %x` if that computes the same as the two in turn:
     ///   the first must not write `%x` (`sincos` reads it before writing),
     ///   and the two must write different registers.
-    fn fuse(&self, i: Instr) -> Option<Instr> {
+    /// * Indexed load: `add.i %k, %a, %b; aget %d, %arr, %k` becomes
+    ///   `aget.add %d, %arr, %a, %b` when the `aget` is the only reader of
+    ///   `%k` (IR `inst`'s index argument): `%k`'s register is its own (a
+    ///   value shares a phi's register only if the phi is its one reader),
+    ///   so no one misses the write left out.
+    fn fuse(&self, i: Instr, inst: &ir::Inst) -> Option<Instr> {
         if self.code.len() <= self.block_start {
             return None;
         }
         let last = *self.code.last()?;
         match (last.op, i.op) {
+            (Op::AddI, Op::AGet)
+                if last.r0 == i.r2
+                    && inst
+                        .args
+                        .get(1)
+                        .is_some_and(|k| self.uses.get(k.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(
+                    Op::AGetAdd,
+                    i.r0,
+                    i.r1,
+                    last.r1,
+                    u32::from(last.r2),
+                ));
+            }
             (Op::Sin, Op::Cos) | (Op::Cos, Op::Sin)
                 if last.r1 == i.r1 && last.r0 != last.r1 && last.r0 != i.r0 =>
             {

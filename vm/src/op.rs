@@ -309,6 +309,15 @@ ops! {
     /// it: bytecode that breaks it gets reads-then-writes, still
     /// memory-safe).
     AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)];
+
+    // ---- indexed load (made by the lowering) ----------------------------------
+    // A row-major element `a[base + j]` (a matrix row, a window) is an
+    // `add.i` whose only reader is the `aget` right after it: one
+    // instruction instead of two, in the primal loop and in its forward
+    // and reverse code alike.
+    /// `r0 = r1[r2 + x]` (`x` holds the second index register; the sum
+    /// wraps like `add.i`); out of bounds traps with the sum as the index.
+    AGetAdd = "aget.add" [Def(F), Use(A), Use(I), Use(I)];
 }
 
 /// The condition of a comparison or fused branch.
@@ -499,7 +508,12 @@ impl Op {
     pub fn is_lowering_only(self) -> bool {
         matches!(
             self,
-            Op::CommsReserve | Op::CommsPushR | Op::SinCos | Op::MulPush | Op::AccMulPopMul
+            Op::CommsReserve
+                | Op::CommsPushR
+                | Op::SinCos
+                | Op::MulPush
+                | Op::AccMulPopMul
+                | Op::AGetAdd
         )
     }
 

@@ -865,3 +865,69 @@ fn products_fuse_with_the_push_or_pop_of_a_factor() {
         assert_eq!(vm.comms_len(), 0, "{what}");
     }
 }
+
+/// `%d = aget %a, add.i(%i, %j)` with `%j` read again (`reuse`) or not.
+fn indexed_load(reuse: bool) -> Module {
+    let mut b = B::new("row", &[("a", Type::Arr), ("i", I64), ("j", I64)], F64);
+    let e = b.block("entry");
+    let (a, i, j) = (b.p(0), b.p(1), b.p(2));
+    let k = b.op(e, Op::AddI, Some(I64), &[i, j]);
+    b.line(e, 3);
+    let d = b.op(e, Op::AGet, Some(F64), &[a, k]);
+    b.line(e, 4);
+    let r = if reuse {
+        let kf = b.op(e, Op::ItoF, Some(F64), &[k]);
+        b.op(e, Op::AddF, Some(F64), &[d, kf])
+    } else {
+        d
+    };
+    b.ret(e, r);
+    b.module()
+}
+
+/// An `add.i` read only by the `aget` right after it is one `aget.add`,
+/// which loads the same element, wraps the sum like `add.i` and traps on
+/// the sum, at the `aget`'s location; a sum read again stays an `add.i`.
+#[test]
+fn an_index_sum_read_once_fuses_into_the_load() {
+    let p = load(&indexed_load(false));
+    assert_eq!(ops(&p), [Op::AGetAdd, Op::Ret]);
+    let text = vm::disasm::function(p.func(FuncId(0)));
+    assert!(text.contains("aget.add    r4, %a, %i, %j"), "{text}");
+    let xs = Value::Arr(vec![1.5, 2.5, 3.5, 4.5]);
+    let mut vm = Vm::default();
+    for (i, j, want) in [(0, 0, 1.5), (1, 2, 4.5), (5, -3, 3.5), (-1, 1, 1.5)] {
+        let got = vm.run(&p, FuncId(0), &[xs.clone(), Value::I64(i), Value::I64(j)]);
+        assert_eq!(got.ok(), Some(Value::F64(want)), "a[{i} + {j}]");
+    }
+    for (i, j, index) in [(3, 1, 4), (-3, 1, -2), (i64::MAX, 1, i64::MIN)] {
+        let t = vm
+            .run(&p, FuncId(0), &[xs.clone(), Value::I64(i), Value::I64(j)])
+            .expect_err("out of bounds");
+        assert_eq!(t.kind, vm::TrapKind::OutOfBounds { index, len: 4 }, "{t}");
+        assert!(t.instr.starts_with("aget.add"), "{t}");
+        assert_eq!(t.loc.line, 4, "the aget's location: {t}");
+    }
+
+    let p = load(&indexed_load(true));
+    assert_eq!(
+        ops(&p),
+        [Op::AddI, Op::AGet, Op::ItoF, Op::AddF, Op::Ret],
+        "the sum is read twice"
+    );
+    let got = vm.run(&p, FuncId(0), &[xs, Value::I64(1), Value::I64(1)]);
+    assert_eq!(got.ok(), Some(Value::F64(5.5)));
+}
+
+/// `aget.add` is made by the lowering only: IR that contains it is refused.
+#[test]
+fn aget_add_is_not_an_ir_instruction() {
+    let mut b = B::new("row", &[("a", Type::Arr), ("i", I64)], F64);
+    let e = b.block("entry");
+    let (a, i) = (b.p(0), b.p(1));
+    let d = b.op(e, Op::AGetAdd, Some(F64), &[a, i, i]);
+    b.ret(e, d);
+    let m = b.module();
+    let err = lower_module(&m).expect_err("refused");
+    assert!(err.to_string().contains("aget.add"), "{err}");
+}
