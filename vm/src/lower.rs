@@ -134,6 +134,10 @@ struct Lowerer<'f> {
     uses: Vec<u32>,
     /// Where the code of the block being lowered starts.
     block_start: usize,
+    /// A mark per stretch of code of one block, in code order.
+    marks: Vec<BlockMark>,
+    /// What is left of [`COPY_BUDGET`] while blocks are being copied.
+    budget: usize,
     /// `(register of constant k, register of constant -k)` for the
     /// constant steps of `sub.i` (see `negated_steps`).
     neg_steps: Vec<(Reg, Reg)>,
@@ -267,31 +271,15 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         lists: Vec::new(),
         uses,
         block_start: 0,
+        marks: Vec::with_capacity(f.blocks.len()),
+        budget: COPY_BUDGET,
         neg_steps,
     };
     let mut starts = vec![0u32; f.blocks.len()];
-    let mut blocks = Vec::with_capacity(f.blocks.len());
-    for (bi, b) in f.blocks.iter().enumerate() {
+    for (bi, _) in f.blocks.iter().enumerate() {
         starts[bi] = l.code.len() as u32;
-        l.block_start = l.code.len();
-        blocks.push(BlockMark {
-            name: b.name.clone(),
-            start: l.code.len() as u32,
-        });
-        for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
-            l.inst(inst, &b.name)?;
-            if let Some(last) = l.code.last_mut() {
-                match push {
-                    Push::Plain => {}
-                    Push::Reserve(n) => {
-                        last.op = Op::CommsReserve;
-                        last.x = n;
-                    }
-                    Push::Reserved => last.op = Op::CommsPushR,
-                }
-            }
-        }
-        l.term(BlockId(bi as u32), b)?;
+        let here = BlockId(bi as u32);
+        l.block(here, Some(BlockId(here.0 + 1)))?;
     }
     if l.code.len() >= u32::MAX as usize {
         return Err(LowerError::TooMuchCode {
@@ -323,7 +311,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         sites: l.sites,
         tables: l.tables,
         lists: l.lists,
-        blocks,
+        blocks: l.marks,
         locs: l.locs,
         reg_names: l.reg_names,
     })
@@ -539,7 +527,80 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
     alias
 }
 
+/// How much code may be copied in place of one `jmp` (see
+/// [`Lowerer::block`]): a block costs its instructions plus one for its
+/// terminator.
+const COPY_BUDGET: usize = 5;
+
 impl Lowerer<'_> {
+    /// Lower block `here` at the end of the code, with its mark; `next` is
+    /// the block whose code follows (fall-through), if any.
+    ///
+    /// Tail duplication: a `jmp` to a small block that does not follow
+    /// (the join of an if/else, from the arm laid out first; the exit of a
+    /// reverse loop body) is replaced by a copy of that block's code and
+    /// terminator, which saves a dispatch on that path. The copy's own
+    /// `jmp`s may copy further while the budget lasts ([`COPY_BUDGET`] in
+    /// all: every copy spends some, so cycles of small blocks end). Each
+    /// copy gets a mark with its block's name, so a trap in it names the
+    /// same block as in the original; jumps and tables still go to the
+    /// original.
+    fn block(&mut self, here: BlockId, next: Option<BlockId>) -> Result<(), LowerError> {
+        let b = &self.f.blocks[here.index()];
+        self.block_start = self.code.len();
+        self.marks.push(BlockMark {
+            name: b.name.clone(),
+            start: self.code.len() as u32,
+        });
+        for (inst, push) in b.insts.iter().zip(reservations(&b.insts)) {
+            self.inst(inst, &b.name)?;
+            if let Some(last) = self.code.last_mut() {
+                match push {
+                    Push::Plain => {}
+                    Push::Reserve(n) => {
+                        last.op = Op::CommsReserve;
+                        last.x = n;
+                    }
+                    Push::Reserved => last.op = Op::CommsPushR,
+                }
+            }
+        }
+        self.term(here, b, next)
+    }
+
+    /// Go to `then_` if `test` holds, else to `else_`, with no copies on
+    /// either edge: one conditional jump, falling through to `next` if
+    /// that is one of the two; else the conditional jump goes to the
+    /// earlier block (a loop's body, from a copy of its latch) and a `jmp`
+    /// to the other.
+    fn two_way(&mut self, test: Test, then_: BlockId, else_: BlockId, next: BlockId, loc: Loc) {
+        if then_ == next || (else_ != next && else_.0 < then_.0) {
+            self.cond_jump(test, true, Fixup::Block(else_), loc);
+            if then_ != next {
+                self.jump(Op::Jmp, 0, Fixup::Block(then_), loc);
+            }
+        } else {
+            self.cond_jump(test, false, Fixup::Block(then_), loc);
+            if else_ != next {
+                self.jump(Op::Jmp, 0, Fixup::Block(else_), loc);
+            }
+        }
+    }
+
+    /// What copying block `to` in place of a `jmp` from `here` costs, if
+    /// it may: it is not `here` itself, fits the budget left, and has no
+    /// call (a copy would need its own call site) and no `blk.pop`.
+    fn copy_cost(&self, here: BlockId, to: BlockId) -> Option<usize> {
+        let b = &self.f.blocks[to.index()];
+        let cost = b.insts.len() + 1;
+        let plain = !b
+            .insts
+            .iter()
+            .any(|i| matches!(i.op, Op::Call | Op::CallAcc))
+            && !matches!(b.term, Term::BlkPop(_));
+        (to != here && cost <= self.budget && plain).then_some(cost)
+    }
+
     fn r(&self, v: ValueId) -> Reg {
         self.reg.get(v.index()).copied().unwrap_or(0)
     }
@@ -878,9 +939,16 @@ impl Lowerer<'_> {
         self.fixups.push((pc, fix));
     }
 
-    fn term(&mut self, here: BlockId, b: &ir::Block) -> Result<(), LowerError> {
+    fn term(
+        &mut self,
+        here: BlockId,
+        b: &ir::Block,
+        next: Option<BlockId>,
+    ) -> Result<(), LowerError> {
         let loc = b.term_loc;
-        let next = BlockId(here.0 + 1);
+        let fall = next;
+        // A block id no block has, where nothing falls through.
+        let next = next.unwrap_or(BlockId(u32::MAX));
         match &b.term {
             Term::Jmp(to) => {
                 let copies = self.edge_copies(here, *to)?;
@@ -899,10 +967,13 @@ impl Lowerer<'_> {
                     // Jump threading: `to` only tests and branches (a loop
                     // header), so test here and go straight to its targets;
                     // a loop then costs one jump per iteration, not two.
-                    self.cond_jump(test, false, Fixup::Block(then_), loc);
-                    if else_ != next {
-                        self.jump(Op::Jmp, 0, Fixup::Block(else_), loc);
-                    }
+                    self.two_way(test, then_, else_, next, loc);
+                } else if let Some(cost) = self.copy_cost(here, *to) {
+                    // The copy is followed by what follows `here`.
+                    self.budget -= cost;
+                    let copied = self.block(*to, fall);
+                    self.budget += cost;
+                    copied?;
                 } else {
                     self.jump(Op::Jmp, 0, Fixup::Block(*to), loc);
                 }
@@ -913,8 +984,8 @@ impl Lowerer<'_> {
                 let ct_trivial = ct.iter().all(|(d, s)| d == s);
                 let ce_trivial = ce.iter().all(|(d, s)| d == s);
                 let test = self.branch_test(b, *cond);
-                if ct_trivial && ce_trivial && *then_ == next {
-                    self.cond_jump(test, true, Fixup::Block(*else_), loc);
+                if ct_trivial && ce_trivial {
+                    self.two_way(test, *then_, *else_, next, loc);
                 } else if ct_trivial {
                     // jump-if -> then; [else copies]; jmp else
                     self.cond_jump(test, false, Fixup::Block(*then_), loc);
@@ -993,6 +1064,8 @@ mod tests {
             lists: Vec::new(),
             uses: Vec::new(),
             block_start: 0,
+            marks: Vec::new(),
+            budget: COPY_BUDGET,
             neg_steps: Vec::new(),
         }
     }

@@ -931,3 +931,115 @@ fn aget_add_is_not_an_ir_instruction() {
     let err = lower_module(&m).expect_err("refused");
     assert!(err.to_string().contains("aget.add"), "{err}");
 }
+
+/// `entry: br %c, a, b; a: jmp join; b: jmp join; join: %q = div.i %n, %d;
+/// ret %q`, with a phi in `join` when `phi` (so the copy follows edge
+/// copies).
+fn diamond(phi: bool) -> Module {
+    let mut bl = B::new("dia", &[("c", Bool), ("n", I64), ("d", I64)], I64);
+    let entry = bl.block("entry");
+    let a = bl.block("a");
+    let b = bl.block("b");
+    let join = bl.block("join");
+    let (c, n, d) = (bl.p(0), bl.p(1), bl.p(2));
+    bl.br(entry, c, a, b);
+    let one = bl.i64(1);
+    let na = bl.op(a, Op::AddI, Some(I64), &[n, one]);
+    bl.jmp(a, join);
+    let nb = bl.op(b, Op::SubI, Some(I64), &[n, one]);
+    bl.jmp(b, join);
+    let m = if phi {
+        let m = bl.val("m", I64);
+        bl.phi(join, m, &[(a, na), (b, nb)]);
+        m
+    } else {
+        n
+    };
+    let q = bl.op(join, Op::DivI, Some(I64), &[m, d]);
+    bl.ret(join, q);
+    bl.module()
+}
+
+/// A `jmp` to a small block that does not follow becomes a copy of it:
+/// the arm laid out first runs the join's code without a jump, computes
+/// the same, and a trap in the copy names the join, as in the original.
+#[test]
+fn a_jump_to_a_small_block_becomes_a_copy_of_it() {
+    for phi in [false, true] {
+        let p = load(&diamond(phi));
+        no_jump_to_next(&p);
+        let f = p.func(FuncId(0));
+        let text = vm::disasm::function(f);
+        assert!(!f.code.iter().any(|i| i.op == Op::Jmp), "{text}");
+        assert_eq!(
+            f.code.iter().filter(|i| i.op == Op::DivI).count(),
+            2,
+            "{text}"
+        );
+        let mut vm = Vm::default();
+        for (c, want) in [(true, 6), (false, 5)] {
+            let got = vm.run(
+                &p,
+                FuncId(0),
+                &[Value::Bool(c), Value::I64(12), Value::I64(2)],
+            );
+            let want = if phi { want } else { 6 };
+            assert_eq!(got.ok(), Some(Value::I64(want)), "phi {phi}, c {c}\n{text}");
+            let t = vm
+                .run(
+                    &p,
+                    FuncId(0),
+                    &[Value::Bool(c), Value::I64(12), Value::I64(0)],
+                )
+                .expect_err("division by zero");
+            assert_eq!(t.block, "join", "{t}\n{text}");
+            assert!(t.instr.starts_with("div.i"), "{t}");
+        }
+    }
+}
+
+/// Copies stop when the budget is spent: a ring of one-instruction
+/// blocks, each jumping to the one laid out before it, lowers to a
+/// bounded amount of code and runs as written.
+#[test]
+fn copies_of_copies_are_bounded() {
+    let k = 6;
+    let mut bl = B::new("ring", &[("n", I64)], I64);
+    let entry = bl.block("entry");
+    let blocks: Vec<BlockId> = (0..k).map(|i| bl.block(&format!("b{i}"))).collect();
+    let done = bl.block("done");
+    let n = bl.p(0);
+    let (zero, one) = (bl.i64(0), bl.i64(1));
+    // entry: jmp b{k-1}; b{i}: %v{i} = sub.i %c, 1 ... each block counts
+    // down one shared counter kept in phis; b0 tests it and loops.
+    bl.jmp(entry, blocks[k - 1]);
+    let counters: Vec<ValueId> = (0..k).map(|i| bl.val(&format!("c{i}"), I64)).collect();
+    let mut prev_out = Vec::new();
+    for i in 0..k {
+        let out = bl.op(blocks[i], Op::SubI, Some(I64), &[counters[i], one]);
+        prev_out.push(out);
+    }
+    for i in 0..k - 1 {
+        bl.phi(blocks[i], counters[i], &[(blocks[i + 1], prev_out[i + 1])]);
+        bl.jmp(blocks[i + 1], blocks[i]);
+    }
+    // b{k-1} is entered from entry (the counter n) and from b0's loop.
+    bl.phi(
+        blocks[k - 1],
+        counters[k - 1],
+        &[(entry, n), (blocks[0], prev_out[0])],
+    );
+    let more = bl.op(blocks[0], Op::GtI, Some(Bool), &[prev_out[0], zero]);
+    bl.br(blocks[0], more, blocks[k - 1], done);
+    bl.ret(done, prev_out[0]);
+    let p = load(&bl.module());
+    let f = p.func(FuncId(0));
+    // A one-instruction block costs 2 of the budget of 5: a `jmp` gets at
+    // most two copies, so no block's `sub.i` is written more than 3 times.
+    let subs = f.code.iter().filter(|i| i.op == Op::SubI).count();
+    assert!(subs > k && subs <= 3 * k, "{}", vm::disasm::function(f));
+    let mut vm = Vm::default();
+    // Counts down by k per round until the counter is at most 0.
+    let got = vm.run(&p, FuncId(0), &[Value::I64(20)]);
+    assert_eq!(got.ok(), Some(Value::I64(20 - 4 * k as i64)));
+}
