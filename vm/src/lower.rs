@@ -138,6 +138,9 @@ struct Lowerer<'f> {
     marks: Vec<BlockMark>,
     /// What is left of [`COPY_BUDGET`] while blocks are being copied.
     budget: usize,
+    /// How many blocks go to each block (the entry block one more, for
+    /// the function's entry).
+    preds: Vec<usize>,
     /// `(register of constant k, register of constant -k)` for the
     /// constant steps of `sub.i` (see `negated_steps`).
     neg_steps: Vec<(Reg, Reg)>,
@@ -273,6 +276,12 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         block_start: 0,
         marks: Vec::with_capacity(f.blocks.len()),
         budget: COPY_BUDGET,
+        preds: f
+            .predecessors()
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.len() + usize::from(i == 0))
+            .collect(),
         neg_steps,
     };
     let mut starts = vec![0u32; f.blocks.len()];
@@ -588,8 +597,10 @@ impl Lowerer<'_> {
     }
 
     /// What copying block `to` in place of a `jmp` from `here` costs, if
-    /// it may: it is not `here` itself, fits the budget left, and has no
-    /// call (a copy would need its own call site) and no `blk.pop`.
+    /// it may: it is a join (a block with one predecessor would only move,
+    /// leaving its original dead), not `here` itself, fits the budget left,
+    /// and has no call (a copy would need its own call site) and no
+    /// `blk.pop`.
     fn copy_cost(&self, here: BlockId, to: BlockId) -> Option<usize> {
         let b = &self.f.blocks[to.index()];
         let cost = b.insts.len() + 1;
@@ -598,7 +609,8 @@ impl Lowerer<'_> {
             .iter()
             .any(|i| matches!(i.op, Op::Call | Op::CallAcc))
             && !matches!(b.term, Term::BlkPop(_));
-        (to != here && cost <= self.budget && plain).then_some(cost)
+        let join = self.preds.get(to.index()).is_some_and(|&n| n >= 2);
+        (join && to != here && cost <= self.budget && plain).then_some(cost)
     }
 
     fn r(&self, v: ValueId) -> Reg {
@@ -1066,6 +1078,7 @@ mod tests {
             block_start: 0,
             marks: Vec::new(),
             budget: COPY_BUDGET,
+            preds: Vec::new(),
             neg_steps: Vec::new(),
         }
     }
