@@ -130,6 +130,38 @@ pub struct Engine {
     /// Raw argument buffer, reused across calls.
     raw: Vec<u64>,
     handles: Vec<u64>,
+    /// Tells this engine's [`Prepared`] gradients from another's.
+    id: u64,
+}
+
+/// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
+/// prepared once by [`Engine::prepare`]: its derived pair built and its
+/// parameters' types kept, so that [`Engine::grad_prepared`] only checks
+/// each argument's kind, runs the forward and the reverse function and
+/// writes plain numbers (the loop of an optimiser, say). Valid for the
+/// engine that made it only.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    engine: u64,
+    d: Derived,
+    /// The parameters' types (no arrays).
+    types: Box<[Type]>,
+    /// One flag per parameter: selected for the gradient.
+    wrt: Box<[bool]>,
+}
+
+impl Prepared {
+    /// How many arguments (and gradient entries) a call takes.
+    pub fn arity(&self) -> usize {
+        self.types.len()
+    }
+}
+
+/// A fresh id per engine (see [`Prepared`]).
+fn engine_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl Engine {
@@ -151,6 +183,7 @@ impl Engine {
             vm: Vm::new(Default::default()),
             raw: Vec::new(),
             handles: Vec::new(),
+            id: engine_id(),
         })
     }
 
@@ -288,6 +321,119 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// Prepare the gradient of `f`, whose parameters must be scalars
+    /// (`f64`, `i64`, `bool`; no arrays), with respect to those selected by
+    /// `wrt` (one flag per parameter, `f64` ones only): builds the derived
+    /// pair as [`Engine::derive_wrt`] does. [`Engine::grad_prepared`] then
+    /// computes value and gradient with none of [`Engine::grad_wrt_into`]'s
+    /// per-call lookups and conversions.
+    pub fn prepare(&mut self, f: FuncId, wrt: &[bool]) -> Result<Prepared, AdError> {
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        if let Some(p) = func.params.iter().find(|p| func.ty(**p) == Type::Arr) {
+            let name = func.values[p.index()].name.clone().unwrap_or_default();
+            return Err(AdError::Args(format!(
+                "@{}: parameter %{name} is an array; a prepared gradient takes scalar parameters only (use grad_wrt)",
+                func.name
+            )));
+        }
+        let types = func.params.iter().map(|p| func.ty(*p)).collect();
+        let d = self.derive_wrt(f, wrt)?;
+        Ok(Prepared {
+            engine: self.id,
+            d,
+            types,
+            wrt: wrt.into(),
+        })
+    }
+
+    /// Value and gradient of a [`Prepared`] function at `args` (one per
+    /// parameter, of its type); `grad` receives one entry per parameter,
+    /// 0 for those not selected (and for `i64` and `bool` ones). No
+    /// allocation after the first call.
+    pub fn grad_prepared(
+        &mut self,
+        p: &Prepared,
+        args: &[Value],
+        grad: &mut [f64],
+    ) -> Result<f64, AdError> {
+        let n = p.types.len();
+        if p.engine != self.id || args.len() != n || grad.len() != n {
+            return Err(self.prepared_refused(p, args, grad.len()));
+        }
+        self.raw.clear();
+        for (a, t) in args.iter().zip(&p.types) {
+            let bits = match (a, t) {
+                (Value::F64(x), Type::F64) => x.to_bits(),
+                (Value::I64(i), Type::I64) => *i as u64,
+                (Value::Bool(b), Type::Bool) => u64::from(*b),
+                _ => return Err(self.prepared_refused(p, args, grad.len())),
+            };
+            self.raw.push(bits);
+        }
+        self.vm.begin(true);
+        self.vm.call_raw(&self.program, p.d.fwd, &self.raw)?;
+        let value = f64::from_bits(self.vm.results()[0]);
+        self.vm
+            .call_raw(&self.program, p.d.rev, &[1.0f64.to_bits()])?;
+        if self.vm.comms_len() != 0 || self.vm.blk_len() != 0 {
+            return Err(AdError::Internal(format!(
+                "stacks not empty after a prepared pullback ({} comms, {} block ids)",
+                self.vm.comms_len(),
+                self.vm.blk_len()
+            )));
+        }
+        // One result per f64 parameter, in order.
+        let mut results = self.vm.results().iter();
+        for ((g, t), selected) in grad.iter_mut().zip(&p.types).zip(&p.wrt) {
+            *g = 0.0;
+            if *t == Type::F64 {
+                let Some(r) = results.next() else {
+                    return Err(AdError::Internal(
+                        "a prepared pullback returned too few values".to_string(),
+                    ));
+                };
+                if *selected {
+                    *g = f64::from_bits(*r);
+                }
+            }
+        }
+        Ok(value)
+    }
+
+    /// Why [`Engine::grad_prepared`] refused a call.
+    #[cold]
+    fn prepared_refused(&self, p: &Prepared, args: &[Value], grad: usize) -> AdError {
+        let n = p.types.len();
+        if p.engine != self.id {
+            return AdError::Args("the gradient was prepared by another engine".to_string());
+        }
+        if args.len() != n {
+            return AdError::Args(format!(
+                "{} argument(s) for a function of {n} parameter(s)",
+                args.len()
+            ));
+        }
+        if grad != n {
+            return AdError::Args(format!("a gradient buffer of {grad} for {n} parameter(s)"));
+        }
+        for (i, (a, t)) in args.iter().zip(&p.types).enumerate() {
+            let fits = matches!(
+                (a, t),
+                (Value::F64(_), Type::F64)
+                    | (Value::I64(_), Type::I64)
+                    | (Value::Bool(_), Type::Bool)
+            );
+            if !fits {
+                return AdError::Args(format!("argument {} is not {t}: {a:?}", i + 1));
+            }
+        }
+        AdError::Internal("a prepared call refused for no reason".to_string())
     }
 
     /// The mask selecting every `f64` and `f64[]` parameter of `f`, taken

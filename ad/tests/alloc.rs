@@ -124,3 +124,20 @@ fn primal_runs_allocate_nothing_after_warm_up() {
         assert!(matches!(v, Value::F64(_)));
     }
 }
+
+#[test]
+fn prepared_gradient_allocates_nothing_after_warm_up() {
+    let module = assembler::assemble(&program("programs/bench/recursion.adasm"), "t.adasm")
+        .unwrap_or_else(|d| panic!("{d}"));
+    let mut e = Engine::new(module).expect("verifies");
+    let f = e.find("rec").expect("exists");
+    let p = e.prepare(f, &[true, false]).expect("prepares");
+    let args = [Value::F64(0.9), Value::I64(100)];
+    let mut g = [0.0; 2];
+    e.grad_prepared(&p, &args, &mut g).expect("warm-up");
+    let before = allocs();
+    let v = e.grad_prepared(&p, &args, &mut g).expect("second call");
+    let after = allocs();
+    assert_eq!(after - before, 0, "allocations in the second prepared call");
+    assert!(v.is_finite() && g[0] != 0.0);
+}

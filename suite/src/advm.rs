@@ -4,14 +4,18 @@
 //!   `Vm::call_raw` (array arguments copied into the VM heap, whose buffers
 //!   are reused): no allocation per call after the first, unlike
 //!   `Engine::run`, which converts `Value`s in and out.
-//! * [`Advm::grad`] is `ad::Engine::grad_wrt_into` with respect to the
-//!   suite's differentiated inputs ([`crate::Input::wrt`]; forward function,
-//!   then reverse function, on the engine's VM), allocation-free after
-//!   warm-up. Like the other implementations, it does no work for the other
-//!   inputs (logreg's data `X` and `y`, mlp's input `x`).
+//! * [`Advm::grad`] differentiates with respect to the suite's
+//!   differentiated inputs ([`crate::Input::wrt`]; forward function, then
+//!   reverse function, on the engine's VM), allocation-free after warm-up:
+//!   by `ad::Engine::grad_prepared` for the programs of scalar parameters
+//!   (sincos, powloop, recursion), the API for repeated gradients of such
+//!   functions, and by `ad::Engine::grad_wrt_into` for those with arrays.
+//!   Like the other implementations, it does no work for the other inputs
+//!   (logreg's data `X` and `y`, mlp's input `x`). [`Advm::grad_general`]
+//!   is always `grad_wrt_into` (checked against the prepared one).
 
 use crate::Input;
-use ad::{AdError, Engine, Gradient};
+use ad::{AdError, Engine, Gradient, Prepared};
 use vm::bytecode::Program;
 use vm::ir::FuncId;
 use vm::{Trap, Value, Vm};
@@ -31,6 +35,12 @@ pub struct Advm {
     program: Program,
     vm: Vm,
     raw: Vec<u64>,
+    /// The prepared gradient, for functions of scalar parameters.
+    prepared: Option<Prepared>,
+    /// Its gradient, one entry per argument.
+    pgrad: Vec<f64>,
+    /// Whether the last gradient is in `pgrad` (else in `out`).
+    last_prepared: bool,
 }
 
 impl Advm {
@@ -73,7 +83,7 @@ impl Advm {
             .find(func)
             .ok_or_else(|| format!("{path}: no function @{func}"))?;
         let mask = (0..args.len()).map(|i| wrt.contains(&i)).collect();
-        Ok(Advm {
+        Advm {
             engine,
             f,
             args,
@@ -83,7 +93,24 @@ impl Advm {
             program,
             vm: Vm::default(),
             raw: Vec::new(),
-        })
+            prepared: None,
+            pgrad: Vec::new(),
+            last_prepared: false,
+        }
+        .with_prepared()
+    }
+
+    /// Prepare the gradient if every argument is a scalar.
+    fn with_prepared(mut self) -> Result<Advm, String> {
+        if self.args.iter().all(|a| !matches!(a, Value::Arr(_))) {
+            let p = self
+                .engine
+                .prepare(self.f, &self.mask)
+                .map_err(|e| e.to_string())?;
+            self.pgrad = vec![0.0; p.arity()];
+            self.prepared = Some(p);
+        }
+        Ok(self)
     }
 
     pub fn args(&self) -> &[Value] {
@@ -126,15 +153,30 @@ impl Advm {
         }
     }
 
-    /// Value and gradient by `Engine::grad_wrt_into` with respect to the
-    /// suite's differentiated inputs; the gradient is in [`Advm::gradient`].
+    /// Value and gradient with respect to the suite's differentiated
+    /// inputs: by `Engine::grad_prepared` if the function has scalar
+    /// parameters only, else as [`Advm::grad_general`]. The gradient is in
+    /// [`Advm::flat_grad`].
     pub fn grad(&mut self) -> Result<f64, AdError> {
+        match &self.prepared {
+            Some(p) => {
+                self.last_prepared = true;
+                self.engine.grad_prepared(p, &self.args, &mut self.pgrad)
+            }
+            None => self.grad_general(),
+        }
+    }
+
+    /// Value and gradient by `Engine::grad_wrt_into`, whatever the
+    /// parameters; the gradient is in [`Advm::gradient`].
+    pub fn grad_general(&mut self) -> Result<f64, AdError> {
+        self.last_prepared = false;
         self.engine
             .grad_wrt_into(self.f, &self.args, &self.mask, &mut self.out)?;
         Ok(self.out.value)
     }
 
-    /// The last gradient, one entry per argument.
+    /// The last gradient of [`Advm::grad_general`], one entry per argument.
     pub fn gradient(&self) -> &Gradient {
         &self.out
     }
@@ -142,6 +184,13 @@ impl Advm {
     /// The last gradient with respect to the suite's differentiated inputs,
     /// flattened in argument order into `g`.
     pub fn flat_grad(&self, g: &mut [f64]) {
+        if self.last_prepared {
+            assert_eq!(self.wrt.len(), g.len(), "flattened gradient length");
+            for (slot, &i) in g.iter_mut().zip(self.wrt) {
+                *slot = self.pgrad[i];
+            }
+            return;
+        }
         let mut at = 0;
         for &i in self.wrt {
             match self.out.grad.get(i) {

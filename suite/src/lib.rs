@@ -277,5 +277,13 @@ pub fn check_agreement(case: &Case) -> Result<(), String> {
         a.flat_grad(&mut got);
         grad_ok("advm", &got, &want)?;
     }
+    // The general path too (the same as `grad` for programs with arrays;
+    // for scalar ones, `grad` was the prepared path).
+    let v = a
+        .grad_general()
+        .map_err(|e| format!("{name}: advm gradient (grad_wrt_into): {e}"))?;
+    value_ok("advm grad_wrt_into", v, value, VALUE_EXACT)?;
+    a.flat_grad(&mut got);
+    grad_ok("advm grad_wrt_into", &got, &want)?;
     Ok(())
 }
