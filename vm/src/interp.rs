@@ -716,6 +716,23 @@ impl Vm {
                 }
             }};
         }
+        // `r0 = r1[$index]` (`aget`, `aget.add`): out of bounds traps with
+        // the index.
+        macro_rules! load {
+            ($ins:expr, $index:expr) => {{
+                let i = $index;
+                match self.heap.get(w.get($ins.r1 as u32)) {
+                    Some(a) => match a.get(i as usize) {
+                        Some(v) if i >= 0 => setf!($ins.r0, *v),
+                        _ => trap!(TrapKind::OutOfBounds {
+                            index: i,
+                            len: a.len()
+                        }),
+                    },
+                    None => trap!(TrapKind::BadHandle),
+                }
+            }};
+        }
         // Room for one more value on the comms stack (a checked push:
         // `comms.push`, `mul.push`), growing it on the cold path or
         // trapping; the push after it needs no second check.
@@ -853,32 +870,8 @@ impl Vm {
                     Some(a) => seti!(ins.r0, a.len()),
                     None => trap!(TrapKind::BadHandle),
                 },
-                Op::AGet => {
-                    let i = ir!(ins.r2);
-                    match self.heap.get(w.get(ins.r1 as u32)) {
-                        Some(a) => match a.get(i as usize) {
-                            Some(v) if i >= 0 => setf!(ins.r0, *v),
-                            _ => trap!(TrapKind::OutOfBounds {
-                                index: i,
-                                len: a.len()
-                            }),
-                        },
-                        None => trap!(TrapKind::BadHandle),
-                    }
-                }
-                Op::AGetAdd => {
-                    let i = ir!(ins.r2).wrapping_add(ir!(ins.x));
-                    match self.heap.get(w.get(ins.r1 as u32)) {
-                        Some(a) => match a.get(i as usize) {
-                            Some(v) if i >= 0 => setf!(ins.r0, *v),
-                            _ => trap!(TrapKind::OutOfBounds {
-                                index: i,
-                                len: a.len()
-                            }),
-                        },
-                        None => trap!(TrapKind::BadHandle),
-                    }
-                }
+                Op::AGet => load!(ins, ir!(ins.r2)),
+                Op::AGetAdd => load!(ins, ir!(ins.r2).wrapping_add(ir!(ins.x))),
                 Op::ASet => {
                     let i = ir!(ins.r1);
                     let v = fr!(ins.r2);
