@@ -158,9 +158,11 @@ enum Neg {
 /// loop iteration than choosing between adding and subtracting), so a
 /// counter counted down by a constant, `sub.i %c, %c, k`, fuses into a
 /// step that adds `-k`. For every `sub.i` by an i64 constant `k` (other
-/// than `i64::MIN`), this finds the function's constant `-k`, or makes it
-/// an extra constant register (the bits listed in the second result).
-/// First result: `(value of k, where -k is)`.
+/// than `i64::MIN`) that may be such a step, its result going to a phi or
+/// an i64 comparison (a counter; `n - 1` passed to a call is not), this
+/// finds the function's constant `-k`, or makes it an extra constant
+/// register (the bits listed in the second result). First result: `(value
+/// of k, where -k is)`.
 fn negated_steps(f: &ir::Function, consts: &[usize]) -> (Vec<(usize, Neg)>, Vec<u64>) {
     let mut negs: Vec<(usize, Neg)> = Vec::new();
     let mut extra: Vec<u64> = Vec::new();
@@ -168,10 +170,36 @@ fn negated_steps(f: &ir::Function, consts: &[usize]) -> (Vec<(usize, Neg)>, Vec<
         Some(d) if d.ty == Type::I64 => d.konst.map(|b| b as i64),
         _ => None,
     };
+    let mut counts = vec![false; f.values.len()];
+    for b in &f.blocks {
+        for (_, v) in b.phis.iter().flat_map(|phi| &phi.incoming) {
+            if let Some(c) = counts.get_mut(v.index()) {
+                *c = true;
+            }
+        }
+        for inst in &b.insts {
+            if matches!(
+                inst.op,
+                Op::LtI | Op::LeI | Op::GtI | Op::GeI | Op::EqI | Op::NeI
+            ) {
+                for v in &inst.args {
+                    if let Some(c) = counts.get_mut(v.index()) {
+                        *c = true;
+                    }
+                }
+            }
+        }
+    }
     for inst in f.blocks.iter().flat_map(|b| &b.insts) {
         let (Op::SubI, [_, k]) = (inst.op, inst.args.as_slice()) else {
             continue;
         };
+        if inst
+            .dst
+            .is_none_or(|d| counts.get(d.index()) != Some(&true))
+        {
+            continue;
+        }
         let k = k.index();
         let Some(kv) = int_const(k) else { continue };
         if kv == i64::MIN || negs.iter().any(|(seen, _)| *seen == k) || !consts.contains(&k) {

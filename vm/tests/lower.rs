@@ -1043,3 +1043,32 @@ fn copies_of_copies_are_bounded() {
     let got = vm.run(&p, FuncId(0), &[Value::I64(20)]);
     assert_eq!(got.ok(), Some(Value::I64(20 - 4 * k as i64)));
 }
+
+/// A `sub.i` by a constant that is no loop counter's step (its result goes
+/// to no phi and no comparison: `n - 1` returned here) gets no negated
+/// constant in the frame; a counter's step does (powloop's loop fuses).
+#[test]
+fn only_counter_steps_get_a_negated_constant() {
+    let mut b = B::new("dec", &[("n", I64)], I64);
+    let e = b.block("entry");
+    let n = b.p(0);
+    let three = b.i64(3);
+    let m = b.op(e, Op::SubI, Some(I64), &[n, three]);
+    b.ret(e, m);
+    let p = load(&b.module());
+    let consts: Vec<i64> = p.func(FuncId(0)).consts.iter().map(|&c| c as i64).collect();
+    assert_eq!(consts, [3], "{}", vm::disasm::function(p.func(FuncId(0))));
+    let mut vm = Vm::default();
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(10)]).ok(),
+        Some(Value::I64(7))
+    );
+
+    let p = load(&powloop());
+    let f = p.func(FuncId(0));
+    assert!(
+        f.code.iter().any(|i| is_step(i.op)),
+        "{}",
+        vm::disasm::function(f)
+    );
+}
