@@ -7,6 +7,7 @@
 //!   differential testing against the VM.
 //! * [`suite`]: the benchmark programs' inputs and reference values.
 
+pub mod alloc;
 pub mod fd;
 pub mod gen;
 pub mod refeval;

@@ -1,0 +1,60 @@
+//! A global allocator that counts allocations per thread, for the tests
+//! that assert "no allocation per call after warm-up" (`ad/tests/alloc.rs`,
+//! `suite/tests/alloc.rs`). A test binary installs it with
+//!
+//! ```ignore
+//! #[global_allocator]
+//! static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
+//! ```
+//!
+//! and reads [`allocs`] before and after the call it checks. Per thread,
+//! because the test harness runs tests on several threads at once. (`vm`'s
+//! own test keeps a copy: `vm` cannot depend on testkit, which depends on
+//! it.)
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+thread_local! {
+    static ALLOCS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: allocations while the thread's locals are torn down are
+    // not counted (and must not panic).
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+/// Allocations (`alloc`, `alloc_zeroed`, `realloc`) made by this thread so
+/// far.
+pub fn allocs() -> usize {
+    ALLOCS.with(|c| c.get())
+}
+
+/// Forwards to the system allocator and counts calls per thread.
+pub struct Counting;
+
+// SAFETY: every method forwards to `System` with the caller's arguments, so
+// the `GlobalAlloc` contract is `System`'s; the counter has no effect on it.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
