@@ -159,7 +159,7 @@ fn mismatched_prepared_calls_are_refused_with_a_message() {
     let mut wrong = good.clone();
     wrong[1] = Value::F64(3.0);
     let m = args_error(e.grad_prepared(&p, &wrong, &mut g4));
-    assert!(m.contains("argument 2 is not i64"), "{m}");
+    assert!(m.contains("argument 2 of @mix must be i64, got f64"), "{m}");
     // Another engine's preparation.
     let mut other = engine();
     let m = args_error(other.grad_prepared(&p, &good, &mut g4));

@@ -1,6 +1,7 @@
 //! A global allocator that counts allocations per thread, for the tests
-//! that assert "no allocation per call after warm-up" (`ad/tests/alloc.rs`,
-//! `suite/tests/alloc.rs`). A test binary installs it with
+//! that assert "no allocation per call after warm-up" (`vm/tests/alloc.rs`,
+//! `ad/tests/alloc.rs`, `suite/tests/alloc.rs`). A test binary installs it
+//! with
 //!
 //! ```ignore
 //! #[global_allocator]
@@ -8,9 +9,9 @@
 //! ```
 //!
 //! and reads [`allocs`] before and after the call it checks. Per thread,
-//! because the test harness runs tests on several threads at once. (`vm`'s
-//! own test keeps a copy: `vm` cannot depend on testkit, which depends on
-//! it.)
+//! because the test harness runs tests on several threads at once. (`vm`
+//! takes testkit as a dev-dependency for its integration tests only:
+//! testkit depends on `vm`.)
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};

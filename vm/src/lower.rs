@@ -313,8 +313,8 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         neg_steps,
     };
     let mut starts = vec![0u32; f.blocks.len()];
-    for (bi, _) in f.blocks.iter().enumerate() {
-        starts[bi] = l.code.len() as u32;
+    for (bi, start) in starts.iter_mut().enumerate() {
+        *start = l.code.len() as u32;
         let here = BlockId(bi as u32);
         l.block(here, Some(BlockId(here.0 + 1)))?;
     }

@@ -5,53 +5,13 @@
 mod common_ir;
 
 use common_ir::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use testkit::alloc::allocs;
 use vm::ir::{FuncId, Term};
 use vm::op::Op;
 use vm::{Type, Value, Vm};
 
-struct Counting;
-
-// Per thread: the test harness runs tests on several threads at once.
-thread_local! {
-    static ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-fn allocs() -> usize {
-    ALLOCS.with(|c| c.get())
-}
-
-// SAFETY: forwards to the system allocator; only counts calls.
-#[allow(unsafe_code)]
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 /// Allocations made by `f()`, and its result.
 fn allocations<T>(f: impl FnOnce() -> T) -> (usize, T) {
