@@ -25,6 +25,9 @@
 //!   in the interpreter), unless the first writes the register the second
 //!   reads (see `Lowerer::fuse`). The AD stage's forward code writes
 //!   such pairs (the pullback of one needs the other).
+//! * Multiply-add: `mul.f %p, %a, %b; add.f %acc, %acc, %p`, with the
+//!   `add.f` the product's only reader, becomes `acc.mul %acc, %a, %b` (a
+//!   dot product's step in one dispatch; see `Lowerer::fuse`).
 //! * Fused products (derived code): a checked `comms.push %a` right before
 //!   `mul.f %d, %a, %b` becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s,
 //!   %g` right before `mul.f %d, %g, %c` becomes `acc.mul.pop.mul` (see
@@ -734,6 +737,12 @@ impl Lowerer<'_> {
     ///   `sincos %s, %c, %x` if that computes the same as the two in turn:
     ///   the first must not write `%x` (`sincos` reads it before writing),
     ///   and the two must write different registers.
+    /// * Multiply-add: `mul.f %p, %a, %b; add.f %acc, %acc, %p` becomes
+    ///   `acc.mul %acc, %a, %b` when the `add.f` is the only reader of `%p`
+    ///   (a dot product's step). `acc.mul` computes `%acc + %a * %b` with
+    ///   two roundings, as the pair does (Rust does not contract it to a
+    ///   fused multiply-add), and reads every operand before it writes.
+    ///   Only the form with `%acc` first, the order `acc.mul` adds in.
     /// * Indexed load: `add.i %k, %a, %b; aget %d, %arr, %k` becomes
     ///   `aget.add %d, %arr, %a, %b` when the `aget` is the only reader of
     ///   `%k` (IR `inst`'s index argument): `%k`'s register is its own (a
@@ -759,6 +768,20 @@ impl Lowerer<'_> {
                     last.r1,
                     u32::from(last.r2),
                 ));
+            }
+            // `%acc` must not be the product's register (it is not: the
+            // product's one reader is this `add.f`, so its register is its
+            // own), and the product is the second term, as `acc.mul` adds.
+            (Op::MulF, Op::AddF)
+                if i.r0 == i.r1
+                    && i.r2 == last.r0
+                    && last.r0 != i.r0
+                    && inst
+                        .args
+                        .get(1)
+                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(Op::AccMul, i.r0, last.r1, last.r2, 0));
             }
             (Op::Sin, Op::Cos) | (Op::Cos, Op::Sin)
                 if last.r1 == i.r1 && last.r0 != last.r1 && last.r0 != i.r0 =>

@@ -866,6 +866,105 @@ fn products_fuse_with_the_push_or_pop_of_a_factor() {
     }
 }
 
+/// `(x0, y, k, n)`: `s = 0; x = x0; n times { p = x * y; s = s + p;
+/// x = x * k }`, returning `s` (and, with `reuse`, `t`, a second sum of the
+/// same products); with `commuted` the sum is `s = p + s`.
+fn mul_add_loop(commuted: bool, reuse: bool) -> Module {
+    let params = [("x0", F64), ("y", F64), ("k", F64), ("n", I64)];
+    let mut b = B::new_many("ma", &params, 1 + usize::from(reuse));
+    let (entry, head, body, done) = (
+        b.block("entry"),
+        b.block("head"),
+        b.block("body"),
+        b.block("done"),
+    );
+    b.jmp(entry, head);
+    let (x0, y, k, n) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let (i, i2) = (b.val("i", I64), b.val("i2", I64));
+    let (s, s2) = (b.val("s", F64), b.val("s2", F64));
+    let (t, t2) = (b.val("t", F64), b.val("t2", F64));
+    let (x, x2) = (b.val("x", F64), b.val("x2", F64));
+    let (zero, one, fzero) = (b.i64(0), b.i64(1), b.f64(0.0));
+    b.phi(head, i, &[(entry, zero), (body, i2)]);
+    b.phi(head, s, &[(entry, fzero), (body, s2)]);
+    b.phi(head, x, &[(entry, x0), (body, x2)]);
+    if reuse {
+        b.phi(head, t, &[(entry, fzero), (body, t2)]);
+    }
+    let c = b.op(head, Op::LtI, Some(Bool), &[i, n]);
+    b.br(head, c, body, done);
+    let p = b.op(body, Op::MulF, Some(F64), &[x, y]);
+    let sum = if commuted { [p, s] } else { [s, p] };
+    b.set(body, Op::AddF, s2, &sum);
+    if reuse {
+        b.set(body, Op::AddF, t2, &[t, p]);
+    }
+    b.set(body, Op::MulF, x2, &[x, k]);
+    b.set(body, Op::AddI, i2, &[i, one]);
+    b.jmp(body, head);
+    let rets = if reuse { vec![s, t] } else { vec![s] };
+    b.term(done, Term::RetN(rets));
+    b.module()
+}
+
+/// A product read only by the `add.f` after it that accumulates it in
+/// place (`s = s + p`: a dot product's step) is one `acc.mul`, which
+/// computes the same as the pair (two roundings, the sum in the same
+/// order) on ordinary and special inputs; the commuted sum and a product
+/// read twice stay a `mul.f` and an `add.f`.
+#[test]
+fn a_product_summed_in_place_fuses_into_acc_mul() {
+    let mut inputs = vec![
+        (1.5, -2.25, 0.5),
+        (0.1, 0.2, 1.1),
+        (1e308, 10.0, 2.0),
+        (-0.0, 0.0, -1.0),
+        (1e-310, 1e-10, 3.0),
+        (f64::INFINITY, 0.0, 1.0),
+        (f64::INFINITY, 1.0, -1.0),
+        (f64::NAN, 1.0, 1.0),
+        (3.0, f64::NEG_INFINITY, 0.0),
+    ];
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
+    };
+    for _ in 0..500 {
+        inputs.push((next(), next(), next()));
+    }
+    for (commuted, reuse) in [(false, false), (true, false), (false, true)] {
+        let p = load(&mul_add_loop(commuted, reuse));
+        let what = format!(
+            "commuted {commuted}, reuse {reuse}:\n{}",
+            vm::disasm::function(p.func(FuncId(0)))
+        );
+        let fused = !commuted && !reuse;
+        let ops = ops(&p);
+        assert_eq!(ops.contains(&Op::AccMul), fused, "{what}");
+        assert_eq!(ops.contains(&Op::AddF), !fused, "{what}");
+        for &(x0, y, k) in &inputs {
+            let n = 7;
+            let (mut s, mut t, mut x) = (0.0f64, 0.0f64, x0);
+            for _ in 0..n {
+                let p = x * y;
+                s = if commuted { p + s } else { s + p };
+                t += p;
+                x *= k;
+            }
+            let want = if reuse { vec![s, t] } else { vec![s] };
+            let got = run_many(&p, &[x0.to_bits(), y.to_bits(), k.to_bits(), n as u64]);
+            let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+            assert!(
+                got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(*a, *b)),
+                "{x0:e} {y:e} {k:e}: got {got:?}, want {want:?}\n{what}"
+            );
+        }
+    }
+}
+
 /// `%d = aget %a, add.i(%i, %j)` with `%j` read again (`reuse`) or not.
 fn indexed_load(reuse: bool) -> Module {
     let mut b = B::new("row", &[("a", Type::Arr), ("i", I64), ("j", I64)], F64);
