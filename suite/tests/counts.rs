@@ -1,8 +1,10 @@
 //! Bytecode instructions per loop iteration of the suite's counted loops
 //! (the primal; what the AD stage emits is its own business): each loop
 //! ends in one fused step-and-branch (`jmp.step.if.<cc>.i`), so powloop costs 2
-//! instructions per iteration and branchy 5 per element, either sign (the
-//! arm laid out first ends in a copy of the join, not a jump to it).
+//! instructions per iteration and branchy 4 or 5 per element (the arm laid
+//! out first ends in a copy of the join, not a jump to it, and sums its
+//! square by one `acc.mul`); a dot product's term costs 4 (load, load,
+//! `acc.mul`, step-and-branch) and logsumexp 8 per element.
 
 use vm::bytecode::Program;
 use vm::ir::FuncId;
@@ -18,13 +20,13 @@ fn load(file: &str) -> (Program, FuncId) {
     (p, FuncId(0))
 }
 
-/// Instructions executed by one call on raw arguments (arrays first
-/// copied into the heap).
-fn executed(p: &Program, f: FuncId, scalars: &[u64], array: Option<&[f64]>) -> u64 {
+/// Instructions executed by one call on raw arguments: `arrays` (copied
+/// into the heap) are the first parameters, `scalars` the rest.
+fn executed(p: &Program, f: FuncId, arrays: &[&[f64]], scalars: &[u64]) -> u64 {
     let mut vm = Vm::default();
     vm.begin(false);
     let mut args = Vec::new();
-    if let Some(a) = array {
+    for a in arrays {
         args.push(vm.alloc_array(a).expect("allocates"));
     }
     args.extend_from_slice(scalars);
@@ -44,14 +46,17 @@ fn powloop_costs_two_instructions_per_iteration() {
         vm::disasm::function(p.func(f))
     );
     let x = 1.0001f64.to_bits();
-    let n100 = executed(&p, f, &[x, 100], None);
-    let n101 = executed(&p, f, &[x, 101], None);
+    let n100 = executed(&p, f, &[], &[x, 100]);
+    let n101 = executed(&p, f, &[], &[x, 101]);
     assert_eq!(n101 - n100, 2);
-    assert_eq!(executed(&p, f, &[x, 1000], None), 2004);
+    assert_eq!(executed(&p, f, &[], &[x, 1000]), 2004);
 }
 
+/// A positive element: load, branch, `acc.mul` (the square summed in the
+/// copied join), step-and-branch; a negative one: load, branch, product,
+/// sum, step-and-branch.
 #[test]
-fn branchy_costs_five_instructions_per_element_either_sign() {
+fn branchy_costs_four_or_five_instructions_per_element_by_sign() {
     let (p, f) = load("branchy");
     assert!(
         p.func(f)
@@ -61,8 +66,42 @@ fn branchy_costs_five_instructions_per_element_either_sign() {
         "{}",
         vm::disasm::function(p.func(f))
     );
-    let count = |v: &[f64]| executed(&p, f, &[], Some(v));
+    let count = |v: &[f64]| executed(&p, f, &[v], &[]);
     let pos = count(&[1.0; 11]) - count(&[1.0; 10]);
     let neg = count(&[-1.0; 11]) - count(&[-1.0; 10]);
-    assert_eq!((pos, neg), (5, 5));
+    assert_eq!((pos, neg), (4, 5));
+}
+
+/// logreg's and mlp's inner loops (a row of `X` or `W1` times a vector):
+/// one more column adds, per row, two loads, one `acc.mul` (the product
+/// summed in place) and the step-and-branch.
+#[test]
+fn a_dot_product_costs_four_instructions_per_term() {
+    let (rows, cols) = (3usize, 5usize);
+    let ramp = |n: usize| (0..n).map(|i| 0.1 * i as f64 - 0.2).collect::<Vec<f64>>();
+    let (p, f) = load("logreg");
+    let logreg = |d: usize| {
+        let (x, y, w) = (ramp(rows * d), vec![1.0; rows], ramp(d));
+        executed(&p, f, &[&x, &y, &w], &[rows as u64, d as u64])
+    };
+    assert_eq!(logreg(cols + 1) - logreg(cols), 4 * rows as u64);
+    let (q, g) = load("mlp");
+    let mlp = |d: usize| {
+        let (x, w1, b1, w2) = (ramp(d), ramp(rows * d), ramp(rows), ramp(rows));
+        executed(&q, g, &[&x, &w1, &b1, &w2], &[0.05f64.to_bits()])
+    };
+    assert_eq!(mlp(cols + 1) - mlp(cols), 4 * rows as u64);
+}
+
+/// logsumexp's two loops: the maximum (load, `max.f`, step-and-branch:
+/// the counter's step fuses with the copied loop header) and the sum
+/// (load, subtract, `exp`, add, step-and-branch).
+#[test]
+fn logsumexp_costs_eight_instructions_per_element() {
+    let (p, f) = load("logsumexp");
+    let count = |n: usize| {
+        let v: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();
+        executed(&p, f, &[&v], &[])
+    };
+    assert_eq!(count(11) - count(10), 3 + 5);
 }

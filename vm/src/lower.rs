@@ -319,7 +319,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     for (bi, start) in starts.iter_mut().enumerate() {
         *start = l.code.len() as u32;
         let here = BlockId(bi as u32);
-        l.block(here, Some(BlockId(here.0 + 1)))?;
+        l.block(here, Some(BlockId(here.0 + 1)), false)?;
     }
     if l.code.len() >= u32::MAX as usize {
         return Err(LowerError::TooMuchCode {
@@ -584,10 +584,21 @@ impl Lowerer<'_> {
     /// all: every copy spends some, so cycles of small blocks end). Each
     /// copy gets a mark with its block's name, so a trap in it names the
     /// same block as in the original; jumps and tables still go to the
-    /// original.
-    fn block(&mut self, here: BlockId, next: Option<BlockId>) -> Result<(), LowerError> {
+    /// original. Nothing but that fall-through reaches a copy (`copy`), so
+    /// it continues the straight-line run of the block that jumped to it:
+    /// the look-back peepholes (`fuse`, `take_step`) see across its start,
+    /// so a counter stepped at the end of a loop body fuses with the
+    /// copied header's compare-and-branch.
+    fn block(
+        &mut self,
+        here: BlockId,
+        next: Option<BlockId>,
+        copy: bool,
+    ) -> Result<(), LowerError> {
         let b = &self.f.blocks[here.index()];
-        self.block_start = self.code.len();
+        if !copy {
+            self.block_start = self.code.len();
+        }
         self.marks.push(BlockMark {
             name: b.name.clone(),
             start: self.code.len() as u32,
@@ -993,6 +1004,14 @@ impl Lowerer<'_> {
         }
         self.code.remove(at - 1);
         self.locs.remove(at - 1);
+        // A copied block's mark after the step (see `block`) moves up with
+        // its instructions.
+        for m in self.marks.iter_mut().rev() {
+            if (m.start as usize) < at {
+                break;
+            }
+            m.start -= 1;
+        }
         let op = Op::fused_branch(Fused::StepI, cc, negate);
         Some(Instr::new(op, c, by, other, 0))
     }
@@ -1034,7 +1053,7 @@ impl Lowerer<'_> {
                 } else if let Some(cost) = self.copy_cost(here, *to) {
                     // The copy is followed by what follows `here`.
                     self.budget -= cost;
-                    let copied = self.block(*to, fall);
+                    let copied = self.block(*to, fall, true);
                     self.budget += cost;
                     copied?;
                 } else {

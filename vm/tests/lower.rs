@@ -965,6 +965,82 @@ fn a_product_summed_in_place_fuses_into_acc_mul() {
     }
 }
 
+/// `(n) -> i64`, two loops as in logsumexp: `a = sum of i for i < n`, then
+/// `s = a + sum of j for j < n step 2`. The first header's exit edge has
+/// copies (`j = 0`, `s = a`), so the body's `jmp` to it is not threaded
+/// but copied (tail duplication).
+fn two_loops() -> Module {
+    let mut b = B::new("two", &[("n", I64)], I64);
+    let (entry, h1, b1, h2, b2, done) = (
+        b.block("entry"),
+        b.block("h1"),
+        b.block("b1"),
+        b.block("h2"),
+        b.block("b2"),
+        b.block("done"),
+    );
+    b.jmp(entry, h1);
+    let n = b.p(0);
+    let (zero, one, two) = (b.i64(0), b.i64(1), b.i64(2));
+    let (i, i2, a, a2) = (
+        b.val("i", I64),
+        b.val("i2", I64),
+        b.val("a", I64),
+        b.val("a2", I64),
+    );
+    let (j, j2, s, s2) = (
+        b.val("j", I64),
+        b.val("j2", I64),
+        b.val("s", I64),
+        b.val("s2", I64),
+    );
+    b.phi(h1, i, &[(entry, zero), (b1, i2)]);
+    b.phi(h1, a, &[(entry, zero), (b1, a2)]);
+    let c = b.op(h1, Op::LtI, Some(Bool), &[i, n]);
+    b.br(h1, c, b1, h2);
+    b.set(b1, Op::AddI, a2, &[a, i]);
+    b.set(b1, Op::AddI, i2, &[i, one]);
+    b.jmp(b1, h1);
+    b.phi(h2, j, &[(h1, zero), (b2, j2)]);
+    b.phi(h2, s, &[(h1, a), (b2, s2)]);
+    let d = b.op(h2, Op::LtI, Some(Bool), &[j, n]);
+    b.br(h2, d, b2, done);
+    b.set(b2, Op::AddI, s2, &[s, j]);
+    b.set(b2, Op::AddI, j2, &[j, two]);
+    b.jmp(b2, h2);
+    b.ret(done, s);
+    b.module()
+}
+
+/// A counter stepped at the end of a loop body fuses with the
+/// compare-and-branch of the header copied after it (the copy is reached
+/// only from the body), so both loops end in one step-and-branch; the
+/// fused branch carries the header's mark, and the results are right for
+/// every trip count.
+#[test]
+fn a_step_fuses_with_the_copied_header_after_it() {
+    let p = load(&two_loops());
+    let f = p.func(FuncId(0));
+    let text = vm::disasm::function(f);
+    let steps: Vec<usize> = (0..f.code.len())
+        .filter(|&pc| is_step(f.code[pc].op))
+        .collect();
+    assert_eq!(steps.len(), 2, "{text}");
+    // The two sums are left; the two counter steps are in the branches.
+    let adds = ops(&p).iter().filter(|op| **op == Op::AddI).count();
+    assert_eq!(adds, 2, "{text}");
+    assert_eq!(f.block_of(steps[0]), "h1", "{text}");
+    let mut vm = Vm::default();
+    for n in [0i64, 1, 2, 3, 4, 7, 100, -5] {
+        let want = (0..n).sum::<i64>() + (0..n).step_by(2).sum::<i64>();
+        assert_eq!(
+            vm.run(&p, FuncId(0), &[Value::I64(n)]),
+            Ok(Value::I64(want)),
+            "n = {n}"
+        );
+    }
+}
+
 /// `%d = aget %a, add.i(%i, %j)` with `%j` read again (`reuse`) or not.
 fn indexed_load(reuse: bool) -> Module {
     let mut b = B::new("row", &[("a", Type::Arr), ("i", I64), ("j", I64)], F64);
