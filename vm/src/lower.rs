@@ -27,7 +27,8 @@
 //!   such pairs (the pullback of one needs the other).
 //! * Multiply-add: `mul.f %p, %a, %b; add.f %acc, %acc, %p`, with the
 //!   `add.f` the product's only reader, becomes `acc.mul %acc, %a, %b` (a
-//!   dot product's step in one dispatch; see `Lowerer::fuse`).
+//!   dot product's step in one dispatch), also with block-id and comms
+//!   pushes between the two (see `Lowerer::mul_add`).
 //! * Fused products (derived code): a checked `comms.push %a` right before
 //!   `mul.f %d, %a, %b` becomes `mul.push %d, %a, %b`, and `acc.mul.pop %s,
 //!   %g` right before `mul.f %d, %g, %c` becomes `acc.mul.pop.mul` (see
@@ -717,6 +718,9 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
+        if self.mul_add(i, inst) {
+            return Ok(());
+        }
         if let Some(fused) = self.fuse(i, inst) {
             // In place of the block's last instruction, whose location it
             // keeps (for a push or pop, the half that can trap) except for
@@ -748,12 +752,6 @@ impl Lowerer<'_> {
     ///   `sincos %s, %c, %x` if that computes the same as the two in turn:
     ///   the first must not write `%x` (`sincos` reads it before writing),
     ///   and the two must write different registers.
-    /// * Multiply-add: `mul.f %p, %a, %b; add.f %acc, %acc, %p` becomes
-    ///   `acc.mul %acc, %a, %b` when the `add.f` is the only reader of `%p`
-    ///   (a dot product's step). `acc.mul` computes `%acc + %a * %b` with
-    ///   two roundings, as the pair does (Rust does not contract it to a
-    ///   fused multiply-add), and reads every operand before it writes.
-    ///   Only the form with `%acc` first, the order `acc.mul` adds in.
     /// * Indexed load: `add.i %k, %a, %b; aget %d, %arr, %k` becomes
     ///   `aget.add %d, %arr, %a, %b` when the `aget` is the only reader of
     ///   `%k` (IR `inst`'s index argument): `%k`'s register is its own (a
@@ -779,20 +777,6 @@ impl Lowerer<'_> {
                     last.r1,
                     u32::from(last.r2),
                 ));
-            }
-            // `%acc` must not be the product's register (it is not: the
-            // product's one reader is this `add.f`, so its register is its
-            // own), and the product is the second term, as `acc.mul` adds.
-            (Op::MulF, Op::AddF)
-                if i.r0 == i.r1
-                    && i.r2 == last.r0
-                    && last.r0 != i.r0
-                    && inst
-                        .args
-                        .get(1)
-                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
-            {
-                return Some(Instr::new(Op::AccMul, i.r0, last.r1, last.r2, 0));
             }
             (Op::Sin, Op::Cos) | (Op::Cos, Op::Sin)
                 if last.r1 == i.r1 && last.r0 != last.r1 && last.r0 != i.r0 =>
@@ -824,6 +808,45 @@ impl Lowerer<'_> {
             }
             _ => None,
         }
+    }
+
+    /// Multiply-add, for `i` = `add.f %acc, %acc, %p` about to be emitted:
+    /// if `%p` is written by a `mul.f %p, %a, %b` earlier in the block's
+    /// straight-line run and the `add.f` is `%p`'s only reader (a dot
+    /// product's step), that `mul.f` becomes `acc.mul %acc, %a, %b` and
+    /// `i` is not emitted (`true`). `acc.mul` computes `%acc + %a * %b`
+    /// with two roundings, as the pair does (Rust does not contract it to
+    /// a fused multiply-add), and reads every operand before it writes;
+    /// only the form with `%acc` first, the order `acc.mul` adds in.
+    ///
+    /// Between the two may stand `blk.push`es and comms pushes that read
+    /// neither `%acc` nor `%p` (the derived forward code records a block
+    /// id or a value there): they touch no other register, so the sum
+    /// done before them is not seen by them, and nothing moves (no jump
+    /// target or pending jump changes). `%acc` is not `%p`: the product's
+    /// one reader is this `add.f`, so its register is its own.
+    fn mul_add(&mut self, i: Instr, inst: &ir::Inst) -> bool {
+        let (acc, p) = (i.r1, i.r2);
+        let once = inst
+            .args
+            .get(1)
+            .is_some_and(|v| self.uses.get(v.index()) == Some(&1));
+        if i.op != Op::AddF || i.r0 != acc || p == acc || !once {
+            return false;
+        }
+        for at in (self.block_start..self.code.len()).rev() {
+            let c = self.code[at];
+            match c.op {
+                Op::MulF if c.r0 == p => {
+                    self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    return true;
+                }
+                Op::BlkPush => {}
+                Op::CommsPush | Op::CommsPushR | Op::CommsReserve if c.r0 != acc && c.r0 != p => {}
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// The parallel copies of the edge `from -> to`, as (dst, src) registers.

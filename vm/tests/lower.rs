@@ -965,6 +965,68 @@ fn a_product_summed_in_place_fuses_into_acc_mul() {
     }
 }
 
+/// What stands between the product and its sum in [`mul_add_past`].
+#[derive(Clone, Copy, Debug)]
+enum Between {
+    /// `blk.push 7; comms.push %c`: neither reads the sum or the product.
+    Unrelated,
+    /// `comms.push %s`: the sum before the product is added.
+    Sum,
+    /// `comms.push %p`: the product, which is then read twice.
+    Product,
+}
+
+/// `(a, b, c, s) -> (s, q)`, non-SSA: `p = a * b; <between>; s = s + p;
+/// q = comms.pop` (what was pushed).
+fn mul_add_past(between: Between) -> Module {
+    let params = [("a", F64), ("b", F64), ("c", F64), ("s", F64)];
+    let mut b = B::new_many("past", &params, 2);
+    let e = b.block("entry");
+    let (a, bb, c, s) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let p = b.op(e, Op::MulF, Some(F64), &[a, bb]);
+    match between {
+        Between::Unrelated => {
+            b.blk_push(e, 7);
+            b.eff(e, Op::CommsPush, &[c]);
+        }
+        Between::Sum => b.eff(e, Op::CommsPush, &[s]),
+        Between::Product => b.eff(e, Op::CommsPush, &[p]),
+    }
+    b.set(e, Op::AddF, s, &[s, p]);
+    let q = b.op(e, Op::CommsPop, Some(F64), &[]);
+    b.term(e, Term::RetN(vec![s, q]));
+    b.module()
+}
+
+/// The product and its sum fuse past block-id pushes and pushes of other
+/// registers (as in derived forward code), not past a push of the sum,
+/// which must see the sum before the product is added, and not where the
+/// product is pushed too (read twice). Each pushed value is the one the
+/// unfused pair would have pushed.
+#[test]
+fn a_product_and_its_sum_fuse_past_pushes_that_read_neither() {
+    let (a, b, c, s) = (1.5f64, -2.25f64, 7.5f64, 0.25f64);
+    for between in [Between::Unrelated, Between::Sum, Between::Product] {
+        let p = load(&mul_add_past(between));
+        let what = format!("{between:?}:\n{}", vm::disasm::function(p.func(FuncId(0))));
+        let fused = matches!(between, Between::Unrelated);
+        assert_eq!(ops(&p).contains(&Op::AccMul), fused, "{what}");
+        assert_eq!(ops(&p).contains(&Op::AddF), !fused, "{what}");
+        let pushed = match between {
+            Between::Unrelated => c,
+            Between::Sum => s,
+            Between::Product => a * b,
+        };
+        let mut vm = Vm::default();
+        vm.begin(true);
+        let args = [a, b, c, s].map(f64::to_bits);
+        vm.call_raw(&p, FuncId(0), &args).expect("runs");
+        let got: Vec<f64> = vm.results().iter().map(|r| f64::from_bits(*r)).collect();
+        assert_eq!(got, [s + a * b, pushed], "{what}");
+        assert_eq!(vm.blk_len(), usize::from(fused), "{what}");
+    }
+}
+
 /// `(n) -> i64`, two loops as in logsumexp: `a = sum of i for i < n`, then
 /// `s = a + sum of j for j < n step 2`. The first header's exit edge has
 /// copies (`j = 0`, `s = a`), so the body's `jmp` to it is not threaded
