@@ -138,6 +138,10 @@ struct Lowerer<'f> {
     uses: Vec<u32>,
     /// Where the code of the block being lowered starts.
     block_start: usize,
+    /// Per block: whether a jump or jump table may reach it (all blocks
+    /// in the first pass; see `lower_function`). One that none reaches
+    /// continues the straight-line run before it.
+    reached: Vec<bool>,
     /// A mark per stretch of code of one block, in code order.
     marks: Vec<BlockMark>,
     /// What is left of [`COPY_BUDGET`] while blocks are being copied.
@@ -235,6 +239,24 @@ fn negated_steps(f: &ir::Function, consts: &[usize]) -> (Vec<(usize, Neg)>, Vec<
 /// operand types, is left to the verifier.
 pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     check_ids(f)?;
+    // Two passes. The first finds the blocks that some jump or jump table
+    // reaches; in the second, a block that none reaches (it is entered
+    // only by falling through from the block before it: the join of an
+    // if/else whose other arm jumps to a copy of it) continues that
+    // block's straight-line run, so the look-back peepholes see across its
+    // start, as for copies (see `Lowerer::block`). Which blocks jumps reach
+    // depends on terminators, threading and copies, not on the peepholes,
+    // so the second pass reaches the same ones.
+    let (_, reached) = lower_pass(f, vec![true; f.blocks.len()])?;
+    let (out, again) = lower_pass(f, reached.clone())?;
+    debug_assert_eq!(reached, again);
+    Ok(out)
+}
+
+/// One lowering of `f` (whose ids `check_ids` accepted), with `reached`
+/// as [`Lowerer::reached`]; the function, and the blocks its jumps and
+/// jump tables reach.
+fn lower_pass(f: &ir::Function, reached: Vec<bool>) -> Result<(Function, Vec<bool>), LowerError> {
     let n = f.values.len();
     let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
     let mut is_param = vec![false; n];
@@ -306,6 +328,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         lists: Vec::new(),
         uses,
         block_start: 0,
+        reached,
         marks: Vec::with_capacity(f.blocks.len()),
         budget: COPY_BUDGET,
         preds: f
@@ -327,6 +350,14 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
             func: f.name.clone(),
         });
     }
+    let mut reached = vec![false; f.blocks.len()];
+    let fixed = l.fixups.iter().filter_map(|(_, fix)| match fix {
+        Fixup::Block(b) => Some(b),
+        Fixup::Pc(_) => None,
+    });
+    for b in fixed.chain(l.table_blocks.iter().flatten()) {
+        reached[b.index()] = true;
+    }
     for (pc, fix) in std::mem::take(&mut l.fixups) {
         let target = match fix {
             Fixup::Block(b) => starts[b.index()],
@@ -342,7 +373,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         .map(|&i| f.values[i].konst.unwrap_or(0))
         .chain(extra)
         .collect();
-    Ok(Function {
+    let out = Function {
         name: f.name.clone(),
         param_types: f.params.iter().map(|p| f.ty(*p)).collect(),
         ret: f.ret.clone(),
@@ -355,7 +386,8 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         blocks: l.marks,
         locs: l.locs,
         reg_names: l.reg_names,
-    })
+    };
+    Ok((out, reached))
 }
 
 /// Reject references to values and blocks that do not exist (so that the
@@ -587,9 +619,13 @@ impl Lowerer<'_> {
     /// same block as in the original; jumps and tables still go to the
     /// original. Nothing but that fall-through reaches a copy (`copy`), so
     /// it continues the straight-line run of the block that jumped to it:
-    /// the look-back peepholes (`fuse`, `take_step`) see across its start,
-    /// so a counter stepped at the end of a loop body fuses with the
-    /// copied header's compare-and-branch.
+    /// the look-back peepholes (`fuse`, `mul_add`, `take_step`) see across
+    /// its start, so a counter stepped at the end of a loop body fuses with
+    /// the copied header's compare-and-branch. So does a block that no jump
+    /// reaches (`reached`, from the first pass), entered only by falling
+    /// through. The peepholes only fuse with arithmetic, loads and pushes,
+    /// never with a branch, so a run that holds the previous block's
+    /// conditional jump is safe too.
     fn block(
         &mut self,
         here: BlockId,
@@ -597,7 +633,7 @@ impl Lowerer<'_> {
         copy: bool,
     ) -> Result<(), LowerError> {
         let b = &self.f.blocks[here.index()];
-        if !copy {
+        if !copy && self.reached.get(here.index()).copied().unwrap_or(true) {
             self.block_start = self.code.len();
         }
         self.marks.push(BlockMark {
@@ -1169,6 +1205,7 @@ mod tests {
             lists: Vec::new(),
             uses: Vec::new(),
             block_start: 0,
+            reached: Vec::new(),
             marks: Vec::new(),
             budget: COPY_BUDGET,
             preds: Vec::new(),

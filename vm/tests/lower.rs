@@ -1235,6 +1235,60 @@ fn a_jump_to_a_small_block_becomes_a_copy_of_it() {
     }
 }
 
+/// `(c, x, k, s) -> f64`, non-SSA: `entry: br %c, a, b; a: %p = x * x;
+/// b: %p = x * k; join: s = s + %p; ret s` (`%p` a phi of the two
+/// products). With `big`, the join also computes five unused sums, too
+/// much to copy, so arm `a` jumps to it.
+fn product_diamond(big: bool) -> Module {
+    let params = [("c", Bool), ("x", F64), ("k", F64), ("s", F64)];
+    let mut bl = B::new("pd", &params, F64);
+    let (entry, a, b, join) = (
+        bl.block("entry"),
+        bl.block("a"),
+        bl.block("b"),
+        bl.block("join"),
+    );
+    let (c, x, k, s) = (bl.p(0), bl.p(1), bl.p(2), bl.p(3));
+    bl.br(entry, c, a, b);
+    let pa = bl.op(a, Op::MulF, Some(F64), &[x, x]);
+    bl.jmp(a, join);
+    let pb = bl.op(b, Op::MulF, Some(F64), &[x, k]);
+    bl.jmp(b, join);
+    let p = bl.val("p", F64);
+    bl.phi(join, p, &[(a, pa), (b, pb)]);
+    bl.set(join, Op::AddF, s, &[s, p]);
+    if big {
+        for _ in 0..5 {
+            bl.op(join, Op::AddF, Some(F64), &[x, k]);
+        }
+    }
+    bl.ret(join, s);
+    bl.module()
+}
+
+/// A join that no jump reaches (the arm laid out first runs a copy of it,
+/// the other falls through into it) continues the run of the arm before
+/// it, so each arm's product fuses with the join's sum; a join that is
+/// too big to copy is jumped to, and neither fuses there. Both compute
+/// what the unfused code does, either way.
+#[test]
+fn a_join_that_no_jump_reaches_continues_the_arm_before_it() {
+    let (x, k, s) = (1.5f64, -0.01f64, 0.25f64);
+    for big in [false, true] {
+        let p = load(&product_diamond(big));
+        let f = p.func(FuncId(0));
+        let text = vm::disasm::function(f);
+        let fused = f.code.iter().filter(|i| i.op == Op::AccMul).count();
+        assert_eq!(fused, if big { 0 } else { 2 }, "{text}");
+        let mut vm = Vm::default();
+        for (c, want) in [(true, s + x * x), (false, s + x * k)] {
+            let args = [Value::Bool(c), Value::F64(x), Value::F64(k), Value::F64(s)];
+            let got = vm.run(&p, FuncId(0), &args);
+            assert_eq!(got, Ok(Value::F64(want)), "big {big}, c {c}\n{text}");
+        }
+    }
+}
+
 /// Copies stop when the budget is spent: a ring of one-instruction
 /// blocks, each jumping to the one laid out before it, lowers to a
 /// bounded amount of code and runs as written.
