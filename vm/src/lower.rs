@@ -10,7 +10,12 @@
 //!   edge-local copy sequence for whichever side has copies. Copies are
 //!   sequentialised so that cycles (the swap `a <- b, b <- a`) go through a
 //!   scratch register.
-//! * Blocks are laid out in IR order; a jump to the next block is omitted.
+//! * Blocks are laid out in IR order; a jump to the next block is omitted,
+//!   and a `jmp` to a small join that does not follow becomes a copy of it
+//!   (see `Lowerer::block`). A copy, and a block that no jump reaches
+//!   (found by a first pass; see `lower_function`), continue the
+//!   straight-line run before them, so the peepholes below see across
+//!   their start.
 //! * Fusion: a `br` on a comparison computed by the block's last
 //!   instruction becomes one compare-and-branch (`jmp.if.<cc>.i`,
 //!   `jmp.if.<cc>.f`, `jmp.ifnot.<cc>.f`: one opcode per condition); a `jmp`

@@ -950,7 +950,9 @@ fn a_product_summed_in_place_fuses_into_acc_mul() {
             let (mut s, mut t, mut x) = (0.0f64, 0.0f64, x0);
             for _ in 0..n {
                 let p = x * y;
-                s = if commuted { p + s } else { s + p };
+                // `p + s` for the commuted sum: the same value (the
+                // comparison takes any NaN for any other).
+                s += p;
                 t += p;
                 x *= k;
             }
