@@ -1068,8 +1068,9 @@ impl Lowerer<'_> {
         }
         self.code.remove(at - 1);
         self.locs.remove(at - 1);
-        // A copied block's mark after the step (see `block`) moves up with
-        // its instructions.
+        // The mark of a block that continues the run after the step (a
+        // copy, or a block no jump reaches; see `block`) moves up with its
+        // instructions. Such a block's start is no jump target.
         for m in self.marks.iter_mut().rev() {
             if (m.start as usize) < at {
                 break;
