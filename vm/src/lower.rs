@@ -146,7 +146,7 @@ struct Lowerer<'f> {
     /// Per block: whether a jump or jump table may reach it (all blocks
     /// in the first pass; see `lower_function`). One that none reaches
     /// continues the straight-line run before it.
-    reached: Vec<bool>,
+    reached: &'f [bool],
     /// A mark per stretch of code of one block, in code order.
     marks: Vec<BlockMark>,
     /// What is left of [`COPY_BUDGET`] while blocks are being copied.
@@ -252,8 +252,8 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     // start, as for copies (see `Lowerer::block`). Which blocks jumps reach
     // depends on terminators, threading and copies, not on the peepholes,
     // so the second pass reaches the same ones.
-    let (_, reached) = lower_pass(f, vec![true; f.blocks.len()])?;
-    let (out, again) = lower_pass(f, reached.clone())?;
+    let (_, reached) = lower_pass(f, &vec![true; f.blocks.len()])?;
+    let (out, again) = lower_pass(f, &reached)?;
     debug_assert_eq!(reached, again);
     Ok(out)
 }
@@ -261,7 +261,7 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
 /// One lowering of `f` (whose ids `check_ids` accepted), with `reached`
 /// as [`Lowerer::reached`]; the function, and the blocks its jumps and
 /// jump tables reach.
-fn lower_pass(f: &ir::Function, reached: Vec<bool>) -> Result<(Function, Vec<bool>), LowerError> {
+fn lower_pass(f: &ir::Function, reached: &[bool]) -> Result<(Function, Vec<bool>), LowerError> {
     let n = f.values.len();
     let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
     let mut is_param = vec![false; n];
@@ -1211,7 +1211,7 @@ mod tests {
             lists: Vec::new(),
             uses: Vec::new(),
             block_start: 0,
-            reached: Vec::new(),
+            reached: &[],
             marks: Vec::new(),
             budget: COPY_BUDGET,
             preds: Vec::new(),
