@@ -1,9 +1,11 @@
 //! The suite programs run by advm: the `.adasm` files of `programs/bench/`.
 //!
 //! * [`Advm::primal`] runs the user function on a VM of its own through
-//!   `Vm::call_raw` (array arguments copied into the VM heap, whose buffers
-//!   are reused): no allocation per call after the first, unlike
-//!   `Engine::run`, which converts `Value`s in and out.
+//!   `Vm::call_raw`, as a Rust caller holding raw arguments would: scalar
+//!   arguments are converted to raw words once, array arguments copied
+//!   into the VM heap on every call (whose buffers are reused). No
+//!   allocation per call after the first, unlike `Engine::run`, which
+//!   converts `Value`s in and out.
 //! * [`Advm::grad`] differentiates with respect to the suite's
 //!   differentiated inputs ([`crate::Input::wrt`]; forward function, then
 //!   reverse function, on the engine's VM), allocation-free after warm-up:
@@ -34,7 +36,11 @@ pub struct Advm {
     /// once from outside).
     program: Program,
     vm: Vm,
+    /// The raw arguments of [`Advm::primal`]: converted once when every
+    /// argument is a scalar (`raw_ready`), else on every call (an array's
+    /// handle is only valid until the next `Vm::begin`).
     raw: Vec<u64>,
+    raw_ready: bool,
     /// The prepared gradient, for functions of scalar parameters.
     prepared: Option<Prepared>,
     /// Its gradient, one entry per argument.
@@ -93,6 +99,7 @@ impl Advm {
             program,
             vm: Vm::default(),
             raw: Vec::new(),
+            raw_ready: false,
             prepared: None,
             pgrad: Vec::new(),
             last_prepared: false,
@@ -120,6 +127,7 @@ impl Advm {
     /// Replace the arguments (same types).
     pub fn set_args(&mut self, args: Vec<Value>) {
         self.args = args;
+        self.raw_ready = false;
     }
 
     pub fn engine_mut(&mut self) -> &mut Engine {
@@ -129,18 +137,33 @@ impl Advm {
     /// The primal value, by `Vm::call_raw` on the user function.
     pub fn primal(&mut self) -> Result<f64, Trap> {
         self.vm.begin(false);
+        if !self.raw_ready {
+            self.convert_args()?;
+        }
+        self.vm.call_raw(&self.program, self.f, &self.raw)?;
+        Ok(f64::from_bits(self.vm.results()[0]))
+    }
+
+    /// The arguments as raw words in `raw`, arrays copied into the VM heap
+    /// (valid until the next `Vm::begin`); `raw_ready` if there are none,
+    /// so that the words are reused.
+    fn convert_args(&mut self) -> Result<(), Trap> {
         self.raw.clear();
+        let mut scalars = true;
         for a in &self.args {
             let bits = match a {
                 Value::F64(x) => x.to_bits(),
                 Value::I64(i) => *i as u64,
                 Value::Bool(b) => u64::from(*b),
-                Value::Arr(xs) => self.vm.alloc_array(xs)?,
+                Value::Arr(xs) => {
+                    scalars = false;
+                    self.vm.alloc_array(xs)?
+                }
             };
             self.raw.push(bits);
         }
-        self.vm.call_raw(&self.program, self.f, &self.raw)?;
-        Ok(f64::from_bits(self.vm.results()[0]))
+        self.raw_ready = scalars;
+        Ok(())
     }
 
     /// The primal value through `Engine::run` (converts `Value`s; allocates).

@@ -147,6 +147,12 @@ fn advm_agrees_with_native() {
             .primal()
             .unwrap_or_else(|e| panic!("{}: advm primal: {e}", case.file));
         assert_value("advm primal (call_raw)", &case, p, value, VALUE_EXACT);
+        // Again: scalar arguments are converted once and reused, arrays
+        // are copied into the heap again after `Vm::begin`.
+        let p = advm
+            .primal()
+            .unwrap_or_else(|e| panic!("{}: advm primal again: {e}", case.file));
+        assert_value("advm primal (second call)", &case, p, value, VALUE_EXACT);
         let r = advm
             .run()
             .unwrap_or_else(|e| panic!("{}: advm Engine::run: {e}", case.file));
@@ -171,4 +177,16 @@ fn advm_agrees_with_native() {
             }
         }
     }
+}
+
+/// New arguments reach `Advm::primal`, whose scalar arguments are converted
+/// once and then reused.
+#[test]
+fn advm_primal_sees_new_arguments() {
+    let mut advm = Advm::load("sincos", "sincos", vec![Value::F64(0.9)]).expect("sincos loads");
+    let at = |x: f64| x.cos().sin();
+    assert_eq!(advm.primal().expect("primal"), at(0.9));
+    advm.set_args(vec![Value::F64(0.25)]);
+    assert_eq!(advm.primal().expect("primal"), at(0.25));
+    assert_eq!(advm.primal().expect("primal"), at(0.25));
 }
