@@ -10,18 +10,31 @@
 //! ```
 //!
 //! Arguments: program (`sincos`, `powloop`, ...; `all` for every one), what
-//! (`advm_primal`, `advm_grad`, `native_primal`, `native_adjoint`,
-//! `reverse`, `echidna`, `counts` to print instruction counts only),
+//! (`advm_primal`, `advm_primal_in_vm`, `advm_grad`, `native_primal`,
+//! `native_adjoint`, `reverse`, `echidna`, `counts` to print instruction
+//! counts only),
 //! seconds (default 2), or a call count written `N x` (`1000x`): exactly N
 //! calls, a deterministic workload for callgrind (subtract a `0x` run to
 //! remove the set-up).
+//!
+//! `advm_primal_in_vm` calls the function from a loop in the VM
+//! ([`suite::advm::InVmLoop`]), 1000 calls per host call, and reports ns
+//! per call of the function: the way `suite/lua/` times Lua (a call from
+//! interpreted code), for the comparison with LuaJIT's interpreter.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use suite::advm::Advm;
+use suite::advm::{Advm, InVmLoop};
 use suite::native::Native;
 use suite::peers::{EchidnaPeer, ReversePeer};
 use suite::{cases, Input};
+use testkit::suite::Case;
+
+/// Calls of the function per host call in `advm_primal_in_vm`.
+const IN_VM_REPS: u64 = 1000;
+/// Bytecode instructions of the in-VM loop per call: `call`, the callee's
+/// `ret` is counted in the primal's, then the step-and-branch.
+const IN_VM_LOOP_INSTRS: u64 = 2;
 
 /// How long to run: seconds, or exactly this many calls.
 #[derive(Clone, Copy)]
@@ -30,13 +43,32 @@ enum Budget {
     Calls(u64),
 }
 
-fn run(what: &str, advm: &mut Advm, input: &Input, budget: Budget) -> Result<f64, String> {
+fn run(
+    what: &str,
+    case: &Case,
+    advm: &mut Advm,
+    input: &Input,
+    budget: Budget,
+) -> Result<f64, String> {
     let mut native = Native::new();
     let mut rev = ReversePeer::new();
     let mut ech = EchidnaPeer::new(input);
     let mut g = vec![0.0; input.grad_len()];
+    // Calls of the function per step (the in-VM loop makes many).
+    let mut per_step = 1u64;
+    let mut in_vm = None;
+    if what == "advm_primal_in_vm" {
+        per_step = IN_VM_REPS;
+        in_vm = Some(InVmLoop::from_case(case)?);
+    }
     let mut step: Box<dyn FnMut() -> f64> = match what {
         "advm_primal" => Box::new(|| advm.primal().expect("advm primal")),
+        "advm_primal_in_vm" => {
+            let Some(l) = in_vm.as_mut() else {
+                return Err("no driver".into());
+            };
+            Box::new(move || l.run(IN_VM_REPS).expect("advm primal in the VM"))
+        }
         "advm_grad" => Box::new(|| advm.grad().expect("advm gradient")),
         "native_primal" => Box::new(|| native.primal(black_box(input))),
         "native_adjoint" => Box::new(|| native.grad(black_box(input), &mut g)),
@@ -63,7 +95,7 @@ fn run(what: &str, advm: &mut Advm, input: &Input, budget: Budget) -> Result<f64
             calls = n;
         }
     }
-    Ok(start.elapsed().as_nanos() as f64 / calls.max(1) as f64)
+    Ok(start.elapsed().as_nanos() as f64 / (calls.max(1) * per_step) as f64)
 }
 
 fn main() -> Result<(), String> {
@@ -86,10 +118,17 @@ fn main() -> Result<(), String> {
         let ns = if what == "counts" {
             None
         } else {
-            Some(run(what, &mut advm, &input, budget)?)
+            Some(run(what, &case, &mut advm, &input, budget)?)
         };
         let per_instr = match (what, ns) {
             ("advm_primal", Some(ns)) => format!(", {:.2} ns/instr", ns / counts.primal as f64),
+            ("advm_primal_in_vm", Some(ns)) => {
+                // The loop adds a call, a return and its step and branch.
+                format!(
+                    ", {:.2} ns/instr",
+                    ns / (counts.primal + IN_VM_LOOP_INSTRS) as f64
+                )
+            }
             ("advm_grad", Some(ns)) => format!(
                 ", {:.2} ns/instr",
                 ns / (counts.forward + counts.reverse) as f64

@@ -280,3 +280,125 @@ pub struct InstrCounts {
     pub forward: u64,
     pub reverse: u64,
 }
+
+/// A suite program's function called `reps` times from a loop in the VM,
+/// the way the Lua scripts (`suite/lua/`) time a function: a call from
+/// interpreted code, not from the host. The driver is appended to the
+/// program's source:
+///
+/// ```text
+/// fn @suite.repeat(%a0: T0, ..., %reps: i64) -> f64 {
+///     %y = call @f(%a0, ...), reps times (at least once), in a loop whose
+///     iteration is `call`, `jmp.step.if.lt.i`
+///     ret %y
+/// }
+/// ```
+///
+/// so one host call of it costs one entry into the interpreter plus `reps`
+/// calls and returns inside it. [`InVmLoop::run`] returns the last call's
+/// value.
+pub struct InVmLoop {
+    program: Program,
+    driver: FuncId,
+    vm: Vm,
+    args: Vec<Value>,
+    raw: Vec<u64>,
+}
+
+impl InVmLoop {
+    /// The driver of a suite case's function.
+    pub fn from_case(case: &testkit::suite::Case) -> Result<InVmLoop, String> {
+        let path = testkit::suite::path(case);
+        let src = std::fs::read_to_string(testkit::workspace_root().join(&path))
+            .map_err(|e| format!("{path}: {e}"))?;
+        InVmLoop::from_source(&src, &path, case.func, case.args.clone())
+    }
+
+    /// The driver of `func` in `src` (which must return `f64`).
+    pub fn from_source(
+        src: &str,
+        path: &str,
+        func: &str,
+        args: Vec<Value>,
+    ) -> Result<InVmLoop, String> {
+        let module = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
+        let f = module
+            .funcs
+            .iter()
+            .find(|g| g.name == func)
+            .ok_or_else(|| format!("{path}: no function @{func}"))?;
+        let params: Vec<String> = f
+            .params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("%a{i}: {}", f.ty(*p)))
+            .collect();
+        let pass: Vec<String> = (0..f.params.len()).map(|i| format!("%a{i}")).collect();
+        let params = params
+            .iter()
+            .cloned()
+            .chain(std::iter::once("%reps: i64".to_string()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let call = format!("call @{func}({})", pass.join(", "));
+        // The first call before the loop, so that `%y` is always defined;
+        // the loop is top-tested, which the lowering turns into `call`,
+        // `jmp.step.if.lt.i` per iteration.
+        let driver = format!(
+            "\nfn @suite.repeat({params}) -> f64 {{\n\
+             entry:\n    %y0 = {call}\n    %n = sub %reps, 1\n    jmp head\n\
+             head:\n    %i = phi [entry: 0], [body: %i2]\n    \
+             %y = phi [entry: %y0], [body: %y2]\n    \
+             %c = lt %i, %n\n    br %c, body, done\n\
+             body:\n    %y2 = {call}\n    %i2 = add %i, 1\n    jmp head\n\
+             done:\n    ret %y\n}}\n"
+        );
+        let full = format!("{src}{driver}");
+        let module = assembler::assemble(&full, path).map_err(|d| format!("{d}"))?;
+        let driver = module
+            .funcs
+            .iter()
+            .position(|g| g.name == "suite.repeat")
+            .map(|i| FuncId(i as u32))
+            .ok_or_else(|| "the driver is missing".to_string())?;
+        let mut program = vm::lower::lower_module(&module).map_err(|e| format!("{e}"))?;
+        vm::verify::verify_program(&mut program).map_err(|errs| {
+            errs.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        })?;
+        Ok(InVmLoop {
+            program,
+            driver,
+            vm: Vm::default(),
+            args,
+            raw: Vec::new(),
+        })
+    }
+
+    /// Bytecode instructions the last [`InVmLoop::run`] executed.
+    pub fn executed(&self) -> u64 {
+        self.vm.executed()
+    }
+
+    /// Call the function `reps` (at least 1) times from the driver's loop;
+    /// the last call's value. Array arguments are copied into the heap
+    /// once per run, scalar ones converted once per run.
+    pub fn run(&mut self, reps: u64) -> Result<f64, Trap> {
+        self.vm.begin(false);
+        self.raw.clear();
+        for a in &self.args {
+            let bits = match a {
+                Value::F64(x) => x.to_bits(),
+                Value::I64(i) => *i as u64,
+                Value::Bool(b) => u64::from(*b),
+                Value::Arr(xs) => self.vm.alloc_array(xs)?,
+            };
+            self.raw.push(bits);
+        }
+        self.raw.push(reps.max(1));
+        self.vm.call_raw(&self.program, self.driver, &self.raw)?;
+        Ok(f64::from_bits(self.vm.results()[0]))
+    }
+}

@@ -10,7 +10,7 @@
 //! operation for operation, 1e-9 where a peer rounds differently
 //! (`Input::peer_value_exact`); gradients 1e-8.
 
-use suite::advm::Advm;
+use suite::advm::{Advm, InVmLoop};
 use suite::native::Native;
 use suite::peers::{EchidnaPeer, ReversePeer};
 use suite::{cases, close, first_mismatch, Input, Peer};
@@ -189,4 +189,30 @@ fn advm_primal_sees_new_arguments() {
     advm.set_args(vec![Value::F64(0.25)]);
     assert_eq!(advm.primal().expect("primal"), at(0.25));
     assert_eq!(advm.primal().expect("primal"), at(0.25));
+}
+
+/// The in-VM driver (`advm_primal_in_vm`, the like-for-like timing against
+/// Lua) computes the same value as the primal, once and many times.
+#[test]
+fn the_in_vm_loop_returns_the_primal_value() {
+    for (case, input) in cases() {
+        let (value, _) = native_reference(&case, &input);
+        let mut l = InVmLoop::from_case(&case).unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let mut executed = Vec::new();
+        for reps in [1, 2, 7] {
+            let v = l
+                .run(reps)
+                .unwrap_or_else(|e| panic!("{}: in-VM loop: {e}", case.file));
+            assert_value(&format!("in-VM loop x{reps}"), &case, v, value, VALUE_EXACT);
+            executed.push(l.executed());
+        }
+        // Each further call costs the function's own instructions plus the
+        // loop's two (`call`, `jmp.step.if.lt.i`).
+        let primal = Advm::from_case(&case)
+            .and_then(|mut a| a.instruction_counts())
+            .unwrap_or_else(|e| panic!("{}: {e}", case.file))
+            .primal;
+        assert_eq!(executed[1] - executed[0], primal + 2, "{}", case.file);
+        assert_eq!(executed[2] - executed[0], 6 * (primal + 2), "{}", case.file);
+    }
 }
