@@ -140,7 +140,7 @@ struct Lowerer<'f> {
     table_blocks: Vec<Vec<BlockId>>,
     lists: Vec<Vec<Reg>>,
     /// How often each value is read.
-    uses: Vec<u32>,
+    uses: &'f [u32],
     /// Where the code of the block being lowered starts.
     block_start: usize,
     /// Per block: whether a jump or jump table may reach it (all blocks
@@ -252,24 +252,52 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
     // start, as for copies (see `Lowerer::block`). Which blocks jumps reach
     // depends on terminators, threading and copies, not on the peepholes,
     // so the second pass reaches the same ones.
-    let (_, reached) = lower_pass(f, &vec![true; f.blocks.len()])?;
-    let (out, again) = lower_pass(f, &reached)?;
-    debug_assert_eq!(reached, again);
-    Ok(out)
-}
-
-/// One lowering of `f` (whose ids `check_ids` accepted), with `reached`
-/// as [`Lowerer::reached`]; the function, and the blocks its jumps and
-/// jump tables reach.
-fn lower_pass(f: &ir::Function, reached: &[bool]) -> Result<(Function, Vec<bool>), LowerError> {
+    // Registers (which values share one) are the same in both.
     let n = f.values.len();
-    let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
     let mut is_param = vec![false; n];
     for p in &f.params {
         if p.index() < n {
             is_param[p.index()] = true;
         }
     }
+    let uses = f.use_counts();
+    let mut alias = coalesce(f, &is_param, &uses);
+    coalesce_live(f, &is_param, &mut alias);
+    let shared = Shared {
+        is_param: &is_param,
+        uses: &uses,
+        alias: &alias,
+    };
+    let (_, reached) = lower_pass(f, &shared, &vec![true; f.blocks.len()])?;
+    let (out, again) = lower_pass(f, &shared, &reached)?;
+    debug_assert_eq!(reached, again);
+    Ok(out)
+}
+
+/// What both passes of [`lower_function`] use: which values are
+/// parameters, how often each is read, and which register each shares
+/// (phi coalescing: [`coalesce`], then [`coalesce_live`]).
+struct Shared<'a> {
+    is_param: &'a [bool],
+    uses: &'a [u32],
+    alias: &'a [usize],
+}
+
+/// One lowering of `f` (whose ids `check_ids` accepted), with `reached`
+/// as [`Lowerer::reached`]; the function, and the blocks its jumps and
+/// jump tables reach.
+fn lower_pass(
+    f: &ir::Function,
+    shared: &Shared,
+    reached: &[bool],
+) -> Result<(Function, Vec<bool>), LowerError> {
+    let n = f.values.len();
+    let mut order: Vec<usize> = f.params.iter().map(|p| p.index()).collect();
+    let Shared {
+        is_param,
+        uses,
+        alias,
+    } = *shared;
     let consts: Vec<usize> = (0..n)
         .filter(|&i| f.values[i].konst.is_some() && !is_param[i])
         .collect();
@@ -278,9 +306,7 @@ fn lower_pass(f: &ir::Function, reached: &[bool]) -> Result<(Function, Vec<bool>
     // constants: see `negated_steps`.
     let (negs, extra) = negated_steps(f, &consts);
     order.extend((0..extra.len()).map(|j| n + j));
-    // Values coalesced into a phi share its register (see `coalesce`).
-    let uses = f.use_counts();
-    let alias = coalesce(f, &is_param, &uses);
+    // Values coalesced into a phi share its register.
     order.extend((0..n).filter(|&i| !is_param[i] && f.values[i].konst.is_none() && alias[i] == i));
     if order.len() > u16::MAX as usize - 8 {
         return Err(LowerError::TooManyRegisters {
@@ -540,36 +566,7 @@ fn reservations(insts: &[ir::Inst]) -> Vec<Push> {
 fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
     let n = f.values.len();
     let mut alias: Vec<usize> = (0..n).collect();
-    let mut def: Vec<Option<(usize, usize)>> = vec![None; n];
-    let mut ndefs = vec![0u32; n];
-    for (bi, b) in f.blocks.iter().enumerate() {
-        for phi in &b.phis {
-            ndefs[phi.dst.index()] += 1;
-        }
-        for (ii, inst) in b.insts.iter().enumerate() {
-            if let Some(d) = inst.dst {
-                def[d.index()] = Some((bi, ii));
-                ndefs[d.index()] += 1;
-            }
-            // `call.acc` writes its accumulators, `acc` and friends their
-            // in-out operands.
-            for a in &inst.accs {
-                ndefs[a.index()] += 1;
-            }
-            if !inst.op.operands().contains(&Operand::Site) {
-                let reads = inst
-                    .op
-                    .operands()
-                    .iter()
-                    .filter(|o| matches!(o, Operand::Use(_) | Operand::InOut(_)));
-                for (o, a) in reads.zip(&inst.args) {
-                    if matches!(o, Operand::InOut(_)) {
-                        ndefs[a.index()] += 1;
-                    }
-                }
-            }
-        }
-    }
+    let (def, ndefs) = definitions(f);
     for (bi, b) in f.blocks.iter().enumerate() {
         for phi in &b.phis {
             let p = phi.dst;
@@ -584,7 +581,9 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
                 {
                     continue;
                 }
-                let Some((db, di)) = def[vi] else { continue };
+                let Some((db, Some(di))) = def[vi] else {
+                    continue;
+                };
                 let pb = &f.blocks[pred.index()];
                 if db != pred.index() || pb.term != Term::Jmp(BlockId(bi as u32)) {
                     continue;
@@ -603,6 +602,228 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
         }
     }
     alias
+}
+
+/// Where a value is defined: its block and instruction, `None` for a phi
+/// (defined at its block's start).
+type Def = (usize, Option<usize>);
+
+/// Where each value is defined (its last definition; single-definition
+/// values are the ones that matter) and how many definitions each value
+/// has (phis, instruction results, in-out operands and `call.acc`
+/// accumulators).
+fn definitions(f: &ir::Function) -> (Vec<Option<Def>>, Vec<u32>) {
+    let n = f.values.len();
+    let mut def = vec![None; n];
+    let mut ndefs = vec![0u32; n];
+    for (bi, b) in f.blocks.iter().enumerate() {
+        for phi in &b.phis {
+            def[phi.dst.index()] = Some((bi, None));
+            ndefs[phi.dst.index()] += 1;
+        }
+        for (ii, inst) in b.insts.iter().enumerate() {
+            if let Some(d) = inst.dst {
+                def[d.index()] = Some((bi, Some(ii)));
+                ndefs[d.index()] += 1;
+            }
+            for a in &inst.accs {
+                ndefs[a.index()] += 1;
+            }
+            if !inst.op.operands().contains(&Operand::Site) {
+                let reads = inst
+                    .op
+                    .operands()
+                    .iter()
+                    .filter(|o| matches!(o, Operand::Use(_) | Operand::InOut(_)));
+                for (o, a) in reads.zip(&inst.args) {
+                    if matches!(o, Operand::InOut(_)) {
+                        ndefs[a.index()] += 1;
+                    }
+                }
+            }
+        }
+    }
+    (def, ndefs)
+}
+
+/// The values a terminator reads.
+fn term_uses(t: &Term) -> &[ValueId] {
+    match t {
+        Term::Br { cond, .. } => std::slice::from_ref(cond),
+        Term::Ret(v) => std::slice::from_ref(v),
+        Term::RetN(vs) => vs,
+        Term::Jmp(_) | Term::BlkPop(_) => &[],
+    }
+}
+
+/// Liveness bit sets are skipped above this many words (blocks times
+/// values / 64): a function that large keeps the coalescing of
+/// [`coalesce`] only.
+const LIVENESS_WORDS: usize = 1 << 20;
+
+/// Phi coalescing by liveness, after [`coalesce`]: an incoming value `v`
+/// of a phi `p` (and everything already sharing `v`'s register) shares
+/// `p`'s register when no two of the values involved are ever live at
+/// once. This catches what the syntactic rules of [`coalesce`] miss: a
+/// value also read after its definition (the `%i2` a bottom-tested loop
+/// compares), a predecessor ending in a branch, and a phi feeding a phi
+/// (the join of an if/else inside a loop, carried to the loop header),
+/// whose copy would otherwise run on every iteration.
+///
+/// Values interfere when one is live right after the other's definition
+/// (for SSA values, live ranges that overlap always overlap there). A
+/// phi's definition is at its block's start, after the edge's copies; its
+/// operands are read at the end of the predecessor. Those edge copies are
+/// parallel (see [`Lowerer::copies`]), so an operand may share a register
+/// with a phi of the same edge. Two phis of one block never share.
+///
+/// Only single-definition values that are neither parameters nor
+/// constants take part, with equal types, so reverse code's accumulators
+/// are untouched. The liveness is only sound for strict SSA (every use
+/// after its definition on every path): if any such value is live on
+/// entry to the function, nothing is coalesced here.
+fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
+    let n = f.values.len();
+    let nb = f.blocks.len();
+    let words = n.div_ceil(64);
+    if n == 0 || nb == 0 || nb.saturating_mul(words) > LIVENESS_WORDS {
+        return;
+    }
+    let (def, ndefs) = definitions(f);
+    let candidate = |v: usize| !is_param[v] && f.values[v].konst.is_none() && ndefs[v] == 1;
+    let bit = |set: &[u64], v: usize| set[v / 64] >> (v % 64) & 1 == 1;
+    let set_bit = |set: &mut [u64], v: usize| set[v / 64] |= 1 << (v % 64);
+
+    // gen: read before any definition in the block; kill: defined in it
+    // (phis included); phi_out: read by a successor's phi on this edge.
+    let mut gen = vec![0u64; nb * words];
+    let mut kill = vec![0u64; nb * words];
+    let mut phi_out = vec![0u64; nb * words];
+    for (bi, b) in f.blocks.iter().enumerate() {
+        let (g, k) = (bi * words, bi * words + words);
+        for phi in &b.phis {
+            set_bit(&mut kill[g..k], phi.dst.index());
+            for (pred, v) in &phi.incoming {
+                let pi = pred.index();
+                if pi < nb {
+                    set_bit(&mut phi_out[pi * words..pi * words + words], v.index());
+                }
+            }
+        }
+        for inst in &b.insts {
+            for u in inst.args.iter().chain(&inst.accs) {
+                if !bit(&kill[g..k], u.index()) {
+                    set_bit(&mut gen[g..k], u.index());
+                }
+            }
+            if let Some(d) = inst.dst {
+                set_bit(&mut kill[g..k], d.index());
+            }
+        }
+        for u in term_uses(&b.term) {
+            if !bit(&kill[g..k], u.index()) {
+                set_bit(&mut gen[g..k], u.index());
+            }
+        }
+    }
+    // live_in excludes the block's own phis; live_out includes the phi
+    // operands read on the way out.
+    let mut live_in = gen.clone();
+    let mut live_out = vec![0u64; nb * words];
+    let succs: Vec<Vec<BlockId>> = f.blocks.iter().map(|b| b.term.successors()).collect();
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for bi in (0..nb).rev() {
+            let g = bi * words;
+            for w in 0..words {
+                let mut out = phi_out[g + w];
+                for s in &succs[bi] {
+                    if s.index() < nb {
+                        out |= live_in[s.index() * words + w];
+                    }
+                }
+                let inn = gen[g + w] | (out & !kill[g + w]);
+                if out != live_out[g + w] || inn != live_in[g + w] {
+                    live_out[g + w] = out;
+                    live_in[g + w] = inn;
+                    changed = true;
+                }
+            }
+        }
+    }
+    // Strict SSA: no candidate is live on entry.
+    if (0..n).any(|v| candidate(v) && bit(&live_in[..words], v)) {
+        return;
+    }
+    // The last reader of each value in each block that reads it: its
+    // instruction's index, the terminator counting as `insts.len()`.
+    let mut last_use: hashbrown::HashMap<(usize, usize), usize> = hashbrown::HashMap::new();
+    for (bi, b) in f.blocks.iter().enumerate() {
+        for (ii, inst) in b.insts.iter().enumerate() {
+            for u in inst.args.iter().chain(&inst.accs) {
+                last_use.insert((u.index(), bi), ii);
+            }
+        }
+        for u in term_uses(&b.term) {
+            last_use.insert((u.index(), bi), b.insts.len());
+        }
+    }
+    // Is `x` live right after `y`'s definition?
+    let live_at_def = |x: usize, y: usize| -> bool {
+        let Some((b, at)) = def[y] else { return true };
+        let (g, k) = (b * words, b * words + words);
+        let Some(ii) = at else {
+            // y is a phi of block b.
+            return matches!(def[x], Some((bx, None)) if bx == b) || bit(&live_in[g..k], x);
+        };
+        // Defined later in the same block: not yet live.
+        if let Some((bx, Some(jx))) = def[x] {
+            if bx == b && jx > ii {
+                return false;
+            }
+        }
+        bit(&live_out[g..k], x) || last_use.get(&(x, b)).is_some_and(|&j| j > ii)
+    };
+    let interfere = |x: usize, y: usize| live_at_def(x, y) || live_at_def(y, x);
+
+    // Classes: root -> members, starting from `coalesce`'s.
+    let mut members: Vec<Vec<usize>> = (0..n).map(|v| vec![v]).collect();
+    for v in 0..n {
+        if alias[v] != v {
+            members[v].clear();
+            members[alias[v]].push(v);
+        }
+    }
+    for b in &f.blocks {
+        for phi in &b.phis {
+            let p = phi.dst.index();
+            if !candidate(p) {
+                continue;
+            }
+            for (_, v) in &phi.incoming {
+                let v = v.index();
+                if !candidate(v) || f.values[v].ty != f.values[p].ty {
+                    continue;
+                }
+                let (rp, rv) = (alias[p], alias[v]);
+                if rp == rv || members[rp].len() * members[rv].len() > 4096 {
+                    continue;
+                }
+                let clash = members[rv]
+                    .iter()
+                    .any(|&x| members[rp].iter().any(|&y| interfere(x, y)));
+                if clash {
+                    continue;
+                }
+                let moved = std::mem::take(&mut members[rv]);
+                for &x in &moved {
+                    alias[x] = rp;
+                }
+                members[rp].extend(moved);
+            }
+        }
+    }
 }
 
 /// How much code may be copied in place of one `jmp` (see
@@ -1209,7 +1430,7 @@ mod tests {
             tables: Vec::new(),
             table_blocks: Vec::new(),
             lists: Vec::new(),
-            uses: Vec::new(),
+            uses: &[],
             block_start: 0,
             reached: &[],
             marks: Vec::new(),
