@@ -5,6 +5,13 @@
 //!   then everything else in value order, then scratch registers for
 //!   breaking copy cycles. This needs no SSA: reverse functions from the AD
 //!   stage write their accumulators many times and lower the same way.
+//! * Phi coalescing: a value a phi receives shares the phi's register, so
+//!   that edge's copy disappears, where that is safe: by syntactic rules
+//!   for the common case (`coalesce`: read only by the phi, its block
+//!   ending in `jmp`), then by liveness (`coalesce_live`: no two values of
+//!   the merged classes live at once; a phi feeding a phi, a value also
+//!   read by the branch after it). Only single-definition values take
+//!   part, so reverse code's accumulators keep their own registers.
 //! * Phis become parallel copies on the edge actually taken: `jmp B` emits
 //!   `B`'s copies for this edge before the jump; `br c, T, E` jumps to an
 //!   edge-local copy sequence for whichever side has copies. Copies are
