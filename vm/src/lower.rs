@@ -664,9 +664,10 @@ fn term_uses(t: &Term) -> &[ValueId] {
 }
 
 /// Liveness bit sets are skipped above this many words (blocks times
-/// values / 64): a function that large keeps the coalescing of
-/// [`coalesce`] only.
-const LIVENESS_WORDS: usize = 1 << 20;
+/// values / 64; four sets of 2 MiB at the limit, e.g. 1 000 blocks of a
+/// function of 16 000 values): a function that large keeps the coalescing
+/// of [`coalesce`] only.
+const LIVENESS_WORDS: usize = 1 << 18;
 
 /// Phi coalescing by liveness, after [`coalesce`]: an incoming value `v`
 /// of a phi `p` (and everything already sharing `v`'s register) shares
@@ -693,7 +694,11 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
     let n = f.values.len();
     let nb = f.blocks.len();
     let words = n.div_ceil(64);
-    if n == 0 || nb == 0 || nb.saturating_mul(words) > LIVENESS_WORDS {
+    // Reverse code has no phis: nothing to do.
+    if n == 0
+        || nb.saturating_mul(words) > LIVENESS_WORDS
+        || f.blocks.iter().all(|b| b.phis.is_empty())
+    {
         return;
     }
     let (def, ndefs) = definitions(f);
