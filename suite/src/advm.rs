@@ -77,13 +77,7 @@ impl Advm {
         wrt: &'static [usize],
     ) -> Result<Advm, String> {
         let module = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
-        let mut program = vm::lower::lower_module(&module).map_err(|e| format!("{e}"))?;
-        vm::verify::verify_program(&mut program).map_err(|errs| {
-            errs.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        })?;
+        let program = lower_verified(&module)?;
         let engine = Engine::new(module).map_err(|e| e.to_string())?;
         let f = engine
             .find(func)
@@ -151,15 +145,8 @@ impl Advm {
         self.raw.clear();
         let mut scalars = true;
         for a in &self.args {
-            let bits = match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => u64::from(*b),
-                Value::Arr(xs) => {
-                    scalars = false;
-                    self.vm.alloc_array(xs)?
-                }
-            };
+            scalars &= !matches!(a, Value::Arr(_));
+            let bits = raw_word(&mut self.vm, a)?;
             self.raw.push(bits);
         }
         self.raw_ready = scalars;
@@ -252,12 +239,7 @@ impl Advm {
         vm.begin(true);
         let mut raw = Vec::new();
         for a in &self.args {
-            raw.push(match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => u64::from(*b),
-                Value::Arr(xs) => vm.alloc_array(xs).map_err(|e| e.to_string())?,
-            });
+            raw.push(raw_word(&mut vm, a).map_err(|e| e.to_string())?);
         }
         vm.call_raw(&program, d.fwd, &raw)
             .map_err(|e| e.to_string())?;
@@ -361,13 +343,7 @@ impl InVmLoop {
             .position(|g| g.name == "suite.repeat")
             .map(|i| FuncId(i as u32))
             .ok_or_else(|| "the driver is missing".to_string())?;
-        let mut program = vm::lower::lower_module(&module).map_err(|e| format!("{e}"))?;
-        vm::verify::verify_program(&mut program).map_err(|errs| {
-            errs.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        })?;
+        let program = lower_verified(&module)?;
         Ok(InVmLoop {
             program,
             driver,
@@ -389,16 +365,34 @@ impl InVmLoop {
         self.vm.begin(false);
         self.raw.clear();
         for a in &self.args {
-            let bits = match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => u64::from(*b),
-                Value::Arr(xs) => self.vm.alloc_array(xs)?,
-            };
+            let bits = raw_word(&mut self.vm, a)?;
             self.raw.push(bits);
         }
         self.raw.push(reps.max(1));
         self.vm.call_raw(&self.program, self.driver, &self.raw)?;
         Ok(f64::from_bits(self.vm.results()[0]))
     }
+}
+
+/// `module` lowered to bytecode and verified.
+fn lower_verified(module: &vm::ir::Module) -> Result<Program, String> {
+    let mut program = vm::lower::lower_module(module).map_err(|e| format!("{e}"))?;
+    vm::verify::verify_program(&mut program).map_err(|errs| {
+        errs.iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    Ok(program)
+}
+
+/// An argument as the raw word `Vm::call_raw` takes; an array is copied
+/// into the VM heap (its handle is valid until the next `Vm::begin`).
+fn raw_word(vm: &mut Vm, a: &Value) -> Result<u64, Trap> {
+    Ok(match a {
+        Value::F64(x) => x.to_bits(),
+        Value::I64(i) => *i as u64,
+        Value::Bool(b) => u64::from(*b),
+        Value::Arr(xs) => vm.alloc_array(xs)?,
+    })
 }
