@@ -786,8 +786,12 @@ impl<'a> Transform<'a> {
         let exit = self.new_block("exit".into());
 
         // Prologue: pop the entry values, then find the block that returned.
+        // They are in the order the reverse code first reads them (it was
+        // built from the last instruction up), and the forward code pushed
+        // them in the opposite order, so each pop can sink to its first
+        // reader and fuse with it (`mul.pop`, `acc.mul.pop`).
         let mut insts = Vec::new();
-        for v in self.entry_values.clone().iter().rev() {
+        for v in self.entry_values.clone().iter() {
             let m = self.mirror_of(*v);
             insts.push(Inst::new(Op::CommsPop, Some(m), Vec::new(), Loc::default()));
         }
@@ -1120,7 +1124,8 @@ impl<'a> Transform<'a> {
                             .unwrap_or(0);
                         insts.push(blk_push(k as u32));
                     }
-                    for v in &self.entry_values {
+                    // The last pushed is the first the reverse code reads.
+                    for v in self.entry_values.iter().rev() {
                         insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
                     }
                 }

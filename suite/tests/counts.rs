@@ -106,3 +106,14 @@ fn logsumexp_costs_eight_instructions_per_element() {
     };
     assert_eq!(count(11) - count(10), 3 + 5);
 }
+
+/// sincos's pullback pops the two factors in the order it reads them (the
+/// forward code pushes its entry-block values in the opposite order), so
+/// both pops fuse into products: `mul.pop`, `mul.pop`, `neg.f`, `ret.n`.
+#[test]
+fn sincos_pullback_fuses_both_pops() {
+    let mut advm = suite::advm::Advm::load("sincos", "sincos", vec![vm::Value::F64(0.9)])
+        .expect("sincos loads");
+    let counts = advm.instruction_counts().expect("counts");
+    assert_eq!((counts.primal, counts.forward, counts.reverse), (3, 5, 4));
+}
