@@ -180,15 +180,6 @@ fn is_pure(op: Op) -> bool {
     )
 }
 
-fn term_reads(t: &Term) -> Vec<ValueId> {
-    match t {
-        Term::Br { cond, .. } => vec![*cond],
-        Term::Ret(v) => vec![*v],
-        Term::RetN(vs) => vs.clone(),
-        Term::Jmp(_) | Term::BlkPop(_) => Vec::new(),
-    }
-}
-
 // ---- bit sets -----------------------------------------------------------------
 
 #[derive(Clone, PartialEq, Eq)]
@@ -603,8 +594,8 @@ fn live_out(f: &Function, live: &[Bits], b: usize) -> Bits {
 }
 
 fn step_block_backward(block: &vm::ir::Block, l: &mut Bits) {
-    for v in term_reads(&block.term) {
-        l.set(v, true);
+    for v in block.term.uses() {
+        l.set(*v, true);
     }
     for inst in block.insts.iter().rev() {
         step_backward(inst, l);
@@ -629,8 +620,8 @@ pub fn remove_dead(f: &mut Function) -> bool {
         let mut changed = false;
         for b in 0..f.blocks.len() {
             let mut l = live_out(f, &live, b);
-            for v in term_reads(&f.blocks[b].term) {
-                l.set(v, true);
+            for v in f.blocks[b].term.uses() {
+                l.set(*v, true);
             }
             let insts = std::mem::take(&mut f.blocks[b].insts);
             let mut kept = Vec::with_capacity(insts.len());
@@ -772,8 +763,8 @@ pub fn coalesce(f: &mut Function) -> bool {
     };
     for b in 0..f.blocks.len() {
         let mut l = live_out(f, &live, b);
-        for v in term_reads(&f.blocks[b].term) {
-            l.set(v, true);
+        for v in f.blocks[b].term.uses() {
+            l.set(*v, true);
         }
         for inst in f.blocks[b].insts.iter().rev() {
             let copy_src = (inst.op == Op::Mov)
@@ -855,8 +846,8 @@ pub fn fuse_pops(f: &mut Function) -> bool {
     for b in 0..f.blocks.len() {
         // Liveness after each instruction of the block.
         let mut l = live_out(f, &live, b);
-        for v in term_reads(&f.blocks[b].term) {
-            l.set(v, true);
+        for v in f.blocks[b].term.uses() {
+            l.set(*v, true);
         }
         let insts = &f.blocks[b].insts;
         let mut live_after = vec![false; insts.len()];

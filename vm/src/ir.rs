@@ -137,6 +137,16 @@ pub enum Term {
 }
 
 impl Term {
+    /// The values this terminator reads.
+    pub fn uses(&self) -> &[ValueId] {
+        match self {
+            Term::Br { cond, .. } => std::slice::from_ref(cond),
+            Term::Ret(v) => std::slice::from_ref(v),
+            Term::RetN(vs) => vs,
+            Term::Jmp(_) | Term::BlkPop(_) => &[],
+        }
+    }
+
     /// Apply `f` to every block this terminator can go to (to renumber
     /// blocks).
     pub fn map_targets(&mut self, mut f: impl FnMut(&mut BlockId)) {
@@ -231,12 +241,7 @@ impl Function {
                 .iter()
                 .flat_map(|i| i.args.iter().chain(&i.accs))
                 .for_each(&mut count);
-            match &b.term {
-                Term::Br { cond, .. } => count(cond),
-                Term::Ret(v) => count(v),
-                Term::RetN(vs) => vs.iter().for_each(&mut count),
-                Term::Jmp(_) | Term::BlkPop(_) => {}
-            }
+            b.term.uses().iter().for_each(&mut count);
         }
         uses
     }

@@ -653,16 +653,6 @@ fn definitions(f: &ir::Function) -> (Vec<Option<Def>>, Vec<u32>) {
     (def, ndefs)
 }
 
-/// The values a terminator reads.
-fn term_uses(t: &Term) -> &[ValueId] {
-    match t {
-        Term::Br { cond, .. } => std::slice::from_ref(cond),
-        Term::Ret(v) => std::slice::from_ref(v),
-        Term::RetN(vs) => vs,
-        Term::Jmp(_) | Term::BlkPop(_) => &[],
-    }
-}
-
 /// Liveness bit sets are skipped above this many words (blocks times
 /// values / 64; four sets of 2 MiB at the limit, e.g. 1 000 blocks of a
 /// function of 16 000 values): a function that large keeps the coalescing
@@ -732,7 +722,7 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
                 set_bit(&mut kill[g..k], d.index());
             }
         }
-        for u in term_uses(&b.term) {
+        for u in b.term.uses() {
             if !bit(&kill[g..k], u.index()) {
                 set_bit(&mut gen[g..k], u.index());
             }
@@ -777,7 +767,7 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
                 last_use.insert((u.index(), bi), ii);
             }
         }
-        for u in term_uses(&b.term) {
+        for u in b.term.uses() {
             last_use.insert((u.index(), bi), b.insts.len());
         }
     }
