@@ -56,17 +56,11 @@ fn run(
     let mut g = vec![0.0; input.grad_len()];
     // Calls of the function per step (the in-VM loop makes many).
     let mut per_step = 1u64;
-    let mut in_vm = None;
-    if what == "advm_primal_in_vm" {
-        per_step = IN_VM_REPS;
-        in_vm = Some(InVmLoop::from_case(case)?);
-    }
     let mut step: Box<dyn FnMut() -> f64> = match what {
         "advm_primal" => Box::new(|| advm.primal().expect("advm primal")),
         "advm_primal_in_vm" => {
-            let Some(l) = in_vm.as_mut() else {
-                return Err("no driver".into());
-            };
+            per_step = IN_VM_REPS;
+            let mut l = InVmLoop::from_case(case)?;
             Box::new(move || l.run(IN_VM_REPS).expect("advm primal in the VM"))
         }
         "advm_grad" => Box::new(|| advm.grad().expect("advm gradient")),

@@ -309,19 +309,15 @@ impl InVmLoop {
             .iter()
             .find(|g| g.name == func)
             .ok_or_else(|| format!("{path}: no function @{func}"))?;
-        let params: Vec<String> = f
+        let mut params: Vec<String> = f
             .params
             .iter()
             .enumerate()
             .map(|(i, p)| format!("%a{i}: {}", f.ty(*p)))
             .collect();
+        params.push("%reps: i64".to_string());
+        let params = params.join(", ");
         let pass: Vec<String> = (0..f.params.len()).map(|i| format!("%a{i}")).collect();
-        let params = params
-            .iter()
-            .cloned()
-            .chain(std::iter::once("%reps: i64".to_string()))
-            .collect::<Vec<_>>()
-            .join(", ");
         let call = format!("call @{func}({})", pass.join(", "));
         // The first call before the loop, so that `%y` is always defined;
         // the loop is top-tested, which the lowering turns into `call`,
