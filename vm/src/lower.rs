@@ -268,8 +268,9 @@ pub fn lower_function(f: &ir::Function) -> Result<Function, LowerError> {
         }
     }
     let uses = f.use_counts();
-    let mut alias = coalesce(f, &is_param, &uses);
-    coalesce_live(f, &is_param, &mut alias);
+    let defs = definitions(f);
+    let mut alias = coalesce(f, &is_param, &uses, &defs);
+    coalesce_live(f, &is_param, &defs, &mut alias);
     let shared = Shared {
         is_param: &is_param,
         uses: &uses,
@@ -570,10 +571,9 @@ fn reservations(insts: &[ir::Inst]) -> Vec<Push> {
 /// are each read only by the phi, so their live ranges do not overlap. Only
 /// values (and phis) with exactly one definition qualify, so this never
 /// touches the accumulators of non-SSA (reverse) code.
-fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
+fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32], (def, ndefs): &Defs) -> Vec<usize> {
     let n = f.values.len();
     let mut alias: Vec<usize> = (0..n).collect();
-    let (def, ndefs) = definitions(f);
     for (bi, b) in f.blocks.iter().enumerate() {
         for phi in &b.phis {
             let p = phi.dst;
@@ -615,11 +615,14 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32]) -> Vec<usize> {
 /// (defined at its block's start).
 type Def = (usize, Option<usize>);
 
+/// [`definitions`]: each value's definition and its number of definitions.
+type Defs = (Vec<Option<Def>>, Vec<u32>);
+
 /// Where each value is defined (its last definition; single-definition
 /// values are the ones that matter) and how many definitions each value
 /// has (phis, instruction results, in-out operands and `call.acc`
 /// accumulators).
-fn definitions(f: &ir::Function) -> (Vec<Option<Def>>, Vec<u32>) {
+fn definitions(f: &ir::Function) -> Defs {
     let n = f.values.len();
     let mut def = vec![None; n];
     let mut ndefs = vec![0u32; n];
@@ -680,7 +683,7 @@ const LIVENESS_WORDS: usize = 1 << 18;
 /// are untouched. The liveness is only sound for strict SSA (every use
 /// after its definition on every path): if any such value is live on
 /// entry to the function, nothing is coalesced here.
-fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
+fn coalesce_live(f: &ir::Function, is_param: &[bool], (def, ndefs): &Defs, alias: &mut [usize]) {
     let n = f.values.len();
     let nb = f.blocks.len();
     let words = n.div_ceil(64);
@@ -691,7 +694,6 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], alias: &mut [usize]) {
     {
         return;
     }
-    let (def, ndefs) = definitions(f);
     let candidate = |v: usize| !is_param[v] && f.values[v].konst.is_none() && ndefs[v] == 1;
     let bit = |set: &[u64], v: usize| set[v / 64] >> (v % 64) & 1 == 1;
     let set_bit = |set: &mut [u64], v: usize| set[v / 64] |= 1 << (v % 64);
