@@ -36,7 +36,7 @@ pub mod transform;
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
-use vm::interp::{Trap, Vm};
+use vm::interp::{Trap, TrapKind, Vm};
 use vm::ir::{self, FuncId, RetType};
 use vm::{Type, Value};
 
@@ -219,10 +219,19 @@ impl Engine {
         self.module.find(name)
     }
 
-    /// Run a function.
+    /// Run a function. Arguments that do not fit it are
+    /// [`AdError::Args`] (the VM checks them, once).
     pub fn run(&mut self, f: FuncId, args: &[Value]) -> Result<Value, AdError> {
-        self.check_args(f, args)?;
-        Ok(self.vm.run(&self.program, f, args)?)
+        // Only user functions: derived ones follow them in the program.
+        if f.index() >= self.module.funcs.len() {
+            return Err(AdError::Args(format!("no function {f}")));
+        }
+        self.vm
+            .run(&self.program, f, args)
+            .map_err(|t| match t.kind {
+                TrapKind::ArgMismatch(m) => AdError::Args(m),
+                _ => AdError::Trap(t),
+            })
     }
 
     /// Value and gradient of `f` at `args`, with respect to every `f64` and
@@ -743,21 +752,6 @@ impl Engine {
                 AdError::Internal(format!("the bytecode of {f} disagrees with its parameters"))
             }
         }
-    }
-
-    #[inline]
-    fn check_args(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
-        // The common case, cheaply: the bytecode of a user function has the
-        // same parameter types as its IR, in one slice.
-        if f.index() < self.module.funcs.len() {
-            if let Some(func) = self.program.get(f) {
-                let types = &func.param_types;
-                if types.len() == args.len() && types.iter().zip(args).all(|(t, a)| *t == a.ty()) {
-                    return Ok(());
-                }
-            }
-        }
-        self.arg_error(f, args)
     }
 
     /// What is wrong with the arguments (`Ok` if nothing is).

@@ -41,6 +41,7 @@
 //! Functions larger than [`MAX_WORDS`] words of analysis state per set get
 //! only passes 1 and 7 (their code is correct, just slower).
 
+use vm::bits::Bits;
 use vm::ir::{BlockId, Function, Inst, Term, ValueId};
 use vm::op::{Op, Operand};
 use vm::Type;
@@ -178,41 +179,6 @@ fn is_pure(op: Op) -> bool {
             | Zero
             | Take
     )
-}
-
-// ---- bit sets -----------------------------------------------------------------
-
-#[derive(Clone, PartialEq, Eq)]
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn new(n: usize, full: bool) -> Bits {
-        Bits(vec![if full { u64::MAX } else { 0 }; n.div_ceil(64)])
-    }
-    fn has(&self, v: ValueId) -> bool {
-        self.0
-            .get(v.index() / 64)
-            .is_some_and(|w| w & (1 << (v.index() % 64)) != 0)
-    }
-    fn set(&mut self, v: ValueId, on: bool) {
-        if let Some(w) = self.0.get_mut(v.index() / 64) {
-            if on {
-                *w |= 1 << (v.index() % 64);
-            } else {
-                *w &= !(1 << (v.index() % 64));
-            }
-        }
-    }
-    fn and_with(&mut self, o: &Bits) {
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            *a &= b;
-        }
-    }
-    fn or_with(&mut self, o: &Bits) {
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
-            *a |= b;
-        }
-    }
 }
 
 fn successors(f: &Function) -> Vec<Vec<usize>> {
@@ -568,7 +534,7 @@ fn live_in(f: &Function) -> Vec<Bits> {
     let mut l = Bits::new(n, false);
     while let Some(b) = work.pop() {
         queued[b] = false;
-        l.0.fill(0);
+        l.clear();
         for &s in &succs[b] {
             l.or_with(&live[s]);
         }

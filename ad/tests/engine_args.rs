@@ -69,5 +69,14 @@ fn arguments_are_checked_before_anything_runs() {
     for id in [FuncId(2), FuncId(3), FuncId(1000)] {
         let m = args_error(e.grad_into(id, &[Value::F64(0.0)], &mut out));
         assert!(m.contains("no function"), "{m}");
+        match e.run(id, &[Value::F64(0.0)]) {
+            Err(AdError::Args(m)) => assert!(m.contains("no function"), "{m}"),
+            other => panic!("run of {id}: expected an argument error, got {other:?}"),
+        }
     }
+    let m = match e.run(g, &[]) {
+        Err(AdError::Args(m)) => m,
+        other => panic!("expected an argument error, got {other:?}"),
+    };
+    assert!(m.contains("@g takes 1 argument(s), got 0"), "{m}");
 }

@@ -216,3 +216,24 @@ fn the_in_vm_loop_returns_the_primal_value() {
         assert_eq!(executed[2] - executed[0], 6 * (primal + 2), "{}", case.file);
     }
 }
+
+/// The driver takes its parameter types from the arguments: arguments that
+/// do not fit the function, or a function that does not exist, are an
+/// assembly error naming the problem, not a panic.
+#[test]
+fn the_in_vm_loop_rejects_arguments_that_do_not_fit() {
+    let src = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}\n";
+    let mut ok = InVmLoop::from_source(src, "sq.adasm", "sq", vec![Value::F64(3.0)])
+        .expect("fitting arguments assemble");
+    assert_eq!(ok.run(3).expect("runs"), 9.0);
+    for (func, args) in [
+        ("sq", vec![Value::I64(3)]),
+        ("sq", vec![Value::F64(3.0), Value::F64(1.0)]),
+        ("nope", vec![Value::F64(3.0)]),
+    ] {
+        let err = InVmLoop::from_source(src, "sq.adasm", func, args)
+            .err()
+            .unwrap_or_else(|| panic!("@{func}: accepted"));
+        assert!(err.contains("sq.adasm:"), "no location: {err}");
+    }
+}

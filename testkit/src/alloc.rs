@@ -1,15 +1,24 @@
 //! A global allocator that counts allocations per thread, for the tests
 //! that assert "no allocation per call after warm-up" (`vm/tests/alloc.rs`,
 //! `ad/tests/alloc.rs`, `suite/tests/alloc.rs`). A test binary installs it
-//! with
+//! as its global allocator and reads [`allocs`] before and after the call
+//! it checks:
 //!
-//! ```ignore
+//! ```
 //! #[global_allocator]
 //! static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
+//!
+//! fn main() {
+//!     let before = testkit::alloc::allocs();
+//!     let v = std::hint::black_box(vec![1u8; 16]);
+//!     assert_eq!(testkit::alloc::allocs(), before + 1);
+//!     drop(v);
+//!     assert_eq!(testkit::alloc::allocs(), before + 1, "freeing is no allocation");
+//! }
 //! ```
 //!
-//! and reads [`allocs`] before and after the call it checks. Per thread,
-//! because the test harness runs tests on several threads at once. (`vm`
+//! Counts are per thread, because the test harness runs tests on several
+//! threads at once. (`vm`
 //! takes testkit as a dev-dependency for its integration tests only:
 //! testkit depends on `vm`.)
 #![allow(unsafe_code)]

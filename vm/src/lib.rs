@@ -18,6 +18,7 @@
 //!   bounds.
 //! * [`interp`]: the register interpreter with an explicit frame stack.
 //! * [`disasm`]: bytecode to text.
+//! * [`bits`]: bit sets for the dataflow analyses.
 //! * [`dom`]: dominator trees (used by the assembler's SSA checks and the
 //!   AD stage's loop analysis).
 //!
@@ -25,6 +26,7 @@
 //! access, instruction fetch and reserved comms push, justified by the
 //! verifier).
 
+pub mod bits;
 pub mod bytecode;
 pub mod disasm;
 pub mod dom;

@@ -54,6 +54,7 @@
 //!   `comms.push.r`s, so the capacity is checked once, not per push (see
 //!   `reservations`; the verifier's check 9 proves the result).
 
+use crate::bits;
 use crate::bytecode::{BlockMark, CallSite, Function, Instr, Program, Reg};
 use crate::ir::{self, BlockId, Loc, Term, ValueId};
 use crate::op::{Cond, Fused, Op, Operand};
@@ -686,7 +687,7 @@ const LIVENESS_WORDS: usize = 1 << 18;
 fn coalesce_live(f: &ir::Function, is_param: &[bool], (def, ndefs): &Defs, alias: &mut [usize]) {
     let n = f.values.len();
     let nb = f.blocks.len();
-    let words = n.div_ceil(64);
+    let words = bits::words(n);
     // Reverse code has no phis: nothing to do.
     if n == 0
         || nb.saturating_mul(words) > LIVENESS_WORDS
@@ -695,8 +696,7 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], (def, ndefs): &Defs, alias
         return;
     }
     let candidate = |v: usize| !is_param[v] && f.values[v].konst.is_none() && ndefs[v] == 1;
-    let bit = |set: &[u64], v: usize| set[v / 64] >> (v % 64) & 1 == 1;
-    let set_bit = |set: &mut [u64], v: usize| set[v / 64] |= 1 << (v % 64);
+    let (bit, set_bit) = (bits::has, bits::insert);
 
     // gen: read before any definition in the block; kill: defined in it
     // (phis included); phi_out: read by a successor's phi on this edge.
