@@ -34,8 +34,8 @@
 //!    of step 2; `blk.push` only on edges into blocks with several
 //!    predecessors that are not the header of a counted loop; at every exit
 //!    of a counted loop, its counter and the values defined before it that
-//!    its reverse needs; at `ret`, the returning block's index (when there
-//!    are several) and the entry values.
+//!    its reverse needs; at `ret`, the entry values and then the returning
+//!    block's index (when there are several).
 //!
 //! The reverse function is then cleaned up by [`crate::optimize`] before it
 //! is lowered.
@@ -519,11 +519,15 @@ impl<'a> Transform<'a> {
                 if let Some(old) = self.overwritten.get(&(b, i)) {
                     late.push(*old);
                 }
-                if let Some(d) = inst.dst {
-                    late.push(d);
-                }
+                // A factor before its instruction's result: the reverse
+                // code reads the result first (in the fragments of later
+                // readers) and the factor last (in the instruction's own
+                // fragment), so popping in that order lets both pops fuse.
                 if let Some(f) = self.factors.get(&(b, i)) {
                     late.push(*f);
+                }
+                if let Some(d) = inst.dst {
+                    late.push(d);
                 }
             }
             let needs = &self.needs[b];
@@ -1074,7 +1078,8 @@ impl<'a> Transform<'a> {
                 });
                 insts.push(inst);
                 insts.extend(factor_inst);
-                for d in dst.into_iter().chain(factor) {
+                // In `order_needs` order: the factor first.
+                for d in factor.into_iter().chain(dst) {
                     if needs.contains(&d) && !(cut.is_some() && waits(d)) {
                         insts.push(push(d));
                     }
@@ -1115,6 +1120,13 @@ impl<'a> Transform<'a> {
                     };
                 }
                 Term::Ret(_) => {
+                    // The last pushed is the first the reverse code reads.
+                    // Before the block id (the two stacks are independent),
+                    // so that these pushes share one reservation with the
+                    // block's own (a `blk.push` ends a batch).
+                    for v in self.entry_values.iter().rev() {
+                        insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
+                    }
                     if nrets > 1 {
                         let k = self
                             .cfg
@@ -1123,10 +1135,6 @@ impl<'a> Transform<'a> {
                             .position(|r| r.index() == b)
                             .unwrap_or(0);
                         insts.push(blk_push(k as u32));
-                    }
-                    // The last pushed is the first the reverse code reads.
-                    for v in self.entry_values.iter().rev() {
-                        insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
                     }
                 }
                 Term::RetN(_) | Term::BlkPop(_) => {}

@@ -117,3 +117,25 @@ fn sincos_pullback_fuses_both_pops() {
     let counts = advm.instruction_counts().expect("counts");
     assert_eq!((counts.primal, counts.forward, counts.reverse), (3, 5, 4));
 }
+
+/// recursion's pullback, per level: the forward code pushes `cos r` before
+/// `sin r` (the factor before its instruction's result), so the pullback
+/// pops `sin r` first, where `y = x * s` reads it, and `cos r` last, where
+/// `sin`'s own fragment reads it: both pops fuse (`mul.pop`, `mul.f`,
+/// `mul.pop`, `call.acc`, `ret.n`, plus the entry value's pop and the
+/// return block's `blk.pop`: 7 per level), where pushing in the other
+/// order left one `comms.pop` unfused (8).
+#[test]
+fn recursion_pullback_fuses_both_pops_per_level() {
+    let mut advm = suite::advm::Advm::load(
+        "recursion",
+        "rec",
+        vec![vm::Value::F64(0.9), vm::Value::I64(100)],
+    )
+    .expect("recursion loads");
+    let counts = advm.instruction_counts().expect("counts");
+    // 100 step levels and the base level (3 instructions: its pop, its
+    // `blk.pop`, its `ret.n`).
+    assert_eq!(counts.reverse, 100 * 7 + 3);
+    assert_eq!(counts.forward, 100 * 10 + 4);
+}
