@@ -27,7 +27,10 @@
 //! 7. [`fuse_pops`]: a `comms.pop` whose value is read once, right after,
 //!    as a factor of an `acc.mul` or `mul.f`, becomes part of it
 //!    (`acc.mul.pop`, `mul.pop`): one dispatch less per popped factor.
-//! 8. [`layout`]: blocks are ordered so that the lowering falls through
+//! 8. [`fuse_shadow_products`]: a `mul.f` whose product only a later
+//!    `shadow.acc` of the block reads becomes part of it
+//!    (`shadow.acc.mul`).
+//! 9. [`layout`]: blocks are ordered so that the lowering falls through
 //!    where it matters, above all so that a reverse loop ends in one
 //!    backward conditional jump.
 //!
@@ -39,7 +42,7 @@
 //! zero cotangent only.
 //!
 //! Functions larger than [`MAX_WORDS`] words of analysis state per set get
-//! only passes 1 and 7 (their code is correct, just slower).
+//! only passes 1 and 9 (their code is correct, just slower).
 
 use vm::bits::Bits;
 use vm::ir::{BlockId, Function, Inst, Term, ValueId};
@@ -75,6 +78,10 @@ pub fn reverse(f: &mut Function) {
         // became renames) are jumped over.
         merge_blocks(f);
         fuse_pops(f);
+        if fuse_shadow_products(f) {
+            // Blocks emptied by moving their `shadow.acc`s are jumped over.
+            merge_blocks(f);
+        }
     }
     layout(f);
 }
@@ -863,6 +870,118 @@ pub fn fuse_pops(f: &mut Function) -> bool {
     changed
 }
 
+/// `mul.f d, a, b` and, later in the same block, `shadow.acc h, i, d`,
+/// with `d` dead after it and nothing in between reading `d` or writing
+/// `a`, `b` or `d`, become `shadow.acc.mul h, i, a, b` in the
+/// `shadow.acc`'s place: the product is computed where it is added, from
+/// the same operands, and rounded before the addition as before. An array
+/// read's pullback in a loop (`d.x = g * w; shadow(X)[k] += d.x`) then
+/// costs one dispatch, not two.
+///
+/// First, a `shadow.acc` that starts a block all of whose predecessors
+/// only jump to it moves to the end of each of them (it runs at the same
+/// point of every path): a join of arms that each compute their
+/// contribution (branchy's `v[i] > 0 ? v[i]*v[i] : 0.01*v[i]`) then
+/// fuses in the arms that end in a product.
+pub fn fuse_shadow_products(f: &mut Function) -> bool {
+    let mut changed = sink_shadow_accs(f);
+    let live = live_in(f);
+    for b in 0..f.blocks.len() {
+        // Liveness after each instruction of the block.
+        let mut l = live_out(f, &live, b);
+        for v in f.blocks[b].term.uses() {
+            l.set(*v, true);
+        }
+        let insts = &f.blocks[b].insts;
+        let mut dead_after = vec![false; insts.len()];
+        for (k, inst) in insts.iter().enumerate().rev() {
+            if let (Op::ShadowAcc, &[_, _, d]) = (inst.op, inst.args.as_slice()) {
+                dead_after[k] = !l.has(d);
+            }
+            step_backward(inst, &mut l);
+        }
+        // Pairs `(j, k)`: the product at `j`, its `shadow.acc` at `k`.
+        let mut pairs = Vec::new();
+        for (k, inst) in insts.iter().enumerate() {
+            let (Op::ShadowAcc, &[_, _, d]) = (inst.op, inst.args.as_slice()) else {
+                continue;
+            };
+            if !dead_after[k] {
+                continue;
+            }
+            // The last instruction before `k` that touches `d`.
+            let Some(j) = (0..k)
+                .rev()
+                .find(|&j| writes(&insts[j]).contains(&d) || reads(&insts[j]).contains(&d))
+            else {
+                continue;
+            };
+            let (Op::MulF, Some(dst), &[a, c]) =
+                (insts[j].op, insts[j].dst, insts[j].args.as_slice())
+            else {
+                continue;
+            };
+            let kept = (j + 1..k).all(|m| {
+                let w = writes(&insts[m]);
+                !w.contains(&a) && !w.contains(&c)
+            });
+            if dst == d && a != d && c != d && kept {
+                pairs.push((j, k));
+            }
+        }
+        let insts = &mut f.blocks[b].insts;
+        let mut gone = vec![false; insts.len()];
+        for &(j, k) in &pairs {
+            let (h, i) = (insts[k].args[0], insts[k].args[1]);
+            let (a, c) = (insts[j].args[0], insts[j].args[1]);
+            insts[k] = Inst::new(Op::ShadowAccMul, None, vec![h, i, a, c], insts[k].loc);
+            gone[j] = true;
+            changed = true;
+        }
+        let mut at = 0;
+        insts.retain(|_| {
+            at += 1;
+            !gone[at - 1]
+        });
+    }
+    changed
+}
+
+/// Move a `shadow.acc` that starts a block (not the entry block) to the
+/// end of each predecessor, where every predecessor ends in a `jmp` to the
+/// block and none is the block itself.
+fn sink_shadow_accs(f: &mut Function) -> bool {
+    let n = f.blocks.len();
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (b, block) in f.blocks.iter().enumerate() {
+        for s in block.term.successors() {
+            if s.index() < n && !preds[s.index()].contains(&b) {
+                preds[s.index()].push(b);
+            }
+        }
+    }
+    let mut changed = false;
+    for (b, ps) in preds.iter().enumerate().skip(1) {
+        let jumps_here =
+            |p: &usize| *p != b && matches!(f.blocks[*p].term, Term::Jmp(t) if t.index() == b);
+        if ps.len() < 2 || !ps.iter().all(jumps_here) {
+            continue;
+        }
+        while f.blocks[b]
+            .insts
+            .first()
+            .is_some_and(|i| i.op == Op::ShadowAcc)
+        {
+            let inst = f.blocks[b].insts.remove(0);
+            for &p in ps {
+                f.blocks[p].insts.push(inst.clone());
+            }
+            changed = true;
+        }
+    }
+    changed
+}
+
 /// Whether `op` moves values on the comms stack or runs code that does.
 /// (`comms.reserve`, `comms.push.r`, `mul.push` and `acc.mul.pop.mul` are
 /// made by the lowering and never
@@ -1086,6 +1205,98 @@ mod tests {
             .iter()
             .map(|b| b.insts.iter().map(|i| i.op).collect())
             .collect()
+    }
+
+    #[test]
+    fn a_product_only_a_shadow_acc_reads_fuses_into_it() {
+        // r0 handle, r1 index, r2 and r3 factors (operand types do not
+        // matter to the pass). r4 = r2 * r3; r5 = r2 * r2;
+        // shadow(r0)[r1] += r5; shadow(r0)[r1] += r4: both fuse, each in
+        // its `shadow.acc`'s place, from the same operands.
+        let mut b = Build::new(6, &[0, 1, 2, 3]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::MulF, Some(4), &[2, 3]),
+                i(Op::MulF, Some(5), &[2, 2]),
+                i(Op::ShadowAcc, None, &[0, 1, 5]),
+                i(Op::ShadowAcc, None, &[0, 1, 4]),
+            ],
+            Term::RetN(vec![r(2)]),
+        );
+        assert!(fuse_shadow_products(&mut b.f));
+        let insts = &b.f.blocks[0].insts;
+        assert_eq!(ops(&b.f), [[Op::ShadowAccMul, Op::ShadowAccMul]]);
+        assert_eq!(insts[0].args, [r(0), r(1), r(2), r(2)]);
+        assert_eq!(insts[1].args, [r(0), r(1), r(2), r(3)]);
+
+        // Not fused: the product is read again (r4), a factor is written in
+        // between (r5's factor r3), or the last write is no product (r6).
+        let mut b = Build::new(7, &[0, 1, 2, 3]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::MulF, Some(4), &[2, 3]),
+                i(Op::ShadowAcc, None, &[0, 1, 4]),
+                i(Op::MulF, Some(5), &[2, 3]),
+                i(Op::Acc, None, &[3, 2]),
+                i(Op::ShadowAcc, None, &[0, 1, 5]),
+                i(Op::MulF, Some(6), &[2, 3]),
+                i(Op::Acc, None, &[6, 2]),
+                i(Op::ShadowAcc, None, &[0, 1, 6]),
+            ],
+            Term::RetN(vec![r(4)]),
+        );
+        assert!(!fuse_shadow_products(&mut b.f));
+    }
+
+    #[test]
+    fn a_shadow_acc_at_a_join_moves_into_the_arms_and_fuses_where_a_product_ends_one() {
+        // entry: br c, a, b ; a: r4 = r2 * r3; jmp j ; b: r4 = r2; r4 += r3;
+        // jmp j ; j: shadow(r0)[r1] += r4; ret.n (r2).
+        let mut b = Build::new(5, &[0, 1, 2, 3]);
+        let entry = b.branch(1, 2);
+        b.block("entry", vec![], entry)
+            .block(
+                "a",
+                vec![i(Op::MulF, Some(4), &[2, 3])],
+                Term::Jmp(BlockId(3)),
+            )
+            .block(
+                "b",
+                vec![i(Op::Mov, Some(4), &[2]), i(Op::Acc, None, &[4, 3])],
+                Term::Jmp(BlockId(3)),
+            )
+            .block(
+                "j",
+                vec![i(Op::ShadowAcc, None, &[0, 1, 4])],
+                Term::RetN(vec![r(2)]),
+            );
+        assert!(fuse_shadow_products(&mut b.f));
+        assert_eq!(
+            ops(&b.f),
+            [
+                vec![],
+                vec![Op::ShadowAccMul],
+                vec![Op::Mov, Op::Acc, Op::ShadowAcc],
+                vec![]
+            ]
+        );
+        // A join also entered by a branch keeps its `shadow.acc`.
+        let mut b = Build::new(5, &[0, 1, 2, 3]);
+        let entry = b.branch(1, 2);
+        b.block("entry", vec![], entry)
+            .block(
+                "a",
+                vec![i(Op::MulF, Some(4), &[2, 3])],
+                Term::Jmp(BlockId(2)),
+            )
+            .block(
+                "j",
+                vec![i(Op::ShadowAcc, None, &[0, 1, 4])],
+                Term::RetN(vec![r(2)]),
+            );
+        assert!(!fuse_shadow_products(&mut b.f));
     }
 
     #[test]

@@ -432,6 +432,7 @@ fn corpus_uses_every_instruction() {
                     | vm::op::Op::Zero
                     | vm::op::Op::Take
                     | vm::op::Op::ShadowAcc
+                    | vm::op::Op::ShadowAccMul
                     | vm::op::Op::ShadowTake
             )
     });

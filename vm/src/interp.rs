@@ -1153,6 +1153,23 @@ impl Vm {
                         None => trap!(TrapKind::BadHandle),
                     }
                 }
+                Op::ShadowAccMul => {
+                    let h = w.get(ins.r0 as u32);
+                    let i = ir!(ins.r1);
+                    let v = fr!(ins.r2) * fr!(ins.x);
+                    let ad = self.heap.is_ad();
+                    match self.heap.shadow_mut(h) {
+                        Some(s) => {
+                            let len = s.len();
+                            match s.get_mut(i as usize) {
+                                Some(slot) if i >= 0 => *slot += v,
+                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
+                            }
+                        }
+                        None if !ad => trap!(TrapKind::NoShadow),
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
                 Op::ShadowTake => {
                     let h = w.get(ins.r1 as u32);
                     let i = ir!(ins.r2);

@@ -222,6 +222,11 @@ ops! {
     Zero = "zero" [Def(F)];
     /// `shadow(r0)[r1] += r2`: adjoint of `aget`.
     ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)];
+    /// `shadow(r0)[r1] += r2 * x` (`x` holds the second factor's register):
+    /// a `mul.f` fused into the `shadow.acc` that is its product's only
+    /// reader (made by the AD stage's clean-up). The product is rounded
+    /// before it is added, as by the two instructions.
+    ShadowAccMul = "shadow.acc.mul" [Use(A), Use(I), Use(F), Use(F)];
     /// `r0 = shadow(r1)[r2]; shadow(r1)[r2] = 0`: adjoint of `aset`.
     ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)];
 

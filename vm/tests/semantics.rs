@@ -1418,3 +1418,67 @@ fn frames_of_every_size_start_clean() {
         }
     }
 }
+
+/// `shadow.acc.mul h, i, a, b` is `shadow(h)[i] += a * b` with the product
+/// rounded first, as `mul.f` then `shadow.acc` (bit for bit, also where a
+/// fused multiply-add would round differently), and traps as `shadow.acc`.
+#[test]
+fn shadow_acc_mul_is_a_product_then_a_shadow_acc() {
+    // a * b + s rounds differently with one rounding than with two here.
+    let (a, b0, s) = (0.1f64, 10.0f64, -1.0f64);
+    assert_ne!(a.mul_add(b0, s), a * b0 + s);
+    let module = |op: Op| {
+        let mut b = B::new("sm", &[("v", Arr), ("a", F64), ("b", F64), ("i", I64)], F64);
+        let e = b.block("entry");
+        let (v, x, y, i) = (b.p(0), b.p(1), b.p(2), b.p(3));
+        if op == Op::ShadowAccMul {
+            b.eff(e, Op::ShadowAccMul, &[v, i, x, y]);
+        } else {
+            let p = b.op(e, Op::MulF, Some(F64), &[x, y]);
+            b.eff(e, Op::ShadowAcc, &[v, i, p]);
+        }
+        b.ret(e, x);
+        load(&b.module())
+    };
+    let (fused, pair) = (module(Op::ShadowAccMul), module(Op::MulF));
+    assert!(fused
+        .func(FuncId(0))
+        .code
+        .iter()
+        .any(|i| i.op == Op::ShadowAccMul));
+    let mut vm = Vm::default();
+    let mut run = |p: &vm::bytecode::Program, i: i64| {
+        vm.begin(true);
+        let h = vm.alloc_array(&[0.0, 0.0]).expect("alloc");
+        // Start the shadow at `s`.
+        let mut seed = B::new("seed", &[("v", Arr)], F64);
+        let e = seed.block("entry");
+        let (v, one, c) = (seed.p(0), seed.i64(1), seed.f64(s));
+        seed.eff(e, Op::ShadowAcc, &[v, one, c]);
+        seed.ret(e, c);
+        vm.call_raw(&load(&seed.module()), FuncId(0), &[h])
+            .expect("seeds");
+        let args = [h, a.to_bits(), b0.to_bits(), i as u64];
+        match vm.call_raw(p, FuncId(0), &args) {
+            Ok(()) => Ok(vm.shadow(h).map(|s| s[1])),
+            Err(t) => Err(t.kind),
+        }
+    };
+    let got = run(&fused, 1);
+    assert_eq!(got, run(&pair, 1));
+    assert_eq!(got, Ok(Some(a * b0 + s)));
+    assert_eq!(
+        run(&fused, 2),
+        Err(TrapKind::OutOfBounds { index: 2, len: 2 })
+    );
+    assert_eq!(
+        run(&fused, -1),
+        Err(TrapKind::OutOfBounds { index: -1, len: 2 })
+    );
+    vm.begin(false);
+    let h = vm.alloc_array(&[1.0, 2.0]).expect("alloc");
+    let t = vm
+        .call_raw(&fused, FuncId(0), &[h, a.to_bits(), b0.to_bits(), 0])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::NoShadow);
+}
