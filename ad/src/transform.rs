@@ -598,14 +598,18 @@ impl<'a> Transform<'a> {
                         e.acc_mul(ca, d, t);
                     }
                     if let Some(cb) = cb {
-                        // ln a where a > 0, else 0 (adasm.md §3).
+                        // ȳ·y·ln a where a > 0, else 0 (adasm.md §3): the
+                        // whole contribution is selected, so that an
+                        // infinite or nan `y` or ȳ where a <= 0 still
+                        // adds 0, not 0·inf = nan.
                         let (va, vy) = (e.need(a), e.need(y));
                         let zero = e.t.kf(0.0);
                         let l = e.op(Op::Log, Some(Type::F64), vec![va]);
-                        let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
-                        let l = e.op(Op::Select, Some(Type::F64), vec![pos, l, zero]);
                         let t = e.op(Op::MulF, Some(Type::F64), vec![l, vy]);
-                        e.acc_mul(cb, d, t);
+                        let c = e.op(Op::MulF, Some(Type::F64), vec![d, t]);
+                        let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
+                        let c = e.op(Op::Select, Some(Type::F64), vec![pos, c, zero]);
+                        e.acc(Some(cb), c);
                     }
                 }
                 Op::MinF | Op::MaxF => {

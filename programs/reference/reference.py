@@ -138,7 +138,13 @@ def fpow(a, b):
     y = ipow(a.v, b.v)
     da = b.v * ipow(a.v, b.v - 1.0)
     db = y * math.log(a.v) if a.v > 0 else 0.0
-    return D(y, [da * p + db * q for p, q in zip(a.d, b.d)])
+    # Each operand contributes only along the directions it depends on, as
+    # the reverse rule adds to each operand's cotangent separately: an
+    # infinite or nan partial times a zero tangent adds 0, not nan (so the
+    # b-cotangent is 0 wherever a <= 0, even when y is infinite).
+    def term(partial, tangent):
+        return partial * tangent if tangent != 0.0 else 0.0
+    return D(y, [term(da, p) + term(db, q) for p, q in zip(a.d, b.d)])
 
 
 def fmin(a, b):
