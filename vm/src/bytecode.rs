@@ -166,7 +166,7 @@ pub const FRAME_CHUNK: usize = 4;
 /// [`crate::verify`] sets it. The interpreter refuses to enter a function
 /// that is not verified, which is what makes its unchecked register accesses
 /// sound.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Program {
     funcs: Vec<Function>,
     /// Per function: `None` while it is not verified; once it is, the
@@ -174,6 +174,20 @@ pub struct Program {
     /// constants, then zeros, padded with zeros to a multiple of
     /// [`FRAME_CHUNK`] (so at least `nregs - nparams` long).
     init: Vec<Option<Box<[u64]>>>,
+    /// Per function id, the functions that named it in a call site when
+    /// they were pushed or set: a superset of its callers (entries go stale
+    /// when a caller is replaced or dropped), so that replacing a function
+    /// looks at its callers only, not at the whole program (the AD stage
+    /// sets every derived function once: thousands in a long call chain).
+    callers: Vec<Vec<FuncId>>,
+}
+
+/// Programs are equal when their functions and verified states are (the
+/// caller index is bookkeeping).
+impl PartialEq for Program {
+    fn eq(&self, other: &Program) -> bool {
+        self.funcs == other.funcs && self.init == other.init
+    }
 }
 
 impl Program {
@@ -211,9 +225,25 @@ impl Program {
 
     /// Append an (unverified) function.
     pub fn push(&mut self, f: Function) -> FuncId {
+        let id = FuncId(self.funcs.len() as u32);
+        self.note_calls(id, &f);
         self.funcs.push(f);
         self.init.push(None);
-        FuncId(self.funcs.len() as u32 - 1)
+        id
+    }
+
+    /// Record `id` as a caller of every function `f`'s call sites name.
+    fn note_calls(&mut self, id: FuncId, f: &Function) {
+        for site in &f.sites {
+            let callee = site.func.index();
+            if self.callers.len() <= callee {
+                self.callers.resize_with(callee + 1, Vec::new);
+            }
+            let list = &mut self.callers[callee];
+            if !list.contains(&id) {
+                list.push(id);
+            }
+        }
     }
 
     /// Replace a function; it must be verified again before it runs, and so
@@ -222,9 +252,10 @@ impl Program {
     /// caller's call sites always fit their callees, which the interpreter
     /// relies on.)
     pub fn set(&mut self, id: FuncId, f: Function) {
+        self.note_calls(id, &f);
         self.funcs[id.index()] = f;
         self.init[id.index()] = None;
-        self.unverify_callers(|callee| callee == id);
+        self.unverify_callers(id);
     }
 
     /// Drop every function from `len` on (and unverify the functions that
@@ -232,15 +263,28 @@ impl Program {
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
         self.init.truncate(len);
-        self.unverify_callers(|callee| callee.index() >= len);
+        for callee in len..self.callers.len() {
+            self.unverify_callers(FuncId(callee as u32));
+        }
+        self.callers.truncate(len);
     }
 
-    fn unverify_callers(&mut self, affected: impl Fn(FuncId) -> bool) {
-        for (f, init) in self.funcs.iter().zip(&mut self.init) {
-            if f.sites.iter().any(|s| affected(s.func)) {
-                *init = None;
+    /// Unverify every function that calls `callee`, and forget the stale
+    /// entries of its caller list.
+    fn unverify_callers(&mut self, callee: FuncId) {
+        let Some(list) = self.callers.get_mut(callee.index()) else {
+            return;
+        };
+        let (funcs, init) = (&self.funcs, &mut self.init);
+        list.retain(|caller| {
+            let calls = funcs
+                .get(caller.index())
+                .is_some_and(|f| f.sites.iter().any(|s| s.func == callee));
+            if calls {
+                init[caller.index()] = None;
             }
-        }
+            calls
+        });
     }
 
     /// Whether `id` exists and passed the verifier since it was last set.
@@ -311,6 +355,52 @@ mod tests {
             locs: Vec::new(),
             reg_names: Vec::new(),
         }
+    }
+
+    /// A function whose only call site names `callee`.
+    fn calling(callee: FuncId) -> Function {
+        let mut f = function(0, 1, Vec::new());
+        f.sites.push(CallSite {
+            func: callee,
+            args: Vec::new(),
+            rets: Vec::new(),
+        });
+        f
+    }
+
+    #[test]
+    fn replacing_a_function_unverifies_exactly_its_current_callers() {
+        let mut p = Program::new();
+        let b = FuncId(1);
+        let a = p.push(calling(b));
+        p.push(function(0, 1, Vec::new()));
+        let c = p.push(calling(b));
+        let d = p.push(function(0, 1, Vec::new()));
+        let verify_all = |p: &mut Program| {
+            for id in (0..p.len()).map(|i| FuncId(i as u32)) {
+                p.mark_verified(id);
+            }
+        };
+        verify_all(&mut p);
+        p.set(b, function(0, 1, Vec::new()));
+        let verified = |p: &Program| [a, b, c, d].map(|id| p.is_verified(id));
+        assert_eq!(verified(&p), [false, false, false, true]);
+        // `a` no longer calls `b`: its entry in `b`'s list is stale.
+        p.set(a, function(0, 1, Vec::new()));
+        verify_all(&mut p);
+        p.set(b, function(0, 1, Vec::new()));
+        assert_eq!(verified(&p), [true, false, false, true]);
+        // `d` starts calling `b` (a new entry), then `b` is dropped.
+        p.set(d, calling(b));
+        verify_all(&mut p);
+        p.truncate(2);
+        assert_eq!(p.len(), 2);
+        assert_eq!(verified(&p)[..2], [true, true]);
+        // Ids reused after a truncate: `c` again calls `b`.
+        let c2 = p.push(calling(b));
+        verify_all(&mut p);
+        p.set(b, function(0, 1, Vec::new()));
+        assert!(p.is_verified(a) && !p.is_verified(c2));
     }
 
     #[test]
