@@ -139,3 +139,26 @@ fn recursion_pullback_fuses_both_pops_per_level() {
     assert_eq!(counts.reverse, 100 * 7 + 3);
     assert_eq!(counts.forward, 100 * 10 + 4);
 }
+
+/// logreg's reverse inner loop, with respect to `w` as the suite asks:
+/// `aget.add` (the element of `X`), `shadow.acc.mul` (`w̄[j] += z̄ · X[k,j]`,
+/// the product fused into the shadow update) and the step-and-branch:
+/// one more column adds 3 reverse instructions per row (4 before the
+/// fusion).
+#[test]
+fn logreg_reverse_costs_three_instructions_per_term() {
+    let rows = 3usize;
+    let ramp = |n: usize| (0..n).map(|i| 0.1 * i as f64 - 0.2).collect::<Vec<f64>>();
+    let reverse = |d: usize| {
+        let args = vec![
+            vm::Value::Arr(ramp(rows * d)),
+            vm::Value::Arr(vec![1.0; rows]),
+            vm::Value::Arr(ramp(d)),
+            vm::Value::I64(rows as i64),
+            vm::Value::I64(d as i64),
+        ];
+        let mut advm = suite::advm::Advm::load("logreg", "logreg", args).expect("logreg loads");
+        advm.instruction_counts().expect("counts").reverse
+    };
+    assert_eq!(reverse(6) - reverse(5), 3 * rows as u64);
+}
