@@ -132,6 +132,9 @@ pub struct Engine {
     handles: Vec<u64>,
     /// Tells this engine's [`Prepared`] gradients from another's.
     id: u64,
+    /// Names of the user functions that look like derived ones (`f.fwd`,
+    /// `f.rev...`), which a derived function's name must not repeat.
+    derived_like: hashbrown::HashSet<String>,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -182,6 +185,12 @@ impl Engine {
     pub fn new(module: ir::Module) -> Result<Engine, AdError> {
         let program = lower_module(&module)?;
         let nfuncs = module.funcs.len();
+        let derived_like = module
+            .funcs
+            .iter()
+            .filter(|f| f.name.contains(".fwd") || f.name.contains(".rev"))
+            .map(|f| f.name.clone())
+            .collect();
         let full_masks = module
             .funcs
             .iter()
@@ -197,6 +206,7 @@ impl Engine {
             raw: Vec::new(),
             handles: Vec::new(),
             id: engine_id(),
+            derived_like,
         })
     }
 
@@ -599,7 +609,10 @@ impl Engine {
 
     /// Empty functions standing for `f`'s derived pair until it is built,
     /// named `f.fwd` / `f.rev`, or `f.fwd.wrt.a.b` / `f.rev.wrt.a.b` when
-    /// only parameters `a` and `b` are selected.
+    /// only parameters `a` and `b` are selected; followed by `'` (which no
+    /// user function's name contains) as often as needed to differ from a
+    /// user function of that name, so that listings and trap messages
+    /// name one function each.
     fn push_placeholders(&mut self, f: FuncId, wrt: &[bool]) {
         let func = self.module.func(f);
         // (Not `full_masks`, which a caller may have taken out for the call.)
@@ -623,7 +636,10 @@ impl Engine {
             format!(".wrt.{}", names.join("."))
         };
         for part in ["fwd", "rev"] {
-            let name = format!("{}.{part}{suffix}", func.name);
+            let mut name = format!("{}.{part}{suffix}", func.name);
+            while self.derived_like.contains(&name) {
+                name.push('\'');
+            }
             let placeholder = vm::bytecode::Function {
                 name: name.clone(),
                 param_types: Vec::new(),

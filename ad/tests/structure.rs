@@ -426,3 +426,45 @@ fn an_inactive_sin_computes_no_factor() {
     assert_eq!(count_mnemonics(&text, &["sincos", "cos"]), 0, "{text}");
     assert_eq!(count_mnemonics(&text, &["sin"]), 1, "{text}");
 }
+
+/// A user function may be called `f.fwd`: the functions derived from `@f`
+/// then take other names, so that every function of the program (and of a
+/// listing or a trap message) has a name of its own.
+#[test]
+fn derived_functions_never_take_a_user_functions_name() {
+    let src = "
+fn @f(%x: f64) -> f64 {
+entry:
+    %y = call @f.fwd(%x)
+    ret %y
+}
+fn @f.fwd(%x: f64) -> f64 {
+entry:
+    %y = mul %x, %x
+    ret %y
+}
+fn @f.rev(%x: f64) -> f64 {
+entry:
+    ret %x
+}
+";
+    let mut e = engine(src);
+    let f = e.find("f").expect("defined");
+    let g = e.grad(f, &[Value::F64(3.0)]).expect("grad");
+    assert_eq!(g.grad, vec![Some(Value::F64(6.0))]);
+    let g = e.find("f.rev").expect("defined");
+    e.grad(g, &[Value::F64(3.0)]).expect("grad");
+    let names: Vec<&str> = e
+        .program()
+        .funcs()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        assert!(!names[..i].contains(n), "{n} twice in {names:?}");
+    }
+    assert!(
+        names.contains(&"f.fwd'") && names.contains(&"f.rev'"),
+        "{names:?}"
+    );
+}
