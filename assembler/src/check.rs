@@ -17,7 +17,7 @@
 //! wherever a type is expected, so each mistake is reported once. A function
 //! without errors comes out as a [`CheckedFn`], ready for [`crate::lower`].
 
-use crate::diag::{Sink, Span};
+use crate::diag::{Diagnostic, Sink, Span};
 use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand};
 use hashbrown::{HashMap, HashSet};
 use vm::dom::DomTree;
@@ -868,7 +868,10 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     ) -> Option<CInst> {
         let dst_ok = self.check_dst(line, true);
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
-            self.error(callee.span, format!("unknown function `@{}`", callee.text));
+            self.error(
+                callee.span,
+                Diagnostic::unknown_function_message(&callee.text),
+            );
             return self.resolve_only(args);
         };
         let globals = self.globals;

@@ -47,6 +47,25 @@ pub struct Diagnostics {
     pub source: String,
 }
 
+impl Diagnostic {
+    /// The message of a call to a function the module does not define.
+    pub(crate) fn unknown_function_message(name: &str) -> String {
+        format!("{UNKNOWN_FUNCTION}`@{name}`")
+    }
+
+    /// If this diagnostic is a call to a function the module does not
+    /// define, that function's name (without `@`). The REPL keeps a
+    /// definition whose only errors are such calls until the callee arrives.
+    pub fn unknown_function(&self) -> Option<&str> {
+        self.message
+            .strip_prefix(UNKNOWN_FUNCTION)?
+            .strip_prefix("`@")?
+            .strip_suffix('`')
+    }
+}
+
+const UNKNOWN_FUNCTION: &str = "unknown function ";
+
 impl Diagnostics {
     /// Diagnostics for `source` (named `file`) with the given located items.
     pub fn new(file: &str, source: &str, items: Vec<Diagnostic>) -> Diagnostics {

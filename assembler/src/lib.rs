@@ -18,6 +18,8 @@
 //! * `dom`: dominator trees (Cooper-Harvey-Kennedy), for the SSA checks.
 //! * `lower`: translates checked functions to [`vm::ir`].
 //! * [`print_module`]: the way back, IR to text.
+//! * [`decode`]: a source file's bytes to text (one leading byte-order
+//!   mark skipped; bytes that are not UTF-8 are a located diagnostic).
 //! * [`parse_call`] and [`literals_to_values`]: argument literals such as
 //!   `@f(1.0, 2, [1.0, 2.5])` for the REPL and test directives.
 //!
@@ -55,10 +57,12 @@ mod literal;
 mod lower;
 mod parser;
 mod print;
+mod source;
 
 pub use diag::{Diagnostic, Diagnostics, Span};
 pub use literal::{literals_to_values, parse_call, Literal};
 pub use print::print_module;
+pub use source::decode;
 
 /// The most values (parameters, registers and distinct constants) one
 /// function may have.

@@ -296,11 +296,12 @@ fn generated_programs_assemble_and_round_trip() {
 
 /// Newlines are free between the tokens of a header, a label may share its
 /// line with an instruction, `}` may follow the last instruction, and CRLF
-/// line ends and a byte-order mark are accepted.
+/// line ends and a byte-order mark at the start of a file are accepted.
 #[test]
 fn layout_freedoms() {
-    let src = "\u{feff}fn @f(\r\n  %x: f64,\r\n  %y: f64\r\n) -> f64\r\n{\r\nentry: %s = add %x, %y\r\n  jmp out\r\nout: ret %s }\r\n";
-    let m = assembler::assemble(src, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let file = "\u{feff}fn @f(\r\n  %x: f64,\r\n  %y: f64\r\n) -> f64\r\n{\r\nentry: %s = add %x, %y\r\n  jmp out\r\nout: ret %s }\r\n";
+    let src = assembler::decode(file.as_bytes(), "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let m = assembler::assemble(&src, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
     let f = &m.funcs[0];
     assert_eq!(f.blocks.len(), 2);
     assert_eq!(f.blocks[0].insts[0].loc, vm::ir::Loc { line: 6, col: 8 });
@@ -308,4 +309,38 @@ fn layout_freedoms() {
     let err = assembler::assemble("fn @f() -> f64 {\r\nentry:\r\n  ret 1\r\n}\r\n", "f.adasm")
         .expect_err("integer literal");
     assert!(err.render().contains("\n     ret 1\n         ^"), "{err}");
+}
+
+/// A file's bytes become text through `decode`: one leading byte-order mark
+/// is not part of line 1 (columns and the echoed line do not see it), a
+/// second one is an ordinary error, and bytes that are not UTF-8 are a
+/// diagnostic at the first of them.
+#[test]
+fn decoding_files_skips_one_bom_and_locates_bad_bytes() {
+    let file = b"\xEF\xBB\xBFfn @f() -> f64 { ; \xC3\xA9\nentry:\n  ret 1\n}\n";
+    let src = assembler::decode(file, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    assert!(src.starts_with("fn @f()"));
+    let bad = b"\xEF\xBB\xBFfn @f() -> i64 $ {\nentry:\n  ret 1\n}\n";
+    let src = assembler::decode(bad, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let err = assembler::assemble(&src, "f.adasm").expect_err("`$`");
+    assert!(
+        err.render()
+            .starts_with("f.adasm:1:16: error: unexpected character `$`\n   fn @f() -> i64 $ {\n                  ^"),
+        "{err}"
+    );
+    let twice = b"\xEF\xBB\xBF\xEF\xBB\xBFfn @f() -> i64 {\nentry:\n  ret 1\n}\n";
+    let src = assembler::decode(twice, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let err = assembler::assemble(&src, "f.adasm").expect_err("second BOM");
+    assert!(
+        err.render()
+            .starts_with("f.adasm:1:1: error: unexpected byte-order mark (U+FEFF)"),
+        "{err}"
+    );
+    let latin1 = b"; caf\xE9\nfn @main() -> f64 {\nentry:\n    ret 1.0\n}\n";
+    let err = assembler::decode(latin1, "latin1.adasm").expect_err("not UTF-8");
+    assert_eq!(
+        err.render(),
+        "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not part \
+         of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^"
+    );
 }

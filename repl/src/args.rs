@@ -11,14 +11,22 @@ use vm::{Type, Value};
 /// and `"nan"` are accepted wherever an f64 is (the same spelling `--json`
 /// output uses).
 pub fn parse_json_args(text: &str, params: &[Type]) -> Result<Vec<Value>, String> {
+    parse_json_args_from(text, params, "--args")
+}
+
+/// [`parse_json_args`] for JSON that came from `what` (`--args`, `the
+/// arguments file a.json`), which error messages name.
+pub fn parse_json_args_from(text: &str, params: &[Type], what: &str) -> Result<Vec<Value>, String> {
     let json: Json =
-        serde_json::from_str(text).map_err(|e| format!("--args is not valid JSON: {e}"))?;
+        serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))?;
     let Json::Array(items) = json else {
-        return Err("--args must be a JSON array with one entry per parameter".into());
+        return Err(format!(
+            "{what} must hold a JSON array with one entry per parameter"
+        ));
     };
     if items.len() != params.len() {
         return Err(format!(
-            "--args has {} entries, but the function takes {} parameter(s)",
+            "{what} has {} entries, but the function takes {} parameter(s)",
             items.len(),
             params.len()
         ));
@@ -27,8 +35,28 @@ pub fn parse_json_args(text: &str, params: &[Type]) -> Result<Vec<Value>, String
         .iter()
         .zip(params)
         .enumerate()
-        .map(|(i, (item, ty))| value(item, *ty).map_err(|e| format!("argument {}: {e}", i + 1)))
+        .map(|(i, (item, ty))| {
+            value(item, *ty).map_err(|e| format!("{what}, argument {}: {e}", i + 1))
+        })
         .collect()
+}
+
+/// Why a JSON number is not an i64: out of range, or not an integer.
+fn not_i64(n: &serde_json::Number) -> String {
+    // Integers beyond i64 arrive as u64 or, below i64::MIN, as an f64 with
+    // no fraction (serde_json keeps no other spelling).
+    let out_of_range = n.is_u64()
+        || n.as_f64()
+            .is_some_and(|x| x.fract() == 0.0 && x.abs() >= -(i64::MIN as f64));
+    if out_of_range {
+        format!(
+            "the parameter is i64: {n} is out of the i64 range ({} to {})",
+            i64::MIN,
+            i64::MAX
+        )
+    } else {
+        format!("the parameter is i64: expected an integer, found {n}")
+    }
 }
 
 fn float(item: &Json) -> Result<f64, String> {
@@ -45,10 +73,7 @@ fn value(item: &Json, ty: Type) -> Result<Value, String> {
     match ty {
         Type::F64 => float(item).map(Value::F64),
         Type::I64 => match item {
-            Json::Number(n) => n
-                .as_i64()
-                .map(Value::I64)
-                .ok_or_else(|| format!("the parameter is i64: expected an integer, found {n}")),
+            Json::Number(n) => n.as_i64().map(Value::I64).ok_or_else(|| not_i64(n)),
             other => Err(format!(
                 "the parameter is i64: expected an integer, found {other}"
             )),
@@ -121,15 +146,7 @@ pub fn value_text(v: &Value, max: Option<usize>) -> String {
 /// be a parameter of type f64 or f64[].
 pub fn wrt_mask(f: &vm::ir::Function, names: &str) -> Result<Vec<bool>, String> {
     let mut mask = vec![false; f.params.len()];
-    let param_list = || {
-        f.params
-            .iter()
-            .filter(|p| f.ty(**p).is_differentiable())
-            .filter_map(|p| f.values[p.index()].name.as_ref())
-            .map(|n| format!("%{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let param_list = || differentiable_params(f);
     let mut any = false;
     for name in names.split([',', ' ']).filter(|n| !n.is_empty()) {
         let bare = name.strip_prefix('%').unwrap_or(name);
@@ -162,6 +179,18 @@ pub fn wrt_mask(f: &vm::ir::Function, names: &str) -> Result<Vec<bool>, String> 
         ));
     }
     Ok(mask)
+}
+
+/// The parameters of `f` a gradient can be taken with respect to (f64 and
+/// f64[]), as `%x, %v`.
+pub fn differentiable_params(f: &vm::ir::Function) -> String {
+    f.params
+        .iter()
+        .filter(|p| f.ty(**p).is_differentiable())
+        .filter_map(|p| f.values.get(p.index()).and_then(|v| v.name.as_ref()))
+        .map(|n| format!("%{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

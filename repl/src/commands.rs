@@ -3,7 +3,7 @@
 use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
-use advm::args::{float_json, parse_json_args, value_json, value_text, wrt_mask};
+use advm::args::{float_json, parse_json_args_from, value_json, value_text, wrt_mask};
 use advm::fd;
 use serde_json::json;
 use std::fmt::Display;
@@ -106,11 +106,13 @@ fn finish(r: Result<(), Fail>) -> u8 {
     }
 }
 
-/// Read and assemble a file into an engine.
+/// Read and assemble a file into an engine (bytes that are not UTF-8 are an
+/// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path) -> Result<Engine, Fail> {
-    let src = std::fs::read_to_string(file)
+    let bytes = std::fs::read(file)
         .map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
     let name = file.display().to_string();
+    let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
     Engine::new(module).map_err(Fail::from)
 }
@@ -135,7 +137,19 @@ fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
 }
 
 fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
-    let name = name.unwrap_or("main");
+    let written = name.unwrap_or("main");
+    // One `@` is optional; what is left must be a name as the language
+    // spells it (so `@@z` is refused as written, not looked up as `@z`).
+    let name = written.strip_prefix('@').unwrap_or(written);
+    let is_name = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
+    if !is_name {
+        return Err(Fail::Usage(format!(
+            "--fn `{written}` is not a function name: write NAME or @NAME (letters, digits, `_`, `.`)"
+        )));
+    }
     engine.find(name).ok_or_else(|| {
         let names: Vec<String> = engine
             .module()
@@ -146,7 +160,7 @@ fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail
         Fail::Usage(format!(
             "{} has no function @{} (it defines {})",
             file.display(),
-            name.trim_start_matches('@'),
+            name,
             if names.is_empty() {
                 "none".to_string()
             } else {
@@ -176,11 +190,17 @@ fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
 
 fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, Fail> {
     let params = param_types(engine, f);
-    let text = match (&a.args, &a.args_file) {
-        (Some(t), _) => t.clone(),
-        (None, Some(p)) => std::fs::read_to_string(p)
-            .map_err(|e| Fail::Usage(format!("cannot read arguments file {}: {e}", p.display())))?,
-        (None, None) if params.is_empty() => "[]".into(),
+    let (text, what) = match (&a.args, &a.args_file) {
+        (Some(t), _) => (t.clone(), "--args".to_string()),
+        (None, Some(p)) => (
+            std::fs::read_to_string(p)
+                .map(|t| t.strip_prefix('\u{FEFF}').map(str::to_string).unwrap_or(t))
+                .map_err(|e| {
+                    Fail::Usage(format!("cannot read arguments file {}: {e}", p.display()))
+                })?,
+            format!("the arguments file {}", p.display()),
+        ),
+        (None, None) if params.is_empty() => ("[]".into(), "--args".to_string()),
         (None, None) => {
             return Err(Fail::Usage(format!(
                 "@{} takes {} argument(s): pass them with --args '[...]'",
@@ -189,7 +209,7 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
             )))
         }
     };
-    parse_json_args(&text, &params).map_err(Fail::Usage)
+    parse_json_args_from(&text, &params, &what).map_err(Fail::Usage)
 }
 
 /// Engine, function and arguments of a call command.
@@ -271,7 +291,7 @@ pub fn grad(a: &CallArgs) -> u8 {
                 emit(json!({ "value": float_json(g.value), "grad": grads }))?;
             } else {
                 emit(format_args!("value = {}", g.value))?;
-                for line in gradient_lines(&param_names(&engine, f), &g, Some(8)) {
+                for line in gradient_lines(&param_names(&engine, f), &g, None) {
                     emit(line)?;
                 }
             }
@@ -378,6 +398,7 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u
             ))?;
         }
         if ad {
+            let mut roots = Vec::new();
             for f in targets {
                 if engine.module().func(f).ret != vm::ir::RetType::One(Type::F64) {
                     if func.is_some() {
@@ -385,17 +406,52 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u
                     }
                     continue;
                 }
-                engine.derive(f)?;
-                for g in engine.reachable_derived(f) {
-                    emit(vm::disasm::function_in(
-                        engine.program().func(g),
-                        Some(engine.program()),
-                    ))?;
-                }
+                roots.push(engine.derive(f)?);
+            }
+            for g in derived_once(&engine, &roots) {
+                emit(vm::disasm::function_in(
+                    engine.program().func(g),
+                    Some(engine.program()),
+                ))?;
             }
         }
         Ok(())
     })())
+}
+
+/// Every derived function reachable from the pairs `roots` through call
+/// sites, each once: depth first from each root in turn (its forward, then
+/// its reverse function), callees in id order, skipping functions listed
+/// already. For a single root this is `Engine::reachable_from`'s order; the
+/// whole walk is linear in the number of derived functions and call sites.
+fn derived_once(engine: &Engine, roots: &[ad::transform::Derived]) -> Vec<FuncId> {
+    let program = engine.program();
+    let first_derived = engine.module().funcs.len();
+    let mut seen = vec![false; program.len()];
+    let mut out = Vec::new();
+    for d in roots {
+        let mut stack = vec![d.rev, d.fwd];
+        while let Some(g) = stack.pop() {
+            match seen.get_mut(g.index()) {
+                Some(s) if !*s => *s = true,
+                _ => continue,
+            }
+            out.push(g);
+            let mut callees: Vec<FuncId> = program
+                .func(g)
+                .sites
+                .iter()
+                .map(|s| s.func)
+                .filter(|c| {
+                    c.index() >= first_derived && !seen.get(c.index()).copied().unwrap_or(true)
+                })
+                .collect();
+            callees.sort();
+            callees.dedup();
+            stack.extend(callees.into_iter().rev());
+        }
+    }
+    out
 }
 
 /// Median nanoseconds per call of `call`, after warm-up, and allocations

@@ -18,11 +18,11 @@
 //! |--------|---------|
 //! | 0 | success (also `--help`, `--version`) |
 //! | 1 | runtime trap; stderr: ``FILE: trap: MESSAGE in @f, block B, at `INSTRUCTION` (line N)`` |
-//! | 2 | assembly or verification error: `file:line:col: error: message`, the source line and a caret |
+//! | 2 | assembly or verification error: `file:line:col: error: message`, the source line and a caret; also a source file that is not UTF-8 (located at its first bad byte, which the message names). One byte-order mark at the start of a file is skipped; another is an error |
 //! | 3 | `advm check` found an entry where AD and finite differences disagree |
-//! | 64 | bad usage: unknown subcommand or flag, a flag value out of range (`--max-depth 0`), a `--fn` naming no function of the file, `--args` that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file; `grad`/`check`/`bench` of a function that cannot be differentiated: one that does not return f64, or one whose derived function needs more registers than a frame holds (`cannot differentiate @f: its derived function @f.rev needs N registers, ...; split @f into smaller functions`) |
+//! | 64 | bad usage: unknown subcommand or flag, a flag value out of range (`--max-depth 0`), a `--fn` that is not a name (`@@f`) or names no function of the file, `--args` (or an `--args-file`, named in the message) that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file; `grad`/`check`/`bench` of a function that cannot be differentiated: one that does not return f64, or one whose derived function needs more registers than a frame holds (`cannot differentiate @f: its derived function @f.rev needs N registers, ...; split @f into smaller functions`) |
 //! | 70 | an internal error of advm (a bug; please report it) |
-//! | 74 | standard output could not be written (other than a closed pipe) |
+//! | 74 | standard output could not be written (other than a closed pipe); also for `--help`, `--version` and the REPL |
 //!
 //! Output to a closed pipe (`advm run big.adasm | head -1`) is dropped
 //! silently and does not change the status. Nothing ends in a panic.
@@ -36,6 +36,14 @@
 //! * `advm check --json` prints `{"value": V, "tolerance": T, "ok": B,
 //!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...]}`.
 //! * `advm cfg FILE --fn NAME [--ad]` prints Graphviz DOT of the CFG.
+//! * `advm disasm FILE --ad` (without `--fn`) prints the file's functions,
+//!   then every derived function once: depth first from each function of
+//!   the file in turn (its forward function, then its reverse one), through
+//!   call sites (callees in order of creation), skipping those already
+//!   printed. With `--fn` the same walk starts from that one function.
+//! * `run` and `grad` print arrays in full in text output (the REPL
+//!   shortens long ones).
+//! * An `--args-file` may start with a byte-order mark.
 //! * Limits on run, grad, check and bench: `--fuel N`, `--max-depth N`
 //!   (at least 1), `--max-array N`, `--max-stack-bytes N`,
 //!   `--max-heap-bytes N` (see `vm::interp::Limits` and

@@ -6,7 +6,8 @@
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
 //! usage (also a function that cannot be differentiated), 70 internal
 //! error, 74 standard output unwritable. Nothing ends in
-//! a panic: clap's errors are mapped to 64 (help and version to 0), user
+//! a panic: clap's errors are mapped to 64 (help and version to 0, or 74
+//! when stdout cannot take them), user
 //! data is never unwrapped, and output goes through [`out`].
 //!
 //! Modules: `commands` (one function per subcommand, returning the exit
@@ -140,11 +141,21 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
+            let printed = e
+                .print()
+                .and_then(|()| std::io::Write::flush(&mut std::io::stdout()));
             let code = match e.kind() {
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => 0,
-                _ => 64,
+                // Help and version go to stdout: it must take them (a closed
+                // pipe is fine, as everywhere).
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match printed {
+                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                        out::err(format_args!("advm: cannot write to standard output: {e}"));
+                        commands::EXIT_OUTPUT
+                    }
+                    _ => 0,
+                },
+                _ => commands::EXIT_USAGE,
             };
-            let _ = e.print();
             return ExitCode::from(code);
         }
     };

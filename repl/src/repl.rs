@@ -54,43 +54,77 @@ fn history_path_from(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option
     Some(base.join("advm").join("history"))
 }
 
-/// Execute one input and print its reply; false when the REPL should end.
-/// A panic (a bug) is reported and the session goes on with a rebuilt
-/// engine, so no input ends the REPL.
-fn step(session: &mut Session, input: &str) -> bool {
+/// What the loop does after one input.
+#[derive(Debug, PartialEq)]
+enum Flow {
+    Go,
+    /// `:quit`, or nobody reads the results any more.
+    Stop,
+    /// Standard output cannot be written (other than a closed pipe): the
+    /// error is reported and the REPL ends with status 74.
+    OutputFailed,
+}
+
+/// Write a reply line on stdout; a write error other than a closed pipe is
+/// reported (as the subcommands do) and ends the REPL.
+fn emit(text: impl std::fmt::Display) -> Flow {
+    match out::line(text) {
+        Ok(()) if out::closed() => Flow::Stop,
+        Ok(()) => Flow::Go,
+        Err(e) => {
+            out::err(format_args!("advm: cannot write to standard output: {e}"));
+            Flow::OutputFailed
+        }
+    }
+}
+
+/// Execute one input and print its reply. A panic (a bug) is reported and
+/// the session goes on with a rebuilt engine, so no input ends the REPL.
+fn step(session: &mut Session, input: &str) -> Flow {
     let reply = std::panic::catch_unwind(AssertUnwindSafe(|| session.execute(input)));
     match reply {
         Ok(Reply::Quiet) => {}
-        Ok(Reply::Out(text)) => {
-            let _ = out::line(text);
-        }
+        Ok(Reply::Out(text)) => return emit(text),
         Ok(Reply::Err(text)) => out::err(text),
-        Ok(Reply::Quit) => return false,
+        Ok(Reply::Quit) => return Flow::Stop,
         Err(_) => {
             out::err("advm: internal error (a bug in advm; please report it); the session goes on");
             session.rebuild();
         }
     }
-    // Nobody reads the results any more (`advm repl < script | head`).
-    !out::closed()
+    Flow::Go
 }
 
-/// Run the REPL; returns the exit status (0 at the end of input).
+/// The exit status once the loop has ended this way.
+fn status(flow: Flow) -> u8 {
+    match flow {
+        Flow::OutputFailed => crate::commands::EXIT_OUTPUT,
+        Flow::Go | Flow::Stop => 0,
+    }
+}
+
+/// Run the REPL; returns the exit status (0 at the end of input, 74 if
+/// standard output cannot be written).
 pub fn run(file: Option<&Path>) -> u8 {
     let interactive = std::io::stdin().is_terminal();
     let interrupt = Arc::new(AtomicBool::new(false));
     let known = Rc::new(RefCell::new(Known::default()));
     let mut session = Session::new(interrupt.clone(), known.clone());
     if interactive {
-        let _ = out::line(format_args!(
+        let banner = format!(
             "advm {} — :help for commands, Ctrl-D to leave",
             env!("CARGO_PKG_VERSION")
-        ));
+        );
+        if emit(banner) == Flow::OutputFailed {
+            return status(Flow::OutputFailed);
+        }
     }
     if let Some(f) = file {
         match session.load(f) {
             Ok(msg) if interactive => {
-                let _ = out::line(msg);
+                if emit(msg) == Flow::OutputFailed {
+                    return status(Flow::OutputFailed);
+                }
             }
             Ok(_) => {}
             Err(e) => out::err(e.trim_end()),
@@ -99,16 +133,18 @@ pub fn run(file: Option<&Path>) -> u8 {
     if interactive {
         interactive_loop(&mut session, known, interrupt)
     } else {
-        piped_loop(&mut session, std::io::stdin().lock());
-        0
+        status(piped_loop(&mut session, std::io::stdin().lock()))
     }
 }
 
 /// Standard input that is not a terminal: one command per line, a `fn`
-/// definition up to the line where its braces balance.
-fn piped_loop(session: &mut Session, mut input: impl BufRead) {
+/// definition up to the line where its braces balance. Braces are counted
+/// as lines arrive, so a long definition costs time linear in its length.
+fn piped_loop(session: &mut Session, mut input: impl BufRead) -> Flow {
     let mut pending = String::new();
+    let mut braces = source::Braces::default();
     let mut buf = Vec::new();
+    let mut first = true;
     loop {
         buf.clear();
         match input.read_until(b'\n', &mut buf) {
@@ -119,34 +155,53 @@ fn piped_loop(session: &mut Session, mut input: impl BufRead) {
                 break;
             }
         }
+        // A script saved with a byte-order mark.
+        if std::mem::take(&mut first) && buf.starts_with("\u{FEFF}".as_bytes()) {
+            buf.drain(..3);
+        }
         let text = String::from_utf8_lossy(&buf);
         let line = text.trim_end_matches(['\n', '\r']);
         if !pending.is_empty() {
             if !source::starts_command(line) {
                 pending.push_str(line);
                 pending.push('\n');
-                if !source::needs_more(&pending) && !step(session, &std::mem::take(&mut pending)) {
-                    return;
+                braces.add_line(line);
+                if !braces.open() {
+                    let flow = step(session, &std::mem::take(&mut pending));
+                    if flow != Flow::Go {
+                        return flow;
+                    }
                 }
                 continue;
             }
             // The open definition never closed: let the assembler say so.
-            if !step(session, &std::mem::take(&mut pending)) {
-                return;
+            let flow = step(session, &std::mem::take(&mut pending));
+            if flow != Flow::Go {
+                return flow;
             }
         }
         if source::needs_more(line) {
             pending.push_str(line);
             pending.push('\n');
+            braces = source::Braces::default();
+            braces.add_line(line);
             continue;
         }
-        if !step(session, line) {
-            return;
+        let flow = step(session, line);
+        if flow != Flow::Go {
+            return flow;
         }
     }
     if !pending.is_empty() {
-        step(session, &pending);
+        let flow = step(session, &pending);
+        if flow != Flow::Go {
+            return flow;
+        }
     }
+    if let Some(note) = session.pending_note() {
+        out::err(note);
+    }
+    Flow::Go
 }
 
 fn interactive_loop(
@@ -202,8 +257,9 @@ fn interactive_loop(
                         let _ = editor.append_history(h);
                     }
                 }
-                if !step(session, &line) {
-                    break;
+                match step(session, &line) {
+                    Flow::Go => {}
+                    flow => return status(flow),
                 }
             }
             Err(ReadlineError::Interrupted) => continue,

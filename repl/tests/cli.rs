@@ -139,7 +139,7 @@ fn grad_text_and_json() {
 }
 
 #[test]
-fn long_array_gradients_are_shortened_in_text_only() {
+fn long_array_gradients_print_in_full_on_the_command_line() {
     let twelve = format!("[[{}]]", ["0.5"; 12].join(", "));
     let args = [
         "grad",
@@ -149,9 +149,9 @@ fn long_array_gradients_are_shortened_in_text_only() {
         "--args",
         &twelve,
     ];
-    let out = ok(&args);
-    assert!(out.starts_with("value = 6\n∂v = [1, 1, 1, 1, "), "{out}");
-    assert!(out.contains("(length 12)"), "{out}");
+    // As `run` prints arrays: every element (only the REPL shortens).
+    let ones = ["1"; 12].join(", ");
+    assert_eq!(ok(&args), format!("value = 6\n∂v = [{ones}]\n"));
     let j = ok_json(&[&args[..], &["--json"]].concat());
     assert_eq!(j["grad"][0], serde_json::json!(vec![1.0; 12]));
 }
@@ -334,6 +334,175 @@ fn help_and_version_exit_0() {
     for cmd in ["run", "grad", "check", "disasm", "bench", "repl"] {
         assert!(out.contains(cmd), "{cmd} in {out}");
     }
+}
+
+#[test]
+fn help_and_version_to_an_unwritable_stdout_exit_74() {
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["run", "--help"],
+        &["help", "grad"],
+    ] {
+        let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+            return; // not Linux
+        };
+        let o = Command::new(env!("CARGO_BIN_EXE_advm"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .expect("advm runs");
+        assert_eq!(status(&o), 74, "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).starts_with("advm: cannot write to standard output: "),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn disasm_ad_prints_every_derived_function_once() {
+    let (_dir, path) = temp_program(&testkit::gen::call_chain(4));
+    let out = ok(&["disasm", path.to_str().expect("utf8"), "--ad"]);
+    let heads: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("fn @"))
+        .map(|l| l.split('(').next().unwrap_or(""))
+        .collect();
+    // The functions, then depth first from each in file order: forward
+    // functions down the chain, then reverse ones.
+    assert_eq!(
+        heads,
+        [
+            "f0", "f1", "f2", "f3", "f0.fwd", "f1.fwd", "f2.fwd", "f3.fwd", "f0.rev", "f1.rev",
+            "f2.rev", "f3.rev"
+        ],
+        "{out}"
+    );
+    // One function's listing is unchanged: it and its callees, once each.
+    let (_dir, path) = temp_program(&testkit::gen::call_chain(3));
+    let out = ok(&["disasm", path.to_str().expect("utf8"), "--fn", "f1", "--ad"]);
+    let heads: Vec<&str> = out.lines().filter(|l| l.starts_with("fn @")).collect();
+    assert_eq!(heads.len(), 5, "{out}");
+    // Long chains stay linear (it printed 9.5 million lines for 1 000).
+    let (_dir, path) = temp_program(&testkit::gen::call_chain(1000));
+    let out = ok(&["disasm", path.to_str().expect("utf8"), "--ad"]);
+    assert_eq!(out.lines().filter(|l| l.starts_with("fn @")).count(), 3000);
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_an_assembly_error_at_the_first_bad_byte() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("latin1.adasm");
+    std::fs::write(
+        &path,
+        b"; caf\xE9\nfn @main() -> f64 {\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    for cmd in ["run", "grad", "disasm", "cfg"] {
+        let mut args = vec![cmd, path.to_str().expect("utf8")];
+        if cmd == "cfg" {
+            args.extend(["--fn", "main"]);
+        }
+        let o = advm(&args);
+        assert_eq!(status(&o), 2, "{cmd}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        assert!(
+            err.contains(
+                "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not \
+                 part of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^"
+            ),
+            "{cmd}: {err}"
+        );
+    }
+}
+
+#[test]
+fn one_leading_bom_is_skipped_and_a_second_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let one = dir.path().join("one.adasm");
+    std::fs::write(
+        &one,
+        "\u{FEFF}fn @main() -> f64 { $\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    let o = advm(&["run", one.to_str().expect("utf8")]);
+    assert_eq!(status(&o), 2, "{}", text(&o.stderr));
+    // Column 21 of the line as seen, which is shown without the mark.
+    assert!(
+        text(&o.stderr).contains(
+            "one.adasm:1:21: error: unexpected character `$`\n   fn @main() -> f64 { $\n                       ^"
+        ),
+        "{}",
+        text(&o.stderr)
+    );
+    std::fs::write(
+        &one,
+        "\u{FEFF}fn @main() -> f64 {\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    assert_eq!(ok(&["run", one.to_str().expect("utf8")]), "1\n");
+    let two = dir.path().join("two.adasm");
+    std::fs::write(
+        &two,
+        "\u{FEFF}\u{FEFF}fn @main() -> f64 {\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    let o = advm(&["run", two.to_str().expect("utf8")]);
+    assert_eq!(status(&o), 2, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("two.adasm:1:1: error: unexpected byte-order mark (U+FEFF)"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn usage_messages_say_what_the_user_wrote() {
+    let err = |args: &[&str]| {
+        let o = advm(args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        text(&o.stderr)
+    };
+    let e = err(&["run", POW, "--fn", "@@pow", "--args", "[2.0, 1]"]);
+    assert!(
+        e.starts_with("advm: --fn `@@pow` is not a function name: write NAME or @NAME"),
+        "{e}"
+    );
+    let e = err(&["run", POW, "--fn", "@nope", "--args", "[2.0, 1]"]);
+    assert!(e.contains("has no function @nope (it defines @pow)"), "{e}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("args.json");
+    std::fs::write(&file, "[2.0, 1").expect("writes");
+    let f = file.to_str().expect("utf8");
+    let e = err(&["run", POW, "--fn", "pow", "--args-file", f]);
+    assert!(
+        e.starts_with(&format!("advm: the arguments file {f} is not valid JSON: ")),
+        "{e}"
+    );
+    std::fs::write(&file, "[2.0, 1.5]").expect("writes");
+    let e = err(&["run", POW, "--fn", "pow", "--args-file", f]);
+    assert!(
+        e.contains(&format!("the arguments file {f}, argument 2: ")),
+        "{e}"
+    );
+    // Saved with a byte-order mark: still JSON.
+    std::fs::write(&file, "\u{FEFF}[2.0, 3]").expect("writes");
+    assert_eq!(ok(&["run", POW, "--fn", "pow", "--args-file", f]), "8\n");
+    for big in ["9223372036854775808", "-9223372036854775809", "1e30"] {
+        let args = format!("[2.0, {big}]");
+        let e = err(&["run", POW, "--fn", "pow", "--args", &args]);
+        assert!(
+            e.contains("argument 2: the parameter is i64: ")
+                && e.contains(
+                    "is out of the i64 range (-9223372036854775808 to 9223372036854775807)"
+                ),
+            "{e}"
+        );
+    }
+    let e = err(&["run", POW, "--fn", "pow", "--args", "[2.0, 2.5]"]);
+    assert!(e.contains("expected an integer, found 2.5"), "{e}");
 }
 
 #[test]

@@ -493,3 +493,212 @@ fn no_input_crashes_it() {
     );
     assert!(out.ends_with("49\n"), "{out}");
 }
+
+/// Large inputs: 6 000 functions by `:load`, one definition of 12 000
+/// lines pasted. (Both were quadratic, several seconds to minutes; the
+/// figures are in docs/reliability.md. Tests do not time: this one only
+/// makes sure such sessions work.)
+#[test]
+fn loading_many_functions_and_pasting_a_long_definition_work() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("chain.adasm"),
+        testkit::gen::call_chain(6000),
+    )
+    .expect("writes");
+    let (out, err, _) = session(dir.path(), ":load chain.adasm\n@f0(0.5)\n");
+    assert_eq!(out, "loaded 6000 functions from chain.adasm\n0\n", "{err}");
+    let mut big = String::from("fn @big(%x: f64) -> f64 {\nentry:\n    %r0 = mul %x, 1.0\n");
+    for i in 1..12000 {
+        big.push_str(&format!("    %r{i} = mul %r{}, 1.0\n", i - 1));
+    }
+    big.push_str("    ret %r11999\n}\n");
+    std::fs::write(dir.path().join("big.adasm"), &big).expect("writes");
+    let (out, err, _) = session(dir.path(), ":load big.adasm\n@big(2.0)\n");
+    assert_eq!(out, "loaded 1 function from big.adasm\n2\n", "{err}");
+    let (out, err, _) = session(dir.path(), &format!("{big}@big(2.0)\n"));
+    assert_eq!(out, "defined @big\n2\n", "{err}");
+}
+
+#[test]
+fn functions_pasted_together_may_call_later_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let def =
+        |name: &str, body: &str| format!("fn @{name}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n");
+    let call = |callee: &str| format!("    %r = call @{callee}(%x)\n    ret %r");
+    let input = [
+        // The brief's case: @a calls @b, defined next.
+        def("a", &call("b")),
+        def("b", "    %y = mul %x, 3.0\n    ret %y"),
+        "@a(2.0)\n".into(),
+        // A chain pasted from the top: each waits for the next.
+        def("c", &call("d")),
+        def("e", &call("c")),
+        "@e(1.0)\n".into(),
+        "grad @c(1.0)\n".into(),
+        ":funcs\n".into(),
+        def("d", "    %y = mul %x, %x\n    ret %y"),
+        "grad @e(3.0)\n".into(),
+        // A definition with a real error besides an unknown call is
+        // rejected as before, not kept.
+        def(
+            "bad",
+            "    %r = call @later(%x)\n    %y = add %x, 1\n    ret %y",
+        ),
+        "@bad(1.0)\n".into(),
+        // A redefinition that waits keeps the old function until then.
+        def("b", &call("g")),
+        "@a(2.0)\n".into(),
+        def("g", "    ret %x"),
+        "@a(2.0)\n".into(),
+        // Never completed: reported at the end of input.
+        def("z", &call("never")),
+    ]
+    .concat();
+    let (out, err, code) = session(dir.path(), &input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "@a is pending until @b is defined\n\
+         defined @b\n\
+         defined @a (it was pending)\n\
+         6\n\
+         @c is pending until @d is defined\n\
+         @e is pending until @c is defined\n\
+         @a(%x: f64) -> f64\n\
+         @b(%x: f64) -> f64\n\
+         ; @c is pending until @d is defined\n\
+         ; @e is pending until @c is defined\n\
+         defined @d\n\
+         defined @c (it was pending)\n\
+         defined @e (it was pending)\n\
+         value = 9\n\
+         ∂x = 6\n\
+         @b is pending until @g is defined\n\
+         6\n\
+         defined @g\n\
+         defined @b (it was pending)\n\
+         2\n\
+         @z is pending until @never is defined\n",
+        "{err}"
+    );
+    let expect_err = [
+        "<input>:1:1: error: @e is not defined yet: it is pending until @c is defined\n   @e(1.0)\n   ^^",
+        "<input>:1:6: error: @c is not defined yet: it is pending until @d is defined",
+        "<input>:3:15: error: unknown function `@later`",
+        "<input>:4:18: error: expected f64, found integer literal `1`",
+        "<input>:1:1: error: no function @bad (:funcs lists them)",
+        "advm: @z was never defined: it was pending until @never is defined",
+    ];
+    let mut from = 0;
+    for e in expect_err {
+        let at = err[from..]
+            .find(e)
+            .unwrap_or_else(|| panic!("missing (in order) {e:?} in\n{err}"));
+        from += at + e.len();
+    }
+}
+
+#[test]
+fn a_pending_definition_is_completed_by_a_load() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("b.adasm"),
+        "fn @b(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n",
+    )
+    .expect("writes");
+    let input = "fn @a(%x: f64) -> f64 {\nentry:\n    %r = call @b(%x)\n    ret %r\n}\n\
+                 :load b.adasm\n@a(5.0)\n";
+    let (out, err, _) = session(dir.path(), input);
+    assert_eq!(
+        out,
+        "@a is pending until @b is defined\nloaded 1 function from b.adasm\n\
+         defined @a (it was pending)\n5\n",
+        "{err}"
+    );
+    assert_eq!(err, "");
+}
+
+#[test]
+fn an_unwritable_stdout_ends_the_session_with_74() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return; // not Linux
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = advm(dir.path())
+        .arg("repl")
+        .stdout(full)
+        .spawn()
+        .expect("advm starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(format!("{SQ}@sq(2.0)\n").as_bytes())
+        .expect("writes");
+    let o = child.wait_with_output().expect("finishes");
+    assert_eq!(o.status.code(), Some(74));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).starts_with("advm: cannot write to standard output: "),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn load_reports_bad_utf8_with_a_location_and_skips_a_bom() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("latin1.adasm"),
+        b"; caf\xE9\nfn @sq(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n",
+    )
+    .expect("writes");
+    std::fs::write(
+        dir.path().join("bom.adasm"),
+        "\u{FEFF}fn @one() -> f64 {\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    std::fs::write(
+        dir.path().join("bad.adasm"),
+        "\u{FEFF}fn @two() -> f64 { $\nentry:\n    ret 1.0\n}\n",
+    )
+    .expect("writes");
+    // A script saved with a byte-order mark works too.
+    let input = format!(
+        "\u{FEFF}{SQ}:load latin1.adasm\n@sq(3.0)\n:load bom.adasm\n@one()\n:load bad.adasm\n"
+    );
+    let (out, err, _) = session(dir.path(), &input);
+    assert_eq!(
+        out, "defined @sq\n9\nloaded 1 function from bom.adasm\n1\n",
+        "{err}"
+    );
+    assert!(
+        err.starts_with(
+            "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not part \
+             of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^\n"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "bad.adasm:1:20: error: unexpected character `$`\n   fn @two() -> f64 { $\n                      ^"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn command_errors_speak_repl_syntax() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = format!("{SQ}grad @sq(2.0) wrt\n:ad @sq extra\n:funcs x\n:disasm @sq @sq\n");
+    let (out, err, _) = session(dir.path(), &input);
+    assert_eq!(out, "defined @sq\n", "{err}");
+    assert_eq!(
+        err,
+        "<input>:1:18: error: `wrt` names no parameter: write `grad @sq(...) wrt x, y` \
+         (it can be differentiated with respect to %x)\n   grad @sq(2.0) wrt\n                    ^\n\
+         <input>:1:9: error: unexpected `extra` after the function name: `:ad` takes one function\n   :ad @sq extra\n           ^^^^^\n\
+         <input>:1:8: error: unexpected `x`: :funcs takes no argument\n   :funcs x\n          ^\n\
+         <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n   :disasm @sq @sq\n               ^^^\n"
+    );
+}

@@ -806,3 +806,24 @@ impl<'r> Body<'r> {
         out.push_str("}\n\n");
     }
 }
+
+/// `fn @f0` calls `@f1` ... calls `@f{n-1}`, each squaring its argument
+/// first (`@f{n-1}` returns its argument): a long call chain, for the
+/// tests of large inputs (deriving, loading, listing).
+pub fn call_chain(n: usize) -> String {
+    let mut src = String::new();
+    for i in 0..n {
+        let body = if i + 1 < n {
+            format!(
+                "    %y = mul %x, %x\n    %r = call @f{}(%y)\n    ret %r",
+                i + 1
+            )
+        } else {
+            "    ret %x".to_string()
+        };
+        src.push_str(&format!(
+            "fn @f{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n"
+        ));
+    }
+    src
+}

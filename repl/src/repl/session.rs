@@ -12,7 +12,9 @@
 use super::source::{self, call_shape, locate_call_error, Chunk, Combined, Problem, Source};
 use crate::commands::{self, gradient_lines, Fail};
 use ad::{Engine, Gradient};
+use assembler::Diagnostics;
 use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,8 +80,128 @@ pub enum Reply {
     Quit,
 }
 
+/// What a definition or a load did.
+struct Defined {
+    /// How many functions the text had.
+    count: usize,
+    /// Per function of the text: `defined @f`, or why it is pending.
+    news: Vec<String>,
+    /// `defined @g (it was pending)` for each pending definition it completed.
+    completed: Vec<String>,
+}
+
+/// A typed definition held back until the functions it calls are defined.
+struct Pending {
+    chunk: Chunk,
+    /// What it waits for: functions not defined yet, or pending ones.
+    waits: Vec<String>,
+}
+
+impl Pending {
+    /// `@a is pending until @b is defined`
+    fn note(&self) -> String {
+        format!("@{} is pending until {}", self.chunk.name, self.until())
+    }
+
+    /// `@b is defined`, `@b and @c are defined`
+    fn until(&self) -> String {
+        let waits: Vec<String> = self.waits.iter().map(|w| format!("@{w}")).collect();
+        format!(
+            "{} {} defined",
+            waits.join(" and "),
+            if waits.len() == 1 { "is" } else { "are" }
+        )
+    }
+}
+
+/// Why a set of functions could not become the session's state.
+enum Failure {
+    /// The assembler's diagnostics, with the text they are about.
+    Assembly(Box<Rejected>),
+    /// Building the engine failed (rendered).
+    Engine(String),
+}
+
+/// Diagnostics for `combined`, the text of the chunks `order`.
+struct Rejected {
+    combined: Combined,
+    order: Vec<Chunk>,
+    diags: Diagnostics,
+}
+
+/// Identifies a chunk: its source and where it starts there.
+fn key(c: &Chunk) -> (*const Source, usize) {
+    (Rc::as_ptr(&c.source), c.range.start)
+}
+
+/// `base` with each of `add` replacing the function of its name (in its
+/// place) or appended.
+fn merged<'a>(base: &[Chunk], add: impl Iterator<Item = &'a Chunk>) -> Vec<Chunk> {
+    let mut out = base.to_vec();
+    let mut at: HashMap<String, usize> = HashMap::with_capacity(out.len());
+    for (i, c) in out.iter().enumerate() {
+        at.entry(c.name.clone()).or_insert(i);
+    }
+    for c in add {
+        match at.remove(&c.name) {
+            Some(i) => out[i] = c.clone(),
+            None => out.push(c.clone()),
+        }
+    }
+    out
+}
+
+/// If the only errors in `diags` are calls to functions nothing defines,
+/// each inside one of `candidates`: the candidates to hold back, by name,
+/// with what each waits for. Those are the ones with such a call and,
+/// transitively, the candidates that call them (found in their text).
+fn blocked(
+    combined: &Combined,
+    order: &[Chunk],
+    diags: &Diagnostics,
+    candidates: &[Chunk],
+) -> Option<HashMap<String, Vec<String>>> {
+    let ours: HashSet<(*const Source, usize)> = candidates.iter().map(key).collect();
+    let mut waits: HashMap<String, Vec<String>> = HashMap::new();
+    for d in &diags.items {
+        let missing = d.unknown_function()?;
+        let chunk = order.get(combined.chunk_at(d.span.start))?;
+        if !ours.contains(&key(chunk)) {
+            return None;
+        }
+        let w = waits.entry(chunk.name.clone()).or_default();
+        if !w.iter().any(|m| m == missing) {
+            w.push(missing.to_string());
+        }
+    }
+    if waits.is_empty() {
+        return None;
+    }
+    let mut callers: HashMap<&str, Vec<&str>> = HashMap::new();
+    for c in candidates {
+        for r in source::references(c.text()) {
+            if r != c.name {
+                callers.entry(r).or_default().push(&c.name);
+            }
+        }
+    }
+    let mut queue: Vec<String> = waits.keys().cloned().collect();
+    while let Some(name) = queue.pop() {
+        for caller in callers.get(name.as_str()).into_iter().flatten() {
+            if !waits.contains_key(*caller) {
+                waits.insert(caller.to_string(), vec![name.clone()]);
+                queue.push(caller.to_string());
+            }
+        }
+    }
+    Some(waits)
+}
+
 pub struct Session {
     chunks: Vec<Chunk>,
+    /// Typed definitions waiting for functions they call (see `define`), in
+    /// the order they came.
+    pending: Vec<Pending>,
     engine: Option<Engine>,
     last_file: Option<PathBuf>,
     interrupt: Arc<AtomicBool>,
@@ -92,6 +214,7 @@ impl Session {
     pub fn new(interrupt: Arc<AtomicBool>, known: Rc<RefCell<Known>>) -> Session {
         Session {
             chunks: Vec::new(),
+            pending: Vec::new(),
             engine: None,
             last_file: None,
             interrupt,
@@ -105,17 +228,11 @@ impl Session {
         self.interrupt.store(false, Ordering::Relaxed);
         if source::starts_definition(input) {
             return match self.define_text(input) {
-                Ok(names) if names.is_empty() => Reply::Err(
+                Ok(d) if d.count == 0 => Reply::Err(
                     "<input>: error: no function here: a definition is `fn @f(%x: f64) -> f64 { ... }`"
                         .into(),
                 ),
-                Ok(names) => Reply::Out(
-                    names
-                        .iter()
-                        .map(|n| format!("defined @{n}"))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                ),
+                Ok(d) => Reply::Out([d.news, d.completed].concat().join("\n")),
                 Err(e) => Reply::Err(e),
             };
         }
@@ -129,13 +246,15 @@ impl Session {
         };
         let result = match cmd {
             ":quit" | ":q" | ":exit" => return Reply::Quit,
-            ":help" | ":h" | ":?" => Ok(HELP.to_string()),
-            ":funcs" | ":f" => Ok(self.funcs()),
+            ":help" | ":h" | ":?" => no_argument(line, rest_at, cmd).map(|()| HELP.to_string()),
+            ":funcs" | ":f" => no_argument(line, rest_at, cmd).map(|()| self.funcs()),
             ":load" | ":l" => self.load_cmd(line, rest_at),
-            ":reload" | ":r" => match self.last_file.clone() {
-                Some(p) => self.load(&p).map_err(Problem::plain),
-                None => Err(Problem::plain("nothing loaded yet: use :load FILE")),
-            },
+            ":reload" | ":r" => {
+                no_argument(line, rest_at, cmd).and_then(|()| match self.last_file.clone() {
+                    Some(p) => self.load(&p).map_err(Problem::plain),
+                    None => Err(Problem::plain("nothing loaded yet: use :load FILE")),
+                })
+            }
             ":disasm" => self.disasm(line, rest_at),
             ":ad" => self
                 .func_arg(line, rest_at, ":ad")
@@ -190,7 +309,7 @@ impl Session {
     // ---- definitions --------------------------------------------------------
 
     /// Define the functions of typed text.
-    fn define_text(&mut self, text: &str) -> Result<Vec<String>, String> {
+    fn define_text(&mut self, text: &str) -> Result<Defined, String> {
         let source = Rc::new(Source {
             origin: "<input>".into(),
             file: None,
@@ -201,36 +320,150 @@ impl Session {
 
     /// Add the functions of `source`, replacing those of the same names (and,
     /// for a file, every function loaded from that file before); rebuild.
-    fn define(&mut self, source: Rc<Source>) -> Result<Vec<String>, String> {
+    ///
+    /// Typed definitions whose only errors are calls to functions not
+    /// defined yet are held back as pending (with those that call them),
+    /// and every later definition or load is assembled together with them,
+    /// so that functions pasted in any order all end up defined. A file
+    /// must assemble on its own (with the session), as before.
+    fn define(&mut self, source: Rc<Source>) -> Result<Defined, String> {
         let new = source::split(&source);
-        let mut chunks: Vec<Chunk> = self.chunks.clone();
+        let new_names: HashSet<&str> = new.iter().map(|c| c.name.as_str()).collect();
+        let mut base: Vec<Chunk> = self.chunks.clone();
         if let Some(file) = &source.file {
-            chunks.retain(|c| c.source.file.as_ref() != Some(file));
+            base.retain(|c| c.source.file.as_ref() != Some(file));
         }
-        for chunk in &new {
-            let old = chunks
-                .iter()
-                .position(|c| c.name == chunk.name && !Rc::ptr_eq(&c.source, &source));
-            match old {
-                Some(i) => chunks[i] = chunk.clone(),
-                None => chunks.push(chunk.clone()),
+        // A new definition replaces a pending one of the same name.
+        let pending: Vec<Chunk> = self
+            .pending
+            .iter()
+            .filter(|p| !new_names.contains(p.chunk.name.as_str()))
+            .map(|p| p.chunk.clone())
+            .collect();
+        let is_file = source.file.is_some();
+        // What must assemble now, and what may wait (pending first: it came
+        // first).
+        let (fixed, candidates): (Vec<Chunk>, Vec<Chunk>) = if is_file {
+            (new.clone(), pending)
+        } else {
+            (Vec::new(), [pending, new.clone()].concat())
+        };
+        let everything = merged(&base, fixed.iter().chain(&candidates));
+        let blocked = match self.assemble(&everything, &source) {
+            Ok((chunks, engine)) => {
+                return Ok(self.commit(chunks, engine, Vec::new(), &new, &candidates))
             }
+            Err(Failure::Engine(e)) => return Err(e),
+            Err(Failure::Assembly(r)) => {
+                let Rejected {
+                    combined,
+                    order,
+                    mut diags,
+                } = *r;
+                let Some(blocked) = blocked(&combined, &order, &diags, &candidates) else {
+                    // Real errors: report them, but not the calls the
+                    // pending definitions are still waiting for.
+                    let waiting: HashSet<(*const Source, usize)> =
+                        self.pending.iter().map(|p| key(&p.chunk)).collect();
+                    let is_waiting = |d: &assembler::Diagnostic| {
+                        d.unknown_function().is_some()
+                            && order
+                                .get(combined.chunk_at(d.span.start))
+                                .is_some_and(|c| waiting.contains(&key(c)))
+                    };
+                    if !diags.items.iter().all(is_waiting) {
+                        diags.items.retain(|d| !is_waiting(d));
+                    }
+                    return Err(combined.render(&diags, &order, &source));
+                };
+                blocked
+            }
+        };
+        let ready: Vec<Chunk> = candidates
+            .iter()
+            .filter(|c| !blocked.contains_key(c.name.as_str()))
+            .cloned()
+            .collect();
+        let held: Vec<Pending> = candidates
+            .iter()
+            .filter_map(|c| {
+                blocked.get(c.name.as_str()).map(|waits| Pending {
+                    chunk: c.clone(),
+                    waits: waits.clone(),
+                })
+            })
+            .collect();
+        let set = merged(&base, fixed.iter().chain(&ready));
+        match self.assemble(&set, &source) {
+            Ok((chunks, engine)) => Ok(self.commit(chunks, engine, held, &new, &ready)),
+            Err(Failure::Engine(e)) => Err(e),
+            Err(Failure::Assembly(r)) => Err(r.combined.render(&r.diags, &r.order, &source)),
         }
-        // The new text first, so that line numbers inside the assembler's
-        // messages ("already defined at line 3") are those of its file.
-        let (mut order, rest): (Vec<Chunk>, Vec<Chunk>) = chunks
+    }
+
+    /// Assemble `set` (the text of `source` first, so that line numbers in
+    /// the assembler's messages, "already defined at line 3", are those of
+    /// its file) and build an engine.
+    fn assemble(
+        &self,
+        set: &[Chunk],
+        source: &Rc<Source>,
+    ) -> Result<(Vec<Chunk>, Engine), Failure> {
+        let (mut order, rest): (Vec<Chunk>, Vec<Chunk>) = set
             .iter()
             .cloned()
-            .partition(|c| Rc::ptr_eq(&c.source, &source));
+            .partition(|c| Rc::ptr_eq(&c.source, source));
         order.extend(rest);
         let combined = Combined::new(&order);
-        let mut module = assembler::assemble(&combined.text, &source.origin)
-            .map_err(|d| combined.render(&d, &order, &source))?;
-        combined.relocate(&mut module, &order);
-        let engine = Engine::new(module).map_err(|e| e.to_string())?;
+        match assembler::assemble(&combined.text, &source.origin) {
+            Ok(mut module) => {
+                combined.relocate(&mut module, &order);
+                let engine = Engine::new(module).map_err(|e| Failure::Engine(e.to_string()))?;
+                Ok((set.to_vec(), engine))
+            }
+            Err(diags) => Err(Failure::Assembly(Box::new(Rejected {
+                combined,
+                order,
+                diags,
+            }))),
+        }
+    }
+
+    /// Make `chunks` the session's functions and `held` its pending ones;
+    /// say what happened to the `new` ones and to the pending ones that are
+    /// defined now (`ready`).
+    fn commit(
+        &mut self,
+        chunks: Vec<Chunk>,
+        engine: Engine,
+        held: Vec<Pending>,
+        new: &[Chunk],
+        ready: &[Chunk],
+    ) -> Defined {
+        let was_pending: HashSet<(*const Source, usize)> =
+            self.pending.iter().map(|p| key(&p.chunk)).collect();
+        let held_names: HashMap<&str, &Pending> =
+            held.iter().map(|p| (p.chunk.name.as_str(), p)).collect();
+        let news = new
+            .iter()
+            .map(|c| match held_names.get(c.name.as_str()) {
+                Some(p) => p.note(),
+                None => format!("defined @{}", c.name),
+            })
+            .collect();
+        let completed = ready
+            .iter()
+            .filter(|c| was_pending.contains(&key(c)))
+            .map(|c| format!("defined @{} (it was pending)", c.name))
+            .collect();
         self.chunks = chunks;
+        self.pending = held;
         self.set_engine(engine);
-        Ok(new.into_iter().map(|c| c.name).collect())
+        Defined {
+            count: new.len(),
+            news,
+            completed,
+        }
     }
 
     fn set_engine(&mut self, mut engine: Engine) {
@@ -238,17 +471,24 @@ impl Session {
         // In the session's order (definition order, a replaced function
         // keeping its place), not the module's.
         let module = engine.module();
-        let mut funcs: Vec<(String, String)> = self
-            .chunks
+        let ids: HashMap<&str, usize> = module
+            .funcs
             .iter()
-            .filter_map(|c| module.find(&c.name))
-            .map(|id| module.func(id))
-            .map(|f| (f.name.clone(), signature(f)))
+            .enumerate()
+            .map(|(i, f)| (f.name.as_str(), i))
             .collect();
-        for f in &module.funcs {
-            if !funcs.iter().any(|(n, _)| *n == f.name) {
-                funcs.push((f.name.clone(), signature(f)));
+        let mut listed = vec![false; module.funcs.len()];
+        let mut funcs: Vec<(String, String)> = Vec::with_capacity(module.funcs.len());
+        for c in &self.chunks {
+            if let Some(&i) = ids.get(c.name.as_str()) {
+                if !std::mem::replace(&mut listed[i], true) {
+                    let f = &module.funcs[i];
+                    funcs.push((f.name.clone(), signature(f)));
+                }
             }
+        }
+        for (f, _) in module.funcs.iter().zip(&listed).filter(|(_, l)| !**l) {
+            funcs.push((f.name.clone(), signature(f)));
         }
         self.known.borrow_mut().funcs = funcs;
         self.engine = Some(engine);
@@ -284,21 +524,26 @@ impl Session {
 
     /// `:load` and `:reload`; the startup file too.
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let origin = path.display().to_string();
+        let text = assembler::decode(&bytes, &origin).map_err(|d| d.render())?;
         let source = Rc::new(Source {
-            origin: path.display().to_string(),
+            origin,
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
             text,
         });
-        let names = self.define(source)?;
+        let defined = self.define(source)?;
         self.last_file = Some(path.to_path_buf());
-        Ok(format!(
+        let mut lines = vec![format!(
             "loaded {} function{} from {}",
-            names.len(),
-            if names.len() == 1 { "" } else { "s" },
+            defined.count,
+            if defined.count == 1 { "" } else { "s" },
             path.display()
-        ))
+        )];
+        // Pending definitions this file completed.
+        lines.extend(defined.completed);
+        Ok(lines.join("\n"))
     }
 
     // ---- helpers --------------------------------------------------------------
@@ -326,13 +571,8 @@ impl Session {
             Problem::at(msg, shift(r))
         })?;
         let shape = call_shape(text);
+        let f = self.find(&name, shift(shape.name.clone()))?;
         let engine = self.engine_mut()?;
-        let f = engine.find(&name).ok_or_else(|| {
-            Problem::at(
-                format!("no function @{name} (:funcs lists them)"),
-                shift(shape.name.clone()),
-            )
-        })?;
         let params = engine.module().func(f).param_types();
         let args = assembler::literals_to_values(&params, &lits).map_err(|e| {
             let (msg, r) = locate_call_error(text, &e);
@@ -351,25 +591,71 @@ impl Session {
                 line.len()..line.len(),
             ));
         }
-        let at = line.len() - arg.len()..line.len();
-        let engine = self.engine_mut()?;
-        engine.find(arg).ok_or_else(|| {
-            Problem::at(
+        let start = line.len() - arg.len();
+        let (name, extra) = match arg.find(char::is_whitespace) {
+            Some(i) => (&arg[..i], Some(arg[i..].trim_start())),
+            None => (arg, None),
+        };
+        if let Some(extra) = extra {
+            return Err(Problem::at(
+                format!("unexpected `{extra}` after the function name: `{cmd}` takes one function"),
+                line.len() - extra.len()..line.len(),
+            ));
+        }
+        self.find(name, start..start + name.len())
+    }
+
+    /// The function `name` (`@f` or `f`), or an error pointing at `at`; a
+    /// pending definition (see `define`) says what it waits for.
+    fn find(&mut self, name: &str, at: std::ops::Range<usize>) -> Result<FuncId, Problem> {
+        let bare = name.strip_prefix('@').unwrap_or(name);
+        if let Some(f) = self.engine.as_ref().and_then(|e| e.find(bare)) {
+            return Ok(f);
+        }
+        if let Some(p) = self.pending.iter().find(|p| p.chunk.name == bare) {
+            return Err(Problem::at(
                 format!(
-                    "no function @{} (:funcs lists them)",
-                    arg.trim_start_matches('@')
+                    "@{bare} is not defined yet: it is pending until {}",
+                    p.until()
                 ),
                 at,
-            )
-        })
+            ));
+        }
+        self.engine_mut()?;
+        Err(Problem::at(
+            format!("no function @{bare} (:funcs lists them)"),
+            at,
+        ))
+    }
+
+    /// At the end of piped input: the definitions still pending, if any.
+    pub fn pending_note(&self) -> Option<String> {
+        let notes: Vec<String> = self
+            .pending
+            .iter()
+            .map(|p| {
+                format!(
+                    "advm: @{} was never defined: it was pending until {}",
+                    p.chunk.name,
+                    p.until()
+                )
+            })
+            .collect();
+        (!notes.is_empty()).then(|| notes.join("\n"))
     }
 
     // ---- commands -------------------------------------------------------------
 
     fn funcs(&self) -> String {
         let known = self.known.borrow();
-        if known.funcs.is_empty() {
+        if known.funcs.is_empty() && self.pending.is_empty() {
             return "no functions yet".into();
+        }
+        let mut origin: HashMap<&str, &str> = HashMap::with_capacity(self.chunks.len());
+        for c in &self.chunks {
+            origin
+                .entry(c.name.as_str())
+                .or_insert(c.source.origin.as_str());
         }
         let width = known
             .funcs
@@ -381,11 +667,7 @@ impl Session {
             .funcs
             .iter()
             .map(|(n, sig)| {
-                let from = self
-                    .chunks
-                    .iter()
-                    .find(|c| &c.name == n)
-                    .map_or("", |c| c.source.origin.as_str());
+                let from = origin.get(n.as_str()).copied().unwrap_or("");
                 let head = format!("@{n}{sig}");
                 if from.is_empty() || from == "<input>" {
                     head
@@ -393,6 +675,7 @@ impl Session {
                     format!("{head:width$}  ; {from}")
                 }
             })
+            .chain(self.pending.iter().map(|p| format!("; {}", p.note())))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -443,8 +726,20 @@ impl Session {
         let (f, args) = self.call(&line[..call_end], start)?;
         let names = &line[names_at..];
         let engine = self.engine_mut()?;
-        let mask = crate::args::wrt_mask(engine.module().func(f), names)
-            .map_err(|m| Problem::at(m, names_at..line.len()))?;
+        let func = engine.module().func(f);
+        if names.split([',', ' ']).all(|n| n.trim().is_empty()) {
+            return Err(Problem::at(
+                format!(
+                    "`wrt` names no parameter: write `grad @{}(...) wrt x, y` (it can be \
+                     differentiated with respect to {})",
+                    func.name,
+                    crate::args::differentiable_params(func)
+                ),
+                line.len()..line.len(),
+            ));
+        }
+        let mask =
+            crate::args::wrt_mask(func, names).map_err(|m| Problem::at(m, names_at..line.len()))?;
         Ok((f, args, Some(mask)))
     }
 
@@ -570,6 +865,18 @@ impl Session {
         lines.extend(notes);
         Ok(lines.join("\n"))
     }
+}
+
+/// An error if a command that takes no argument has text after it.
+fn no_argument(line: &str, rest_at: usize, cmd: &str) -> Result<(), Problem> {
+    let extra = line[rest_at..].trim();
+    if extra.is_empty() {
+        return Ok(());
+    }
+    Err(Problem::at(
+        format!("unexpected `{extra}`: {cmd} takes no argument"),
+        line.len() - extra.len()..line.len(),
+    ))
 }
 
 fn ad_problem(e: ad::AdError) -> Problem {

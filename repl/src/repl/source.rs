@@ -3,6 +3,7 @@
 //! traced back to the file or input each function came from.
 
 use assembler::{Diagnostic, Diagnostics, Span};
+use std::collections::HashMap;
 use std::ops::Range;
 use std::rc::Rc;
 
@@ -26,6 +27,8 @@ pub struct Chunk {
     pub source: Rc<Source>,
     /// Byte range of the function in `source.text`.
     pub range: Range<usize>,
+    /// The 1-based line of `range.start` in `source.text`.
+    pub line: u32,
 }
 
 impl Chunk {
@@ -105,15 +108,58 @@ pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
             }
         })
         .collect();
+    // Lines counted incrementally, so splitting stays linear in the text.
+    let mut line = 1usize;
+    let mut counted = 0;
     keywords
         .iter()
         .enumerate()
-        .map(|(k, &at)| Chunk {
-            name: name_after(text, at),
-            source: source.clone(),
-            range: starts[k]..starts.get(k + 1).copied().unwrap_or(text.len()),
+        .map(|(k, &at)| {
+            line += newlines(&text[counted..starts[k]]);
+            counted = starts[k];
+            Chunk {
+                name: name_after(text, at),
+                source: source.clone(),
+                range: starts[k]..starts.get(k + 1).copied().unwrap_or(text.len()),
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+            }
         })
         .collect()
+}
+
+fn newlines(text: &str) -> usize {
+    text.bytes().filter(|b| *b == b'\n').count()
+}
+
+/// The names after `@` in `text`, outside `;` comments: the functions a
+/// chunk's header and calls name (in `.adasm` only those use `@`).
+pub fn references(text: &str) -> Vec<&str> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b';' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'@' => {
+                let start = i + 1;
+                i = start;
+                while i < b.len() && is_ident(b[i]) {
+                    i += 1;
+                }
+                if i > start {
+                    out.push(&text[start..i]);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Does `input` start (after blank and comment lines) with the `fn` keyword?
@@ -134,13 +180,36 @@ pub fn needs_more(input: &str) -> bool {
     if !starts_definition(input) {
         return false;
     }
-    let (mut open, mut close) = (0usize, 0usize);
-    for line in input.lines() {
+    let mut braces = Braces::default();
+    input.lines().for_each(|l| braces.add_line(l));
+    braces.open()
+}
+
+/// The braces of a definition read so far, counted line by line, so that a
+/// definition read one line at a time costs time linear in its length.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Braces {
+    open: usize,
+    close: usize,
+}
+
+impl Braces {
+    /// Count the braces of one more line (those in a `;` comment do not count).
+    pub fn add_line(&mut self, line: &str) {
         let code = line.split(';').next().unwrap_or("");
-        open += code.matches('{').count();
-        close += code.matches('}').count();
+        for b in code.bytes() {
+            match b {
+                b'{' => self.open += 1,
+                b'}' => self.close += 1,
+                _ => {}
+            }
+        }
     }
-    open == 0 || open > close
+
+    /// Whether the definition goes on: no `{` yet, or more `{` than `}`.
+    pub fn open(&self) -> bool {
+        self.open == 0 || self.open > self.close
+    }
 }
 
 /// Does this line, met while a definition is still open, clearly begin a new
@@ -174,7 +243,8 @@ fn floor(text: &str, mut i: usize) -> usize {
 /// where each chunk went so that diagnostics can be traced back.
 pub struct Combined {
     pub text: String,
-    /// (offset in `text`, chunk index), ascending.
+    /// Per chunk (in the order given to [`Combined::new`]): its offset in
+    /// `text` and the 1-based line there. Offsets ascend.
     starts: Vec<(usize, usize)>,
 }
 
@@ -182,28 +252,42 @@ impl Combined {
     pub fn new(chunks: &[Chunk]) -> Combined {
         let mut text = String::new();
         let mut starts = Vec::with_capacity(chunks.len());
-        for (k, c) in chunks.iter().enumerate() {
-            starts.push((text.len(), k));
+        let mut line = 1;
+        for c in chunks {
+            starts.push((text.len(), line));
             text.push_str(c.text());
+            line += newlines(c.text());
             if !text.ends_with('\n') {
                 text.push('\n');
+                line += 1;
             }
         }
         Combined { text, starts }
+    }
+
+    /// The index of the chunk holding byte `at` of `self.text`.
+    pub fn chunk_at(&self, at: usize) -> usize {
+        self.starts
+            .partition_point(|(off, _)| *off <= at)
+            .saturating_sub(1)
     }
 
     /// Make the source locations of `module` (assembled from `self.text`)
     /// lines of the files and inputs the functions came from, so that trap
     /// messages name the line the user wrote.
     pub fn relocate(&self, module: &mut vm::ir::Module, chunks: &[Chunk]) {
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(chunks.len());
+        for (k, c) in chunks.iter().enumerate() {
+            by_name.entry(c.name.as_str()).or_insert(k);
+        }
         for f in &mut module.funcs {
-            let Some(&(off, k)) = self.starts.iter().find(|(_, k)| chunks[*k].name == f.name)
-            else {
+            let Some(&k) = by_name.get(f.name.as_str()) else {
                 continue;
             };
-            let chunk = &chunks[k];
-            let here = line_col(&self.text, off).0 as i64;
-            let there = line_col(&chunk.source.text, chunk.range.start).0 as i64;
+            let (Some(chunk), Some(&(_, here))) = (chunks.get(k), self.starts.get(k)) else {
+                continue;
+            };
+            let (here, there) = (here as i64, i64::from(chunk.line));
             let fix = |loc: &mut vm::ir::Loc| {
                 if loc.line > 0 {
                     loc.line = (loc.line as i64 - here + there).clamp(1, u32::MAX as i64) as u32;
@@ -223,32 +307,38 @@ impl Combined {
     /// `current` (the text just entered) say which function they are in.
     pub fn render(&self, diags: &Diagnostics, chunks: &[Chunk], current: &Rc<Source>) -> String {
         let mut out: Vec<String> = Vec::new();
+        // Diagnostics come sorted by position, so lines are counted on from
+        // the previous one in the same chunk: linear in the text overall.
+        let mut cursor: Option<(usize, usize, usize)> = None; // (chunk, byte, line)
         for d in &diags.items {
-            let k = self
-                .starts
-                .iter()
-                .rev()
-                .find(|(off, _)| *off <= d.span.start)
-                .map_or(0, |(_, k)| *k);
-            let Some(chunk) = chunks.get(k) else {
+            let k = self.chunk_at(d.span.start);
+            let (Some(chunk), Some(&(base, _))) = (chunks.get(k), self.starts.get(k)) else {
                 out.push(format!("{}: error: {}", current.origin, d.message));
                 continue;
             };
-            let base = self.starts.iter().find(|(_, j)| *j == k).map_or(0, |s| s.0);
             let src = &chunk.source.text;
             let start = floor(src, chunk.range.start + d.span.start.saturating_sub(base));
             let start = start.min(chunk.range.end);
             let end = floor(src, chunk.range.start + d.span.end.saturating_sub(base))
                 .clamp(start, chunk.range.end);
-            let (line, col) = line_col(src, start);
+            let (from, from_line) = match cursor {
+                Some((c, at, line)) if c == k && at <= start => (at, line),
+                _ => (chunk.range.start, chunk.line as usize),
+            };
+            let line = from_line + newlines(&src[from..start]);
+            cursor = Some((k, start, line));
+            let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+            let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
+            let col = src[line_start..start].chars().count() + 1;
+            // Only the line is needed to show it with a caret.
             let one = Diagnostics::new(
                 &chunk.source.origin,
-                src,
+                &src[line_start..line_end],
                 vec![Diagnostic {
-                    line,
-                    col,
+                    line: u32::try_from(line).unwrap_or(u32::MAX),
+                    col: u32::try_from(col).unwrap_or(u32::MAX),
                     message: d.message.clone(),
-                    span: Span::new(start, end),
+                    span: Span::new(start - line_start, end.min(line_end) - line_start),
                 }],
             );
             let mut text = one.render();
@@ -449,6 +539,43 @@ mod tests {
         assert!(starts_command("fn @g() -> f64 {"));
         assert!(!starts_command("grad:"));
         assert!(!starts_command("  %x = add %a, %b"));
+    }
+
+    #[test]
+    fn braces_are_counted_line_by_line() {
+        let mut b = Braces::default();
+        b.add_line("fn @f() -> f64");
+        assert!(b.open(), "no brace yet");
+        b.add_line("{ ; }}}");
+        assert!(b.open());
+        b.add_line("entry: ret 1.0 }");
+        assert!(!b.open());
+    }
+
+    #[test]
+    fn references_are_the_names_after_at_outside_comments() {
+        let text = "fn @f.a(%x: f64) -> f64 { ; calls @nope\n %y = call @g_2(%x)\n@\n ret @ }";
+        assert_eq!(references(text), ["f.a", "g_2"]);
+        assert!(references("").is_empty());
+    }
+
+    #[test]
+    fn chunks_know_their_lines_and_diagnostics_are_traced_back() {
+        let s = src(
+            "; one\nfn @a() -> f64 {\nentry:\n ret 1.0\n}\nfn @b() -> f64 {\nentry:\n ret 2\n}\n",
+        );
+        let chunks = split(&s);
+        let lines: Vec<u32> = chunks.iter().map(|c| c.line).collect();
+        assert_eq!(lines, [1, 6]);
+        // Assembled in the other order: @b's error is still on line 8.
+        let order = vec![chunks[1].clone(), chunks[0].clone()];
+        let combined = Combined::new(&order);
+        let diags = assembler::assemble(&combined.text, "t").expect_err("ret 2");
+        let text = combined.render(&diags, &order, &s);
+        assert!(text.starts_with("t:8:6: error: expected f64"), "{text}");
+        assert!(text.ends_with("\n    ret 2\n        ^"), "{text}");
+        assert_eq!(combined.chunk_at(0), 0);
+        assert_eq!(combined.chunk_at(combined.text.len()), 1);
     }
 
     #[test]
