@@ -425,9 +425,12 @@ pub fn known_zero(f: &mut Function) -> bool {
             };
             // Adding a cotangent known to be zero does nothing (a product
             // only when the other factor is a finite constant: 0 * inf is
-            // nan).
+            // nan). That holds for a shadow element too: a `shadow.acc`
+            // repeats the handle and index of a forward `aget` that
+            // succeeded, so dropping it drops no trap.
             let adds_zero = match inst.op {
                 Op::Acc | Op::AccNeg => inst.args.get(1).is_some_and(|a| z.has(*a)),
+                Op::ShadowAcc => inst.args.get(2).is_some_and(|a| z.has(*a)),
                 Op::AccMul => {
                     let finite = |v: &ValueId| {
                         let d = &values[v.index()];
@@ -1303,6 +1306,24 @@ mod tests {
             assert_eq!(b.f.blocks[0].insts, want, "from {insts:?}");
             assert_eq!(moved, want != insts, "from {insts:?}");
         }
+    }
+
+    #[test]
+    fn a_shadow_acc_of_a_known_zero_goes() {
+        // r0 handle, r1 index; r2 is never written (zero), r3 is written:
+        // shadow(r0)[r1] += r2 goes, shadow(r0)[r1] += r3 stays.
+        let mut b = Build::new(5, &[0, 1, 4]);
+        b.block(
+            "entry",
+            vec![
+                i(Op::ShadowAcc, None, &[0, 1, 2]),
+                i(Op::Mov, Some(3), &[4]),
+                i(Op::ShadowAcc, None, &[0, 1, 3]),
+            ],
+            Term::RetN(vec![r(4)]),
+        );
+        assert!(known_zero(&mut b.f));
+        assert_eq!(ops(&b.f), [[Op::Mov, Op::ShadowAcc]]);
     }
 
     #[test]
