@@ -702,3 +702,140 @@ fn command_errors_speak_repl_syntax() {
          <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n   :disasm @sq @sq\n               ^^^\n"
     );
 }
+
+#[test]
+fn a_pending_definition_with_errors_is_dropped_not_blocking() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // @a calls @b with an f64; @b then takes an i64: @b is defined, @a
+    // dropped (never "defined before").
+    let input = "fn @a(%x: f64) -> f64 {\nentry:\n    %r = call @b(%x)\n    ret %r\n}\n\
+                 fn @c(%x: f64) -> f64 {\nentry:\n    %r = call @a(%x)\n    ret %r\n}\n\
+                 fn @b(%x: i64) -> f64 {\nentry:\n    %y = itof %x\n    ret %y\n}\n\
+                 @b(3)\n:funcs\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "@a is pending until @b is defined\n\
+         @c is pending until @a is defined\n\
+         dropped pending @a: expected i64 (parameter 1 of `@b`), found `%x` of type f64\n\
+         dropped pending @c: it calls @a, dropped\n\
+         defined @b\n\
+         3\n\
+         @b(%x: i64) -> f64\n",
+        "{err}"
+    );
+    assert_eq!(err, "");
+
+    // A load is not blocked either; the definition's own errors are still
+    // its own, and then the pending one is kept.
+    std::fs::write(
+        dir.path().join("a2.adasm"),
+        "fn @a(%x: f64, %y: f64) -> f64 {\nentry:\n    ret %y\n}\n",
+    )
+    .expect("writes");
+    let input = "fn @c(%x: f64) -> f64 {\nentry:\n    %r = call @a(%x)\n    ret %r\n}\n\
+                 fn @a(%x: f64, %y: f64) -> f64 {\nentry:\n    %z = add %x, 1\n    ret %y\n}\n\
+                 :funcs\n\
+                 :load a2.adasm\n@a(1.0, 2.0)\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "@c is pending until @a is defined\n\
+         ; @c is pending until @a is defined\n\
+         dropped pending @c: `@a` takes 2 arguments, found 1\n\
+         loaded 1 function from a2.adasm\n\
+         2\n",
+        "{err}"
+    );
+    assert!(
+        err.starts_with("<input>:3:18: error: expected f64, found integer literal `1`"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("defined before") && !err.contains("@c"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ad_names_the_derived_callees() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "fn @b(%x: f64) -> f64 {\nentry:\n    %y = sin %x\n    ret %y\n}\n\
+                 fn @a(%x: f64) -> f64 {\nentry:\n    %r = call @b(%x)\n    ret %r\n}\n\
+                 :ad @a\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("@b.fwd(%x)") && out.contains("@b.rev(%seed)"),
+        "{out}"
+    );
+    assert!(!out.contains(" fn4") && !out.contains(" fn5"), "{out}");
+}
+
+#[test]
+fn a_load_says_which_pending_definitions_it_replaced() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("a.adasm"),
+        "fn @a(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n",
+    )
+    .expect("writes");
+    let input = "fn @a(%x: f64) -> f64 {\nentry:\n    %r = call @b(%x)\n    ret %r\n}\n\
+                 :load a.adasm\n:funcs\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "@a is pending until @b is defined\n\
+         dropped pending @a (replaced by a.adasm)\n\
+         loaded 1 function from a.adasm\n\
+         @a(%x: f64) -> f64  ; a.adasm\n",
+        "{err}"
+    );
+}
+
+#[test]
+fn a_wait_for_several_functions_lists_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "fn @e(%x: f64) -> f64 {\nentry:\n    %r = call @e2(%x)\n    \
+                 %s = call @e3(%r)\n    %t = call @e4(%s)\n    ret %t\n}\n\
+                 fn @f(%x: f64) -> f64 {\nentry:\n    %r = call @f2(%x)\n    \
+                 %s = call @f3(%r)\n    ret %s\n}\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "@e is pending until @e2, @e3 and @e4 are defined\n\
+         @f is pending until @f2 and @f3 are defined\n",
+        "{err}"
+    );
+}
+
+#[test]
+fn a_name_both_defined_and_pending_is_named_so() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "fn @a(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n\
+                 fn @a(%x: f64, %y: f64) -> f64 {\nentry:\n    %r = call @b(%x)\n    ret %r\n}\n\
+                 fn @g(%x: f64) -> f64 {\nentry:\n    %r = call @a(%x, 3.0)\n    ret %r\n}\n\
+                 fn @h(%x: f64) -> f64 {\nentry:\n    %r = call @a(%x)\n    ret %r\n}\n\
+                 @a(2.0)\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "defined @a\n\
+         @a is pending until @b is defined\n\
+         @g is pending until @a is defined (@a is pending; its defined version is still in use)\n\
+         2\n",
+        "{err}"
+    );
+    assert!(
+        err.starts_with(
+            "<input>:3:15: error: `@a` takes 2 arguments, found 1\n       %r = call @a(%x)\n                 ^^\n   \
+             note: @a is pending; its defined version is still in use (new definitions are checked against the pending one)\n"
+        ),
+        "{err}"
+    );
+}

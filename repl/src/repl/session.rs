@@ -88,6 +88,8 @@ struct Defined {
     news: Vec<String>,
     /// `defined @g (it was pending)` for each pending definition it completed.
     completed: Vec<String>,
+    /// `dropped pending @g: ...` for each pending definition it discarded.
+    dropped: Vec<String>,
 }
 
 /// A typed definition held back until the functions it calls are defined.
@@ -99,19 +101,69 @@ struct Pending {
 
 impl Pending {
     /// `@a is pending until @b is defined`
-    fn note(&self) -> String {
-        format!("@{} is pending until {}", self.chunk.name, self.until())
-    }
-
-    /// `@b is defined`, `@b and @c are defined`
-    fn until(&self) -> String {
-        let waits: Vec<String> = self.waits.iter().map(|w| format!("@{w}")).collect();
+    fn note(&self, engine: Option<&Engine>) -> String {
         format!(
-            "{} {} defined",
-            waits.join(" and "),
-            if waits.len() == 1 { "is" } else { "are" }
+            "@{} is pending until {}",
+            self.chunk.name,
+            self.until(engine)
         )
     }
+
+    /// `@b is defined`, `@b and @c are defined`, `@b, @c and @d are
+    /// defined`; for a wait on a name that `engine` defines too (whose new
+    /// version is pending), `@b is defined (@b is pending; its defined
+    /// version is still in use)`.
+    fn until(&self, engine: Option<&Engine>) -> String {
+        let waits: Vec<String> = self.waits.iter().map(|w| format!("@{w}")).collect();
+        let mut out = format!(
+            "{} {} defined",
+            list(&waits),
+            if waits.len() == 1 { "is" } else { "are" }
+        );
+        let both: Vec<String> = self
+            .waits
+            .iter()
+            .filter(|w| engine.is_some_and(|e| e.find(w).is_some()))
+            .map(|w| format!("@{w}"))
+            .collect();
+        if !both.is_empty() {
+            out.push_str(&format!(" ({})", both_note(&both)));
+        }
+        out
+    }
+}
+
+/// `@a`, `@a and @b`, `@a, @b and @c`
+fn list(names: &[String]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+/// `@a is pending; its defined version is still in use`, for names both
+/// defined and pending.
+fn both_note(names: &[String]) -> String {
+    if names.len() == 1 {
+        format!(
+            "{} is pending; its defined version is still in use",
+            names[0]
+        )
+    } else {
+        format!(
+            "{} are pending; their defined versions are still in use",
+            list(names)
+        )
+    }
+}
+
+/// Why one attempt at a definition or load failed.
+enum Attempt {
+    /// Errors inside these pending definitions (index in the pending list
+    /// tried, first error): drop them and try again.
+    BadPending(Vec<(usize, String)>),
+    /// The definition's own errors (rendered).
+    Failed(String),
 }
 
 /// Why a set of functions could not become the session's state.
@@ -232,7 +284,7 @@ impl Session {
                     "<input>: error: no function here: a definition is `fn @f(%x: f64) -> f64 { ... }`"
                         .into(),
                 ),
-                Ok(d) => Reply::Out([d.news, d.completed].concat().join("\n")),
+                Ok(d) => Reply::Out([d.dropped, d.news, d.completed].concat().join("\n")),
                 Err(e) => Reply::Err(e),
             };
         }
@@ -258,7 +310,7 @@ impl Session {
             ":disasm" => self.disasm(line, rest_at),
             ":ad" => self
                 .func_arg(line, rest_at, ":ad")
-                .and_then(|f| self.engine_mut()?.disasm_ad(f).map_err(ad_problem)),
+                .and_then(|f| self.disasm_ad(f)),
             ":cfg" => self
                 .func_arg(line, rest_at, ":cfg")
                 .and_then(|f| self.cfg(f)),
@@ -333,27 +385,113 @@ impl Session {
         if let Some(file) = &source.file {
             base.retain(|c| c.source.file.as_ref() != Some(file));
         }
-        // A new definition replaces a pending one of the same name.
-        let pending: Vec<Chunk> = self
-            .pending
-            .iter()
-            .filter(|p| !new_names.contains(p.chunk.name.as_str()))
-            .map(|p| p.chunk.clone())
-            .collect();
+        // A new definition replaces a pending one of the same name; a file
+        // says so.
+        let mut dropped: Vec<String> = Vec::new();
+        let mut pending: Vec<Chunk> = Vec::with_capacity(self.pending.len());
+        for p in &self.pending {
+            if !new_names.contains(p.chunk.name.as_str()) {
+                pending.push(p.chunk.clone());
+            } else if source.file.is_some() {
+                dropped.push(format!(
+                    "dropped pending @{} (replaced by {})",
+                    p.chunk.name, source.origin
+                ));
+            }
+        }
+        // A pending definition never blocks anything: those with errors
+        // (other than the calls they wait for) are dropped, with the pending
+        // ones that call them, and the definition is tried again without
+        // them. Each round drops at least one, so this ends.
+        loop {
+            match self.attempt(&source, &new, &base, &pending) {
+                Ok(mut d) => {
+                    dropped.append(&mut d.dropped);
+                    d.dropped = dropped;
+                    return Ok(d);
+                }
+                Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::BadPending(bad)) => {
+                    let mut gone: HashMap<String, String> = HashMap::new();
+                    for (i, first) in bad {
+                        let first = first.lines().next().unwrap_or("").to_string();
+                        gone.insert(pending[i].name.clone(), first);
+                    }
+                    // And, transitively, the pending ones that call them.
+                    loop {
+                        let more: Vec<(String, String)> = pending
+                            .iter()
+                            .filter(|c| !gone.contains_key(&c.name))
+                            .filter_map(|c| {
+                                source::references(c.text())
+                                    .into_iter()
+                                    .find(|r| *r != c.name && gone.contains_key(*r))
+                                    .map(|r| (c.name.clone(), format!("it calls @{r}, dropped")))
+                            })
+                            .collect();
+                        if more.is_empty() {
+                            break;
+                        }
+                        gone.extend(more);
+                    }
+                    for c in &pending {
+                        if let Some(why) = gone.get(&c.name) {
+                            dropped.push(format!("dropped pending @{}: {why}", c.name));
+                        }
+                    }
+                    pending.retain(|c| !gone.contains_key(&c.name));
+                }
+            }
+        }
+    }
+
+    /// One try at adding `new` (from `source`) to `base` with the pending
+    /// definitions `pending` (see `define`).
+    fn attempt(
+        &mut self,
+        source: &Rc<Source>,
+        new: &[Chunk],
+        base: &[Chunk],
+        pending: &[Chunk],
+    ) -> Result<Defined, Attempt> {
         let is_file = source.file.is_some();
         // What must assemble now, and what may wait (pending first: it came
         // first).
         let (fixed, candidates): (Vec<Chunk>, Vec<Chunk>) = if is_file {
-            (new.clone(), pending)
+            (new.to_vec(), pending.to_vec())
         } else {
-            (Vec::new(), [pending, new.clone()].concat())
+            (Vec::new(), [pending, new].concat())
         };
-        let everything = merged(&base, fixed.iter().chain(&candidates));
-        let blocked = match self.assemble(&everything, &source) {
-            Ok((chunks, engine)) => {
-                return Ok(self.commit(chunks, engine, Vec::new(), &new, &candidates))
+        let pending_at: HashMap<(*const Source, usize), usize> = pending
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (key(c), i))
+            .collect();
+        // The first error inside each pending definition that is not a call
+        // it waits for.
+        let bad_pending = |combined: &Combined, order: &[Chunk], diags: &Diagnostics| {
+            let mut bad: Vec<(usize, String)> = Vec::new();
+            for d in &diags.items {
+                if d.unknown_function().is_some() {
+                    continue;
+                }
+                let Some(c) = order.get(combined.chunk_at(d.span.start)) else {
+                    continue;
+                };
+                if let Some(&i) = pending_at.get(&key(c)) {
+                    if !bad.iter().any(|(j, _)| *j == i) {
+                        bad.push((i, d.message.clone()));
+                    }
+                }
             }
-            Err(Failure::Engine(e)) => return Err(e),
+            bad
+        };
+        let everything = merged(base, fixed.iter().chain(&candidates));
+        let blocked = match self.assemble(&everything, source) {
+            Ok((chunks, engine)) => {
+                return Ok(self.commit(chunks, engine, Vec::new(), new, &candidates))
+            }
+            Err(Failure::Engine(e)) => return Err(Attempt::Failed(e)),
             Err(Failure::Assembly(r)) => {
                 let Rejected {
                     combined,
@@ -361,20 +499,23 @@ impl Session {
                     mut diags,
                 } = *r;
                 let Some(blocked) = blocked(&combined, &order, &diags, &candidates) else {
+                    let bad = bad_pending(&combined, &order, &diags);
+                    if !bad.is_empty() {
+                        return Err(Attempt::BadPending(bad));
+                    }
                     // Real errors: report them, but not the calls the
                     // pending definitions are still waiting for.
-                    let waiting: HashSet<(*const Source, usize)> =
-                        self.pending.iter().map(|p| key(&p.chunk)).collect();
                     let is_waiting = |d: &assembler::Diagnostic| {
                         d.unknown_function().is_some()
                             && order
                                 .get(combined.chunk_at(d.span.start))
-                                .is_some_and(|c| waiting.contains(&key(c)))
+                                .is_some_and(|c| pending_at.contains_key(&key(c)))
                     };
                     if !diags.items.iter().all(is_waiting) {
                         diags.items.retain(|d| !is_waiting(d));
                     }
-                    return Err(combined.render(&diags, &order, &source));
+                    let text = combined.render(&diags, &order, source);
+                    return Err(Attempt::Failed(self.with_both_note(text, &diags, pending)));
                 };
                 blocked
             }
@@ -393,12 +534,50 @@ impl Session {
                 })
             })
             .collect();
-        let set = merged(&base, fixed.iter().chain(&ready));
-        match self.assemble(&set, &source) {
-            Ok((chunks, engine)) => Ok(self.commit(chunks, engine, held, &new, &ready)),
-            Err(Failure::Engine(e)) => Err(e),
-            Err(Failure::Assembly(r)) => Err(r.combined.render(&r.diags, &r.order, &source)),
+        let set = merged(base, fixed.iter().chain(&ready));
+        match self.assemble(&set, source) {
+            Ok((chunks, engine)) => Ok(self.commit(chunks, engine, held, new, &ready)),
+            Err(Failure::Engine(e)) => Err(Attempt::Failed(e)),
+            Err(Failure::Assembly(r)) => {
+                let bad = bad_pending(&r.combined, &r.order, &r.diags);
+                if bad.is_empty() {
+                    let text = r.combined.render(&r.diags, &r.order, source);
+                    Err(Attempt::Failed(
+                        self.with_both_note(text, &r.diags, pending),
+                    ))
+                } else {
+                    Err(Attempt::BadPending(bad))
+                }
+            }
         }
+    }
+
+    /// `text` (rendered `diags`) with a note if an error names a function
+    /// that is both defined and pending: definitions are checked against
+    /// the pending version.
+    fn with_both_note(&self, mut text: String, diags: &Diagnostics, pending: &[Chunk]) -> String {
+        let both: Vec<String> = pending
+            .iter()
+            .filter(|c| {
+                self.engine
+                    .as_ref()
+                    .is_some_and(|e| e.find(&c.name).is_some())
+            })
+            .map(|c| format!("@{}", c.name))
+            .filter(|n| {
+                diags
+                    .items
+                    .iter()
+                    .any(|d| d.message.contains(&format!("`{n}`")))
+            })
+            .collect();
+        if !both.is_empty() {
+            text.push_str(&format!(
+                "\n   note: {} (new definitions are checked against the pending one)",
+                both_note(&both)
+            ));
+        }
+        text
     }
 
     /// Assemble `set` (the text of `source` first, so that line numbers in
@@ -447,7 +626,7 @@ impl Session {
         let news = new
             .iter()
             .map(|c| match held_names.get(c.name.as_str()) {
-                Some(p) => p.note(),
+                Some(p) => p.note(Some(&engine)),
                 None => format!("defined @{}", c.name),
             })
             .collect();
@@ -463,6 +642,7 @@ impl Session {
             count: new.len(),
             news,
             completed,
+            dropped: Vec::new(),
         }
     }
 
@@ -535,12 +715,13 @@ impl Session {
         });
         let defined = self.define(source)?;
         self.last_file = Some(path.to_path_buf());
-        let mut lines = vec![format!(
+        let mut lines = defined.dropped;
+        lines.push(format!(
             "loaded {} function{} from {}",
             defined.count,
             if defined.count == 1 { "" } else { "s" },
             path.display()
-        )];
+        ));
         // Pending definitions this file completed.
         lines.extend(defined.completed);
         Ok(lines.join("\n"))
@@ -616,7 +797,7 @@ impl Session {
             return Err(Problem::at(
                 format!(
                     "@{bare} is not defined yet: it is pending until {}",
-                    p.until()
+                    p.until(self.engine.as_ref())
                 ),
                 at,
             ));
@@ -637,7 +818,7 @@ impl Session {
                 format!(
                     "advm: @{} was never defined: it was pending until {}",
                     p.chunk.name,
-                    p.until()
+                    p.until(self.engine.as_ref())
                 )
             })
             .collect();
@@ -675,7 +856,11 @@ impl Session {
                     format!("{head:width$}  ; {from}")
                 }
             })
-            .chain(self.pending.iter().map(|p| format!("; {}", p.note())))
+            .chain(
+                self.pending
+                    .iter()
+                    .map(|p| format!("; {}", p.note(self.engine.as_ref()))),
+            )
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -704,6 +889,19 @@ impl Session {
             engine.program().func(f),
             Some(engine.program()),
         ))
+    }
+
+    /// The forward and reverse code of `f` and of what they call, with
+    /// callees named (`@b.fwd`) as `advm disasm --ad` does.
+    fn disasm_ad(&mut self, f: FuncId) -> Result<String, Problem> {
+        let engine = self.engine_mut()?;
+        let d = engine.derive(f).map_err(ad_problem)?;
+        let program = engine.program();
+        Ok(engine
+            .reachable_from(d)
+            .into_iter()
+            .map(|g| vm::disasm::function_in(program.func(g), Some(program)) + "\n")
+            .collect())
     }
 
     fn run(&mut self, line: &str) -> Result<String, Problem> {
