@@ -562,10 +562,15 @@ fn live_in(f: &Function) -> Vec<Bits> {
     live
 }
 
-fn live_out(f: &Function, live: &[Bits], b: usize) -> Bits {
+/// The registers live right before block `b`'s terminator: live into a
+/// successor, or read by the terminator itself.
+fn live_at_term(f: &Function, live: &[Bits], b: usize) -> Bits {
     let mut l = Bits::new(f.values.len(), false);
     for s in f.blocks[b].term.successors() {
         l.or_with(&live[s.index()]);
+    }
+    for v in f.blocks[b].term.uses() {
+        l.set(*v, true);
     }
     l
 }
@@ -596,10 +601,7 @@ pub fn remove_dead(f: &mut Function) -> bool {
         let live = live_in(f);
         let mut changed = false;
         for b in 0..f.blocks.len() {
-            let mut l = live_out(f, &live, b);
-            for v in f.blocks[b].term.uses() {
-                l.set(*v, true);
-            }
+            let mut l = live_at_term(f, &live, b);
             let insts = std::mem::take(&mut f.blocks[b].insts);
             let mut kept = Vec::with_capacity(insts.len());
             for mut inst in insts.into_iter().rev() {
@@ -739,10 +741,7 @@ pub fn coalesce(f: &mut Function) -> bool {
         }
     };
     for b in 0..f.blocks.len() {
-        let mut l = live_out(f, &live, b);
-        for v in f.blocks[b].term.uses() {
-            l.set(*v, true);
-        }
+        let mut l = live_at_term(f, &live, b);
         for inst in f.blocks[b].insts.iter().rev() {
             let copy_src = (inst.op == Op::Mov)
                 .then(|| inst.args.first().copied())
@@ -822,10 +821,7 @@ pub fn fuse_pops(f: &mut Function) -> bool {
     let live = live_in(f);
     for b in 0..f.blocks.len() {
         // Liveness after each instruction of the block.
-        let mut l = live_out(f, &live, b);
-        for v in f.blocks[b].term.uses() {
-            l.set(*v, true);
-        }
+        let mut l = live_at_term(f, &live, b);
         let insts = &f.blocks[b].insts;
         let mut live_after = vec![false; insts.len()];
         let mut pops: Vec<(usize, ValueId)> = Vec::new();
@@ -870,11 +866,7 @@ pub fn fuse_pops(f: &mut Function) -> bool {
             gone[p] = true;
             changed = true;
         }
-        let mut at = 0;
-        insts.retain(|_| {
-            at += 1;
-            !gone[at - 1]
-        });
+        remove_marked(insts, &gone);
     }
     changed
 }
@@ -897,10 +889,7 @@ pub fn fuse_shadow_products(f: &mut Function) -> bool {
     let live = live_in(f);
     for b in 0..f.blocks.len() {
         // Liveness after each instruction of the block.
-        let mut l = live_out(f, &live, b);
-        for v in f.blocks[b].term.uses() {
-            l.set(*v, true);
-        }
+        let mut l = live_at_term(f, &live, b);
         let insts = &f.blocks[b].insts;
         let mut dead_after = vec![false; insts.len()];
         for (k, inst) in insts.iter().enumerate().rev() {
@@ -947,11 +936,7 @@ pub fn fuse_shadow_products(f: &mut Function) -> bool {
             gone[j] = true;
             changed = true;
         }
-        let mut at = 0;
-        insts.retain(|_| {
-            at += 1;
-            !gone[at - 1]
-        });
+        remove_marked(insts, &gone);
     }
     changed
 }
@@ -989,6 +974,16 @@ fn sink_shadow_accs(f: &mut Function) -> bool {
         }
     }
     changed
+}
+
+/// Remove the instructions marked in `gone` (one flag per instruction), in
+/// one pass: removing them one by one would shift the block each time.
+fn remove_marked(insts: &mut Vec<Inst>, gone: &[bool]) {
+    let mut at = 0;
+    insts.retain(|_| {
+        at += 1;
+        !gone[at - 1]
+    });
 }
 
 /// Whether `op` moves values on the comms stack or runs code that does.

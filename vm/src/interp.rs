@@ -733,6 +733,28 @@ impl Vm {
                 }
             }};
         }
+        // `shadow(r0)[r1] += $v` (`shadow.acc`, `shadow.acc.mul`, with `$v`
+        // computed before the shadow is looked up): out of bounds traps
+        // with the index, a missing shadow as `NoShadow` outside AD mode.
+        macro_rules! shadow_add {
+            ($ins:expr, $v:expr) => {{
+                let h = w.get($ins.r0 as u32);
+                let i = ir!($ins.r1);
+                let v = $v;
+                let ad = self.heap.is_ad();
+                match self.heap.shadow_mut(h) {
+                    Some(s) => {
+                        let len = s.len();
+                        match s.get_mut(i as usize) {
+                            Some(slot) if i >= 0 => *slot += v,
+                            _ => trap!(TrapKind::OutOfBounds { index: i, len }),
+                        }
+                    }
+                    None if !ad => trap!(TrapKind::NoShadow),
+                    None => trap!(TrapKind::BadHandle),
+                }
+            }};
+        }
         // Room for one more value on the comms stack (a checked push:
         // `comms.push`, `mul.push`), growing it on the cold path or
         // trapping; the push after it needs no second check.
@@ -1136,40 +1158,8 @@ impl Vm {
                     w.set(ins.r1 as u32, 0);
                     w.set(ins.r0 as u32, v);
                 }
-                Op::ShadowAcc => {
-                    let h = w.get(ins.r0 as u32);
-                    let i = ir!(ins.r1);
-                    let v = fr!(ins.r2);
-                    let ad = self.heap.is_ad();
-                    match self.heap.shadow_mut(h) {
-                        Some(s) => {
-                            let len = s.len();
-                            match s.get_mut(i as usize) {
-                                Some(slot) if i >= 0 => *slot += v,
-                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
-                            }
-                        }
-                        None if !ad => trap!(TrapKind::NoShadow),
-                        None => trap!(TrapKind::BadHandle),
-                    }
-                }
-                Op::ShadowAccMul => {
-                    let h = w.get(ins.r0 as u32);
-                    let i = ir!(ins.r1);
-                    let v = fr!(ins.r2) * fr!(ins.x);
-                    let ad = self.heap.is_ad();
-                    match self.heap.shadow_mut(h) {
-                        Some(s) => {
-                            let len = s.len();
-                            match s.get_mut(i as usize) {
-                                Some(slot) if i >= 0 => *slot += v,
-                                _ => trap!(TrapKind::OutOfBounds { index: i, len }),
-                            }
-                        }
-                        None if !ad => trap!(TrapKind::NoShadow),
-                        None => trap!(TrapKind::BadHandle),
-                    }
-                }
+                Op::ShadowAcc => shadow_add!(ins, fr!(ins.r2)),
+                Op::ShadowAccMul => shadow_add!(ins, fr!(ins.r2) * fr!(ins.x)),
                 Op::ShadowTake => {
                     let h = w.get(ins.r1 as u32);
                     let i = ir!(ins.r2);
