@@ -687,10 +687,14 @@ impl Engine {
         Ok(self.disasm_derived(d))
     }
 
+    /// The derived functions reachable from `d`, as text, callees named.
     fn disasm_derived(&self, d: Derived) -> String {
         let mut out = String::new();
         for g in self.reachable_from(d) {
-            out.push_str(&vm::disasm::function(self.program.func(g)));
+            out.push_str(&vm::disasm::function_in(
+                self.program.func(g),
+                Some(&self.program),
+            ));
             out.push('\n');
         }
         out
@@ -710,19 +714,39 @@ impl Engine {
     /// Derived functions reachable from the pair `d` through call sites, in
     /// order of discovery (forward then reverse of each).
     pub fn reachable_from(&self, d: Derived) -> Vec<FuncId> {
+        self.reachable_from_all(&[d])
+    }
+
+    /// Derived functions reachable from the pairs `roots` through call
+    /// sites, each once: depth first from each root in turn (its forward,
+    /// then its reverse function), callees in id order, skipping functions
+    /// listed already. Linear in the derived functions and call sites.
+    pub fn reachable_from_all(&self, roots: &[Derived]) -> Vec<FuncId> {
+        let first_derived = self.module.funcs.len();
+        let mut seen = vec![false; self.program.len()];
         let mut out = Vec::new();
-        let mut stack = vec![d.rev, d.fwd];
-        while let Some(g) = stack.pop() {
-            if out.contains(&g) {
-                continue;
+        for d in roots {
+            let mut stack = vec![d.rev, d.fwd];
+            while let Some(g) = stack.pop() {
+                match seen.get_mut(g.index()) {
+                    Some(s) if !*s => *s = true,
+                    _ => continue,
+                }
+                out.push(g);
+                let mut callees: Vec<FuncId> = self
+                    .program
+                    .func(g)
+                    .sites
+                    .iter()
+                    .map(|s| s.func)
+                    .filter(|c| {
+                        c.index() >= first_derived && !seen.get(c.index()).copied().unwrap_or(true)
+                    })
+                    .collect();
+                callees.sort();
+                callees.dedup();
+                stack.extend(callees.into_iter().rev());
             }
-            out.push(g);
-            let mut callees: Vec<FuncId> =
-                self.program.func(g).sites.iter().map(|s| s.func).collect();
-            callees.retain(|c| c.index() >= self.module.funcs.len() && !out.contains(c));
-            callees.sort();
-            callees.dedup();
-            stack.extend(callees.into_iter().rev());
         }
         out
     }

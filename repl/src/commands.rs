@@ -408,7 +408,7 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u
                 }
                 roots.push(engine.derive(f)?);
             }
-            for g in derived_once(&engine, &roots) {
+            for g in engine.reachable_from_all(&roots) {
                 emit(vm::disasm::function_in(
                     engine.program().func(g),
                     Some(engine.program()),
@@ -417,41 +417,6 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u
         }
         Ok(())
     })())
-}
-
-/// Every derived function reachable from the pairs `roots` through call
-/// sites, each once: depth first from each root in turn (its forward, then
-/// its reverse function), callees in id order, skipping functions listed
-/// already. For a single root this is `Engine::reachable_from`'s order; the
-/// whole walk is linear in the number of derived functions and call sites.
-fn derived_once(engine: &Engine, roots: &[ad::transform::Derived]) -> Vec<FuncId> {
-    let program = engine.program();
-    let first_derived = engine.module().funcs.len();
-    let mut seen = vec![false; program.len()];
-    let mut out = Vec::new();
-    for d in roots {
-        let mut stack = vec![d.rev, d.fwd];
-        while let Some(g) = stack.pop() {
-            match seen.get_mut(g.index()) {
-                Some(s) if !*s => *s = true,
-                _ => continue,
-            }
-            out.push(g);
-            let mut callees: Vec<FuncId> = program
-                .func(g)
-                .sites
-                .iter()
-                .map(|s| s.func)
-                .filter(|c| {
-                    c.index() >= first_derived && !seen.get(c.index()).copied().unwrap_or(true)
-                })
-                .collect();
-            callees.sort();
-            callees.dedup();
-            stack.extend(callees.into_iter().rev());
-        }
-    }
-    out
 }
 
 /// Median nanoseconds per call of `call`, after warm-up, and allocations

@@ -310,7 +310,7 @@ impl Session {
             ":disasm" => self.disasm(line, rest_at),
             ":ad" => self
                 .func_arg(line, rest_at, ":ad")
-                .and_then(|f| self.disasm_ad(f)),
+                .and_then(|f| self.engine_mut()?.disasm_ad(f).map_err(ad_problem)),
             ":cfg" => self
                 .func_arg(line, rest_at, ":cfg")
                 .and_then(|f| self.cfg(f)),
@@ -889,19 +889,6 @@ impl Session {
             engine.program().func(f),
             Some(engine.program()),
         ))
-    }
-
-    /// The forward and reverse code of `f` and of what they call, with
-    /// callees named (`@b.fwd`) as `advm disasm --ad` does.
-    fn disasm_ad(&mut self, f: FuncId) -> Result<String, Problem> {
-        let engine = self.engine_mut()?;
-        let d = engine.derive(f).map_err(ad_problem)?;
-        let program = engine.program();
-        Ok(engine
-            .reachable_from(d)
-            .into_iter()
-            .map(|g| vm::disasm::function_in(program.func(g), Some(program)) + "\n")
-            .collect())
     }
 
     fn run(&mut self, line: &str) -> Result<String, Problem> {
