@@ -95,7 +95,7 @@ fn emit_raw(text: impl Display) -> Result<(), Fail> {
 }
 
 fn output_failed(e: std::io::Error) -> ! {
-    out::err(format_args!("advm: cannot write to standard output: {e}"));
+    out::stdout_failed(&e);
     std::process::exit(EXIT_OUTPUT.into())
 }
 

@@ -149,7 +149,7 @@ fn main() -> ExitCode {
                 // pipe is fine, as everywhere).
                 ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => match printed {
                     Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                        out::err(format_args!("advm: cannot write to standard output: {e}"));
+                        out::stdout_failed(&e);
                         commands::EXIT_OUTPUT
                     }
                     _ => 0,

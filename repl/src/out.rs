@@ -41,3 +41,9 @@ pub fn line(text: impl Display) -> io::Result<()> {
 pub fn err(text: impl Display) {
     let _ = writeln!(io::stderr().lock(), "{text}");
 }
+
+/// Report on stderr that standard output could not be written (every
+/// caller then ends with exit status 74).
+pub fn stdout_failed(e: &io::Error) {
+    err(format_args!("advm: cannot write to standard output: {e}"));
+}

@@ -72,7 +72,7 @@ fn emit(text: impl std::fmt::Display) -> Flow {
         Ok(()) if out::closed() => Flow::Stop,
         Ok(()) => Flow::Go,
         Err(e) => {
-            out::err(format_args!("advm: cannot write to standard output: {e}"));
+            out::stdout_failed(&e);
             Flow::OutputFailed
         }
     }
