@@ -36,6 +36,7 @@ pub mod transform;
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
+pub use vm::inline::Policy;
 use vm::interp::{Trap, TrapKind, Vm};
 use vm::ir::{self, FuncId, RetType};
 use vm::{Type, Value};
@@ -181,8 +182,20 @@ fn engine_id() -> u64 {
 }
 
 impl Engine {
-    /// Lower and verify every function of `module`.
+    /// Lower and verify every function of `module`, its small callees
+    /// inlined first ([`vm::inline`], default [`Policy`]).
     pub fn new(module: ir::Module) -> Result<Engine, AdError> {
+        Engine::with_inlining(module, &Policy::default())
+    }
+
+    /// [`Engine::new`] with another inlining policy ([`Policy::NONE`]: the
+    /// functions as written, every call a call).
+    pub fn with_inlining(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
+        let module = if *policy == Policy::NONE {
+            module
+        } else {
+            vm::inline::inline_module(&module, policy)
+        };
         let program = lower_module(&module)?;
         let nfuncs = module.funcs.len();
         let derived_like = module
@@ -210,6 +223,8 @@ impl Engine {
         })
     }
 
+    /// The module that runs: the one given, small callees inlined (see
+    /// [`Engine::with_inlining`]).
     pub fn module(&self) -> &ir::Module {
         &self.module
     }

@@ -201,7 +201,9 @@ step:
 }
 ";
     let module = assembler::assemble(src, "edge.adasm").expect("assembles");
-    let mut engine = Engine::new(module.clone()).expect("verifies");
+    // Without inlining: the depth limit counts calls as the reference
+    // does (inlined levels take no frame).
+    let mut engine = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
     engine.vm_mut().limits_mut().max_call_depth = 50;
     engine.vm_mut().limits_mut().max_array_len = 1000;
     let rl = RefLimits {

@@ -128,7 +128,7 @@ pub(crate) fn lex<'s>(src: &'s str, sink: &mut Sink) -> Vec<Token<'s>> {
         out.push(Token {
             tok,
             span,
-            loc: Loc { line, col },
+            loc: Loc::new(line, col),
         });
     }
     for t in out.iter().filter(|t| t.tok == Tok::Error) {
@@ -221,6 +221,6 @@ mod tests {
         let d = sink.finish("f", "ret $$é %x");
         assert_eq!(d.items.len(), 1);
         assert_eq!(d.items[0].message, "unexpected characters `$$é`");
-        assert_eq!(toks[2].loc, Loc { line: 1, col: 9 });
+        assert_eq!(toks[2].loc, Loc::new(1, 9));
     }
 }

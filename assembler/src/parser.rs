@@ -165,13 +165,10 @@ impl<'s, 'd> Parser<'s, 'd> {
         let (span, loc) = match last {
             Some(t) => {
                 let width = u32::try_from(t.span.end - t.span.start).unwrap_or(0);
-                let loc = Loc {
-                    line: t.loc.line,
-                    col: t.loc.col.saturating_add(width),
-                };
+                let loc = Loc::new(t.loc.line, t.loc.col.saturating_add(width));
                 (Span::new(t.span.end, t.span.end), loc)
             }
-            None => (Span::default(), Loc { line: 1, col: 1 }),
+            None => (Span::default(), Loc::new(1, 1)),
         };
         toks.push(Token {
             tok: Tok::Eof,
@@ -621,7 +618,7 @@ mod tests {
         assert_eq!(f.ret, Some(Type::F64));
         assert_eq!(f.blocks.len(), 1);
         assert_eq!(f.blocks[0].lines.len(), 2);
-        assert_eq!(f.blocks[0].lines[0].loc, Loc { line: 4, col: 3 });
+        assert_eq!(f.blocks[0].lines[0].loc, Loc::new(4, 3));
         assert!(matches!(f.blocks[0].lines[1].body, Body::Ret(_)));
     }
 

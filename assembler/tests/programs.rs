@@ -177,7 +177,7 @@ fn lowering_resolves_opcodes_constants_names_and_locations() {
     let m = assemble_file(&path);
     let f = &m.funcs[0];
     assert_eq!(f.name, "pow");
-    assert_eq!(f.loc, vm::ir::Loc { line: 2, col: 1 });
+    assert_eq!(f.loc, vm::ir::Loc::new(2, 1));
     assert_eq!(f.param_types(), vec![Type::F64, Type::I64]);
     assert_eq!(f.ret, vm::ir::RetType::One(Type::F64));
     let names: Vec<_> = f.blocks.iter().map(|b| b.name.as_str()).collect();
@@ -189,9 +189,9 @@ fn lowering_resolves_opcodes_constants_names_and_locations() {
         Some("r")
     );
     assert_eq!(f.ty(head.phis[1].dst), Type::I64);
-    assert_eq!(head.phis[0].loc, vm::ir::Loc { line: 6, col: 5 });
+    assert_eq!(head.phis[0].loc, vm::ir::Loc::new(6, 5));
     assert_eq!(head.insts[0].op, Op::GtI);
-    assert_eq!(head.term_loc, vm::ir::Loc { line: 9, col: 5 });
+    assert_eq!(head.term_loc, vm::ir::Loc::new(9, 5));
     let body = &f.blocks[2];
     assert_eq!(body.insts[0].op, Op::MulF);
     assert_eq!(body.insts[1].op, Op::SubI);
@@ -304,8 +304,8 @@ fn layout_freedoms() {
     let m = assembler::assemble(&src, "f.adasm").unwrap_or_else(|d| panic!("{d}"));
     let f = &m.funcs[0];
     assert_eq!(f.blocks.len(), 2);
-    assert_eq!(f.blocks[0].insts[0].loc, vm::ir::Loc { line: 6, col: 8 });
-    assert_eq!(f.blocks[1].term_loc, vm::ir::Loc { line: 8, col: 6 });
+    assert_eq!(f.blocks[0].insts[0].loc, vm::ir::Loc::new(6, 8));
+    assert_eq!(f.blocks[1].term_loc, vm::ir::Loc::new(8, 6));
     let err = assembler::assemble("fn @f() -> f64 {\r\nentry:\r\n  ret 1\r\n}\r\n", "f.adasm")
         .expect_err("integer literal");
     assert!(err.render().contains("\n     ret 1\n         ^"), "{err}");

@@ -114,7 +114,7 @@ pub fn load(file: &Path) -> Result<Engine, Fail> {
     let name = file.display().to_string();
     let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
-    Engine::new(module).map_err(Fail::from)
+    advm::engine(module).map_err(Fail::from)
 }
 
 fn apply_limits(engine: &mut Engine, l: &LimitArgs) {

@@ -55,6 +55,32 @@
 //!   64). The other parameters get no gradient (`-` in text, `null` in
 //!   JSON, skipped by `check`), and the derived code does none of their
 //!   work. In the REPL: `grad @f(args) wrt x, y`.
+//! * `--no-inline` (any subcommand, and the REPL): run every function as
+//!   written, each call a call. By default small callees are inlined
+//!   ([`vm::inline`]): faster, and `--max-depth` then counts frames, of
+//!   which an inlined call takes none; listings mark inlined blocks.
 
 pub mod args;
 pub mod fd;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether the engines this process builds inline small callees (see
+/// `--no-inline`).
+static INLINING: AtomicBool = AtomicBool::new(true);
+
+/// Turn inlining on or off for the engines built from now on.
+pub fn set_inlining(on: bool) {
+    INLINING.store(on, Ordering::Relaxed);
+}
+
+/// An engine for `module`, inlining as [`set_inlining`] last said
+/// (default: on, [`ad::Policy::default`]).
+pub fn engine(module: vm::ir::Module) -> Result<ad::Engine, ad::AdError> {
+    let policy = if INLINING.load(Ordering::Relaxed) {
+        ad::Policy::default()
+    } else {
+        ad::Policy::NONE
+    };
+    ad::Engine::with_inlining(module, &policy)
+}

@@ -40,6 +40,11 @@ static GLOBAL: alloc_count::Counting = alloc_count::Counting;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    /// Run every function as written, each call a call (by default small
+    /// callees are inlined; `--max-depth` then counts frames, of which an
+    /// inlined call takes none).
+    #[arg(long, global = true)]
+    no_inline: bool,
 }
 
 /// Limits of the VM (each also settable from the library, `vm::Limits`).
@@ -159,6 +164,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    advm::set_inlining(!cli.no_inline);
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),

@@ -280,8 +280,15 @@ fn disasm_with_and_without_ad() {
     for m in ["blk.push", "blk.pop"] {
         assert!(out.contains(m), "missing {m} in\n{out}");
     }
-    // Callees are derived with their caller.
-    let out = ok(&["disasm", "programs/mutual.adasm", "--fn", "even", "--ad"]);
+    // Callees are derived with their caller (not inlined here).
+    let out = ok(&[
+        "disasm",
+        "programs/mutual.adasm",
+        "--fn",
+        "even",
+        "--ad",
+        "--no-inline",
+    ]);
     assert!(
         out.contains("@odd.fwd") && out.contains("@odd.rev"),
         "{out}"
@@ -364,7 +371,12 @@ fn help_and_version_to_an_unwritable_stdout_exit_74() {
 #[test]
 fn disasm_ad_prints_every_derived_function_once() {
     let (_dir, path) = temp_program(&testkit::gen::call_chain(4));
-    let out = ok(&["disasm", path.to_str().expect("utf8"), "--ad"]);
+    let out = ok(&[
+        "disasm",
+        path.to_str().expect("utf8"),
+        "--ad",
+        "--no-inline",
+    ]);
     let heads: Vec<&str> = out
         .lines()
         .filter_map(|l| l.strip_prefix("fn @"))
@@ -382,12 +394,24 @@ fn disasm_ad_prints_every_derived_function_once() {
     );
     // One function's listing is unchanged: it and its callees, once each.
     let (_dir, path) = temp_program(&testkit::gen::call_chain(3));
-    let out = ok(&["disasm", path.to_str().expect("utf8"), "--fn", "f1", "--ad"]);
+    let out = ok(&[
+        "disasm",
+        path.to_str().expect("utf8"),
+        "--fn",
+        "f1",
+        "--ad",
+        "--no-inline",
+    ]);
     let heads: Vec<&str> = out.lines().filter(|l| l.starts_with("fn @")).collect();
     assert_eq!(heads.len(), 5, "{out}");
     // Long chains stay linear (it printed 9.5 million lines for 1 000).
     let (_dir, path) = temp_program(&testkit::gen::call_chain(1000));
-    let out = ok(&["disasm", path.to_str().expect("utf8"), "--ad"]);
+    let out = ok(&[
+        "disasm",
+        path.to_str().expect("utf8"),
+        "--ad",
+        "--no-inline",
+    ]);
     assert_eq!(out.lines().filter(|l| l.starts_with("fn @")).count(), 3000);
 }
 

@@ -477,3 +477,99 @@ fn directives_agree_with_the_reference_implementation() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The same bits, nan payloads aside (a nan is a nan).
+fn same_bits(a: &Value, b: &Value) -> bool {
+    let f = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+    match (a, b) {
+        (Value::F64(x), Value::F64(y)) => f(*x, *y),
+        (Value::Arr(xs), Value::Arr(ys)) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| f(*x, *y))
+        }
+        _ => a == b,
+    }
+}
+
+/// Where a trap is, as the user reads it: what, in which function and
+/// block of the source, at which line (not the running function's
+/// registers, which inlining renames). A trap in a forward function names
+/// it (`@f.fwd`), in code inlined into one the source function (`@f
+/// (inlined into @g.fwd)`): the same place.
+fn trap_place(e: &ad::AdError) -> String {
+    match e {
+        ad::AdError::Trap(t) => {
+            let func = t.func.strip_suffix(".fwd").unwrap_or(&t.func);
+            format!("{} @{func} {} {:?}", t.kind, t.block, t.loc.line)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Inlining (the default, `vm::inline`) changes no observable result of
+/// any corpus call: the primal value bit for bit, a trap's kind, function,
+/// block and line, the gradient's value bit for bit and its entries up to
+/// rounding (the reverse code may add the same contributions in another
+/// order). And it does inline: several programs' functions change.
+#[test]
+fn inlining_changes_no_result_of_the_corpus() {
+    let (_, paths) = corpus();
+    let mut failures = Vec::new();
+    let (mut compared, mut inlined) = (0, 0);
+    for path in &paths {
+        let Ok(src) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        // Files that do not assemble are reported by the test above.
+        let Ok(module) = assembler::assemble(&src, "x") else {
+            continue;
+        };
+        let (Ok(mut with), Ok(mut without)) = (
+            Engine::new(module.clone()),
+            Engine::with_inlining(module, &ad::Policy::NONE),
+        ) else {
+            failures.push(format!("{}: no engine", path.display()));
+            continue;
+        };
+        if with.module() != without.module() {
+            inlined += 1;
+        }
+        for (line, _, body) in directives(&src) {
+            let call = body.split_once("=>").map_or(body, |(c, _)| c);
+            let Ok((f, args)) = (Ctx { engine: &mut with }).call(call) else {
+                continue;
+            };
+            let at = format!("{}:{line}", path.display());
+            compared += 1;
+            match (with.run(f, &args), without.run(f, &args)) {
+                (Ok(a), Ok(b)) if same_bits(&a, &b) => {}
+                (Err(a), Err(b)) if trap_place(&a) == trap_place(&b) => {}
+                (a, b) => failures.push(format!("{at}: run {a:?} inlined, {b:?} not")),
+            }
+            if with.module().func(f).ret != RetType::One(Type::F64) {
+                continue;
+            }
+            match (with.grad(f, &args), without.grad(f, &args)) {
+                (Ok(a), Ok(b)) => {
+                    let same = same_bits(&Value::F64(a.value), &Value::F64(b.value))
+                        && a.grad.len() == b.grad.len()
+                        && a.grad
+                            .iter()
+                            .zip(&b.grad)
+                            .all(|(x, y)| testkit::same_gradient(x, y));
+                    if !same {
+                        failures.push(format!("{at}: grad {a:?} inlined, {b:?} not"));
+                    }
+                }
+                (Err(a), Err(b)) if trap_place(&a) == trap_place(&b) => {}
+                (a, b) => failures.push(format!("{at}: grad {a:?} inlined, {b:?} not")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compared > 100, "only {compared} calls compared");
+    assert!(inlined >= 5, "only {inlined} programs had a call inlined");
+    eprintln!(
+        "{compared} calls in {} programs, {inlined} with inlined calls",
+        paths.len()
+    );
+}

@@ -354,6 +354,7 @@ fn max_depth_stops_deep_recursion() {
             "[1000]",
             "--max-depth",
             "100",
+            "--no-inline",
         ],
         &[
             "call depth",
@@ -363,6 +364,24 @@ fn max_depth_stops_deep_recursion() {
             "block step",
             // The call names its callee (it used to print `fn3`).
             "at `call %r, @deep(%m)`",
+        ],
+    );
+    // Inlined, eight levels of @deep run in one frame: still 125 frames.
+    traps(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "deep",
+            "--args",
+            "[1000]",
+            "--max-depth",
+            "100",
+        ],
+        &[
+            "call depth",
+            "limit 100",
+            "in @deep (inlined into @deep), block step, at `call %r.7, @deep(%m.7)`",
         ],
     );
     traps(
@@ -444,10 +463,29 @@ fn max_depth_is_exact_and_at_least_one() {
         let args = format!("[{n}]");
         advm(
             &fx,
-            &["run", "--fn", "deep", "--args", &args, "--max-depth", limit],
+            &[
+                "run",
+                "--fn",
+                "deep",
+                "--args",
+                &args,
+                "--max-depth",
+                limit,
+                "--no-inline",
+            ],
         )
     };
-    // @deep(n) needs n + 1 frames.
+    // Inlined, a frame runs eight levels of @deep: @deep(9) takes 2 frames
+    // (9-2, 1-0).
+    let inlined = |limit: &str| {
+        advm(
+            &fx,
+            &["run", "--fn", "deep", "--args", "[9]", "--max-depth", limit],
+        )
+    };
+    assert_eq!(text(&inlined("2").stdout), "9\n");
+    assert_eq!(inlined("1").status.code(), Some(1));
+    // Without inlining, @deep(n) needs n + 1 frames.
     for (n, limit) in [("0", "1"), ("1", "2"), ("9", "10")] {
         let o = depth(n, limit);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
@@ -455,7 +493,16 @@ fn max_depth_is_exact_and_at_least_one() {
     }
     traps(
         &fx,
-        &["run", "--fn", "deep", "--args", "[1]", "--max-depth", "1"],
+        &[
+            "run",
+            "--fn",
+            "deep",
+            "--args",
+            "[1]",
+            "--max-depth",
+            "1",
+            "--no-inline",
+        ],
         &["call depth exceeded (limit 1; raise it with --max-depth)"],
     );
     let o = depth("0", "0");

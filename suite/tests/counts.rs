@@ -121,23 +121,35 @@ fn sincos_pullback_fuses_both_pops() {
 /// recursion's pullback, per level: the forward code pushes `cos r` before
 /// `sin r` (the factor before its instruction's result), so the pullback
 /// pops `sin r` first, where `y = x * s` reads it, and `cos r` last, where
-/// `sin`'s own fragment reads it: both pops fuse (`mul.pop`, `mul.f`,
-/// `mul.pop`, `call.acc`, `ret.n`, plus the entry value's pop and the
-/// return block's `blk.pop`: 7 per level), where pushing in the other
-/// order left one `comms.pop` unfused (8).
+/// `sin`'s own fragment reads it: both pops fuse, where pushing in the
+/// other order left one `comms.pop` unfused.
+///
+/// And `@rec` is small, so seven levels of its recursive call are inlined
+/// (`vm::inline`): a frame runs eight levels, and so does its pullback's.
+/// Per frame the pullback pops the entry value `x` and the return block
+/// (2), then the outermost level `mul.pop`, `mul.f`, `mul.pop`, `blk.pop`
+/// (4), each inlined level `acc.mul.pop.mul`, `mul.pop` and a `blk.pop` or,
+/// in the innermost, the `call.acc` (3 each, 21), and returns (1): 28 for
+/// eight levels, where one level per frame cost 7. The forward code per
+/// frame: eight compare-and-branches and seven `sub.i` on the way down
+/// (15), the innermost level's `sub.i`, `call`, `sincos`, `comms.reserve`,
+/// `comms.push.r`, `mul.f`, `blk.push` (7), six middle levels' five each
+/// (30, no call), the outermost's five plus the entry value's push and the
+/// `ret` (7): 59 for eight levels, where one cost 10.
 #[test]
-fn recursion_pullback_fuses_both_pops_per_level() {
+fn recursion_runs_eight_levels_per_frame_and_fuses_both_pops() {
+    // n = 96: twelve whole frames, then the base level's.
     let mut advm = suite::advm::Advm::load(
         "recursion",
         "rec",
-        vec![vm::Value::F64(0.9), vm::Value::I64(100)],
+        vec![vm::Value::F64(0.9), vm::Value::I64(96)],
     )
     .expect("recursion loads");
     let counts = advm.instruction_counts().expect("counts");
-    // 100 step levels and the base level (3 instructions: its pop, its
-    // `blk.pop`, its `ret.n`).
-    assert_eq!(counts.reverse, 100 * 7 + 3);
-    assert_eq!(counts.forward, 100 * 10 + 4);
+    // The base level's frame: its pop, its `blk.pop` and `ret.n`; forward:
+    // branch, push, `blk.push`, `ret`.
+    assert_eq!(counts.reverse, 12 * 28 + 3);
+    assert_eq!(counts.forward, 12 * (15 + 7 + 30 + 7) + 4);
 }
 
 /// logreg's reverse inner loop, with respect to `w` as the suite asks:

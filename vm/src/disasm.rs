@@ -85,11 +85,27 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
     }
     let mut next_block = 0;
     for pc in 0..f.code.len() {
+        // The last block starting here is the one whose code this is; those
+        // before it are empty (their jump fell through), so not listed.
+        let mut label = None;
         while next_block < f.blocks.len() && f.blocks[next_block].start as usize <= pc {
             if f.blocks[next_block].start as usize == pc {
-                let _ = writeln!(out, "{}:", f.blocks[next_block].name);
+                label = Some(&f.blocks[next_block].name);
             }
             next_block += 1;
+        }
+        if let Some(name) = label {
+            // Code inlined from another function ([`crate::inline`]).
+            let from = f.locs.get(pc).and_then(|l| l.inlined_from());
+            match (from, p) {
+                (Some(g), Some(p)) => match p.get(g) {
+                    Some(g) => writeln!(out, "{name}:   ; inlined from @{}", g.name),
+                    None => writeln!(out, "{name}:   ; inlined from {g}"),
+                },
+                (Some(g), None) => writeln!(out, "{name}:   ; inlined from {g}"),
+                (None, _) => writeln!(out, "{name}:"),
+            }
+            .ok();
         }
         let _ = writeln!(out, "  {pc:04}  {}", instr_in(f, pc, p, true));
     }

@@ -194,7 +194,13 @@ impl fmt::Display for TrapKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trap {
     pub kind: TrapKind,
+    /// The function whose code trapped (for inlined code, the function it
+    /// was inlined from: `loc` is a line of its text).
     pub func: String,
+    /// For inlined code, the function it was inlined into (the one that
+    /// was running; `block`, `pc` and `instr` are in its bytecode). A
+    /// boxed `str`, so that a `Trap` stays within 128 bytes.
+    pub inlined_into: Option<Box<str>>,
     pub block: String,
     pub pc: u32,
     /// The disassembled instruction.
@@ -206,11 +212,11 @@ impl fmt::Display for Trap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "trap: {}", self.kind)?;
         if !self.func.is_empty() {
-            write!(
-                f,
-                " in @{}, block {}, at `{}`",
-                self.func, self.block, self.instr
-            )?;
+            write!(f, " in @{}", self.func)?;
+            if let Some(into) = &self.inlined_into {
+                write!(f, " (inlined into @{into})")?;
+            }
+            write!(f, ", block {}, at `{}`", self.block, self.instr)?;
             if self.loc.line > 0 {
                 write!(f, " (line {})", self.loc.line)?;
             }
@@ -1259,6 +1265,7 @@ fn host_trap(kind: TrapKind) -> Trap {
     Trap {
         kind,
         func: String::new(),
+        inlined_into: None,
         block: String::new(),
         pc: 0,
         instr: String::new(),
@@ -1270,9 +1277,12 @@ fn host_trap(kind: TrapKind) -> Trap {
 /// a `call`). Cold: only ever built when a call ends in a trap.
 #[cold]
 fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
+    let loc = f.locs.get(pc).copied().unwrap_or_default();
+    let origin = loc.inlined_from().and_then(|g| prog.get(g));
     Trap {
         kind,
-        func: f.name.clone(),
+        func: origin.map_or(&f.name, |g| &g.name).clone(),
+        inlined_into: origin.map(|_| f.name.as_str().into()),
         block: f.block_of(pc).to_string(),
         pc: pc as u32,
         instr: if pc < f.code.len() {
@@ -1280,6 +1290,6 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
         } else {
             String::new()
         },
-        loc: f.locs.get(pc).copied().unwrap_or_default(),
+        loc,
     }
 }

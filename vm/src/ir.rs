@@ -52,11 +52,32 @@ index_type!(
     "fn"
 );
 
-/// A source location: 1-based line and column (in characters).
+/// A source location: 1-based line and column (in characters), and for
+/// code that [`crate::inline`] copied into another function, the function
+/// the line belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Loc {
     pub line: u32,
     pub col: u32,
+    /// 0 for the function's own code; `k + 1` for code inlined from the
+    /// function with id `k` (whose text `line` and `col` are in).
+    pub inlined: u32,
+}
+
+impl Loc {
+    /// Line `line`, column `col` of the function's own text.
+    pub fn new(line: u32, col: u32) -> Loc {
+        Loc {
+            line,
+            col,
+            inlined: 0,
+        }
+    }
+
+    /// The function this code was inlined from, if it was.
+    pub fn inlined_from(&self) -> Option<FuncId> {
+        self.inlined.checked_sub(1).map(FuncId)
+    }
 }
 
 /// What a function returns.

@@ -17,6 +17,7 @@
 //!   bytecode that passes it can make the interpreter panic or index out of
 //!   bounds.
 //! * [`interp`]: the register interpreter with an explicit frame stack.
+//! * [`inline`]: small callees copied into their callers (an IR pass).
 //! * [`disasm`]: bytecode to text.
 //! * [`bits`]: bit sets for the dataflow analyses.
 //! * [`dom`]: dominator trees (used by the assembler's SSA checks and the
@@ -31,6 +32,7 @@ pub mod bytecode;
 pub mod disasm;
 pub mod dom;
 mod heap;
+pub mod inline;
 pub mod interp;
 pub mod ir;
 pub mod lower;

@@ -342,7 +342,7 @@ impl Session {
             .ok()
             .and_then(|mut m| {
                 combined.relocate(&mut m, &chunks);
-                Engine::new(m).ok()
+                advm::engine(m).ok()
             });
         match engine {
             Some(e) => self.set_engine(e),
@@ -597,7 +597,7 @@ impl Session {
         match assembler::assemble(&combined.text, &source.origin) {
             Ok(mut module) => {
                 combined.relocate(&mut module, &order);
-                let engine = Engine::new(module).map_err(|e| Failure::Engine(e.to_string()))?;
+                let engine = advm::engine(module).map_err(|e| Failure::Engine(e.to_string()))?;
                 Ok((set.to_vec(), engine))
             }
             Err(diags) => Err(Failure::Assembly(Box::new(Rejected {

@@ -50,12 +50,9 @@ impl B {
     }
     pub fn op(&mut self, b: BlockId, op: Op, t: Option<Type>, args: &[ValueId]) -> ValueId {
         let d = t.map(|t| self.f.new_value(t, None));
-        self.f.blocks[b.index()].insts.push(Inst::new(
-            op,
-            d,
-            args.to_vec(),
-            Loc { line: 1, col: 1 },
-        ));
+        self.f.blocks[b.index()]
+            .insts
+            .push(Inst::new(op, d, args.to_vec(), Loc::new(1, 1)));
         d.unwrap_or(ValueId(0))
     }
     pub fn call(&mut self, b: BlockId, callee: u32, t: Type, args: &[ValueId]) -> ValueId {
@@ -92,17 +89,14 @@ impl B {
             op,
             Some(dst),
             args.to_vec(),
-            Loc { line: 1, col: 1 },
+            Loc::new(1, 1),
         ));
     }
     /// An instruction without a destination (`aset`, `comms.push`, ...).
     pub fn eff(&mut self, b: BlockId, op: Op, args: &[ValueId]) {
-        self.f.blocks[b.index()].insts.push(Inst::new(
-            op,
-            None,
-            args.to_vec(),
-            Loc { line: 1, col: 1 },
-        ));
+        self.f.blocks[b.index()]
+            .insts
+            .push(Inst::new(op, None, args.to_vec(), Loc::new(1, 1)));
     }
     /// `call.acc @callee(args) += (accs)`.
     pub fn call_acc(&mut self, b: BlockId, callee: u32, args: &[ValueId], accs: &[ValueId]) {
@@ -119,7 +113,7 @@ impl B {
     /// Set the source line of the block's last instruction.
     pub fn line(&mut self, b: BlockId, line: u32) {
         if let Some(i) = self.f.blocks[b.index()].insts.last_mut() {
-            i.loc = Loc { line, col: 5 };
+            i.loc = Loc::new(line, 5);
         }
     }
     pub fn jmp(&mut self, b: BlockId, to: BlockId) {
