@@ -77,8 +77,9 @@ impl Advm {
         wrt: &'static [usize],
     ) -> Result<Advm, String> {
         let module = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
-        let program = lower_verified(&module)?;
         let engine = Engine::new(module).map_err(|e| e.to_string())?;
+        // The program as the engine runs it (small callees inlined).
+        let program = lower_verified(engine.module())?;
         let f = engine
             .find(func)
             .ok_or_else(|| format!("{path}: no function @{func}"))?;
@@ -327,7 +328,15 @@ impl InVmLoop {
              done:\n    ret %y\n}}\n"
         );
         let full = format!("{src}{driver}");
-        let module = assembler::assemble(&full, path).map_err(|d| format!("{d}"))?;
+        let mut module = assembler::assemble(&full, path).map_err(|d| format!("{d}"))?;
+        // The program's functions as an engine runs them (small callees
+        // inlined), the driver's call left a call: the loop times a call
+        // from interpreted code, as the Lua scripts do.
+        let own = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
+        let inlined = vm::inline::inline_module(&own, &vm::inline::Policy::default());
+        for (f, g) in module.funcs.iter_mut().zip(inlined.funcs) {
+            *f = g;
+        }
         let driver = module
             .funcs
             .iter()
