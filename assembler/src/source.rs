@@ -4,8 +4,10 @@
 //! [`decode`] does that the same way for every caller (the command line and
 //! the REPL's `:load`): one leading byte-order mark is skipped (it is an
 //! encoding artefact, not part of line 1, so columns and the echoed source
-//! line stay those the user sees), and bytes that are not UTF-8 are an
-//! ordinary located diagnostic rather than an I/O error.
+//! line stay those the user sees), a carriage return not followed by a
+//! line feed ends a line (a file with classic Mac line endings is read as
+//! its lines, not as one), and bytes that are not UTF-8 are an ordinary
+//! located diagnostic rather than an I/O error.
 
 use crate::diag::{Diagnostics, Sink, Span};
 
@@ -29,7 +31,7 @@ pub fn decode(bytes: &[u8], file: &str) -> Result<String, Diagnostics> {
     let skipped = if bytes.starts_with(BOM) { BOM.len() } else { 0 };
     let body = &bytes[skipped..];
     let e = match std::str::from_utf8(body) {
-        Ok(text) => return Ok(text.to_string()),
+        Ok(text) => return Ok(lone_cr_to_lf(text)),
         Err(e) => e,
     };
     let at = e.valid_up_to();
@@ -56,9 +58,47 @@ pub fn decode(bytes: &[u8], file: &str) -> Result<String, Diagnostics> {
     Err(sink.finish(file, &shown))
 }
 
+/// `text` with every `\r` that no `\n` follows replaced by `\n` (same
+/// length, so byte offsets do not move; `\r\n` stays as it is).
+fn lone_cr_to_lf(text: &str) -> String {
+    if !text.contains('\r') {
+        return text.to_string();
+    }
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    for (i, c) in text.char_indices() {
+        if c == '\r' && b.get(i + 1) != Some(&b'\n') {
+            out.push('\n');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lone_carriage_return_ends_a_line() {
+        let text = decode(
+            b"fn @f() -> f64 {\rentry: ; a comment\r    ret 1.0\r}\r",
+            "f",
+        )
+        .expect("UTF-8");
+        assert_eq!(
+            text,
+            "fn @f() -> f64 {\nentry: ; a comment\n    ret 1.0\n}\n"
+        );
+        assert!(crate::assemble(&text, "f").is_ok());
+        // Windows line endings are left alone; a lone one beside them too.
+        assert_eq!(decode(b"a\r\nb\rc", "f").ok().as_deref(), Some("a\r\nb\nc"));
+        // An error is located on its own line.
+        let text = decode(b"fn @f() -> f64 {\rentry:\r    ret %nope\r}\r", "f").expect("UTF-8");
+        let d = crate::assemble(&text, "f").expect_err("unknown value");
+        assert!(d.render().starts_with("f:3:"), "{}", d.render());
+    }
 
     fn err(bytes: &[u8]) -> String {
         decode(bytes, "f").expect_err("not UTF-8").render()

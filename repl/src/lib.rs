@@ -18,7 +18,7 @@
 //! |--------|---------|
 //! | 0 | success (also `--help`, `--version`) |
 //! | 1 | runtime trap; stderr: ``FILE: trap: MESSAGE in @f, block B, at `INSTRUCTION` (line N)`` |
-//! | 2 | assembly or verification error: `file:line:col: error: message`, the source line and a caret; also a source file that is not UTF-8 (located at its first bad byte, which the message names). One byte-order mark at the start of a file is skipped; another is an error |
+//! | 2 | assembly or verification error: `file:line:col: error: message`, the source line and a caret; also a source file that is not UTF-8 (located at its first bad byte, which the message names). One byte-order mark at the start of a file is skipped; another is an error. A carriage return not followed by a line feed ends a line |
 //! | 3 | `advm check` found an entry where AD and finite differences disagree |
 //! | 64 | bad usage: unknown subcommand or flag, a flag value out of range (`--max-depth 0`), a `--fn` that is not a name (`@@f`) or names no function of the file, `--args` (or an `--args-file`, named in the message) that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file; `grad`/`check`/`bench` of a function that cannot be differentiated: one that does not return f64, or one whose derived function needs more registers than a frame holds (`cannot differentiate @f: its derived function @f.rev needs N registers, ...; split @f into smaller functions`) |
 //! | 70 | an internal error of advm (a bug; please report it) |

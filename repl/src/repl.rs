@@ -24,7 +24,7 @@ use rustyline::history::FileHistory;
 use rustyline::Editor;
 use session::{Known, Reply, Session};
 use std::cell::RefCell;
-use std::io::{BufRead, IsTerminal};
+use std::io::{BufRead, BufReader, IsTerminal, Read};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -81,17 +81,49 @@ fn emit(text: impl std::fmt::Display) -> Flow {
 /// Execute one input and print its reply. A panic (a bug) is reported and
 /// the session goes on with a rebuilt engine, so no input ends the REPL.
 fn step(session: &mut Session, input: &str) -> Flow {
-    let reply = std::panic::catch_unwind(AssertUnwindSafe(|| session.execute(input)));
-    match reply {
-        Ok(Reply::Quiet) => {}
-        Ok(Reply::Out(text)) => return emit(text),
-        Ok(Reply::Err(text)) => out::err(text),
-        Ok(Reply::Quit) => return Flow::Stop,
-        Err(_) => {
-            out::err("advm: internal error (a bug in advm; please report it); the session goes on");
-            session.rebuild();
-        }
+    match std::panic::catch_unwind(AssertUnwindSafe(|| session.execute(input))) {
+        Ok(reply) => show(reply),
+        Err(_) => survive(session),
     }
+}
+
+/// Execute the definitions read from a pipe since the last command, as
+/// [`step`] would one by one (see [`Session::execute_many`]).
+fn flush(session: &mut Session, batch: &mut Vec<String>) -> Flow {
+    if batch.is_empty() {
+        return Flow::Go;
+    }
+    let inputs = std::mem::take(batch);
+    match std::panic::catch_unwind(AssertUnwindSafe(|| session.execute_many(&inputs))) {
+        Ok(replies) => {
+            for reply in replies {
+                let flow = show(reply);
+                if flow != Flow::Go {
+                    return flow;
+                }
+            }
+            Flow::Go
+        }
+        Err(_) => survive(session),
+    }
+}
+
+fn show(reply: Reply) -> Flow {
+    match reply {
+        Reply::Quiet => Flow::Go,
+        Reply::Out(text) => emit(text),
+        Reply::Err(text) => {
+            out::err(text);
+            Flow::Go
+        }
+        Reply::Quit => Flow::Stop,
+    }
+}
+
+/// After a panic (a bug): say so and go on with a rebuilt engine.
+fn survive(session: &mut Session) -> Flow {
+    out::err("advm: internal error (a bug in advm; please report it); the session goes on");
+    session.rebuild();
     Flow::Go
 }
 
@@ -133,19 +165,39 @@ pub fn run(file: Option<&Path>) -> u8 {
     if interactive {
         interactive_loop(&mut session, known, interrupt)
     } else {
-        status(piped_loop(&mut session, std::io::stdin().lock()))
+        // A large buffer: definitions already read are executed together
+        // (see `piped_loop`).
+        let input = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+        status(piped_loop(&mut session, input))
     }
 }
 
 /// Standard input that is not a terminal: one command per line, a `fn`
 /// definition up to the line where its braces balance. Braces are counted
 /// as lines arrive, so a long definition costs time linear in its length.
-fn piped_loop(session: &mut Session, mut input: impl BufRead) -> Flow {
+/// Definitions are held until the next command, the end, or a read that
+/// would wait for more input (so a program that sends a definition and
+/// waits for its reply gets it), then executed together ([`flush`]):
+/// replies as one by one, in one rebuild where they can be.
+fn piped_loop(session: &mut Session, mut input: BufReader<impl Read>) -> Flow {
     let mut pending = String::new();
     let mut braces = source::Braces::default();
+    let mut batch: Vec<String> = Vec::new();
     let mut buf = Vec::new();
     let mut first = true;
+    macro_rules! go {
+        ($flow:expr) => {
+            let flow = $flow;
+            if flow != Flow::Go {
+                return flow;
+            }
+        };
+    }
     loop {
+        if input.buffer().is_empty() {
+            // The next read may wait for the writer.
+            go!(flush(session, &mut batch));
+        }
         buf.clear();
         match input.read_until(b'\n', &mut buf) {
             Ok(0) => break,
@@ -167,18 +219,12 @@ fn piped_loop(session: &mut Session, mut input: impl BufRead) -> Flow {
                 pending.push('\n');
                 braces.add_line(line);
                 if !braces.open() {
-                    let flow = step(session, &std::mem::take(&mut pending));
-                    if flow != Flow::Go {
-                        return flow;
-                    }
+                    batch.push(std::mem::take(&mut pending));
                 }
                 continue;
             }
             // The open definition never closed: let the assembler say so.
-            let flow = step(session, &std::mem::take(&mut pending));
-            if flow != Flow::Go {
-                return flow;
-            }
+            batch.push(std::mem::take(&mut pending));
         }
         if source::needs_more(line) {
             pending.push_str(line);
@@ -187,17 +233,22 @@ fn piped_loop(session: &mut Session, mut input: impl BufRead) -> Flow {
             braces.add_line(line);
             continue;
         }
-        let flow = step(session, line);
-        if flow != Flow::Go {
-            return flow;
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with(';') {
+            // Nothing to execute (`Session::execute` is quiet on these).
+            continue;
         }
+        if source::starts_definition(line) {
+            batch.push(line.to_string());
+            continue;
+        }
+        go!(flush(session, &mut batch));
+        go!(step(session, line));
     }
     if !pending.is_empty() {
-        let flow = step(session, &pending);
-        if flow != Flow::Go {
-            return flow;
-        }
+        batch.push(pending);
     }
+    go!(flush(session, &mut batch));
     if let Some(note) = session.pending_note() {
         out::err(note);
     }
@@ -303,16 +354,132 @@ mod tests {
         assert_eq!(history_path_from(env(&[])), None);
     }
 
+    /// A script of definitions with every kind of reply: plain ones,
+    /// calls of earlier ones, a call of a later one (pending), errors (and
+    /// callers of the broken ones), redefinitions, an unclosed one at the
+    /// end, with commands in between.
+    fn script(n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        let def =
+            |name: &str, body: &str| format!("fn @{name}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n");
+        for i in 0..n {
+            let body = match i % 50 {
+                13 | 21 => format!("    %y = call @f{}(%x)\n    ret %y", i - 1),
+                25 => format!("    %y = call @f{}(%x)\n    ret %y", i + 1),
+                37 => "    %y = mul %x, %nope\n    ret %y".to_string(),
+                38 => format!("    %y = call @f{}(%x)\n    ret %y", i - 1),
+                44 => "    %y = add %x, 1.0\n    ret %y".to_string(),
+                _ => "    %y = mul %x, %x\n    ret %y".to_string(),
+            };
+            let name = if i % 50 == 44 {
+                format!("f{}", i - 9)
+            } else {
+                format!("f{i}")
+            };
+            out.push(def(&name, &body));
+            if i % 37 == 36 {
+                out.push(format!("grad @f{}(1.5)", i - 36));
+                out.push(":funcs".to_string());
+            }
+        }
+        out.push("fn @open(%x: f64) -> f64 {\nentry:\n".to_string());
+        out
+    }
+
+    #[test]
+    fn definitions_executed_together_reply_as_one_by_one() {
+        let inputs = script(400);
+        let mut one = Session::new(Arc::default(), Rc::default());
+        let want: Vec<Reply> = inputs.iter().map(|i| one.execute(i)).collect();
+        let mut many = Session::new(Arc::default(), Rc::default());
+        let got = many.execute_many(&inputs);
+        assert_eq!(got, want);
+        assert_eq!(many.execute(":funcs"), one.execute(":funcs"));
+        assert_eq!(
+            many.execute("grad @f100(0.5)"),
+            one.execute("grad @f100(0.5)")
+        );
+        eprintln!("{} builds together, {} one by one", many.builds, one.builds);
+        // 400 builds one by one (and more for the errors).
+        assert!(
+            many.builds < one.builds / 4,
+            "{} builds, one by one {}",
+            many.builds,
+            one.builds
+        );
+    }
+
+    /// 500 definitions, each calling the one before, then a command: one
+    /// build, where one by one made 500 (each rebuilding the whole session,
+    /// so the time grew with the square of the count).
+    #[test]
+    fn piped_definitions_build_the_session_once() {
+        let mut text = String::new();
+        for i in 0..500 {
+            let body = if i == 0 {
+                "    ret %x".to_string()
+            } else {
+                format!(
+                    "    %y = call @f{}(%x)\n    %z = add %y, 1.0\n    ret %z",
+                    i - 1
+                )
+            };
+            text.push_str(&format!(
+                "fn @f{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n\n; next\n"
+            ));
+        }
+        let mut s = Session::new(Arc::default(), Rc::default());
+        let input = BufReader::with_capacity(1 << 20, std::io::Cursor::new(text));
+        piped_loop(&mut s, input);
+        assert_eq!(s.builds, 1);
+        assert_eq!(s.execute("@f499(0.5)"), Reply::Out("499.5".into()));
+    }
+
+    /// Input that arrives one piece per read, as from a program that
+    /// sends a definition and waits for its reply.
+    struct Pieces(Vec<String>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some(piece) = self.0.first_mut() else {
+                return Ok(0);
+            };
+            let n = piece.len().min(buf.len());
+            buf[..n].copy_from_slice(&piece.as_bytes()[..n]);
+            piece.drain(..n);
+            if piece.is_empty() {
+                self.0.remove(0);
+            }
+            Ok(n)
+        }
+    }
+
+    /// A definition is executed (and answered) before a read that may wait
+    /// for the next: each of these builds the session on its own.
+    #[test]
+    fn a_piped_definition_is_answered_before_the_next_read() {
+        let pieces = (0..5)
+            .map(|i| format!("fn @f{i}(%x: f64) -> f64 {{\nentry:\n    ret %x\n}}\n"))
+            .collect();
+        let mut s = Session::new(Arc::default(), Rc::default());
+        piped_loop(&mut s, BufReader::with_capacity(1 << 20, Pieces(pieces)));
+        assert_eq!(s.builds, 5);
+        assert_eq!(s.execute("@f4(2.0)"), Reply::Out("2".into()));
+    }
+
     #[test]
     fn piped_definitions_span_lines_and_unclosed_ones_do_not_swallow_the_script() {
         let mut s = Session::new(Arc::default(), Rc::default());
         let script = "fn @f(%x: f64) -> f64 {\nentry:\n    %y = mul %x, 2.0\n";
-        piped_loop(&mut s, std::io::Cursor::new(format!("{script}@f(1.0)\n")));
+        piped_loop(
+            &mut s,
+            BufReader::new(std::io::Cursor::new(format!("{script}@f(1.0)\n"))),
+        );
         // The unclosed definition was reported, not kept.
         assert_eq!(s.execute(":funcs"), Reply::Out("no functions yet".into()));
         piped_loop(
             &mut s,
-            std::io::Cursor::new(format!("{script}    ret %y\n}}\n")),
+            BufReader::new(std::io::Cursor::new(format!("{script}    ret %y\n}}\n"))),
         );
         assert_eq!(s.execute("@f(1.5)"), Reply::Out("3".into()));
     }
