@@ -796,12 +796,7 @@ pub fn coalesce(f: &mut Function) -> bool {
             inst.args.iter_mut().for_each(map);
             inst.accs.iter_mut().for_each(map);
         }
-        match &mut block.term {
-            Term::Br { cond, .. } => map(cond),
-            Term::Ret(v) => map(v),
-            Term::RetN(vs) => vs.iter_mut().for_each(map),
-            Term::Jmp(_) | Term::BlkPop(_) => {}
-        }
+        block.term.map_uses(map);
         block
             .insts
             .retain(|i| !(i.op == Op::Mov && i.dst == i.args.first().copied()));

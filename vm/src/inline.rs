@@ -339,10 +339,5 @@ fn rename_block(b: &mut Block, r: ValueId, v: ValueId) {
         i.args.iter_mut().for_each(fix);
         i.accs.iter_mut().for_each(fix);
     }
-    match &mut b.term {
-        Term::Br { cond, .. } => fix(cond),
-        Term::Ret(x) => fix(x),
-        Term::RetN(xs) => xs.iter_mut().for_each(fix),
-        Term::Jmp(_) | Term::BlkPop(_) => {}
-    }
+    b.term.map_uses(fix);
 }

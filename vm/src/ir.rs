@@ -168,6 +168,16 @@ impl Term {
         }
     }
 
+    /// Apply `f` to every value this terminator reads (to rename values).
+    pub fn map_uses(&mut self, f: impl FnMut(&mut ValueId)) {
+        match self {
+            Term::Br { cond, .. } => std::iter::once(cond).for_each(f),
+            Term::Ret(v) => std::iter::once(v).for_each(f),
+            Term::RetN(vs) => vs.iter_mut().for_each(f),
+            Term::Jmp(_) | Term::BlkPop(_) => {}
+        }
+    }
+
     /// Apply `f` to every block this terminator can go to (to renumber
     /// blocks).
     pub fn map_targets(&mut self, mut f: impl FnMut(&mut BlockId)) {
