@@ -175,8 +175,8 @@ pub fn run(file: Option<&Path>) -> u8 {
 /// Standard input that is not a terminal: one command per line, a `fn`
 /// definition up to the line where its braces balance. Braces are counted
 /// as lines arrive, so a long definition costs time linear in its length.
-/// Definitions are held until the next command, the end, or a read that
-/// would wait for more input (so a program that sends a definition and
+/// Definitions are held until the next command, the end, or reading a line
+/// that has not fully arrived (so a program that sends a definition and
 /// waits for its reply gets it), then executed together ([`flush`]):
 /// replies as one by one, in one rebuild where they can be.
 fn piped_loop(session: &mut Session, mut input: BufReader<impl Read>) -> Flow {
@@ -194,8 +194,9 @@ fn piped_loop(session: &mut Session, mut input: BufReader<impl Read>) -> Flow {
         };
     }
     loop {
-        if input.buffer().is_empty() {
-            // The next read may wait for the writer.
+        if !input.buffer().contains(&b'\n') {
+            // Reading the next line may wait for the writer (who may be
+            // waiting for these replies).
             go!(flush(session, &mut batch));
         }
         buf.clear();
@@ -458,9 +459,16 @@ mod tests {
     /// for the next: each of these builds the session on its own.
     #[test]
     fn a_piped_definition_is_answered_before_the_next_read() {
+        // Each piece ends with the start of the next definition's first
+        // line: its reply must not wait for the rest of that line.
         let pieces = (0..5)
-            .map(|i| format!("fn @f{i}(%x: f64) -> f64 {{\nentry:\n    ret %x\n}}\n"))
-            .collect();
+            .map(|i| format!("@f{i}(%x: f64) -> f64 {{\nentry:\n    ret %x\n}}\nfn "))
+            .collect::<Vec<String>>();
+        let mut pieces: Vec<String> = pieces;
+        pieces[0].insert_str(0, "fn ");
+        if let Some(last) = pieces.last_mut() {
+            last.truncate(last.len() - 3);
+        }
         let mut s = Session::new(Arc::default(), Rc::default());
         piped_loop(&mut s, BufReader::with_capacity(1 << 20, Pieces(pieces)));
         assert_eq!(s.builds, 5);

@@ -840,3 +840,44 @@ fn a_name_both_defined_and_pending_is_named_so() {
         "{err}"
     );
 }
+
+/// A definition held because it calls two pending ones waits for both,
+/// named in the order it calls them (it named one, picked in a hash map's
+/// order, so the message changed from run to run).
+#[test]
+fn a_definition_waiting_for_two_pending_ones_names_both() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "fn @a() -> f64 {\nentry:\n    %c = call @z()\n    ret %c\n}\n\
+                 fn @b() -> f64 {\nentry:\n    %c = call @z()\n    ret %c\n}\n\
+                 fn @c() -> f64 {\nentry:\n    %x = call @a()\n    %y = call @b()\n    %s = add %x, %y\n    ret %s\n}\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("@c is pending until @a and @b are defined"),
+        "{out}"
+    );
+    assert!(
+        err.contains("@c was never defined: it was pending until @a and @b are defined"),
+        "{err}"
+    );
+}
+
+/// A definition left open at the end of the input is reported at its own
+/// end, not at the next function of the session (the parser met that one's
+/// `fn` first and blamed it: "this is in @a, defined before").
+#[test]
+fn an_unclosed_definition_is_reported_at_its_own_end() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "fn @a(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n\
+                 fn @open(%x: f64) -> f64 {\nentry:\n    %y = call @a(%x)\n";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "defined @a\n");
+    assert!(
+        err.contains(
+            "<input>:3:21: error: expected `}` to close function `@open`, found end of file"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("in @a") && !err.contains("@a`"), "{err}");
+}

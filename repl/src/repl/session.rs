@@ -237,16 +237,39 @@ fn blocked(
             }
         }
     }
-    let mut queue: Vec<String> = waits.keys().cloned().collect();
+    // Which candidates are held (those with a missing callee and,
+    // transitively, their callers), then what each of the second kind
+    // waits for: every held function it calls, in the order its text calls
+    // them (not in the hash map's order, which varies from run to run).
+    let mut held: HashSet<String> = waits.keys().cloned().collect();
+    let mut queue: Vec<String> = held.iter().cloned().collect();
     while let Some(name) = queue.pop() {
         for caller in callers.get(name.as_str()).into_iter().flatten() {
-            if !waits.contains_key(*caller) {
-                waits.insert(caller.to_string(), vec![name.clone()]);
+            if held.insert(caller.to_string()) {
                 queue.push(caller.to_string());
             }
         }
     }
+    for c in candidates {
+        if !held.contains(&c.name) || waits.contains_key(&c.name) {
+            continue;
+        }
+        let mut on: Vec<String> = Vec::new();
+        for r in source::references(c.text()) {
+            if r != c.name && held.contains(r) && !on.iter().any(|o| o == r) {
+                on.push(r.to_string());
+            }
+        }
+        waits.insert(c.name.clone(), on);
+    }
     Some(waits)
+}
+
+/// Whether a text's braces do not balance (a definition left open).
+fn unclosed(text: &str) -> bool {
+    let mut braces = source::Braces::default();
+    text.lines().for_each(|l| braces.add_line(l));
+    braces.open()
 }
 
 pub struct Session {
@@ -708,18 +731,26 @@ impl Session {
 
     /// Assemble `set` (the text of `source` first, so that line numbers in
     /// the assembler's messages, "already defined at line 3", are those of
-    /// its file) and build an engine.
+    /// its file; last if it leaves a definition open) and build an engine.
     fn assemble(
         &mut self,
         set: &[Chunk],
         source: &Rc<Source>,
     ) -> Result<(Vec<Chunk>, Engine), Failure> {
         self.builds += 1;
-        let (mut order, rest): (Vec<Chunk>, Vec<Chunk>) = set
+        let (mut order, mut rest): (Vec<Chunk>, Vec<Chunk>) = set
             .iter()
             .cloned()
             .partition(|c| Rc::ptr_eq(&c.source, source));
-        order.extend(rest);
+        if unclosed(&source.text) {
+            // A definition left open goes last: first, the parser would
+            // meet the next function's `fn` before the missing `}` and
+            // report it there, in another function; last, at its own end.
+            rest.append(&mut order);
+            order = rest;
+        } else {
+            order.extend(rest);
+        }
         let combined = Combined::new(&order);
         match assembler::assemble(&combined.text, &source.origin) {
             Ok(mut module) => {
