@@ -11,7 +11,11 @@
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
 //! VM and the cache of derived functions (built lazily, on the first gradient
-//! that needs them, so recursion and mutual recursion work).
+//! that needs them, so recursion and mutual recursion work). Before
+//! anything is lowered, [`Engine::new`] inlines small callees into their
+//! callers ([`vm::inline`]; a small self-recursive function runs eight
+//! levels per frame); [`Engine::with_inlining`] with [`Policy::NONE`] keeps
+//! every call as written.
 //!
 //! ```
 //! let src = "
