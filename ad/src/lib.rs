@@ -6,7 +6,7 @@
 //! function (pops those values, replays the path that was taken backwards,
 //! and routes cotangents along the phi edges it came through). Both are
 //! lowered to bytecode, checked by the same verifier as user code, and run by
-//! the same VM. See [`transform`] for the construction and `docs/ad.md` for
+//! the same VM. See [`mod@transform`] for the construction and `docs/ad.md` for
 //! the design.
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a

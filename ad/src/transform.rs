@@ -10,13 +10,13 @@
 //!    which blocks lie on cycles, the `ret` blocks, and activity with respect
 //!    to the selected parameters.
 //! 2. **Translate** each instruction into a reverse fragment and the primal
-//!    values that fragment reads ([`Transform::reverse_inst`]). The forward
+//!    values that fragment reads (`Transform::reverse_inst`). The forward
 //!    fragment is the primal instruction itself, except that active calls
 //!    call the callee's forward function, `aset` first reads the element
 //!    it overwrites, and an active `sin` or `cos` is followed by the other
 //!    function of its operand, the factor its pullback multiplies by
-//!    ([`Transform::factor`]). For every value a fragment reads,
-//!    [`Transform::supply`] decides how the reverse code gets it (see [`Supply`]): rebuilt as a
+//!    (`Transform::factor`). For every value a fragment reads,
+//!    `Transform::supply` decides how the reverse code gets it (see `Supply`): rebuilt as a
 //!    constant, popped once per call (values of the entry block), read from
 //!    a loop's counter, popped once per execution of a loop (values defined
 //!    before the loop), recomputed in the reverse block, or, only when none
