@@ -575,6 +575,26 @@ fn live_at_term(f: &Function, live: &[Bits], b: usize) -> Bits {
     l
 }
 
+/// For each instruction `k` of block `b`: whether `value(insts, k)`, if it
+/// names a register, is live right after instruction `k`.
+fn live_after(
+    f: &Function,
+    live: &[Bits],
+    b: usize,
+    value: impl Fn(&[Inst], usize) -> Option<ValueId>,
+) -> Vec<bool> {
+    let mut l = live_at_term(f, live, b);
+    let insts = &f.blocks[b].insts;
+    let mut out = vec![false; insts.len()];
+    for (k, inst) in insts.iter().enumerate().rev() {
+        if let Some(v) = value(insts, k) {
+            out[k] = l.has(v);
+        }
+        step_backward(inst, &mut l);
+    }
+    out
+}
+
 fn step_block_backward(block: &vm::ir::Block, l: &mut Bits) {
     for v in block.term.uses() {
         l.set(*v, true);
@@ -815,21 +835,20 @@ pub fn fuse_pops(f: &mut Function) -> bool {
     let mut changed = sink_pops(f);
     let live = live_in(f);
     for b in 0..f.blocks.len() {
-        // Liveness after each instruction of the block.
-        let mut l = live_at_term(f, &live, b);
-        let insts = &f.blocks[b].insts;
-        let mut live_after = vec![false; insts.len()];
-        let mut pops: Vec<(usize, ValueId)> = Vec::new();
-        for (i, inst) in insts.iter().enumerate().rev() {
-            if i > 0 {
-                if let (Op::CommsPop, Some(t)) = (insts[i - 1].op, insts[i - 1].dst) {
-                    live_after[i] = l.has(t);
-                    pops.push((i - 1, t));
-                }
-            }
-            step_backward(inst, &mut l);
-        }
+        // The register a `comms.pop` right before instruction `i` writes.
+        let popped = |insts: &[Inst], i: usize| match i.checked_sub(1).map(|p| &insts[p]) {
+            Some(Inst {
+                op: Op::CommsPop,
+                dst: Some(t),
+                ..
+            }) => Some(*t),
+            _ => None,
+        };
+        let live_after = live_after(f, &live, b, popped);
         let insts = &mut f.blocks[b].insts;
+        let pops: Vec<(usize, ValueId)> = (1..insts.len())
+            .filter_map(|i| popped(insts, i).map(|t| (i - 1, t)))
+            .collect();
         let mut fused = Vec::new();
         for (p, t) in pops {
             let user = &insts[p + 1];
@@ -883,23 +902,23 @@ pub fn fuse_shadow_products(f: &mut Function) -> bool {
     let mut changed = sink_shadow_accs(f);
     let live = live_in(f);
     for b in 0..f.blocks.len() {
-        // Liveness after each instruction of the block.
-        let mut l = live_at_term(f, &live, b);
+        // Whether the value a `shadow.acc` adds is live after it.
+        let live_after = live_after(f, &live, b, |insts, k| match insts[k] {
+            Inst {
+                op: Op::ShadowAcc,
+                ref args,
+                ..
+            } => args.get(2).copied(),
+            _ => None,
+        });
         let insts = &f.blocks[b].insts;
-        let mut dead_after = vec![false; insts.len()];
-        for (k, inst) in insts.iter().enumerate().rev() {
-            if let (Op::ShadowAcc, &[_, _, d]) = (inst.op, inst.args.as_slice()) {
-                dead_after[k] = !l.has(d);
-            }
-            step_backward(inst, &mut l);
-        }
         // Pairs `(j, k)`: the product at `j`, its `shadow.acc` at `k`.
         let mut pairs = Vec::new();
         for (k, inst) in insts.iter().enumerate() {
             let (Op::ShadowAcc, &[_, _, d]) = (inst.op, inst.args.as_slice()) else {
                 continue;
             };
-            if !dead_after[k] {
+            if live_after[k] {
                 continue;
             }
             // The last instruction before `k` that touches `d`.
@@ -940,19 +959,12 @@ pub fn fuse_shadow_products(f: &mut Function) -> bool {
 /// end of each predecessor, where every predecessor ends in a `jmp` to the
 /// block and none is the block itself.
 fn sink_shadow_accs(f: &mut Function) -> bool {
-    let n = f.blocks.len();
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (b, block) in f.blocks.iter().enumerate() {
-        for s in block.term.successors() {
-            if s.index() < n && !preds[s.index()].contains(&b) {
-                preds[s.index()].push(b);
-            }
-        }
-    }
+    let preds = f.predecessors();
     let mut changed = false;
     for (b, ps) in preds.iter().enumerate().skip(1) {
-        let jumps_here =
-            |p: &usize| *p != b && matches!(f.blocks[*p].term, Term::Jmp(t) if t.index() == b);
+        let jumps_here = |p: &BlockId| {
+            p.index() != b && matches!(f.blocks[p.index()].term, Term::Jmp(t) if t.index() == b)
+        };
         if ps.len() < 2 || !ps.iter().all(jumps_here) {
             continue;
         }
@@ -962,8 +974,8 @@ fn sink_shadow_accs(f: &mut Function) -> bool {
             .is_some_and(|i| i.op == Op::ShadowAcc)
         {
             let inst = f.blocks[b].insts.remove(0);
-            for &p in ps {
-                f.blocks[p].insts.push(inst.clone());
+            for p in ps {
+                f.blocks[p.index()].insts.push(inst.clone());
             }
             changed = true;
         }
