@@ -328,22 +328,19 @@ impl InVmLoop {
              done:\n    ret %y\n}}\n"
         );
         let full = format!("{src}{driver}");
-        let mut module = assembler::assemble(&full, path).map_err(|d| format!("{d}"))?;
-        // The program's functions as an engine runs them (small callees
-        // inlined), the driver's call left a call: the loop times a call
-        // from interpreted code, as the Lua scripts do.
-        let own = assembler::assemble(src, path).map_err(|d| format!("{d}"))?;
-        let inlined = vm::inline::inline_module(&own, &vm::inline::Policy::default());
-        for (f, g) in module.funcs.iter_mut().zip(inlined.funcs) {
-            *f = g;
-        }
+        let module = assembler::assemble(&full, path).map_err(|d| format!("{d}"))?;
         let driver = module
             .funcs
             .iter()
             .position(|g| g.name == "suite.repeat")
             .map(|i| FuncId(i as u32))
             .ok_or_else(|| "the driver is missing".to_string())?;
-        let program = lower_verified(&module)?;
+        // The program's functions as an engine runs them (small callees
+        // inlined), the driver as written, its call left a call: the loop
+        // times a call from interpreted code, as the Lua scripts do.
+        let mut inlined = vm::inline::inline_module(&module, &vm::inline::Policy::default());
+        inlined.funcs[driver.index()] = module.funcs[driver.index()].clone();
+        let program = lower_verified(&inlined)?;
         Ok(InVmLoop {
             program,
             driver,

@@ -95,15 +95,14 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
             next_block += 1;
         }
         if let Some(name) = label {
-            // Code inlined from another function ([`crate::inline`]).
-            let from = f.locs.get(pc).and_then(|l| l.inlined_from());
-            match (from, p) {
-                (Some(g), Some(p)) => match p.get(g) {
-                    Some(g) => writeln!(out, "{name}:   ; inlined from @{}", g.name),
+            // Code inlined from another function ([`crate::inline`]),
+            // named if `p` has it.
+            match f.locs.get(pc).and_then(|l| l.inlined_from()) {
+                Some(g) => match p.and_then(|p| p.get(g)) {
+                    Some(func) => writeln!(out, "{name}:   ; inlined from @{}", func.name),
                     None => writeln!(out, "{name}:   ; inlined from {g}"),
                 },
-                (Some(g), None) => writeln!(out, "{name}:   ; inlined from {g}"),
-                (None, _) => writeln!(out, "{name}:"),
+                None => writeln!(out, "{name}:"),
             }
             .ok();
         }
