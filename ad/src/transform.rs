@@ -568,6 +568,18 @@ impl<'a> Transform<'a> {
                     e.acc(ca, d);
                     e.acc_neg(cb, d);
                 }
+                // A square, `x * x`: one contribution `2 * (d * x)` instead
+                // of two `d * x`; the same bits when `x`'s cotangent had
+                // none before (doubling is exact), one rounding fewer
+                // otherwise.
+                Op::MulF if a == bb && ca.is_some() => {
+                    if let Some(ca) = ca {
+                        let va = e.need(a);
+                        let t = e.op(Op::MulF, Some(Type::F64), vec![d, va]);
+                        let two = e.t.kf(2.0);
+                        e.acc_mul(ca, t, two);
+                    }
+                }
                 Op::MulF => {
                     if let Some(ca) = ca {
                         let vb = e.need(bb);

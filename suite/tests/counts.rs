@@ -174,3 +174,41 @@ fn logreg_reverse_costs_three_instructions_per_term() {
     };
     assert_eq!(reverse(6) - reverse(5), 3 * rows as u64);
 }
+
+/// branchy's pullback per element: `blk.pop`, then for a positive element
+/// `aget` (the element again), `mul.f` (`ȳ · x`), `shadow.acc.mul` (`v̄[i]
+/// += 2 · (ȳ · x)`: a square's two contributions as one) and the
+/// step-and-branch (5; 6 while `x * x` gave `x̄` two products), for a
+/// negative one `shadow.acc.mul` (`v̄[i] += ȳ · 0.01`) and the
+/// step-and-branch (3). The gradient is `2x` (exact: doubling is) or 0.01.
+#[test]
+fn branchy_reverse_costs_five_or_three_instructions_per_element() {
+    let reverse = |v: Vec<f64>| {
+        let mut advm = suite::advm::Advm::load("branchy", "branchy", vec![vm::Value::Arr(v)])
+            .expect("branchy loads");
+        advm.instruction_counts().expect("counts").reverse
+    };
+    assert_eq!(reverse(vec![0.75; 11]) - reverse(vec![0.75; 10]), 5);
+    assert_eq!(reverse(vec![-0.75; 11]) - reverse(vec![-0.75; 10]), 3);
+
+    let v = vec![0.1, -0.3, 1.0 / 3.0, 1e300, -2.5];
+    let module = assembler::assemble(
+        &std::fs::read_to_string(testkit::workspace_root().join("programs/bench/branchy.adasm"))
+            .expect("program"),
+        "branchy.adasm",
+    )
+    .expect("assembles");
+    let mut engine = ad::Engine::new(module).expect("verifies");
+    let f = engine.find("branchy").expect("@branchy");
+    let g = engine
+        .grad(f, &[vm::Value::Arr(v.clone())])
+        .expect("differentiates");
+    let want: Vec<f64> = v
+        .iter()
+        .map(|&x| if x > 0.0 { 2.0 * x } else { 0.01 })
+        .collect();
+    match &g.grad[0] {
+        Some(vm::Value::Arr(got)) => assert_eq!(got, &want),
+        other => panic!("{other:?}"),
+    }
+}
