@@ -8,7 +8,7 @@
 //!   lowered (`comms.reserve 4` and 4 unchecked `comms.push.r`) and with 4
 //!   checked `comms.push` instead: the difference over 4000 pushes is the
 //!   saving per push, the reservation's own cost included.
-//! * `dispatch`: the same loops doing 8 `add.f`, 8 `mul.f`, 8 `sin` or 8
+//! * `dispatch`: the same loops doing 8 `add.f`, 8 `sub.f`, 8 `mul.f`, 8 `sin` or 8
 //!   calls of a function that returns its argument: minus the copy loop,
 //!   the cost of one such instruction (or call + return) over a copy.
 //! * `iteration`: powloop (n = 1000) forward function alone, and forward
@@ -78,7 +78,7 @@ fn loop_fn_n(name: &str, op: Op, per_iter: usize) -> Function {
                 p.imm = 0;
                 p
             }
-            Op::AddF | Op::MulF => Inst::new(op, Some(y), vec![x, x], l),
+            Op::AddF | Op::SubF | Op::MulF => Inst::new(op, Some(y), vec![x, x], l),
             Op::Sin => Inst::new(Op::Sin, Some(y), vec![x], l),
             Op::Call => {
                 let mut call = Inst::new(Op::Call, Some(y), vec![x], l);
@@ -245,6 +245,7 @@ fn dispatch(c: &mut Criterion) {
             loop_fn("sin", Op::Sin),
             identity(),
             loop_fn("call", Op::Call),
+            loop_fn("sub", Op::SubF),
         ],
     };
     let mut p: Program = vm::lower::lower_module(&module).expect("lowers");
@@ -257,6 +258,7 @@ fn dispatch(c: &mut Criterion) {
     for (name, id) in [
         ("copy_8000_baseline", 0),
         ("add_8000", 1),
+        ("sub_8000", 6),
         ("mul_8000", 2),
         ("sin_8000", 3),
         ("call_return_8000", 5),
