@@ -382,7 +382,7 @@ pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
                 }
                 let tainted: Vec<ValueId> = match inst.op {
                     Op::ASet if active[inst.args[2].index()] => vec![inst.args[0]],
-                    Op::Call if call_is_active(&inst.args, &active) => array_args(f, inst),
+                    Op::Call if call_is_active(f, inst, &active) => array_args(f, inst),
                     _ => Vec::new(),
                 };
                 for a in tainted {
@@ -434,9 +434,16 @@ fn inst_is_active(op: Op, args: &[ValueId], active: &[bool]) -> bool {
 }
 
 /// Whether a call must be differentiated through: some argument is active
-/// (an active f64, or an active array, which the callee may read or write).
-pub fn call_is_active(args: &[ValueId], active: &[bool]) -> bool {
-    args.iter().any(|a| active[a.index()])
+/// (an active f64, or an active array, which the callee may read or write),
+/// and a derivative can leave the callee: by its result (`f64` or `f64[]`)
+/// or through an array argument it may write. A call whose result cannot
+/// carry a derivative (`i64`, `bool`, none) and which receives no array
+/// gets no derived code and no reverse code (adasm.md §4, property 3): its
+/// pullback would route a zero cotangent to nothing.
+pub fn call_is_active(f: &Function, inst: &vm::ir::Inst, active: &[bool]) -> bool {
+    let out = inst.dst.is_some_and(|d| f.ty(d).is_differentiable())
+        || inst.args.iter().any(|a| f.ty(*a) == Type::Arr);
+    out && inst.args.iter().any(|a| active[a.index()])
 }
 
 /// Which arguments of a call are active: the parameters the callee's

@@ -334,7 +334,7 @@ impl<'a> Transform<'a> {
                         self.fwd_def.push(Some(BlockId(b as u32)));
                         self.overwritten.insert((b, i), old);
                     }
-                    Op::Call if call_is_active(&inst.args, &self.active) => {
+                    Op::Call if call_is_active(p, inst, &self.active) => {
                         let callee = inst.callee.expect("calls name a callee");
                         let wrt = call_wrt(&inst.args, &self.active);
                         self.calls.insert((b, i), derived(callee, wrt));

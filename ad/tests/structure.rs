@@ -468,3 +468,89 @@ entry:
         "{names:?}"
     );
 }
+
+/// A call whose result cannot carry a derivative (`i64`, `bool`) and which
+/// receives no array generates no derived code and no reverse code, even
+/// with active arguments (adasm.md §4 property 3): the forward code calls
+/// the primal callee and the pullback has no `call.acc`. A call that
+/// receives an array still does, since the callee may write an active
+/// value into it.
+#[test]
+fn calls_whose_results_carry_no_derivative_generate_no_reverse_code() {
+    let src = "
+fn @f(%x: f64) -> f64 {
+entry:
+    %k = call @count(%x)
+    %p = call @positive(%x)
+    %kf = itof %k
+    %y = mul %kf, %x
+    %z = select %p, %y, %x
+    ret %z
+}
+fn @count(%x: f64) -> i64 {
+entry:
+    %t = mul %x, 3.0
+    %n = ftoi %t
+    ret %n
+}
+fn @positive(%x: f64) -> bool {
+entry:
+    %p = gt %x, 0.0
+    ret %p
+}
+fn @g(%v: f64[], %x: f64) -> f64 {
+entry:
+    %k = call @store(%v, %x)
+    %e = aget %v, 0
+    %y = mul %e, %x
+    ret %y
+}
+fn @store(%v: f64[], %x: f64) -> i64 {
+entry:
+    %s = sin %x
+    aset %v, 0, %s
+    ret 0
+}
+";
+    let module = assembler::assemble(src, "test.adasm").unwrap_or_else(|d| panic!("{d}"));
+    // Without inlining, so that the calls stay calls.
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let f = e.find("f").expect("f");
+    let text = e.disasm_ad(f).expect("derives");
+    let rev = function_text(&text, "f.rev").join("\n");
+    let fwd = function_text(&text, "f.fwd").join("\n");
+    assert!(!rev.contains("call"), "{text}");
+    assert!(
+        fwd.contains("%k, @count(%x)") && fwd.contains("%p, @positive(%x)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("@count.") && !text.contains("@positive."),
+        "{text}"
+    );
+    // y = itof(ftoi(3x)) * x for x > 0: dy/dx = itof(ftoi(3x)).
+    let grad = e.grad(f, &[Value::F64(1.5)]).expect("grad");
+    assert_eq!(
+        (grad.value, grad.grad[0].clone()),
+        (6.0, Some(Value::F64(4.0)))
+    );
+
+    // The array's callee is differentiated: y = sin x * x.
+    let g = e.find("g").expect("g");
+    let text = e.disasm_ad(g).expect("derives");
+    assert!(
+        function_text(&text, "g.rev")
+            .join("\n")
+            .contains("@store.rev()"),
+        "{text}"
+    );
+    let x = 0.7f64;
+    let grad = e
+        .grad(g, &[Value::Arr(vec![2.0]), Value::F64(x)])
+        .expect("grad");
+    assert_eq!(grad.grad[0], Some(Value::Arr(vec![0.0])));
+    match grad.grad[1] {
+        Some(Value::F64(d)) => assert!((d - (x.cos() * x + x.sin())).abs() < 1e-15, "{d}"),
+        ref other => panic!("{other:?}"),
+    }
+}
