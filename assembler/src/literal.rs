@@ -129,9 +129,10 @@ impl<'s> CallParser<'s> {
             Tok::Float(s) => (s, false),
             _ => return self.err("a literal (number, `true`, `false` or `[...]`)"),
         };
-        let value = text
-            .parse::<f64>()
-            .map_err(|_| format!("invalid number `{text}`"))?;
+        let value = crate::lexer::f64_value(text).map_err(|e| {
+            let col = self.toks.get(self.pos).map_or(0, |t| t.loc.col);
+            format!("{e} at column {col}")
+        })?;
         self.bump();
         Ok(Literal::Num {
             text: text.to_string(),
@@ -253,6 +254,11 @@ mod tests {
             ("@f(1 2)", "expected `,` or `)`, found integer literal `2`"),
             ("@f($)", "unexpected character `$`"),
             ("@f(%x)", "expected a literal"),
+            (
+                "@f(1e999)",
+                "`1e999` is out of range for f64 (write `inf` for infinity) at column 4",
+            ),
+            ("@f([1.0, -1e400])", "`-1e400` is out of range for f64"),
         ] {
             match parse_call(text) {
                 Ok(r) => panic!("{text:?} parsed as {r:?}"),

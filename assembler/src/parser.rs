@@ -572,11 +572,10 @@ impl<'s, 'd> Parser<'s, 'd> {
                     Operand::Bad(t.span)
                 }
             },
-            Tok::Float(s) => match s.parse::<f64>() {
+            Tok::Float(s) => match crate::lexer::f64_value(s) {
                 Ok(x) => lit(Lit::Float(x), s),
-                Err(_) => {
-                    self.sink
-                        .error(t.span, format!("invalid f64 literal `{s}`"));
+                Err(msg) => {
+                    self.sink.error(t.span, msg);
                     Operand::Bad(t.span)
                 }
             },

@@ -117,8 +117,8 @@ pub fn load(file: &Path) -> Result<Engine, Fail> {
     advm::engine(module).map_err(Fail::from)
 }
 
-fn apply_limits(engine: &mut Engine, l: &LimitArgs) {
-    let limits = engine.vm_mut().limits_mut();
+/// `limits` with the flags `l` gives (the others as they were).
+pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     if let Some(f) = l.fuel {
         limits.fuel = Some(f);
     }
@@ -215,7 +215,7 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
 /// Engine, function and arguments of a call command.
 fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
     let mut engine = load(&a.file)?;
-    apply_limits(&mut engine, &a.limits);
+    apply_limits(engine.vm_mut().limits_mut(), &a.limits);
     let f = pick(&engine, a.func.as_deref(), &a.file)?;
     let args = call_values(a, &engine, f)?;
     Ok((engine, f, args))
@@ -308,8 +308,17 @@ pub fn check(a: &CallArgs) -> u8 {
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
-        let rows = fd::compare(&args, &g.grad, &names, |probe| {
-            match engine.run(f, probe)? {
+        let rows = fd::compare(&args, &g.grad, &names, |probe, at| {
+            // The point itself ran (the gradient above): say that this trap
+            // is at a neighbour, h away.
+            let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
+                Fail::Trap(t) => Fail::Trap(format!(
+                    "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
+                     the function and its gradient ran (`advm grad`)"
+                )),
+                other => other,
+            });
+            match run? {
                 Value::F64(y) => Ok(y),
                 other => Err(Fail::Internal(format!(
                     "the function returned {other} in a finite-difference run, not an f64"
@@ -487,8 +496,10 @@ pub fn bench(a: &CallArgs) -> u8 {
     )
 }
 
-pub fn repl(file: Option<&Path>) -> u8 {
-    crate::repl::run(file)
+pub fn repl(file: Option<&Path>, l: &LimitArgs) -> u8 {
+    let mut limits = vm::Limits::default();
+    apply_limits(&mut limits, l);
+    crate::repl::run(file, limits)
 }
 
 /// `advm cfg FILE --fn NAME [--ad]`: Graphviz DOT on stdout.

@@ -71,7 +71,7 @@ pub fn compare<E>(
     args: &[Value],
     grad: &[Option<Value>],
     names: &[String],
-    mut eval: impl FnMut(&[Value]) -> Result<f64, E>,
+    mut eval: impl FnMut(&[Value], &str) -> Result<f64, E>,
 ) -> Result<Vec<Entry>, E> {
     let mut out = Vec::new();
     let mut probe = args.to_vec();
@@ -89,21 +89,22 @@ pub fn compare<E>(
         let base = names.get(i).cloned().unwrap_or_else(|| format!("arg{i}"));
         for (j, x, ad) in points {
             let h = step(x);
+            let name = match j {
+                Some(j) => format!("{base}[{j}]"),
+                None => base.clone(),
+            };
             set(&mut probe[i], j, x + h);
-            let up = eval(&probe);
+            let up = eval(&probe, &format!("{name} = {} (x + h)", x + h))?;
             set(&mut probe[i], j, x - h);
-            let down = eval(&probe);
+            let down = eval(&probe, &format!("{name} = {} (x - h)", x - h))?;
             set(&mut probe[i], j, x);
             // The step as represented: (x + h) - (x - h) may differ from 2h
             // in the last bits; dividing by it removes that error.
-            let fd = (up? - down?) / ((x + h) - (x - h));
+            let fd = (up - down) / ((x + h) - (x - h));
             out.push(Entry {
                 param: i,
                 element: j,
-                name: match j {
-                    Some(j) => format!("{base}[{j}]"),
-                    None => base.clone(),
-                },
+                name,
                 ad,
                 fd,
                 ok: agree(ad, fd),
@@ -145,7 +146,7 @@ mod tests {
             Some(Value::Arr(vec![-4.0, 2.0])),
         ];
         let names = ["x".to_string(), "n".to_string(), "v".to_string()];
-        let rows = compare(&args, &good, &names, f).expect("evaluates");
+        let rows = compare(&args, &good, &names, |a, _| f(a)).expect("evaluates");
         let shown: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(shown, ["x", "v[0]", "v[1]"]);
         assert!(rows.iter().all(|r| r.ok), "{rows:?}");
@@ -154,16 +155,22 @@ mod tests {
             None,
             Some(Value::Arr(vec![-4.0, 2.0])),
         ];
-        let rows = compare(&args, &bad, &names[..1], f).expect("evaluates");
+        let rows = compare(&args, &bad, &names[..1], |a, _| f(a)).expect("evaluates");
         assert!(!rows[0].ok && rows[1].ok && rows[1].name == "arg2[0]");
     }
 
     #[test]
     fn traps_end_the_comparison() {
-        let r = compare(&[Value::F64(1.0)], &[Some(Value::F64(1.0))], &[], |_| {
-            Err::<f64, _>("trap")
-        });
-        assert_eq!(r, Err("trap"));
+        let r = compare(
+            &[Value::F64(1.0)],
+            &[Some(Value::F64(1.0))],
+            &[],
+            |_, at| Err::<f64, _>(format!("trap with {at}")),
+        );
+        assert_eq!(
+            r,
+            Err(format!("trap with arg0 = {} (x + h)", 1.0 + step(1.0)))
+        );
     }
 
     #[test]

@@ -44,7 +44,7 @@
 //! * `run` and `grad` print arrays in full in text output (the REPL
 //!   shortens long ones).
 //! * An `--args-file` may start with a byte-order mark.
-//! * Limits on run, grad, check and bench: `--fuel N`, `--max-depth N`
+//! * Limits on run, grad, check, bench and repl: `--fuel N`, `--max-depth N`
 //!   (at least 1), `--max-array N`, `--max-stack-bytes N`,
 //!   `--max-heap-bytes N` (see `vm::interp::Limits` and
 //!   `docs/reliability.md`); hitting one is a trap (status 1).
@@ -59,6 +59,11 @@
 //!   written, each call a call. By default small callees are inlined
 //!   ([`vm::inline`]): faster, and `--max-depth` then counts frames, of
 //!   which an inlined call takes none; listings mark inlined blocks.
+//! * An f64 literal too large for an f64 (`1e999`, in a program or a REPL
+//!   argument) is an error (status 2 in a file), as an out-of-range i64
+//!   literal is, not infinity: `inf` is how infinity is written.
+//! * The REPL's `:quit` takes no argument, like `:help` (`:quit now` is an
+//!   error and the session goes on).
 
 pub mod args;
 pub mod fd;

@@ -127,7 +127,12 @@ enum Command {
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
     /// The interactive REPL (also plain `advm`).
-    Repl { file: Option<PathBuf> },
+    Repl {
+        file: Option<PathBuf>,
+        /// The limits of every call and gradient the session runs.
+        #[command(flatten)]
+        limits: LimitArgs,
+    },
     /// Graphviz DOT of a function's CFG; with --ad its forward and reverse CFGs.
     Cfg {
         file: PathBuf,
@@ -176,14 +181,14 @@ fn main() -> ExitCode {
             ad,
             wrt,
         }) => commands::disasm(&file, func.as_deref(), ad, wrt.as_deref()),
-        Some(Command::Repl { file }) => commands::repl(file.as_deref()),
+        Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), &limits),
         Some(Command::Cfg {
             file,
             func,
             ad,
             wrt,
         }) => commands::cfg(&file, &func, ad, wrt.as_deref()),
-        None => commands::repl(None),
+        None => commands::repl(None, &LimitArgs::default()),
     };
     ExitCode::from(status)
 }

@@ -250,6 +250,27 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     assert!((fd - 7.0).abs() < 1e-6, "{j}");
 }
 
+/// A trap in a finite-difference run (a neighbour of the point, h away)
+/// says so: the point itself runs, and `check` names the neighbour.
+#[test]
+fn check_names_the_neighbour_where_finite_differences_trap() {
+    let (_dir, path) = temp_program(
+        "fn @f(%v: f64[], %x: f64) -> f64 {\nentry:\n    %i = ftoi %x\n    \
+         %e = aget %v, %i\n    %y = mul %e, %x\n    ret %y\n}\n",
+    );
+    let path = path.to_str().expect("utf-8 path");
+    let args = ["--fn", "f", "--args", "[[1.0, 2.0], 1.9999999999]"];
+    assert!(ok(&[&["grad", path][..], &args].concat()).starts_with("value = 3.9999999998\n"));
+    let o = advm(&[&["check", path][..], &args].concat());
+    assert_eq!(status(&o), 1);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("trap: array index 2 out of bounds for length 2 in @f")
+            && err.contains("note: in a finite-difference run, with x = 2.0000019999 (x + h)"),
+        "{err}"
+    );
+}
+
 #[test]
 fn disasm_with_and_without_ad() {
     let out = ok(&["disasm", "programs/mutual.adasm"]);

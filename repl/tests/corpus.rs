@@ -189,10 +189,10 @@ impl Ctx<'_> {
         let names = param_names(self.engine, f);
         let g = self.engine.grad(f, &args).map_err(|e| e.to_string())?;
         let engine = &mut *self.engine;
-        let rows = advm::fd::compare(&args, &g.grad, &names, |a| match engine.run(f, a) {
+        let rows = advm::fd::compare(&args, &g.grad, &names, |a, at| match engine.run(f, a) {
             Ok(Value::F64(y)) => Ok(y),
             Ok(other) => Err(format!("returned {other}, not an f64")),
-            Err(e) => Err(format!("finite differences trapped: {e}")),
+            Err(e) => Err(format!("finite differences trapped with {at}: {e}")),
         })?;
         let bad = rows
             .iter()

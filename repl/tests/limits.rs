@@ -324,7 +324,12 @@ fn fuel_is_exact_at_backward_jumps() {
             "--fuel",
             "10",
         ],
-        &["out of fuel", "executed 10 instructions", "--fuel", "@long"],
+        &[
+            "out of fuel",
+            "more than 10 instructions",
+            "--fuel",
+            "@long",
+        ],
     );
     traps(
         &fx,

@@ -690,16 +690,20 @@ fn load_reports_bad_utf8_with_a_location_and_skips_a_bom() {
 #[test]
 fn command_errors_speak_repl_syntax() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let input = format!("{SQ}grad @sq(2.0) wrt\n:ad @sq extra\n:funcs x\n:disasm @sq @sq\n");
+    let input = format!(
+        "{SQ}grad @sq(2.0) wrt\n:ad @sq extra\n:funcs x\n:disasm @sq @sq\n:quit now\n@sq(3.0)\n"
+    );
     let (out, err, _) = session(dir.path(), &input);
-    assert_eq!(out, "defined @sq\n", "{err}");
+    // `:quit now` is an error, not a quit: the session goes on.
+    assert_eq!(out, "defined @sq\n9\n", "{err}");
     assert_eq!(
         err,
         "<input>:1:18: error: `wrt` names no parameter: write `grad @sq(...) wrt x, y` \
          (it can be differentiated with respect to %x)\n   grad @sq(2.0) wrt\n                    ^\n\
          <input>:1:9: error: unexpected `extra` after the function name: `:ad` takes one function\n   :ad @sq extra\n           ^^^^^\n\
          <input>:1:8: error: unexpected `x`: :funcs takes no argument\n   :funcs x\n          ^\n\
-         <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n   :disasm @sq @sq\n               ^^^\n"
+         <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n   :disasm @sq @sq\n               ^^^\n\
+         <input>:1:7: error: unexpected `now`: :quit takes no argument\n   :quit now\n         ^^^\n"
     );
 }
 
@@ -880,4 +884,66 @@ fn an_unclosed_definition_is_reported_at_its_own_end() {
         "{err}"
     );
     assert!(!err.contains("in @a") && !err.contains("@a`"), "{err}");
+}
+
+/// A file with no `fn` keyword (a typo, stray text) is an error with the
+/// assembler's message, and the session keeps the functions the file had;
+/// a file of comments only still loads, as no functions.
+#[test]
+fn a_file_without_a_function_keyword_does_not_load() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("f.adasm"), SQ).expect("write");
+    std::fs::write(
+        dir.path().join("typo.adasm"),
+        SQ.replace("fn @sq", "fnn @sq"),
+    )
+    .expect("write");
+    std::fs::write(dir.path().join("notes.adasm"), "; only a comment\n\n").expect("write");
+    let (out, err, code) = session(
+        dir.path(),
+        ":load f.adasm\n:load typo.adasm\n@sq(3.0)\n:load notes.adasm\n:funcs\n",
+    );
+    assert_eq!(
+        out,
+        "loaded 1 function from f.adasm\n9\nloaded 0 functions from notes.adasm\n@sq(%x: f64) -> f64  ; f.adasm\n",
+        "{err}"
+    );
+    assert!(err.contains("typo.adasm:1:1"), "{err}");
+    assert!(err.contains("fnn"), "{err}");
+    assert_eq!(code, 0);
+}
+
+/// `advm repl` takes the limit flags of `run` (the depth trap's message
+/// says to raise `--max-depth`), and they hold for every function the
+/// session defines, before and after a redefinition.
+#[test]
+fn the_repl_takes_the_limit_flags() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rec = "fn @down(%n: i64) -> i64 {\nentry:\n    %z = le %n, 0\n    br %z, done, more\n\
+               more:\n    %m = sub %n, 1\n    %r = call @down(%m)\n    ret %r\ndone:\n    ret 0\n}\n";
+    let input = format!("{rec}@down(2)\n@down(3)\n{SQ}@down(3)\n@sq(2.0)\n");
+    let (out, err, code) = session_with(
+        dir.path(),
+        &["--max-depth", "3", "--no-inline"],
+        input.as_bytes(),
+    );
+    assert_eq!(out, "defined @down\n0\ndefined @sq\n4\n", "{err}");
+    assert_eq!(
+        err.matches("call depth exceeded (limit 3; raise it with --max-depth)")
+            .count(),
+        2,
+        "{err}"
+    );
+    assert_eq!(code, 0);
+
+    let (out, err, _) = session_with(
+        dir.path(),
+        &["--fuel", "5"],
+        format!("{SQ}@sq(2.0)\n{rec}@down(50)\n").as_bytes(),
+    );
+    assert_eq!(out, "defined @sq\n4\ndefined @down\n", "{err}");
+    assert!(err.contains("fuel"), "{err}");
+
+    let (_, err, code) = session_with(dir.path(), &["--max-depth", "0"], b"");
+    assert_eq!(code, 64, "{err}");
 }

@@ -172,7 +172,7 @@ impl fmt::Display for TrapKind {
                 write!(f, "call depth exceeded (limit {limit}; raise it with --max-depth)")
             }
             TrapKind::OutOfFuel { limit } => {
-                write!(f, "out of fuel: executed {limit} instructions (raise the limit with --fuel)")
+                write!(f, "out of fuel: more than {limit} instructions (raise the limit with --fuel)")
             }
             TrapKind::Interrupted => write!(f, "interrupted"),
             TrapKind::StackLimit { limit } => write!(

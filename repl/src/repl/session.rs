@@ -287,6 +287,9 @@ pub struct Session {
     /// (each definition, load or batch of definitions tries at least once):
     /// what piped definitions cost, for the tests.
     pub(crate) builds: usize,
+    /// The limits of every engine the session builds (`advm repl --fuel`
+    /// and the other limit flags).
+    limits: vm::Limits,
 }
 
 impl Session {
@@ -300,7 +303,16 @@ impl Session {
             known,
             out_dir: PathBuf::from("."),
             builds: 0,
+            limits: vm::Limits::default(),
         }
+    }
+
+    /// The limits of every call from now on.
+    pub fn set_limits(&mut self, limits: vm::Limits) {
+        if let Some(e) = &mut self.engine {
+            *e.vm_mut().limits_mut() = limits.clone();
+        }
+        self.limits = limits;
     }
 
     /// Execute one complete input (a command line or a whole definition).
@@ -325,7 +337,10 @@ impl Session {
             None => (line, line.len()),
         };
         let result = match cmd {
-            ":quit" | ":q" | ":exit" => return Reply::Quit,
+            ":quit" | ":q" | ":exit" => match no_argument(line, rest_at, cmd) {
+                Ok(()) => return Reply::Quit,
+                Err(p) => Err(p),
+            },
             ":help" | ":h" | ":?" => no_argument(line, rest_at, cmd).map(|()| HELP.to_string()),
             ":funcs" | ":f" => no_argument(line, rest_at, cmd).map(|()| self.funcs()),
             ":load" | ":l" => self.load_cmd(line, rest_at),
@@ -806,6 +821,7 @@ impl Session {
 
     fn set_engine(&mut self, mut engine: Engine) {
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
+        *engine.vm_mut().limits_mut() = self.limits.clone();
         // In the session's order (definition order, a replaced function
         // keeping its place), not the module's.
         let module = engine.module();
@@ -871,6 +887,14 @@ impl Session {
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
             text,
         });
+        // A text without the `fn` keyword has no chunks, so nothing of it
+        // would reach the assembler: assemble it on its own, so that a
+        // typo (`fnn @f ...`) or stray text is an error, not a file of no
+        // functions replacing the file's functions. (Comments and blank
+        // lines alone assemble: an empty file still loads.)
+        if source::split(&source).is_empty() {
+            assembler::assemble(&source.text, &source.origin).map_err(|d| d.render())?;
+        }
         let defined = self.define(source)?;
         self.last_file = Some(path.to_path_buf());
         let mut lines = defined.dropped;
