@@ -1254,6 +1254,12 @@ fn konst_in(f: &mut Function, ty: Type, bits: u64) -> ValueId {
 fn single_contribution(p: &Function, cfg: &Cfg, active: &[bool]) -> Vec<bool> {
     let n = p.values.len();
     let uses = p.use_counts();
+    // A flag per value, not `p.params.contains`: that search per operand
+    // made functions of thousands of parameters quadratic.
+    let mut is_param = vec![false; n];
+    for v in &p.params {
+        is_param[v.index()] = true;
+    }
     let mut once = vec![false; n];
     for (bi, b) in p.blocks.iter().enumerate() {
         let defined_here = |v: ValueId| cfg.def_block[v.index()] == Some(BlockId(bi as u32));
@@ -1262,7 +1268,7 @@ fn single_contribution(p: &Function, cfg: &Cfg, active: &[bool]) -> Vec<bool> {
                 && p.ty(v) == Type::F64
                 && uses[v.index()] == 1
                 && p.values[v.index()].konst.is_none()
-                && !p.params.contains(&v)
+                && !is_param[v.index()]
                 && !b.phis.iter().any(|ph| ph.dst == v)
         };
         for inst in &b.insts {
