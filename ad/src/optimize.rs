@@ -570,10 +570,9 @@ pub fn propagate_copies(f: &mut Function) -> bool {
     // Registers whose entries above may be set, to clear between blocks.
     let mut touched: Vec<ValueId> = Vec::new();
     for block in &mut f.blocks {
-        let lookup = |source: &[Option<ValueId>], v: ValueId| source[v.index()];
         for inst in &mut block.insts {
             for i in pure_reads(inst) {
-                if let Some(s) = lookup(&source, inst.args[i]) {
+                if let Some(s) = source[inst.args[i].index()] {
                     inst.args[i] = s;
                     changed = true;
                 }
@@ -597,29 +596,12 @@ pub fn propagate_copies(f: &mut Function) -> bool {
                 }
             }
         }
-        match &mut block.term {
-            Term::Br { cond, .. } => {
-                if let Some(s) = lookup(&source, *cond) {
-                    *cond = s;
-                    changed = true;
-                }
+        block.term.map_uses(|v| {
+            if let Some(s) = source[v.index()] {
+                *v = s;
+                changed = true;
             }
-            Term::Ret(v) => {
-                if let Some(s) = lookup(&source, *v) {
-                    *v = s;
-                    changed = true;
-                }
-            }
-            Term::RetN(vs) => {
-                for v in vs {
-                    if let Some(s) = lookup(&source, *v) {
-                        *v = s;
-                        changed = true;
-                    }
-                }
-            }
-            Term::Jmp(_) | Term::BlkPop(_) => {}
-        }
+        });
         for v in touched.drain(..) {
             source[v.index()] = None;
             copies_of[v.index()].clear();
@@ -1769,18 +1751,12 @@ mod tests {
                     }
                 }
             }
-            let mut term_reads: Vec<&mut ValueId> = match &mut block.term {
-                Term::Br { cond, .. } => vec![cond],
-                Term::Ret(v) => vec![v],
-                Term::RetN(vs) => vs.iter_mut().collect(),
-                Term::Jmp(_) | Term::BlkPop(_) => vec![],
-            };
-            for v in &mut term_reads {
-                if let Some(s) = lookup(&copies, **v) {
-                    **v = s;
+            block.term.map_uses(|v| {
+                if let Some(s) = lookup(&copies, *v) {
+                    *v = s;
                     changed = true;
                 }
-            }
+            });
         }
         changed
     }

@@ -572,7 +572,7 @@ impl<'a> Transform<'a> {
                 // of two `d * x`; the same bits when `x`'s cotangent had
                 // none before (doubling is exact), one rounding fewer
                 // otherwise.
-                Op::MulF if a == bb && ca.is_some() => {
+                Op::MulF if a == bb => {
                     if let Some(ca) = ca {
                         let va = e.need(a);
                         let t = e.op(Op::MulF, Some(Type::F64), vec![d, va]);

@@ -544,6 +544,15 @@ impl Session {
     /// must assemble on its own (with the session), as before.
     fn define(&mut self, source: Rc<Source>) -> Result<Defined, String> {
         let new = source::split(&source);
+        if new.is_empty() {
+            // A text without the `fn` keyword (only a file can be one) has
+            // no chunks, so nothing of it would reach the assembler:
+            // assemble it on its own, so that a typo (`fnn @f ...`) or stray
+            // text is an error, not a file of no functions replacing the
+            // file's functions. (Comments and blank lines alone assemble:
+            // an empty file still loads.)
+            assembler::assemble(&source.text, &source.origin).map_err(|d| d.render())?;
+        }
         let new_names: HashSet<&str> = new.iter().map(|c| c.name.as_str()).collect();
         let mut base: Vec<Chunk> = self.chunks.clone();
         if let Some(file) = &source.file {
@@ -887,14 +896,6 @@ impl Session {
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
             text,
         });
-        // A text without the `fn` keyword has no chunks, so nothing of it
-        // would reach the assembler: assemble it on its own, so that a
-        // typo (`fnn @f ...`) or stray text is an error, not a file of no
-        // functions replacing the file's functions. (Comments and blank
-        // lines alone assemble: an empty file still loads.)
-        if source::split(&source).is_empty() {
-            assembler::assemble(&source.text, &source.origin).map_err(|d| d.render())?;
-        }
         let defined = self.define(source)?;
         self.last_file = Some(path.to_path_buf());
         let mut lines = defined.dropped;
