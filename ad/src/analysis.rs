@@ -5,7 +5,7 @@
 
 use vm::dom::DomTree;
 use vm::ir::{BlockId, Function, Term, ValueId};
-use vm::op::Op;
+use vm::op::{Activity, Op};
 use vm::Type;
 
 /// Largest induction-variable step (in absolute value) the reverse code
@@ -425,11 +425,11 @@ fn set(active: &mut [bool], v: ValueId, a: bool) -> bool {
 }
 
 fn inst_is_active(op: Op, args: &[ValueId], active: &[bool]) -> bool {
-    match op {
-        Op::NoGrad | Op::ItoF | Op::ANew => false,
+    match op.facts().active {
+        Activity::Never => false,
         // The condition of a select carries no derivative.
-        Op::Select => args[1..].iter().any(|a| active[a.index()]),
-        _ => args.iter().any(|a| active[a.index()]),
+        Activity::NotCondition => args[1..].iter().any(|a| active[a.index()]),
+        Activity::Operands => args.iter().any(|a| active[a.index()]),
     }
 }
 

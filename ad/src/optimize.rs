@@ -135,60 +135,6 @@ fn pure_reads(inst: &Inst) -> Vec<usize> {
         .collect()
 }
 
-/// Whether `inst` does nothing but write its registers (so it may be
-/// removed when they are dead, or moved past independent instructions).
-fn is_pure(op: Op) -> bool {
-    use Op::*;
-    matches!(
-        op,
-        AddF | SubF
-            | MulF
-            | DivF
-            | PowF
-            | MinF
-            | MaxF
-            | NegF
-            | Sin
-            | Cos
-            | Tan
-            | Exp
-            | Log
-            | Sqrt
-            | Tanh
-            | AbsF
-            | AddI
-            | SubI
-            | MulI
-            | MinI
-            | MaxI
-            | NegI
-            | LtF
-            | LeF
-            | GtF
-            | GeF
-            | EqF
-            | NeF
-            | LtI
-            | LeI
-            | GtI
-            | GeI
-            | EqI
-            | NeI
-            | And
-            | Or
-            | Not
-            | Select
-            | Mov
-            | NoGrad
-            | ItoF
-            | Acc
-            | AccNeg
-            | AccMul
-            | Zero
-            | Take
-    )
-}
-
 fn successors(f: &Function) -> Vec<Vec<usize>> {
     f.blocks
         .iter()
@@ -711,7 +657,7 @@ pub fn remove_dead(f: &mut Function) -> bool {
             let insts = std::mem::take(&mut f.blocks[b].insts);
             let mut kept = Vec::with_capacity(insts.len());
             for mut inst in insts.into_iter().rev() {
-                if is_pure(inst.op) {
+                if inst.op.facts().pure {
                     let ws = writes(&inst);
                     if ws.iter().all(|w| !l.has(*w)) {
                         changed = true;
@@ -779,7 +725,7 @@ pub fn sink_writes(f: &mut Function) -> bool {
                 continue;
             };
             let w = &insts[j];
-            if !is_pure(w.op) || writes(w).contains(&t) {
+            if !w.op.facts().pure || writes(w).contains(&t) {
                 i += 1;
                 continue;
             }
@@ -1079,26 +1025,6 @@ fn remove_marked(insts: &mut Vec<Inst>, gone: &[bool]) {
     });
 }
 
-/// Whether `op` moves values on the comms stack or runs code that does.
-/// (`comms.reserve`, `comms.push.r`, `mul.push` and `acc.mul.pop.mul` are
-/// made by the lowering and never
-/// in IR; listed so that the answer holds for every opcode.)
-fn touches_stack(op: Op) -> bool {
-    matches!(
-        op,
-        Op::CommsPush
-            | Op::CommsPop
-            | Op::AccMulPop
-            | Op::MulPop
-            | Op::Call
-            | Op::CallAcc
-            | Op::CommsReserve
-            | Op::CommsPushR
-            | Op::MulPush
-            | Op::AccMulPopMul
-    )
-}
-
 /// Move each `comms.pop t` down to just before the first instruction that
 /// reads or writes `t`, past instructions that neither touch `t` nor the
 /// comms stack (the order of stack operations stays as it was). Pops at
@@ -1144,7 +1070,7 @@ fn sink_pops(f: &mut Function) -> bool {
                 queue.push_back((seq, inst));
                 continue;
             }
-            let last = if touches_stack(inst.op) {
+            let last = if inst.op.facts().touches_comms() {
                 Some(usize::MAX)
             } else {
                 reads(&inst)
@@ -1349,7 +1275,7 @@ mod tests {
             let mut j = i + 1;
             while j < insts.len() {
                 let x = &insts[j];
-                if touches_stack(x.op) || reads(x).contains(&t) || writes(x).contains(&t) {
+                if x.op.facts().touches_comms() || reads(x).contains(&t) || writes(x).contains(&t) {
                     break;
                 }
                 j += 1;

@@ -52,7 +52,7 @@
 use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
 use hashbrown::HashMap;
 use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
-use vm::op::Op;
+use vm::op::{Op, Remat};
 use vm::Type;
 
 /// The forward and reverse functions of one primal function.
@@ -442,15 +442,10 @@ impl<'a> Transform<'a> {
     fn remat_inst(&self, v: ValueId) -> Option<&'a Inst> {
         let (b, i) = self.def_inst.get(v.index()).copied().flatten()?;
         let inst = &self.p.blocks[b].insts[i];
-        let cheap = match inst.op {
-            Op::AddI | Op::SubI | Op::MulI | Op::NegI | Op::MinI | Op::MaxI => true,
-            Op::AddF | Op::SubF | Op::MulF | Op::NegF | Op::AbsF | Op::MinF | Op::MaxF => true,
-            Op::LtI | Op::LeI | Op::GtI | Op::GeI | Op::EqI | Op::NeI => true,
-            Op::LtF | Op::LeF | Op::GtF | Op::GeF | Op::EqF | Op::NeF => true,
-            Op::And | Op::Or | Op::Not | Op::Select | Op::Mov | Op::NoGrad | Op::ItoF => true,
-            Op::ALen => true,
-            Op::AGet => self.arrays_immutable,
-            _ => false,
+        let cheap = match inst.op.facts().remat {
+            Remat::Cheap => true,
+            Remat::CheapUnlessArraysChange => self.arrays_immutable,
+            Remat::Never => false,
         };
         cheap.then_some(inst)
     }

@@ -40,53 +40,40 @@ pub(crate) enum Family {
     Any(Op),
 }
 
-/// Every ordinary mnemonic (not `phi`, `call` or a terminator).
-pub(crate) const MNEMONICS: &[(&str, Family)] = {
-    use Family::{Any, Fixed, Num};
-    &[
-        ("add", Num(Op::AddF, Op::AddI)),
-        ("sub", Num(Op::SubF, Op::SubI)),
-        ("mul", Num(Op::MulF, Op::MulI)),
-        ("div", Num(Op::DivF, Op::DivI)),
-        ("min", Num(Op::MinF, Op::MinI)),
-        ("max", Num(Op::MaxF, Op::MaxI)),
-        ("neg", Num(Op::NegF, Op::NegI)),
-        ("lt", Num(Op::LtF, Op::LtI)),
-        ("le", Num(Op::LeF, Op::LeI)),
-        ("gt", Num(Op::GtF, Op::GtI)),
-        ("ge", Num(Op::GeF, Op::GeI)),
-        ("eq", Num(Op::EqF, Op::EqI)),
-        ("ne", Num(Op::NeF, Op::NeI)),
-        ("rem", Fixed(Op::RemI)),
-        ("pow", Fixed(Op::PowF)),
-        ("abs", Fixed(Op::AbsF)),
-        ("sin", Fixed(Op::Sin)),
-        ("cos", Fixed(Op::Cos)),
-        ("tan", Fixed(Op::Tan)),
-        ("exp", Fixed(Op::Exp)),
-        ("log", Fixed(Op::Log)),
-        ("sqrt", Fixed(Op::Sqrt)),
-        ("tanh", Fixed(Op::Tanh)),
-        ("and", Fixed(Op::And)),
-        ("or", Fixed(Op::Or)),
-        ("not", Fixed(Op::Not)),
-        ("itof", Fixed(Op::ItoF)),
-        ("ftoi", Fixed(Op::FtoI)),
-        ("nograd", Fixed(Op::NoGrad)),
-        ("anew", Fixed(Op::ANew)),
-        ("alen", Fixed(Op::ALen)),
-        ("aget", Fixed(Op::AGet)),
-        ("aset", Fixed(Op::ASet)),
-        ("select", Any(Op::Select)),
-        ("copy", Any(Op::Mov)),
-    ]
-};
+/// Every ordinary mnemonic (not `phi`, `call` or a terminator), read from
+/// the opcode table's [`vm::op::Facts::text`]: the opcodes of one spelling
+/// are one fixed opcode, an f64 and an i64 form, or one opcode of any type.
+pub(crate) fn mnemonics() -> impl Iterator<Item = (&'static str, Family)> {
+    Op::ALL.iter().filter_map(|&op| {
+        let text = op.facts().text?;
+        if op == Op::Call || op.facts().origin != vm::op::Origin::User {
+            return None;
+        }
+        let mut same = Op::ALL.iter().filter(|o| o.facts().text == Some(text));
+        let first = *same.next()?;
+        if first != op {
+            return None; // reported with the first opcode of the spelling
+        }
+        let fam = match same.next() {
+            Some(&other) => {
+                let f64_first = op.operands().contains(&Kind::Use(Ty::F));
+                if f64_first {
+                    Family::Num(op, other)
+                } else {
+                    Family::Num(other, op)
+                }
+            }
+            None if op.operands().contains(&Kind::Use(Ty::T)) => Family::Any(op),
+            None => Family::Fixed(op),
+        };
+        Some((text, fam))
+    })
+}
 
 fn family(mnemonic: &str) -> Option<Family> {
-    MNEMONICS
-        .iter()
+    mnemonics()
         .find(|(m, _)| *m == mnemonic)
-        .map(|(_, fam)| *fam)
+        .map(|(_, fam)| fam)
 }
 
 /// The `Def` operand's type of an opcode, if it has one.
@@ -1230,8 +1217,8 @@ mod tests {
 
     #[test]
     fn every_mnemonic_resolves_to_user_opcodes() {
-        for (m, fam) in MNEMONICS {
-            assert_eq!(family(m), Some(*fam));
+        for (m, fam) in mnemonics() {
+            assert_eq!(family(m), Some(fam));
         }
         assert_eq!(family("acc"), None);
     }

@@ -13,7 +13,7 @@
 //! opcodes, several return values, dangling indices) is printed in a
 //! readable form that the assembler will reject.
 
-use crate::check::{Family, MNEMONICS};
+use crate::check::{mnemonics, Family};
 use hashbrown::HashSet;
 use std::fmt::Write;
 use vm::ir::{Block, BlockId, FuncId, Function, Inst, Module, RetType, Term, ValueId};
@@ -104,8 +104,7 @@ pub(crate) fn const_text(ty: Type, bits: u64) -> String {
 /// The text mnemonic of an opcode: the overloaded one for user opcodes,
 /// the table's mnemonic for the others.
 fn mnemonic(op: Op) -> &'static str {
-    MNEMONICS
-        .iter()
+    mnemonics()
         .find(|(_, fam)| match *fam {
             Family::Fixed(o) | Family::Any(o) => o == op,
             Family::Num(f, i) => f == op || i == op,

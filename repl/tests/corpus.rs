@@ -408,34 +408,11 @@ fn corpus_uses_every_instruction() {
             }
         }
     }
-    // Opcodes only lowering and the AD transform produce.
-    let user_ops = vm::op::Op::ALL.iter().filter(|op| {
-        op.branch().is_none()
-            && !op.is_lowering_only()
-            && !matches!(
-                op,
-                vm::op::Op::CallAcc
-                    | vm::op::Op::Ret
-                    | vm::op::Op::RetN
-                    | vm::op::Op::Jmp
-                    | vm::op::Op::JmpIf
-                    | vm::op::Op::JmpIfNot
-                    | vm::op::Op::BlkPush
-                    | vm::op::Op::BlkPop
-                    | vm::op::Op::CommsPush
-                    | vm::op::Op::CommsPop
-                    | vm::op::Op::Acc
-                    | vm::op::Op::AccNeg
-                    | vm::op::Op::AccMul
-                    | vm::op::Op::AccMulPop
-                    | vm::op::Op::MulPop
-                    | vm::op::Op::Zero
-                    | vm::op::Op::Take
-                    | vm::op::Op::ShadowAcc
-                    | vm::op::Op::ShadowAccMul
-                    | vm::op::Op::ShadowTake
-            )
-    });
+    // Opcodes of the text (the others only lowering and the AD stage
+    // produce).
+    let user_ops = vm::op::Op::ALL
+        .iter()
+        .filter(|op| op.facts().origin == vm::op::Origin::User);
     let missing: Vec<String> = user_ops
         .map(|op| format!("{op:?}"))
         .filter(|op| !ops.contains(op))

@@ -64,8 +64,147 @@ impl Ty {
     }
 }
 
+/// Where an opcode may appear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Written in `.adasm` text (its [`Facts::text`] spelling) and present in
+    /// user IR.
+    User,
+    /// Made by the lowering from the IR's terminators (`jmp`, `br`, `ret`).
+    Control,
+    /// Written only by the AD stage (reverse-mode support: stacks,
+    /// accumulations, shadow arrays, multiple results).
+    Ad,
+    /// Made only by the lowering (fused and batched forms): never in IR.
+    Lowering,
+}
+
+/// Whether reverse code may compute an instruction again instead of
+/// receiving its result from the forward code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remat {
+    /// Never: too costly, or it may trap or allocate.
+    Never,
+    /// Always: about the cost of the `comms.pop` it saves.
+    Cheap,
+    /// Cheap, but it reads an array: only where no array can have changed
+    /// between the forward and the reverse code.
+    CheapUnlessArraysChange,
+}
+
+/// How an instruction's result becomes active (carries a derivative).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// When any operand is active.
+    Operands,
+    /// When an operand other than the first (a `select`'s condition) is.
+    NotCondition,
+    /// Never: its derivative is zero or it has none (`nograd`, `itof`,
+    /// `anew`, rounding).
+    Never,
+}
+
+/// Every fact about an opcode that passes and tools ask of it, kept on its
+/// line of the table below.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Facts {
+    /// The spelling in `.adasm` text, shared by the f64 and i64 forms of an
+    /// overloaded mnemonic (`add` for `add.f` and `add.i`); `None` for
+    /// opcodes the text does not name (the disassembler's mnemonic is used).
+    pub text: Option<&'static str>,
+    /// Where it may appear.
+    pub origin: Origin,
+    /// It does nothing but write its registers: it cannot trap, allocate,
+    /// touch memory or a stack, so it may be removed when its results are
+    /// dead and moved past independent instructions.
+    pub pure: bool,
+    /// Whether reverse code may run it again.
+    pub remat: Remat,
+    /// How its result's activity follows its operands.
+    pub active: Activity,
+    /// Net values pushed (positive) or popped (negative) on the comms stack.
+    pub comms: i8,
+    /// Net ids pushed or popped on the block stack.
+    pub blk: i8,
+    /// It runs other code (a call), which may do anything to the stacks.
+    pub runs_code: bool,
+}
+
+const fn facts(text: Option<&'static str>, origin: Origin) -> Facts {
+    Facts {
+        text,
+        origin,
+        pure: false,
+        remat: Remat::Never,
+        active: Activity::Operands,
+        comms: 0,
+        blk: 0,
+        runs_code: false,
+    }
+}
+
+/// An opcode written in text as `text`.
+const fn user(text: &'static str) -> Facts {
+    facts(Some(text), Origin::User)
+}
+
+/// An opcode made from the IR's terminators.
+const fn control() -> Facts {
+    facts(None, Origin::Control)
+}
+
+/// An opcode only the AD stage writes.
+const fn ad() -> Facts {
+    facts(None, Origin::Ad)
+}
+
+/// An opcode only the lowering makes.
+const fn lowering() -> Facts {
+    facts(None, Origin::Lowering)
+}
+
+impl Facts {
+    const fn pure(mut self) -> Facts {
+        self.pure = true;
+        self
+    }
+    const fn cheap(mut self) -> Facts {
+        self.remat = Remat::Cheap;
+        self
+    }
+    const fn cheap_unless_arrays_change(mut self) -> Facts {
+        self.remat = Remat::CheapUnlessArraysChange;
+        self
+    }
+    const fn not_condition(mut self) -> Facts {
+        self.active = Activity::NotCondition;
+        self
+    }
+    const fn no_derivative(mut self) -> Facts {
+        self.active = Activity::Never;
+        self
+    }
+    const fn comms(mut self, n: i8) -> Facts {
+        self.comms = n;
+        self
+    }
+    const fn blk(mut self, n: i8) -> Facts {
+        self.blk = n;
+        self
+    }
+    const fn runs_code(mut self) -> Facts {
+        self.runs_code = true;
+        self
+    }
+
+    /// It moves values on the comms stack, or runs code that may.
+    pub const fn touches_comms(&self) -> bool {
+        self.comms != 0 || self.runs_code
+    }
+}
+
 macro_rules! ops {
-    ($( $(#[$doc:meta])* $name:ident = $mn:literal [$($operand:expr),*] ; )*) => {
+    ($( $(#[$doc:meta])* $name:ident = $mn:literal [$($operand:expr),*] $facts:expr ; )*) => {
         /// Every opcode of the SSA IR and of the bytecode. One byte.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
@@ -87,6 +226,11 @@ macro_rules! ops {
                 match self { $( Op::$name => &[$($operand),*], )* }
             }
 
+            /// Everything else the table says of the opcode.
+            pub const fn facts(self) -> &'static Facts {
+                match self { $( Op::$name => { const F: Facts = $facts; &F } )* }
+            }
+
             /// Decode a byte; `None` for bytes that name no opcode.
             pub fn from_u8(b: u8) -> Option<Op> {
                 Op::ALL.get(b as usize).copied()
@@ -101,138 +245,138 @@ use Ty::{A, B, F, I, T};
 ops! {
     // ---- f64 arithmetic ------------------------------------------------------
     /// `r0 = r1 + r2` (f64)
-    AddF = "add.f" [Def(F), Use(F), Use(F)];
+    AddF = "add.f" [Def(F), Use(F), Use(F)] user("add").pure().cheap();
     /// `r0 = r1 - r2` (f64)
-    SubF = "sub.f" [Def(F), Use(F), Use(F)];
+    SubF = "sub.f" [Def(F), Use(F), Use(F)] user("sub").pure().cheap();
     /// `r0 = r1 * r2` (f64)
-    MulF = "mul.f" [Def(F), Use(F), Use(F)];
+    MulF = "mul.f" [Def(F), Use(F), Use(F)] user("mul").pure().cheap();
     /// `r0 = r1 / r2` (f64)
-    DivF = "div.f" [Def(F), Use(F), Use(F)];
+    DivF = "div.f" [Def(F), Use(F), Use(F)] user("div").pure();
     /// `r0 = r1 ^ r2` (f64, `powf`)
-    PowF = "pow.f" [Def(F), Use(F), Use(F)];
+    PowF = "pow.f" [Def(F), Use(F), Use(F)] user("pow").pure();
     /// `r0 = if r2 < r1 { r2 } else { r1 }`: ties (and a nan `r2`) go to `r1`.
-    MinF = "min.f" [Def(F), Use(F), Use(F)];
+    MinF = "min.f" [Def(F), Use(F), Use(F)] user("min").pure().cheap();
     /// `r0 = if r2 > r1 { r2 } else { r1 }`: ties (and a nan `r2`) go to `r1`.
-    MaxF = "max.f" [Def(F), Use(F), Use(F)];
+    MaxF = "max.f" [Def(F), Use(F), Use(F)] user("max").pure().cheap();
     /// `r0 = -r1`
-    NegF = "neg.f" [Def(F), Use(F)];
-    Sin = "sin" [Def(F), Use(F)];
-    Cos = "cos" [Def(F), Use(F)];
-    Tan = "tan" [Def(F), Use(F)];
-    Exp = "exp" [Def(F), Use(F)];
-    Log = "log" [Def(F), Use(F)];
-    Sqrt = "sqrt" [Def(F), Use(F)];
-    Tanh = "tanh" [Def(F), Use(F)];
-    AbsF = "abs.f" [Def(F), Use(F)];
+    NegF = "neg.f" [Def(F), Use(F)] user("neg").pure().cheap();
+    Sin = "sin" [Def(F), Use(F)] user("sin").pure();
+    Cos = "cos" [Def(F), Use(F)] user("cos").pure();
+    Tan = "tan" [Def(F), Use(F)] user("tan").pure();
+    Exp = "exp" [Def(F), Use(F)] user("exp").pure();
+    Log = "log" [Def(F), Use(F)] user("log").pure();
+    Sqrt = "sqrt" [Def(F), Use(F)] user("sqrt").pure();
+    Tanh = "tanh" [Def(F), Use(F)] user("tanh").pure();
+    AbsF = "abs.f" [Def(F), Use(F)] user("abs").pure().cheap();
 
     // ---- i64 arithmetic (wrapping; division and remainder by zero trap) -----
-    AddI = "add.i" [Def(I), Use(I), Use(I)];
-    SubI = "sub.i" [Def(I), Use(I), Use(I)];
-    MulI = "mul.i" [Def(I), Use(I), Use(I)];
-    DivI = "div.i" [Def(I), Use(I), Use(I)];
-    RemI = "rem.i" [Def(I), Use(I), Use(I)];
+    AddI = "add.i" [Def(I), Use(I), Use(I)] user("add").pure().cheap();
+    SubI = "sub.i" [Def(I), Use(I), Use(I)] user("sub").pure().cheap();
+    MulI = "mul.i" [Def(I), Use(I), Use(I)] user("mul").pure().cheap();
+    DivI = "div.i" [Def(I), Use(I), Use(I)] user("div");
+    RemI = "rem.i" [Def(I), Use(I), Use(I)] user("rem");
     /// Ties go to `r1`.
-    MinI = "min.i" [Def(I), Use(I), Use(I)];
+    MinI = "min.i" [Def(I), Use(I), Use(I)] user("min").pure().cheap();
     /// Ties go to `r1`.
-    MaxI = "max.i" [Def(I), Use(I), Use(I)];
-    NegI = "neg.i" [Def(I), Use(I)];
+    MaxI = "max.i" [Def(I), Use(I), Use(I)] user("max").pure().cheap();
+    NegI = "neg.i" [Def(I), Use(I)] user("neg").pure().cheap();
 
     // ---- comparisons -> bool -------------------------------------------------
-    LtF = "lt.f" [Def(B), Use(F), Use(F)];
-    LeF = "le.f" [Def(B), Use(F), Use(F)];
-    GtF = "gt.f" [Def(B), Use(F), Use(F)];
-    GeF = "ge.f" [Def(B), Use(F), Use(F)];
-    EqF = "eq.f" [Def(B), Use(F), Use(F)];
-    NeF = "ne.f" [Def(B), Use(F), Use(F)];
-    LtI = "lt.i" [Def(B), Use(I), Use(I)];
-    LeI = "le.i" [Def(B), Use(I), Use(I)];
-    GtI = "gt.i" [Def(B), Use(I), Use(I)];
-    GeI = "ge.i" [Def(B), Use(I), Use(I)];
-    EqI = "eq.i" [Def(B), Use(I), Use(I)];
-    NeI = "ne.i" [Def(B), Use(I), Use(I)];
+    LtF = "lt.f" [Def(B), Use(F), Use(F)] user("lt").pure().cheap();
+    LeF = "le.f" [Def(B), Use(F), Use(F)] user("le").pure().cheap();
+    GtF = "gt.f" [Def(B), Use(F), Use(F)] user("gt").pure().cheap();
+    GeF = "ge.f" [Def(B), Use(F), Use(F)] user("ge").pure().cheap();
+    EqF = "eq.f" [Def(B), Use(F), Use(F)] user("eq").pure().cheap();
+    NeF = "ne.f" [Def(B), Use(F), Use(F)] user("ne").pure().cheap();
+    LtI = "lt.i" [Def(B), Use(I), Use(I)] user("lt").pure().cheap();
+    LeI = "le.i" [Def(B), Use(I), Use(I)] user("le").pure().cheap();
+    GtI = "gt.i" [Def(B), Use(I), Use(I)] user("gt").pure().cheap();
+    GeI = "ge.i" [Def(B), Use(I), Use(I)] user("ge").pure().cheap();
+    EqI = "eq.i" [Def(B), Use(I), Use(I)] user("eq").pure().cheap();
+    NeI = "ne.i" [Def(B), Use(I), Use(I)] user("ne").pure().cheap();
 
     // ---- bool ----------------------------------------------------------------
-    And = "and" [Def(B), Use(B), Use(B)];
-    Or = "or" [Def(B), Use(B), Use(B)];
-    Not = "not" [Def(B), Use(B)];
+    And = "and" [Def(B), Use(B), Use(B)] user("and").pure().cheap();
+    Or = "or" [Def(B), Use(B), Use(B)] user("or").pure().cheap();
+    Not = "not" [Def(B), Use(B)] user("not").pure().cheap();
 
     // ---- moves, selection, conversion -----------------------------------------
     /// `r0 = if r1 { r2 } else { x }` (any type; `x` holds the third register).
-    Select = "select" [Def(T), Use(B), Use(T), Use(T)];
+    Select = "select" [Def(T), Use(B), Use(T), Use(T)] user("select").pure().cheap().not_condition();
     /// `r0 = r1` (any type). The text `copy`.
-    Mov = "copy" [Def(T), Use(T)];
+    Mov = "copy" [Def(T), Use(T)] user("copy").pure().cheap();
     /// `r0 = r1` (f64) with zero derivative.
-    NoGrad = "nograd" [Def(F), Use(F)];
+    NoGrad = "nograd" [Def(F), Use(F)] user("nograd").pure().cheap().no_derivative();
     /// i64 -> f64
-    ItoF = "itof" [Def(F), Use(I)];
+    ItoF = "itof" [Def(F), Use(I)] user("itof").pure().cheap().no_derivative();
     /// f64 -> i64, truncating toward zero; traps on nan and out of range.
-    FtoI = "ftoi" [Def(I), Use(F)];
+    FtoI = "ftoi" [Def(I), Use(F)] user("ftoi");
 
     // ---- arrays ----------------------------------------------------------------
     /// New array of `r1` zeros; `r1 < 0` traps. In AD mode the array also gets
     /// a zeroed shadow (cotangent) array of the same length.
-    ANew = "anew" [Def(A), Use(I)];
-    ALen = "alen" [Def(I), Use(A)];
+    ANew = "anew" [Def(A), Use(I)] user("anew").no_derivative();
+    ALen = "alen" [Def(I), Use(A)] user("alen").cheap();
     /// `r0 = r1[r2]`; out of bounds traps.
-    AGet = "aget" [Def(F), Use(A), Use(I)];
+    AGet = "aget" [Def(F), Use(A), Use(I)] user("aget").cheap_unless_arrays_change();
     /// `r0[r1] = r2`; out of bounds traps.
-    ASet = "aset" [Use(A), Use(I), Use(F)];
+    ASet = "aset" [Use(A), Use(I), Use(F)] user("aset");
 
     // ---- control ----------------------------------------------------------------
     /// Call the call site `x` of the function's site table; `r0` receives the
     /// single return value (unused for functions returning several values).
-    Call = "call" [Def(T), Site];
+    Call = "call" [Def(T), Site] user("call").runs_code();
     /// Call site `x` of a callee that returns several f64 values (`ret.n`):
     /// each returned value is *added* to the matching register of the site's
     /// `rets` list. Used by reverse code to call a callee's pullback.
-    CallAcc = "call.acc" [Site];
+    CallAcc = "call.acc" [Site] ad().runs_code();
     /// Return `r0`.
-    Ret = "ret" [Use(T)];
+    Ret = "ret" [Use(T)] control();
     /// Return every register of list `x` (reverse functions: one f64 per
     /// f64 parameter of the primal).
-    RetN = "ret.n" [List];
-    Jmp = "jmp" [Target];
+    RetN = "ret.n" [List] ad();
+    Jmp = "jmp" [Target] control();
     /// Jump to `x` if `r0` is true, else fall through.
-    JmpIf = "jmp.if" [Use(B), Target];
+    JmpIf = "jmp.if" [Use(B), Target] control();
     /// Jump to `x` if `r0` is false, else fall through.
-    JmpIfNot = "jmp.ifnot" [Use(B), Target];
+    JmpIfNot = "jmp.ifnot" [Use(B), Target] control();
 
     // ---- reverse-mode support ---------------------------------------------------
     /// Push block id `x` on the block stack.
-    BlkPush = "blk.push" [Imm];
+    BlkPush = "blk.push" [Imm] ad().blk(1);
     /// Pop a block id `k` from the block stack and jump to entry `k` of jump
     /// table `x` (phi-edge dispatch). An id out of the table's range traps.
-    BlkPop = "blk.pop" [Table];
+    BlkPop = "blk.pop" [Table] ad().blk(-1);
     /// Push the 64 bits of `r0` (any type) on the comms stack.
-    CommsPush = "comms.push" [Use(T)];
+    CommsPush = "comms.push" [Use(T)] ad().comms(1);
     /// Pop 64 bits from the comms stack into `r0` (any type).
-    CommsPop = "comms.pop" [Def(T)];
+    CommsPop = "comms.pop" [Def(T)] ad().comms(-1);
     /// `r0 += r1` (f64 adjoint accumulation)
-    Acc = "acc" [InOut(F), Use(F)];
+    Acc = "acc" [InOut(F), Use(F)] ad().pure();
     /// `r0 -= r1`
-    AccNeg = "acc.neg" [InOut(F), Use(F)];
+    AccNeg = "acc.neg" [InOut(F), Use(F)] ad().pure();
     /// `r0 += r1 * r2`
-    AccMul = "acc.mul" [InOut(F), Use(F), Use(F)];
+    AccMul = "acc.mul" [InOut(F), Use(F), Use(F)] ad().pure();
     /// `r0 += r1 * pop()`: `comms.pop` fused into the `acc.mul` that is
     /// the popped value's only reader (made by the AD stage's clean-up).
-    AccMulPop = "acc.mul.pop" [InOut(F), Use(F)];
+    AccMulPop = "acc.mul.pop" [InOut(F), Use(F)] ad().comms(-1);
     /// `r0 = r1 * pop()`: `comms.pop` fused into a `mul.f`, likewise.
-    MulPop = "mul.pop" [Def(F), Use(F)];
+    MulPop = "mul.pop" [Def(F), Use(F)] ad().comms(-1);
     /// `r0 = 0.0`
-    Zero = "zero" [Def(F)];
+    Zero = "zero" [Def(F)] ad().pure();
     /// `shadow(r0)[r1] += r2`: adjoint of `aget`.
-    ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)];
+    ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)] ad();
     /// `shadow(r0)[r1] += r2 * x` (`x` holds the second factor's register):
     /// a `mul.f` fused into the `shadow.acc` that is its product's only
     /// reader (made by the AD stage's clean-up). The product is rounded
     /// before it is added, as by the two instructions.
-    ShadowAccMul = "shadow.acc.mul" [Use(A), Use(I), Use(F), Use(F)];
+    ShadowAccMul = "shadow.acc.mul" [Use(A), Use(I), Use(F), Use(F)] ad();
     /// `r0 = shadow(r1)[r2]; shadow(r1)[r2] = 0`: adjoint of `aset`.
-    ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)];
+    ShadowTake = "shadow.take" [Def(F), Use(A), Use(I)] ad();
 
     /// `r0 = r1; r1 = 0.0`: moves a phi's cotangent to its incoming value
     /// on a reverse edge.
-    Take = "take" [Def(F), InOut(F)];
+    Take = "take" [Def(F), InOut(F)] ad().pure();
 
     // ---- fused compare-and-branch (made by the lowering) ---------------------
     // One opcode per condition, so that the interpreter dispatches once.
@@ -240,36 +384,36 @@ ops! {
     // negated integer branch is the opposite condition; f64 ones are not
     // (every comparison with nan is false except `ne`), so f64 has both.
     /// Jump to `x` if `r0 < r1` (i64), else fall through.
-    JmpLtI = "jmp.if.lt.i" [Use(I), Use(I), Target];
-    JmpLeI = "jmp.if.le.i" [Use(I), Use(I), Target];
-    JmpGtI = "jmp.if.gt.i" [Use(I), Use(I), Target];
-    JmpGeI = "jmp.if.ge.i" [Use(I), Use(I), Target];
-    JmpEqI = "jmp.if.eq.i" [Use(I), Use(I), Target];
-    JmpNeI = "jmp.if.ne.i" [Use(I), Use(I), Target];
+    JmpLtI = "jmp.if.lt.i" [Use(I), Use(I), Target] lowering();
+    JmpLeI = "jmp.if.le.i" [Use(I), Use(I), Target] lowering();
+    JmpGtI = "jmp.if.gt.i" [Use(I), Use(I), Target] lowering();
+    JmpGeI = "jmp.if.ge.i" [Use(I), Use(I), Target] lowering();
+    JmpEqI = "jmp.if.eq.i" [Use(I), Use(I), Target] lowering();
+    JmpNeI = "jmp.if.ne.i" [Use(I), Use(I), Target] lowering();
     /// Jump to `x` if `r0 < r1` (f64, IEEE), else fall through.
-    JmpLtF = "jmp.if.lt.f" [Use(F), Use(F), Target];
-    JmpLeF = "jmp.if.le.f" [Use(F), Use(F), Target];
-    JmpGtF = "jmp.if.gt.f" [Use(F), Use(F), Target];
-    JmpGeF = "jmp.if.ge.f" [Use(F), Use(F), Target];
-    JmpEqF = "jmp.if.eq.f" [Use(F), Use(F), Target];
-    JmpNeF = "jmp.if.ne.f" [Use(F), Use(F), Target];
+    JmpLtF = "jmp.if.lt.f" [Use(F), Use(F), Target] lowering();
+    JmpLeF = "jmp.if.le.f" [Use(F), Use(F), Target] lowering();
+    JmpGtF = "jmp.if.gt.f" [Use(F), Use(F), Target] lowering();
+    JmpGeF = "jmp.if.ge.f" [Use(F), Use(F), Target] lowering();
+    JmpEqF = "jmp.if.eq.f" [Use(F), Use(F), Target] lowering();
+    JmpNeF = "jmp.if.ne.f" [Use(F), Use(F), Target] lowering();
     /// Jump to `x` unless `r0 < r1` (f64, IEEE: so also if either is nan).
-    JmpNotLtF = "jmp.ifnot.lt.f" [Use(F), Use(F), Target];
-    JmpNotLeF = "jmp.ifnot.le.f" [Use(F), Use(F), Target];
-    JmpNotGtF = "jmp.ifnot.gt.f" [Use(F), Use(F), Target];
-    JmpNotGeF = "jmp.ifnot.ge.f" [Use(F), Use(F), Target];
-    JmpNotEqF = "jmp.ifnot.eq.f" [Use(F), Use(F), Target];
-    JmpNotNeF = "jmp.ifnot.ne.f" [Use(F), Use(F), Target];
+    JmpNotLtF = "jmp.ifnot.lt.f" [Use(F), Use(F), Target] lowering();
+    JmpNotLeF = "jmp.ifnot.le.f" [Use(F), Use(F), Target] lowering();
+    JmpNotGtF = "jmp.ifnot.gt.f" [Use(F), Use(F), Target] lowering();
+    JmpNotGeF = "jmp.ifnot.ge.f" [Use(F), Use(F), Target] lowering();
+    JmpNotEqF = "jmp.ifnot.eq.f" [Use(F), Use(F), Target] lowering();
+    JmpNotNeF = "jmp.ifnot.ne.f" [Use(F), Use(F), Target] lowering();
     /// Step and branch (the end of a counted loop): `r0 = r0 + r1` (i64,
     /// wrapping), then jump to `x` if the new `r0 < r2`. `r2` is read after
     /// `r0` is written. (A counter counted down by a constant `k` steps by
     /// the constant `-k`, which the lowering provides.)
-    JmpStepLtI = "jmp.step.if.lt.i" [InOut(I), Use(I), Use(I), Target];
-    JmpStepLeI = "jmp.step.if.le.i" [InOut(I), Use(I), Use(I), Target];
-    JmpStepGtI = "jmp.step.if.gt.i" [InOut(I), Use(I), Use(I), Target];
-    JmpStepGeI = "jmp.step.if.ge.i" [InOut(I), Use(I), Use(I), Target];
-    JmpStepEqI = "jmp.step.if.eq.i" [InOut(I), Use(I), Use(I), Target];
-    JmpStepNeI = "jmp.step.if.ne.i" [InOut(I), Use(I), Use(I), Target];
+    JmpStepLtI = "jmp.step.if.lt.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    JmpStepLeI = "jmp.step.if.le.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    JmpStepGtI = "jmp.step.if.gt.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    JmpStepGeI = "jmp.step.if.ge.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    JmpStepEqI = "jmp.step.if.eq.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    JmpStepNeI = "jmp.step.if.ne.i" [InOut(I), Use(I), Use(I), Target] lowering();
 
     // ---- batched comms reservation (made by the lowering) ---------------------
     // Not IR instructions (the lowering rejects them in its input) and not
@@ -282,10 +426,10 @@ ops! {
     /// (growing it on a cold path; traps like a `comms.push` that would
     /// pass `max_stack_bytes`), then push the 64 bits of `r0`: the first
     /// of the `x` pushes, so that a batch costs no dispatch of its own.
-    CommsReserve = "comms.reserve" [Use(T), Imm];
+    CommsReserve = "comms.reserve" [Use(T), Imm] lowering().comms(1);
     /// Push the 64 bits of `r0` (any type) on the comms stack without a
     /// capacity check: room was made by a `comms.reserve`.
-    CommsPushR = "comms.push.r" [Use(T)];
+    CommsPushR = "comms.push.r" [Use(T)] lowering().comms(1);
 
     // ---- fused math (made by the lowering) ------------------------------------
     // Not an IR instruction either: the lowering fuses a `sin` and a `cos`
@@ -296,7 +440,7 @@ ops! {
     // pullback of `sin a` needs `cos a` and that of `cos a` needs `sin a`,
     // which the forward code computes beside it (see `ad/src/transform.rs`).
     /// `r0 = sin(r2); r1 = cos(r2)`: `r2` is read before either is written.
-    SinCos = "sincos" [Def(F), Def(F), Use(F)];
+    SinCos = "sincos" [Def(F), Def(F), Use(F)] lowering().pure();
 
     // ---- fused products of derived code (made by the lowering) ---------------
     // A product of two active values in a loop (powloop's `r = r * x`, a
@@ -305,7 +449,7 @@ ops! {
     // by the other: two instructions each, one dispatch each here.
     /// `push(r1); r0 = r1 * r2`: a `comms.push` of a factor fused into the
     /// `mul.f` right after it (checked like `comms.push`).
-    MulPush = "mul.push" [Def(F), Use(F), Use(F)];
+    MulPush = "mul.push" [Def(F), Use(F), Use(F)] lowering().comms(1);
     /// `r0 += r1 * pop(); r2 = r1 * x`: an `acc.mul.pop` fused into the
     /// `mul.f` right after it that reads the same cotangent `r1`. The
     /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, where
@@ -313,7 +457,7 @@ ops! {
     /// as the two instructions in sequence (the verifier does not require
     /// it: bytecode that breaks it gets reads-then-writes, still
     /// memory-safe).
-    AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)];
+    AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)] lowering().comms(-1);
 
     // ---- indexed load (made by the lowering) ----------------------------------
     // A row-major element `a[base + j]` (a matrix row, a window) is an
@@ -322,7 +466,7 @@ ops! {
     // and reverse code alike.
     /// `r0 = r1[r2 + x]` (`x` holds the second index register; the sum
     /// wraps like `add.i`); out of bounds traps with the sum as the index.
-    AGetAdd = "aget.add" [Def(F), Use(A), Use(I), Use(I)];
+    AGetAdd = "aget.add" [Def(F), Use(A), Use(I), Use(I)] lowering();
 }
 
 /// The condition of a comparison or fused branch.
@@ -511,15 +655,7 @@ impl Op {
     /// True for the opcodes only the lowering makes (batched reservation,
     /// fused math, fused products): never in IR, never in `.adasm` text.
     pub fn is_lowering_only(self) -> bool {
-        matches!(
-            self,
-            Op::CommsReserve
-                | Op::CommsPushR
-                | Op::SinCos
-                | Op::MulPush
-                | Op::AccMulPopMul
-                | Op::AGetAdd
-        )
+        self.facts().origin == Origin::Lowering
     }
 
     /// True for the conditional jumps that fall through.

@@ -283,7 +283,9 @@ fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
                 detail: "comms.reserve 0".into(),
             }),
             Op::CommsReserve => (budget, reserve) = (ins.x - 1, Some((pc, ins.x))),
-            Op::CommsPush | Op::MulPush => budget = budget.saturating_sub(1),
+            // A checked push (`comms.push`, `mul.push`) uses up a reserved
+            // slot too.
+            op if op.facts().comms > 0 && op != Op::CommsPushR => budget = budget.saturating_sub(1),
             Op::CommsPushR if budget == 0 => {
                 let detail = match reserve {
                     Some((at, n)) => format!(
@@ -300,7 +302,7 @@ fn check_reserved_pushes(f: &Function, errs: &mut Vec<VerifyError>) {
                 });
             }
             Op::CommsPushR => budget -= 1,
-            Op::Call | Op::CallAcc | Op::BlkPush => (budget, reserve) = (0, None),
+            op if op.facts().runs_code || op.facts().blk > 0 => (budget, reserve) = (0, None),
             op if op.is_terminator() => (budget, reserve) = (0, None),
             _ => {}
         }

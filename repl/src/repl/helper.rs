@@ -168,12 +168,13 @@ const KEYWORDS: &[&str] = &[
     "fn", "phi", "ret", "br", "jmp", "call", "grad", "f64", "i64", "bool", "true", "false",
 ];
 
-/// The instruction mnemonics (adasm.md §3).
-const MNEMONICS: &[&str] = &[
-    "add", "sub", "mul", "div", "rem", "neg", "sin", "cos", "tan", "exp", "log", "sqrt", "tanh",
-    "abs", "pow", "min", "max", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not", "select",
-    "itof", "ftoi", "nograd", "copy", "anew", "alen", "aget", "aset",
-];
+/// Whether `word` is an instruction mnemonic of the text (the opcode
+/// table's spellings).
+fn is_mnemonic(word: &str) -> bool {
+    vm::op::Op::ALL
+        .iter()
+        .any(|op| op.facts().text == Some(word))
+}
 
 /// ANSI colours: keywords and commands, mnemonics, `%registers`,
 /// `@functions`, `labels:`, literals and comments.
@@ -240,7 +241,7 @@ pub fn highlight(line: &str) -> String {
             "32"
         } else if next == Some(':') {
             "34;1"
-        } else if MNEMONICS.contains(&word) {
+        } else if is_mnemonic(word) {
             "34"
         } else {
             ""
