@@ -35,8 +35,10 @@
 
 pub mod analysis;
 pub mod optimize;
+pub mod rules;
 pub mod transform;
 
+use rules::reverse::NoRule;
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
@@ -571,7 +573,14 @@ impl Engine {
                     pending.push((h, hw));
                     d
                 };
-                transform(&self.module, g, &gw, &mut ids)
+                transform(&self.module, g, &gw, &mut ids).map_err(|NoRule(op)| {
+                    AdError::NotDifferentiable(format!(
+                        "@{} contains `{}`, which has no reverse-mode rule: only the AD stage \
+                         or the lowering writes it",
+                        self.module.func(g).name,
+                        op.mnemonic()
+                    ))
+                })?
             };
             // Placeholders for functions reserved while transforming `g`.
             for (h, hw) in pending {

@@ -50,6 +50,7 @@
 //! [`Counted`]: crate::analysis::Counted
 
 use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
+use crate::rules::{self, reverse::NoRule};
 use hashbrown::HashMap;
 use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
 use vm::op::{Op, Remat};
@@ -75,15 +76,15 @@ pub fn transform(
     f: FuncId,
     wrt: &[bool],
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
-) -> (Function, Function) {
+) -> Result<(Function, Function), NoRule> {
     let p = module.func(f);
     let mut t = Transform::new(module, p, wrt);
-    t.translate(derived);
+    t.translate(derived)?;
     t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();
     crate::optimize::reverse(&mut t.rev);
-    (t.fwd, t.rev)
+    Ok((t.fwd, t.rev))
 }
 
 /// How the reverse code obtains a forward value that a fragment reads.
@@ -324,7 +325,10 @@ impl<'a> Transform<'a> {
 
     // ---- step 2: translation ------------------------------------------------
 
-    fn translate(&mut self, derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived) {
+    fn translate(
+        &mut self,
+        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
+    ) -> Result<(), NoRule> {
         let p = self.p;
         for (b, block) in p.blocks.iter().enumerate() {
             for (i, inst) in block.insts.iter().enumerate() {
@@ -354,7 +358,7 @@ impl<'a> Transform<'a> {
             }
             let mut frag = Vec::new();
             for (i, inst) in block.insts.iter().enumerate().rev() {
-                self.reverse_inst(b, i, inst, &mut frag);
+                self.reverse_inst(b, i, inst, &mut frag)?;
             }
             self.frags[b] = frag;
         }
@@ -374,6 +378,7 @@ impl<'a> Transform<'a> {
                 s.init_reg = Some(r);
             }
         }
+        Ok(())
     }
 
     /// For an active `sin a` or `cos a`: the opcode of the factor its
@@ -536,8 +541,16 @@ impl<'a> Transform<'a> {
         }
     }
 
-    /// Append the reverse fragment of `inst` (block `b`, index `i`) to `out`.
-    fn reverse_inst(&mut self, b: usize, i: usize, inst: &Inst, out: &mut Vec<Inst>) {
+    /// Append the reverse fragment of `inst` (block `b`, index `i`) to
+    /// `out`: its rule ([`crate::rules::reverse`]), then, in a block on a
+    /// cycle, the zeroing of its result's cotangent.
+    fn reverse_inst(
+        &mut self,
+        b: usize,
+        i: usize,
+        inst: &Inst,
+        out: &mut Vec<Inst>,
+    ) -> Result<(), NoRule> {
         let loc = inst.loc;
         let mut e = Emit {
             t: self,
@@ -545,176 +558,15 @@ impl<'a> Transform<'a> {
             b,
             loc,
         };
-        let a0 = inst.args.first().copied();
-        let a1 = inst.args.get(1).copied();
-        let ca = a0.and_then(|a| e.t.cot[a.index()]);
-        let cb = a1.and_then(|a| e.t.cot[a.index()]);
-        let dst = inst.dst;
-        let dbar = dst.and_then(|d| e.t.cot[d.index()]);
-        if let Some(d) = dbar {
-            let (a, bb) = (a0.unwrap_or(ValueId(0)), a1.unwrap_or(ValueId(0)));
-            let y = dst.unwrap_or(ValueId(0));
-            match inst.op {
-                Op::AddF => {
-                    e.acc(ca, d);
-                    e.acc(cb, d);
-                }
-                Op::SubF => {
-                    e.acc(ca, d);
-                    e.acc_neg(cb, d);
-                }
-                // A square, `x * x`: one contribution `2 * (d * x)` instead
-                // of two `d * x`; the same bits when `x`'s cotangent had
-                // none before (doubling is exact), one rounding fewer
-                // otherwise.
-                Op::MulF if a == bb => {
-                    if let Some(ca) = ca {
-                        let va = e.need(a);
-                        let t = e.op(Op::MulF, Some(Type::F64), vec![d, va]);
-                        let two = e.t.kf(2.0);
-                        e.acc_mul(ca, t, two);
-                    }
-                }
-                Op::MulF => {
-                    if let Some(ca) = ca {
-                        let vb = e.need(bb);
-                        e.acc_mul(ca, d, vb);
-                    }
-                    if let Some(cb) = cb {
-                        let va = e.need(a);
-                        e.acc_mul(cb, d, va);
-                    }
-                }
-                Op::DivF if ca.is_some() || cb.is_some() => {
-                    let vb = e.need(bb);
-                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, vb]);
-                    e.acc(ca, t);
-                    if cb.is_some() {
-                        let vy = e.need(y);
-                        let t2 = e.op(Op::MulF, Some(Type::F64), vec![t, vy]);
-                        e.acc_neg(cb, t2);
-                    }
-                }
-                Op::PowF => {
-                    if let Some(ca) = ca {
-                        let (va, vb) = (e.need(a), e.need(bb));
-                        let one = e.t.kf(1.0);
-                        let t = e.op(Op::SubF, Some(Type::F64), vec![vb, one]);
-                        let t = e.op(Op::PowF, Some(Type::F64), vec![va, t]);
-                        let t = e.op(Op::MulF, Some(Type::F64), vec![t, vb]);
-                        e.acc_mul(ca, d, t);
-                    }
-                    if let Some(cb) = cb {
-                        // ȳ·y·ln a where a > 0, else 0 (adasm.md §3): the
-                        // whole contribution is selected, so that an
-                        // infinite or nan `y` or ȳ where a <= 0 still
-                        // adds 0, not 0·inf = nan.
-                        let (va, vy) = (e.need(a), e.need(y));
-                        let zero = e.t.kf(0.0);
-                        let l = e.op(Op::Log, Some(Type::F64), vec![va]);
-                        let t = e.op(Op::MulF, Some(Type::F64), vec![l, vy]);
-                        let c = e.op(Op::MulF, Some(Type::F64), vec![d, t]);
-                        let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
-                        let c = e.op(Op::Select, Some(Type::F64), vec![pos, c, zero]);
-                        e.acc(Some(cb), c);
-                    }
-                }
-                Op::MinF | Op::MaxF => {
-                    // The primal picks `b` exactly when this comparison holds.
-                    let cmp = if inst.op == Op::MinF {
-                        Op::LtF
-                    } else {
-                        Op::GtF
-                    };
-                    let (va, vb) = (e.need(a), e.need(bb));
-                    let took_b = e.op(cmp, Some(Type::Bool), vec![vb, va]);
-                    e.route(took_b, cb, ca, d);
-                }
-                Op::Select => {
-                    let (c, x, z) = (a0, a1, inst.args.get(2).copied());
-                    let cx = x.and_then(|x| e.t.cot[x.index()]);
-                    let cz = z.and_then(|z| e.t.cot[z.index()]);
-                    let vc = e.need(c.unwrap_or(ValueId(0)));
-                    e.route(vc, cx, cz, d);
-                }
-                Op::NegF => e.acc_neg(ca, d),
-                Op::Mov => e.acc(ca, d),
-                Op::Sin => e.scaled(ca, d, |e| e.factor(i, a, Op::Cos)),
-                Op::Cos if ca.is_some() => {
-                    let s = e.factor(i, a, Op::Sin);
-                    let t = e.op(Op::MulF, Some(Type::F64), vec![d, s]);
-                    e.acc_neg(ca, t);
-                }
-                Op::Tan => e.scaled(ca, d, |e| {
-                    let vy = e.need(y);
-                    let one = e.t.kf(1.0);
-                    let t = e.op(Op::MulF, Some(Type::F64), vec![vy, vy]);
-                    e.op(Op::AddF, Some(Type::F64), vec![t, one])
-                }),
-                Op::Exp => e.scaled(ca, d, |e| e.need(y)),
-                Op::Log if ca.is_some() => {
-                    let va = e.need(a);
-                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, va]);
-                    e.acc(ca, t);
-                }
-                Op::Sqrt if ca.is_some() => {
-                    let vy = e.need(y);
-                    let t = e.op(Op::AddF, Some(Type::F64), vec![vy, vy]);
-                    let t = e.op(Op::DivF, Some(Type::F64), vec![d, t]);
-                    e.acc(ca, t);
-                }
-                Op::Tanh => e.scaled(ca, d, |e| {
-                    let vy = e.need(y);
-                    let one = e.t.kf(1.0);
-                    let t = e.op(Op::MulF, Some(Type::F64), vec![vy, vy]);
-                    e.op(Op::SubF, Some(Type::F64), vec![one, t])
-                }),
-                Op::AbsF => e.scaled(ca, d, |e| {
-                    // sign(a), with abs'(0) = 0.
-                    let va = e.need(a);
-                    let (zero, one, mone) = (e.t.kf(0.0), e.t.kf(1.0), e.t.kf(-1.0));
-                    let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
-                    let neg = e.op(Op::LtF, Some(Type::Bool), vec![va, zero]);
-                    let s = e.op(Op::Select, Some(Type::F64), vec![neg, mone, zero]);
-                    e.op(Op::Select, Some(Type::F64), vec![pos, one, s])
-                }),
-                Op::AGet => {
-                    let (arr, idx) = (e.need(a), e.need(bb));
-                    e.op(Op::ShadowAcc, None, vec![arr, idx, d]);
-                }
-                Op::Call => {}
-                // Everything else either has no f64 result or is inactive.
-                _ => {}
-            }
-        }
-        match inst.op {
-            Op::ASet => {
-                // v̄ += ā[i]; ā[i] = 0 (only an active array has cotangents
-                // to move), then restore the overwritten element.
-                let old = e.t.overwritten[&(b, i)];
-                let (arr, idx) = (e.need(inst.args[0]), e.need(inst.args[1]));
-                let vold = e.need(old);
-                if e.t.active[inst.args[0].index()] {
-                    let t = e.op(Op::ShadowTake, Some(Type::F64), vec![arr, idx]);
-                    let cv = e.t.cot[inst.args[2].index()];
-                    e.acc(cv, t);
-                }
-                e.op(Op::ASet, None, vec![arr, idx, vold]);
-            }
-            Op::Call => {
-                if let Some(d) = e.t.calls.get(&(b, i)).copied() {
-                    e.reverse_call(inst, d, dbar);
-                }
-            }
-            _ => {}
-        }
-        if let Some(d) = dbar {
+        rules::reverse::rule(&mut e, i, inst)?;
+        if let Some(d) = inst.dst.and_then(|d| e.t.cot[d.index()]) {
             // A single-contribution cotangent is overwritten, not added to,
             // by its next instance, so it needs no zeroing.
             if e.t.cfg.in_cycle[b] && !e.t.set_once[d.index()] {
                 e.op(Op::Zero, None, vec![d]);
             }
         }
+        Ok(())
     }
 
     /// A contribution `to op= args`: accumulated in general, but written
@@ -1301,8 +1153,9 @@ fn blk_push(k: u32) -> Inst {
 }
 
 /// Emits reverse instructions for one fragment, recording which primal
-/// values it reads.
-struct Emit<'t, 'a> {
+/// values it reads: the interface the reverse rules
+/// ([`crate::rules::reverse`]) write through.
+pub(crate) struct Emit<'t, 'a> {
     t: &'t mut Transform<'a>,
     out: &'t mut Vec<Inst>,
     b: usize,
@@ -1310,16 +1163,43 @@ struct Emit<'t, 'a> {
 }
 
 impl Emit<'_, '_> {
+    /// The cotangent register of primal value `v`, if it is active f64.
+    pub(crate) fn cot(&self, v: ValueId) -> Option<ValueId> {
+        self.t.cot[v.index()]
+    }
+
+    /// Whether primal value `v` is active (an array: carries cotangents).
+    pub(crate) fn is_active(&self, v: ValueId) -> bool {
+        self.t.active[v.index()]
+    }
+
+    /// The f64 constant `x` in the reverse function.
+    pub(crate) fn kf(&mut self, x: f64) -> ValueId {
+        self.t.kf(x)
+    }
+
+    /// The forward value holding the element that `aset` number `i` of
+    /// this block overwrites.
+    pub(crate) fn overwritten(&self, i: usize) -> ValueId {
+        self.t.overwritten[&(self.b, i)]
+    }
+
+    /// The callee's derived functions of call number `i` of this block, if
+    /// it is differentiated through.
+    pub(crate) fn call_derived(&self, i: usize) -> Option<Derived> {
+        self.t.calls.get(&(self.b, i)).copied()
+    }
+
     /// The reverse-frame register holding forward value `v` (see
     /// [`Transform::supply`]).
-    fn need(&mut self, v: ValueId) -> ValueId {
+    pub(crate) fn need(&mut self, v: ValueId) -> ValueId {
         self.t.supply_reg(BlockId(self.b as u32), v)
     }
 
     /// The factor of instruction `i` (an active `sin a` or `cos a`): `op a`,
     /// computed by the forward code (see [`Transform::factor`]); recomputed
     /// here only if the forward code has none, which translation rules out.
-    fn factor(&mut self, i: usize, a: ValueId, op: Op) -> ValueId {
+    pub(crate) fn factor(&mut self, i: usize, a: ValueId, op: Op) -> ValueId {
         match self.t.factors.get(&(self.b, i)).copied() {
             Some(f) => self.need(f),
             None => {
@@ -1330,7 +1210,7 @@ impl Emit<'_, '_> {
     }
 
     /// Emit `op`; returns the new destination (or a dummy id if none).
-    fn op(&mut self, op: Op, dst_ty: Option<Type>, args: Vec<ValueId>) -> ValueId {
+    pub(crate) fn op(&mut self, op: Op, dst_ty: Option<Type>, args: Vec<ValueId>) -> ValueId {
         let dst = dst_ty.map(|ty| self.t.rev.new_value(ty, None));
         // Instructions whose Def operand is an existing register (`zero`).
         let (dst, args) = if op == Op::Zero {
@@ -1342,7 +1222,7 @@ impl Emit<'_, '_> {
         dst.unwrap_or(ValueId(0))
     }
 
-    fn acc(&mut self, to: Option<ValueId>, v: ValueId) {
+    pub(crate) fn acc(&mut self, to: Option<ValueId>, v: ValueId) {
         if let Some(to) = to {
             let inst = self.t.contribution(Op::Acc, to, vec![v], self.loc);
             self.out.push(inst);
@@ -1350,12 +1230,12 @@ impl Emit<'_, '_> {
     }
 
     /// `to += a * b` (or `to = a * b` for a single-contribution cotangent).
-    fn acc_mul(&mut self, to: ValueId, a: ValueId, b: ValueId) {
+    pub(crate) fn acc_mul(&mut self, to: ValueId, a: ValueId, b: ValueId) {
         let inst = self.t.contribution(Op::AccMul, to, vec![a, b], self.loc);
         self.out.push(inst);
     }
 
-    fn acc_neg(&mut self, to: Option<ValueId>, v: ValueId) {
+    pub(crate) fn acc_neg(&mut self, to: Option<ValueId>, v: ValueId) {
         if let Some(to) = to {
             let inst = self.t.contribution(Op::AccNeg, to, vec![v], self.loc);
             self.out.push(inst);
@@ -1363,7 +1243,7 @@ impl Emit<'_, '_> {
     }
 
     /// `to += d * factor`, building the factor only if `to` is active.
-    fn scaled(
+    pub(crate) fn scaled(
         &mut self,
         to: Option<ValueId>,
         d: ValueId,
@@ -1376,7 +1256,7 @@ impl Emit<'_, '_> {
     }
 
     /// Send cotangent `d` to `if_true` when `cond` holds, else to `if_false`.
-    fn route(
+    pub(crate) fn route(
         &mut self,
         cond: ValueId,
         if_true: Option<ValueId>,
@@ -1397,7 +1277,7 @@ impl Emit<'_, '_> {
     /// The reverse of a call differentiated through: call the callee's
     /// pullback with the result's cotangent, adding what it returns to the
     /// arguments' cotangents.
-    fn reverse_call(&mut self, inst: &Inst, d: Derived, dbar: Option<ValueId>) {
+    pub(crate) fn reverse_call(&mut self, inst: &Inst, d: Derived, dbar: Option<ValueId>) {
         let callee = self.t.module.func(inst.callee.unwrap_or(FuncId(0)));
         let mut args = Vec::new();
         if callee.ret == RetType::One(Type::F64) {

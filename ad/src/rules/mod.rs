@@ -1,0 +1,7 @@
+//! Derivative rules, one module per AD mode, each one exhaustive `match`
+//! over the opcode table ([`vm::op::Op`]) with no wildcard arm: adding an
+//! opcode without its rule in every mode is a compile error.
+//!
+//! * [`reverse`]: what each opcode's pullback does (reverse mode).
+
+pub mod reverse;
