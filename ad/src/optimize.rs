@@ -438,7 +438,6 @@ pub fn known_zero(f: &mut Function) -> bool {
         }
     }
     let mut changed = false;
-    let values = &f.values;
     for (b, block) in f.blocks.iter_mut().enumerate() {
         let Some(mut z) = ins[b].clone() else {
             continue;
@@ -459,16 +458,11 @@ pub fn known_zero(f: &mut Function) -> bool {
             let adds_zero = match inst.op {
                 Op::Acc | Op::AccNeg => inst.args.get(1).is_some_and(|a| z.has(*a)),
                 Op::ShadowAcc => inst.args.get(2).is_some_and(|a| z.has(*a)),
-                Op::AccMul => {
-                    let finite = |v: &ValueId| {
-                        let d = &values[v.index()];
-                        d.ty == Type::F64 && d.konst.is_some_and(|k| f64::from_bits(k).is_finite())
-                    };
-                    match inst.args.as_slice() {
-                        [_, a, b] => (z.has(*a) && finite(b)) || (z.has(*b) && finite(a)),
-                        _ => false,
-                    }
-                }
+                // A strong-zero product: zero whatever the other factor.
+                Op::AccMul => match inst.args.as_slice() {
+                    [_, a, b] => z.has(*a) || z.has(*b),
+                    _ => false,
+                },
                 _ => false,
             };
             if adds_zero {
@@ -485,7 +479,7 @@ pub fn known_zero(f: &mut Function) -> bool {
                     Op::AccNeg => {
                         inst = Inst::new(Op::NegF, Some(r), inst.args[1..].to_vec(), inst.loc)
                     }
-                    _ => inst = Inst::new(Op::MulF, Some(r), inst.args[1..].to_vec(), inst.loc),
+                    _ => inst = Inst::new(Op::MulZ, Some(r), inst.args[1..].to_vec(), inst.loc),
                 }
             }
             zero_step(&mut z, &inst);
@@ -896,7 +890,7 @@ pub fn fuse_pops(f: &mut Function) -> bool {
                 (Op::AccMul, None, [r, a, c]) if *r != t => {
                     other(*a, *c).map(|o| Inst::new(Op::AccMulPop, None, vec![*r, o], user.loc))
                 }
-                (Op::MulF, Some(d), [a, c]) if d != t => {
+                (Op::MulZ, Some(d), [a, c]) if d != t => {
                     other(*a, *c).map(|o| Inst::new(Op::MulPop, Some(d), vec![o], user.loc))
                 }
                 _ => None,
@@ -960,7 +954,7 @@ pub fn fuse_shadow_products(f: &mut Function) -> bool {
             else {
                 continue;
             };
-            let (Op::MulF, Some(dst), &[a, c]) =
+            let (Op::MulZ, Some(dst), &[a, c]) =
                 (insts[j].op, insts[j].dst, insts[j].args.as_slice())
             else {
                 continue;
@@ -1350,8 +1344,8 @@ mod tests {
         b.block(
             "entry",
             vec![
-                i(Op::MulF, Some(4), &[2, 3]),
-                i(Op::MulF, Some(5), &[2, 2]),
+                i(Op::MulZ, Some(4), &[2, 3]),
+                i(Op::MulZ, Some(5), &[2, 2]),
                 i(Op::ShadowAcc, None, &[0, 1, 5]),
                 i(Op::ShadowAcc, None, &[0, 1, 4]),
             ],
@@ -1369,12 +1363,12 @@ mod tests {
         b.block(
             "entry",
             vec![
-                i(Op::MulF, Some(4), &[2, 3]),
+                i(Op::MulZ, Some(4), &[2, 3]),
                 i(Op::ShadowAcc, None, &[0, 1, 4]),
-                i(Op::MulF, Some(5), &[2, 3]),
+                i(Op::MulZ, Some(5), &[2, 3]),
                 i(Op::Acc, None, &[3, 2]),
                 i(Op::ShadowAcc, None, &[0, 1, 5]),
-                i(Op::MulF, Some(6), &[2, 3]),
+                i(Op::MulZ, Some(6), &[2, 3]),
                 i(Op::Acc, None, &[6, 2]),
                 i(Op::ShadowAcc, None, &[0, 1, 6]),
             ],
@@ -1392,7 +1386,7 @@ mod tests {
         b.block("entry", vec![], entry)
             .block(
                 "a",
-                vec![i(Op::MulF, Some(4), &[2, 3])],
+                vec![i(Op::MulZ, Some(4), &[2, 3])],
                 Term::Jmp(BlockId(3)),
             )
             .block(
@@ -1421,7 +1415,7 @@ mod tests {
         b.block("entry", vec![], entry)
             .block(
                 "a",
-                vec![i(Op::MulF, Some(4), &[2, 3])],
+                vec![i(Op::MulZ, Some(4), &[2, 3])],
                 Term::Jmp(BlockId(2)),
             )
             .block(
@@ -1473,7 +1467,7 @@ mod tests {
             Term::RetN(vec![r(2)]),
         );
         assert!(known_zero(&mut b.f));
-        assert_eq!(ops(&b.f), [[Op::Mov, Op::MulF]]);
+        assert_eq!(ops(&b.f), [[Op::Mov, Op::MulZ]]);
         assert_eq!(b.f.blocks[0].insts[0].dst, Some(r(1)));
         assert_eq!(b.f.blocks[0].insts[1].args, [r(1), r(0)]);
     }
@@ -1491,9 +1485,10 @@ mod tests {
     }
 
     #[test]
-    fn adding_a_zero_cotangent_goes_unless_the_factor_may_be_infinite() {
-        // r1 is never written (zero); r2 += r1; r2 += r1 * 2.0 go;
-        // r2 += r1 * r0 stays (r0 may be inf, and 0 * inf is nan).
+    fn adding_a_zero_cotangent_goes_whatever_the_other_factor() {
+        // r1 is never written (zero); r2 += r1; r2 += r1 * 2.0 and
+        // r2 += r1 * r0 go too: `acc.mul` is a strong-zero product, so a
+        // zero factor adds zero even where r0 is inf.
         let mut b = Build::new(3, &[0]);
         let two = b.konst(2.0);
         b.block(
@@ -1507,7 +1502,7 @@ mod tests {
             Term::RetN(vec![r(2)]),
         );
         known_zero(&mut b.f);
-        assert_eq!(ops(&b.f), [[Op::Mov, Op::AccMul]]);
+        assert_eq!(ops(&b.f), [[Op::Mov]]);
     }
 
     #[test]
@@ -1599,7 +1594,7 @@ mod tests {
             vec![
                 i(Op::CommsPop, Some(2), &[]),
                 i(Op::CommsPop, Some(3), &[]),
-                i(Op::MulF, Some(4), &[0, 2]),
+                i(Op::MulZ, Some(4), &[0, 2]),
                 i(Op::Sin, Some(5), &[3]),
             ],
             Term::RetN(vec![r(4), r(5)]),
@@ -1615,7 +1610,7 @@ mod tests {
             vec![
                 i(Op::CommsPop, Some(2), &[]),
                 i(Op::CommsPop, Some(3), &[]),
-                i(Op::MulF, Some(4), &[3, 2]),
+                i(Op::MulZ, Some(4), &[3, 2]),
                 i(Op::AddF, Some(5), &[2, 0]),
             ],
             Term::RetN(vec![r(4), r(5)]),

@@ -581,7 +581,7 @@ impl<'a> Transform<'a> {
         let set = match op {
             Op::Acc => Op::Mov,
             Op::AccNeg => Op::NegF,
-            _ => Op::MulF,
+            _ => Op::MulZ,
         };
         Inst::new(set, Some(to), args, loc)
     }

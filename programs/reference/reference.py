@@ -116,6 +116,113 @@ tanh = unary(math.tanh, lambda v: 1.0 - math.tanh(v) ** 2)
 fabs = unary(abs, lambda v: 1.0 if v > 0 else (-1.0 if v < 0 else 0.0))
 
 
+# ---- adasm.md §7: more math ------------------------------------------------------
+# Values from Python's math module (the C library, as Rust's f64 methods);
+# derivatives from the textbook formulas, written here independently of advm.
+# Where a formula divides by zero the IEEE value is used (inf), as advm's
+# language reference documents.
+
+
+def ieee(f):
+    """f, but nan where Python raises ValueError (outside the domain) and
+    inf where it raises OverflowError, as the C library answers."""
+    def g(v):
+        try:
+            return f(v)
+        except ValueError:
+            return math.nan
+        except OverflowError:
+            return math.inf
+    return g
+
+
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+erf = unary(math.erf, lambda v: TWO_OVER_SQRT_PI * math.exp(-v * v))
+erfc = unary(math.erfc, lambda v: -TWO_OVER_SQRT_PI * math.exp(-v * v))
+atan = unary(math.atan, lambda v: fdiv(1.0, 1.0 + v * v))
+asin = unary(ieee(math.asin), lambda v: fdiv(1.0, ieee(math.sqrt)((1.0 - v) * (1.0 + v))))
+acos = unary(ieee(math.acos), lambda v: -fdiv(1.0, ieee(math.sqrt)((1.0 - v) * (1.0 + v))))
+sinh = unary(ieee(math.sinh), ieee(math.cosh))
+cosh = unary(ieee(math.cosh), ieee(math.sinh))
+log1p = unary(lambda v: -math.inf if v == -1.0 else ieee(math.log1p)(v),
+              lambda v: fdiv(1.0, 1.0 + v))
+expm1 = unary(ieee(math.expm1), ieee(math.exp))
+log2 = unary(ieee(math.log2), lambda v: fdiv(1.0, v * math.log(2.0)))
+log10 = unary(ieee(math.log10), lambda v: fdiv(1.0, v * math.log(10.0)))
+cbrt = unary(math.cbrt, lambda v: fdiv(1.0, 3.0 * math.cbrt(v) ** 2))
+fsqrt = unary(ieee(math.sqrt), lambda v: fdiv(0.5, ieee(math.sqrt)(v)))
+
+
+def flog(x):
+    """`log` with IEEE values at 0 (-inf) and below (nan)."""
+    def ln(v):
+        if v == 0.0:
+            return -math.inf
+        return ieee(math.log)(v)
+    return unary(ln, lambda v: fdiv(1.0, v))(x)
+
+
+def binary(f, da, db):
+    """A function of two f64 with partials da(a, b), db(a, b)."""
+    def g(a, b):
+        if not isinstance(a, D) and not isinstance(b, D):
+            return f(a, b)
+        n = len((a if isinstance(a, D) else b).d)
+        a = a if isinstance(a, D) else D(a, (0.0,) * n)
+        b = b if isinstance(b, D) else D(b, (0.0,) * n)
+        pa, pb = da(a.v, b.v), db(a.v, b.v)
+        return D(f(a.v, b.v), [pa * x + pb * y for x, y in zip(a.d, b.d)])
+    return g
+
+
+def _atan2_partials(a, b):
+    """(∂/∂a, ∂/∂b) of atan2(a, b) = (b, -a)/(a² + b²), scaled so that
+    1e±200 does not overflow; 0 at the origin."""
+    m = max(abs(a), abs(b))
+    if m == 0.0:
+        return 0.0, 0.0
+    sa, sb = a / m, b / m
+    r = (sa * sa + sb * sb) * m
+    return sb / r, -sa / r
+
+
+def _hypot_partials(a, b):
+    h = math.hypot(a, b)
+    if h == 0.0:
+        return 0.0, 0.0
+    return a / h, b / h
+
+
+atan2 = binary(math.atan2, lambda a, b: _atan2_partials(a, b)[0],
+               lambda a, b: _atan2_partials(a, b)[1])
+hypot = binary(math.hypot, lambda a, b: _hypot_partials(a, b)[0],
+               lambda a, b: _hypot_partials(a, b)[1])
+
+
+def rust_round(v):
+    """Rust's f64::round: half-way cases away from zero (Python's round()
+    goes to even)."""
+    if math.isinf(v) or math.isnan(v):
+        return v
+    a = abs(v)
+    r = math.floor(a)
+    if a - r >= 0.5:
+        r += 1.0
+    return math.copysign(r, v)
+
+
+def flat(f):
+    """A rounding function: derivative 0."""
+    return unary(lambda v: float(f(v)) if math.isfinite(v) else v, lambda v: 0.0)
+
+
+floor = flat(math.floor)
+ceil = flat(math.ceil)
+fround = unary(rust_round, lambda v: 0.0)
+trunc = flat(math.trunc)
+
+
 def ipow(a, b):
     """IEEE pow (C99 Annex F) where Python's math.pow raises."""
     try:
@@ -526,6 +633,102 @@ def mlp(x, W1, b1, W2, b2):
     return o * o
 
 
+def math_inverse_atan(x):
+    return atan(x)
+
+
+def math_inverse_asin(x):
+    return asin(x)
+
+
+def math_inverse_acos(x):
+    return acos(x)
+
+
+def math_inverse_angle(y, x):
+    return atan2(y, x) * 2.0
+
+
+def math_hyperbolic_sinh(x):
+    return sinh(x)
+
+
+def math_hyperbolic_cosh(x):
+    return cosh(x)
+
+
+def math_logs_log1p(x):
+    return log1p(x)
+
+
+def math_logs_expm1(x):
+    return expm1(x)
+
+
+def math_logs_log2(x):
+    return log2(x)
+
+
+def math_logs_log10(x):
+    return log10(x)
+
+
+def math_logs_cbrt(x):
+    return cbrt(x)
+
+
+def math_erf_erf(x):
+    return erf(x)
+
+
+def math_erf_erfc(x):
+    return erfc(x)
+
+
+def math_hypot_norm(x, y):
+    return hypot(x, y) * 3.0
+
+
+def math_rounding_steps(x):
+    return ((floor(x) + ceil(x)) + (fround(x) + trunc(x))) + x
+
+
+def where_sqrt(x):
+    s = fsqrt(x)
+    return s if x > 0.0 else x
+
+
+def where_log(x):
+    lg = flog(x)
+    return lg if x > 0.0 else x
+
+
+def where_div(x, z):
+    q = fdiv_d(z, x)
+    t = q * z
+    return t if val(x) != 0.0 else z
+
+
+def where_asin(x):
+    a = asin(x)
+    return a if fabs(x) < 1.0 else x
+
+
+def where_min(x):
+    s = fsqrt(x)
+    return fmin(x, s)
+
+
+def where_pow(x):
+    p = fpow(x, 0.5)
+    return p if x > 0.0 else x * 3.0
+
+
+def fdiv_d(a, b):
+    """Division of duals with IEEE values where b is 0."""
+    return a / b
+
+
 # (file relative to programs/, function name) -> implementation.
 PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
@@ -563,6 +766,27 @@ PROGRAMS = {
     ("traps.adasm", "pick"): traps_pick,
     ("traps.adasm", "put"): traps_put,
     ("traps.adasm", "neg"): traps_neg,
+    ("math_inverse.adasm", "atan"): math_inverse_atan,
+    ("math_inverse.adasm", "asin"): math_inverse_asin,
+    ("math_inverse.adasm", "acos"): math_inverse_acos,
+    ("math_inverse.adasm", "angle"): math_inverse_angle,
+    ("math_hyperbolic.adasm", "sinh"): math_hyperbolic_sinh,
+    ("math_hyperbolic.adasm", "cosh"): math_hyperbolic_cosh,
+    ("math_logs.adasm", "log1p"): math_logs_log1p,
+    ("math_logs.adasm", "expm1"): math_logs_expm1,
+    ("math_logs.adasm", "log2"): math_logs_log2,
+    ("math_logs.adasm", "log10"): math_logs_log10,
+    ("math_logs.adasm", "cbrt"): math_logs_cbrt,
+    ("math_erf.adasm", "erf"): math_erf_erf,
+    ("math_erf.adasm", "erfc"): math_erf_erfc,
+    ("math_hypot.adasm", "norm"): math_hypot_norm,
+    ("math_rounding.adasm", "steps"): math_rounding_steps,
+    ("where.adasm", "sqrt_where"): where_sqrt,
+    ("where.adasm", "log_where"): where_log,
+    ("where.adasm", "div_where"): where_div,
+    ("where.adasm", "asin_where"): where_asin,
+    ("where.adasm", "min_where"): where_min,
+    ("where.adasm", "pow_where"): where_pow,
     ("bench/branchy.adasm", "branchy"): branchy,
     ("bench/logreg.adasm", "logreg"): logreg,
     ("bench/logsumexp.adasm", "logsumexp"): bench_logsumexp,

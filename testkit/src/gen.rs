@@ -268,7 +268,7 @@ impl<'r> Body<'r> {
         let a = self.pick_f();
         let b = self.pick_f();
         let kinks = self.cfg.kinks;
-        match self.rng.below(22) {
+        match self.rng.below(32) {
             0 => self.def_f(&format!("add {a}, {b}")),
             1 => self.def_f(&format!("sub {a}, {b}")),
             2 | 3 => self.def_f(&format!("mul {a}, {b}")),
@@ -327,6 +327,61 @@ impl<'r> Body<'r> {
                 let c = self.def_tmp(&format!("lt {a}, {b}"));
                 let x = self.pick_f();
                 self.def_f(&format!("select {c}, {x}, {a}"))
+            }
+            // The math of adasm.md §7, each on arguments in its domain.
+            21 => {
+                let t = self.def_tmp(&format!("tanh {a}"));
+                let op = ["asin", "acos", "atan", "erf", "erfc"][self.rng.below(5)];
+                self.def_f(&format!("{op} {t}"))
+            }
+            22 => {
+                let op = ["atan2", "hypot"][self.rng.below(2)];
+                let t = self.def_tmp(&format!("add {b}, 1.5"));
+                self.def_f(&format!("{op} {a}, {t}"))
+            }
+            23 => {
+                let t = self.def_tmp(&format!("tanh {a}"));
+                let op = ["sinh", "cosh", "expm1"][self.rng.below(3)];
+                self.def_f(&format!("{op} {t}"))
+            }
+            24 => {
+                let t = self.def_tmp(&format!("mul {a}, {a}"));
+                let u = self.def_tmp(&format!("add {t}, 0.5"));
+                let op = ["log1p", "log2", "log10", "cbrt"][self.rng.below(4)];
+                self.def_f(&format!("{op} {u}"))
+            }
+            // Rounding has derivative 0: added to a smooth value, the
+            // gradient is that value's (finite differences agree away
+            // from the steps, which the kink guard keeps them off).
+            25 if kinks => {
+                let op = ["floor", "ceil", "round", "trunc"][self.rng.below(4)];
+                let r = self.def_tmp(&format!("{op} {a}"));
+                self.def_f(&format!("add {r}, {b}"))
+            }
+            // JAX's "where" trap: the side a select does not choose has an
+            // infinite or nan derivative (sqrt or log below 0, a division
+            // by zero); its zero cotangent must contribute exactly zero.
+            26 if kinks => {
+                let op = ["sqrt", "log", "asin"][self.rng.below(3)];
+                let s = self.def_tmp(&format!("{op} {a}"));
+                let c = self.def_tmp(&format!("gt {a}, 0.25"));
+                let lim = self.def_tmp(&format!("lt {a}, 0.75"));
+                let c = if op == "asin" {
+                    self.def_tmp(&format!("and {c}, {lim}"))
+                } else {
+                    c
+                };
+                self.def_f(&format!("select {c}, {s}, {b}"))
+            }
+            27 if kinks => {
+                let q = self.def_tmp(&format!("div {b}, {a}"));
+                let t = self.def_tmp(&format!("mul {q}, {b}"));
+                let c = self.def_tmp(&format!("gt {a}, 0.5"));
+                self.def_f(&format!("select {c}, {t}, {b}"))
+            }
+            28 if kinks => {
+                let s = self.def_tmp(&format!("sqrt {a}"));
+                self.def_f(&format!("min {b}, {s}"))
             }
             _ => {
                 let k = self.rng.float(-2.0, 2.0);

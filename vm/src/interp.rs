@@ -59,6 +59,7 @@
 use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
+use crate::math::{div_z, mul_z};
 use crate::op::Op;
 use crate::regs::{
     copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
@@ -813,6 +814,24 @@ impl Vm {
                 Op::Sqrt => uf!(ins, |a| a.sqrt()),
                 Op::Tanh => uf!(ins, |a| a.tanh()),
                 Op::AbsF => uf!(ins, |a| a.abs()),
+                Op::Erf => uf!(ins, |a| libm::erf(a)),
+                Op::Erfc => uf!(ins, |a| libm::erfc(a)),
+                Op::Atan => uf!(ins, |a| a.atan()),
+                Op::Asin => uf!(ins, |a| a.asin()),
+                Op::Acos => uf!(ins, |a| a.acos()),
+                Op::Atan2 => ff!(ins, |a, b| a.atan2(b)),
+                Op::Sinh => uf!(ins, |a| a.sinh()),
+                Op::Cosh => uf!(ins, |a| a.cosh()),
+                Op::Log1p => uf!(ins, |a| a.ln_1p()),
+                Op::Expm1 => uf!(ins, |a| a.exp_m1()),
+                Op::Log2 => uf!(ins, |a| a.log2()),
+                Op::Log10 => uf!(ins, |a| a.log10()),
+                Op::Cbrt => uf!(ins, |a| a.cbrt()),
+                Op::Hypot => ff!(ins, |a, b| a.hypot(b)),
+                Op::Floor => uf!(ins, |a| a.floor()),
+                Op::Ceil => uf!(ins, |a| a.ceil()),
+                Op::Round => uf!(ins, |a| a.round()),
+                Op::Trunc => uf!(ins, |a| a.trunc()),
                 Op::AddI => seti!(ins.r0, ir!(ins.r1).wrapping_add(ir!(ins.r2))),
                 Op::SubI => seti!(ins.r0, ir!(ins.r1).wrapping_sub(ir!(ins.r2))),
                 Op::MulI => seti!(ins.r0, ir!(ins.r1).wrapping_mul(ir!(ins.r2))),
@@ -1118,9 +1137,12 @@ impl Vm {
                 }
                 Op::Acc => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1)),
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
-                Op::AccMul => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
+                Op::AccMul => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), fr!(ins.r2))),
+                Op::MulAddF => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
+                Op::MulZ => ff!(ins, |a, b| mul_z(a, b)),
+                Op::DivZ => ff!(ins, |a, b| div_z(a, b)),
                 Op::AccMulPop => match self.comms.pop() {
-                    Some(v) => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * f64::from_bits(v)),
+                    Some(v) => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), f64::from_bits(v))),
                     None => trap!(TrapKind::StackUnderflow),
                 },
                 Op::MulPush => {
@@ -1146,8 +1168,8 @@ impl Vm {
                     // Every read before either write: `r2` is usually `r1`
                     // itself (the cotangent renamed in place).
                     let g = fr!(ins.r1);
-                    let product = g * fr!(ins.x);
-                    let acc = fr!(ins.r0) + g * f64::from_bits(v);
+                    let product = mul_z(g, fr!(ins.x));
+                    let acc = fr!(ins.r0) + mul_z(g, f64::from_bits(v));
                     setf!(ins.r2, product);
                     setf!(ins.r0, acc);
                     // The length read before the writes, as in `comms.pop`:
@@ -1155,7 +1177,7 @@ impl Vm {
                     self.comms.truncate(len - 1);
                 }
                 Op::MulPop => match self.comms.pop() {
-                    Some(v) => setf!(ins.r0, fr!(ins.r1) * f64::from_bits(v)),
+                    Some(v) => setf!(ins.r0, mul_z(fr!(ins.r1), f64::from_bits(v))),
                     None => trap!(TrapKind::StackUnderflow),
                 },
                 Op::Zero => w.set(ins.r0 as u32, 0),
@@ -1165,7 +1187,7 @@ impl Vm {
                     w.set(ins.r0 as u32, v);
                 }
                 Op::ShadowAcc => shadow_add!(ins, fr!(ins.r2)),
-                Op::ShadowAccMul => shadow_add!(ins, fr!(ins.r2) * fr!(ins.x)),
+                Op::ShadowAccMul => shadow_add!(ins, mul_z(fr!(ins.r2), fr!(ins.x))),
                 Op::ShadowTake => {
                     let h = w.get(ins.r1 as u32);
                     let i = ir!(ins.r2);

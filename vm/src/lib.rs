@@ -10,6 +10,7 @@
 //! ```
 //!
 //! * [`op`]: the single opcode table everything else reads.
+//! * [`math`]: the arithmetic of derived code (strong-zero products).
 //! * [`ir`]: the SSA IR.
 //! * [`bytecode`]: the fixed-size instruction encoding and functions.
 //! * [`lower`]: SSA IR to bytecode (phis become parallel copies on edges).
@@ -36,6 +37,7 @@ pub mod inline;
 pub mod interp;
 pub mod ir;
 pub mod lower;
+pub mod math;
 pub mod op;
 mod regs;
 pub mod types;

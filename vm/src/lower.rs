@@ -38,7 +38,7 @@
 //!   reads (see `Lowerer::fuse`). The AD stage's forward code writes
 //!   such pairs (the pullback of one needs the other).
 //! * Multiply-add: `mul.f %p, %a, %b; add.f %acc, %acc, %p`, with the
-//!   `add.f` the product's only reader, becomes `acc.mul %acc, %a, %b` (a
+//!   `add.f` the product's only reader, becomes `add.mul.f %acc, %a, %b` (a
 //!   dot product's step in one dispatch), also with block-id and comms
 //!   pushes between the two (see `Lowerer::mul_add`).
 //! * Fused products (derived code): a checked `comms.push %a` right before
@@ -1054,15 +1054,22 @@ impl Lowerer<'_> {
                 };
                 return Some(Instr::new(Op::SinCos, s, c, i.r1, 0));
             }
-            (_, Op::MulF) => {}
+            (_, Op::MulF | Op::MulZ) => {}
             _ => return None,
         }
         match last.op {
-            Op::CommsPush if last.r0 == i.r1 => Some(Instr::new(Op::MulPush, i.r0, i.r1, i.r2, 0)),
+            Op::CommsPush if i.op == Op::MulF && last.r0 == i.r1 => {
+                Some(Instr::new(Op::MulPush, i.r0, i.r1, i.r2, 0))
+            }
             // The accumulator must be none of the other registers (the
-            // interpreter reads every operand before writing).
+            // interpreter reads every operand before writing). Both
+            // products are strong-zero ones.
             Op::AccMulPop
-                if last.r1 == i.r1 && last.r0 != i.r1 && last.r0 != i.r2 && last.r0 != i.r0 =>
+                if i.op == Op::MulZ
+                    && last.r1 == i.r1
+                    && last.r0 != i.r1
+                    && last.r0 != i.r2
+                    && last.r0 != i.r0 =>
             {
                 Some(Instr::new(
                     Op::AccMulPopMul,
@@ -1079,11 +1086,11 @@ impl Lowerer<'_> {
     /// Multiply-add, for `i` = `add.f %acc, %acc, %p` about to be emitted:
     /// if `%p` is written by a `mul.f %p, %a, %b` earlier in the block's
     /// straight-line run and the `add.f` is `%p`'s only reader (a dot
-    /// product's step), that `mul.f` becomes `acc.mul %acc, %a, %b` and
-    /// `i` is not emitted (`true`). `acc.mul` computes `%acc + %a * %b`
+    /// product's step), that `mul.f` becomes `add.mul.f %acc, %a, %b` and
+    /// `i` is not emitted (`true`). `add.mul.f` computes `%acc + %a * %b`
     /// with two roundings, as the pair does (Rust does not contract it to
     /// a fused multiply-add), and reads every operand before it writes;
-    /// only the form with `%acc` first, the order `acc.mul` adds in.
+    /// only the form with `%acc` first, the order `add.mul.f` adds in.
     ///
     /// Between the two may stand `blk.push`es and comms pushes that read
     /// neither `%acc` nor `%p` (the derived forward code records a block
@@ -1104,7 +1111,7 @@ impl Lowerer<'_> {
             let c = self.code[at];
             match c.op {
                 Op::MulF if c.r0 == p => {
-                    self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    self.code[at] = Instr::new(Op::MulAddF, acc, c.r1, c.r2, 0);
                     return true;
                 }
                 Op::BlkPush => {}

@@ -269,6 +269,34 @@ ops! {
     Tanh = "tanh" [Def(F), Use(F)] user("tanh").pure();
     AbsF = "abs.f" [Def(F), Use(F)] user("abs").pure().cheap();
 
+    // ---- more math (adasm.md §7; values as Rust's f64 methods and libm) ------
+    /// Error function (libm's `erf`).
+    Erf = "erf" [Def(F), Use(F)] user("erf").pure();
+    /// Complementary error function `1 - erf` (libm's `erfc`).
+    Erfc = "erfc" [Def(F), Use(F)] user("erfc").pure();
+    Atan = "atan" [Def(F), Use(F)] user("atan").pure();
+    Asin = "asin" [Def(F), Use(F)] user("asin").pure();
+    Acos = "acos" [Def(F), Use(F)] user("acos").pure();
+    /// `r0 = atan2(r1, r2)`: the angle of the point `(x, y) = (r2, r1)`.
+    Atan2 = "atan2" [Def(F), Use(F), Use(F)] user("atan2").pure();
+    Sinh = "sinh" [Def(F), Use(F)] user("sinh").pure();
+    Cosh = "cosh" [Def(F), Use(F)] user("cosh").pure();
+    /// `ln(1 + r1)`, accurate near 0.
+    Log1p = "log1p" [Def(F), Use(F)] user("log1p").pure();
+    /// `e^r1 - 1`, accurate near 0.
+    Expm1 = "expm1" [Def(F), Use(F)] user("expm1").pure();
+    Log2 = "log2" [Def(F), Use(F)] user("log2").pure();
+    Log10 = "log10" [Def(F), Use(F)] user("log10").pure();
+    Cbrt = "cbrt" [Def(F), Use(F)] user("cbrt").pure();
+    /// `sqrt(r1² + r2²)` without overflow or underflow on the way.
+    Hypot = "hypot" [Def(F), Use(F), Use(F)] user("hypot").pure();
+    /// Rounding to an integral f64: derivative zero, so never active.
+    Floor = "floor" [Def(F), Use(F)] user("floor").pure().cheap().no_derivative();
+    Ceil = "ceil" [Def(F), Use(F)] user("ceil").pure().cheap().no_derivative();
+    /// Half-way cases away from zero (Rust's `f64::round`).
+    Round = "round" [Def(F), Use(F)] user("round").pure().cheap().no_derivative();
+    Trunc = "trunc" [Def(F), Use(F)] user("trunc").pure().cheap().no_derivative();
+
     // ---- i64 arithmetic (wrapping; division and remainder by zero trap) -----
     AddI = "add.i" [Def(I), Use(I), Use(I)] user("add").pure().cheap();
     SubI = "sub.i" [Def(I), Use(I), Use(I)] user("sub").pure().cheap();
@@ -355,19 +383,27 @@ ops! {
     Acc = "acc" [InOut(F), Use(F)] ad().pure();
     /// `r0 -= r1`
     AccNeg = "acc.neg" [InOut(F), Use(F)] ad().pure();
-    /// `r0 += r1 * r2`
+    /// `r0 += r1 ⊙ r2`, where `⊙` is the strong-zero product of derived
+    /// code ([`crate::math::mul_z`]: zero when either factor is zero, even
+    /// against an infinite or nan other factor).
     AccMul = "acc.mul" [InOut(F), Use(F), Use(F)] ad().pure();
-    /// `r0 += r1 * pop()`: `comms.pop` fused into the `acc.mul` that is
+    /// `r0 += r1 ⊙ pop()`: `comms.pop` fused into the `acc.mul` that is
     /// the popped value's only reader (made by the AD stage's clean-up).
     AccMulPop = "acc.mul.pop" [InOut(F), Use(F)] ad().comms(-1);
-    /// `r0 = r1 * pop()`: `comms.pop` fused into a `mul.f`, likewise.
+    /// `r0 = r1 ⊙ pop()`: `comms.pop` fused into a `mul.z`, likewise.
     MulPop = "mul.pop" [Def(F), Use(F)] ad().comms(-1);
+    /// `r0 = r1 ⊙ r2`: the strong-zero product of a cotangent and a local
+    /// derivative ([`crate::math::mul_z`]).
+    MulZ = "mul.z" [Def(F), Use(F), Use(F)] ad().pure();
+    /// `r0 = r1 / r2`, but zero when `r1` (a cotangent) is zero, even where
+    /// `r2` is zero or nan ([`crate::math::div_z`]).
+    DivZ = "div.z" [Def(F), Use(F), Use(F)] ad().pure();
     /// `r0 = 0.0`
     Zero = "zero" [Def(F)] ad().pure();
     /// `shadow(r0)[r1] += r2`: adjoint of `aget`.
     ShadowAcc = "shadow.acc" [Use(A), Use(I), Use(F)] ad();
-    /// `shadow(r0)[r1] += r2 * x` (`x` holds the second factor's register):
-    /// a `mul.f` fused into the `shadow.acc` that is its product's only
+    /// `shadow(r0)[r1] += r2 ⊙ x` (`x` holds the second factor's register):
+    /// a `mul.z` fused into the `shadow.acc` that is its product's only
     /// reader (made by the AD stage's clean-up). The product is rounded
     /// before it is added, as by the two instructions.
     ShadowAccMul = "shadow.acc.mul" [Use(A), Use(I), Use(F), Use(F)] ad();
@@ -450,8 +486,8 @@ ops! {
     /// `push(r1); r0 = r1 * r2`: a `comms.push` of a factor fused into the
     /// `mul.f` right after it (checked like `comms.push`).
     MulPush = "mul.push" [Def(F), Use(F), Use(F)] lowering().comms(1);
-    /// `r0 += r1 * pop(); r2 = r1 * x`: an `acc.mul.pop` fused into the
-    /// `mul.f` right after it that reads the same cotangent `r1`. The
+    /// `r0 += r1 ⊙ pop(); r2 = r1 ⊙ x`: an `acc.mul.pop` fused into the
+    /// `mul.z` right after it that reads the same cotangent `r1`. The
     /// lowering fuses only when `r0` is none of `r1`, `r2`, `x`, where
     /// reading all operands before writing either result means the same
     /// as the two instructions in sequence (the verifier does not require
@@ -467,6 +503,12 @@ ops! {
     /// `r0 = r1[r2 + x]` (`x` holds the second index register; the sum
     /// wraps like `add.i`); out of bounds traps with the sum as the index.
     AGetAdd = "aget.add" [Def(F), Use(A), Use(I), Use(I)] lowering();
+
+    // ---- fused multiply-add (made by the lowering) -----------------------------
+    // A product whose only reader adds it in place (`s = s + x * y` in a
+    // loop): one dispatch for the two, each rounded as by the two.
+    /// `r0 += r1 * r2` (IEEE: `0 * inf` is nan, as by `mul.f` and `add.f`).
+    MulAddF = "add.mul.f" [InOut(F), Use(F), Use(F)] lowering();
 }
 
 /// The condition of a comparison or fused branch.

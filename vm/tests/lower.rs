@@ -790,7 +790,7 @@ fn sincos_is_not_an_ir_instruction() {
 }
 /// `@t(a, b, s, g, c, p)`: the forward half pushes `a` then multiplies
 /// `a * b` (or `b * a` with `swap`); the reverse half pushes `p`, then
-/// `acc.mul.pop s, g` (`s += g * p`) and `mul.f g, g, c` (or, with
+/// `acc.mul.pop s, g` (`s += g * p`) and `mul.z g, g, c` (or, with
 /// `alias`, accumulates into `c`, which the product then reads). Returns
 /// `(a*b) + 10 * pop + 100 * s + 1000 * g`, so every effect shows.
 fn product_pair(swap: bool, alias: bool) -> Module {
@@ -818,7 +818,7 @@ fn product_pair(swap: bool, alias: bool) -> Module {
     b.eff(e, Op::CommsPush, &[p]);
     let acc = if alias { c } else { s };
     b.eff(e, Op::AccMulPop, &[acc, g]);
-    b.set(e, Op::MulF, g, &[g, c]);
+    b.set(e, Op::MulZ, g, &[g, c]);
     let (k10, k100, k1000) = (b.f64(10.0), b.f64(100.0), b.f64(1000.0));
     let t1 = b.op(e, Op::MulF, Some(F64), &[popped, k10]);
     let t2 = b.op(e, Op::MulF, Some(F64), &[acc, k100]);
@@ -908,12 +908,12 @@ fn mul_add_loop(commuted: bool, reuse: bool) -> Module {
 }
 
 /// A product read only by the `add.f` after it that accumulates it in
-/// place (`s = s + p`: a dot product's step) is one `acc.mul`, which
+/// place (`s = s + p`: a dot product's step) is one `add.mul.f`, which
 /// computes the same as the pair (two roundings, the sum in the same
 /// order) on ordinary and special inputs; the commuted sum and a product
 /// read twice stay a `mul.f` and an `add.f`.
 #[test]
-fn a_product_summed_in_place_fuses_into_acc_mul() {
+fn a_product_summed_in_place_fuses_into_add_mul() {
     let mut inputs = vec![
         (1.5, -2.25, 0.5),
         (0.1, 0.2, 1.1),
@@ -943,7 +943,7 @@ fn a_product_summed_in_place_fuses_into_acc_mul() {
         );
         let fused = !commuted && !reuse;
         let ops = ops(&p);
-        assert_eq!(ops.contains(&Op::AccMul), fused, "{what}");
+        assert_eq!(ops.contains(&Op::MulAddF), fused, "{what}");
         assert_eq!(ops.contains(&Op::AddF), !fused, "{what}");
         for &(x0, y, k) in &inputs {
             let n = 7;
@@ -1012,7 +1012,7 @@ fn a_product_and_its_sum_fuse_past_pushes_that_read_neither() {
         let p = load(&mul_add_past(between));
         let what = format!("{between:?}:\n{}", vm::disasm::function(p.func(FuncId(0))));
         let fused = matches!(between, Between::Unrelated);
-        assert_eq!(ops(&p).contains(&Op::AccMul), fused, "{what}");
+        assert_eq!(ops(&p).contains(&Op::MulAddF), fused, "{what}");
         assert_eq!(ops(&p).contains(&Op::AddF), !fused, "{what}");
         let pushed = match between {
             Between::Unrelated => c,
@@ -1280,7 +1280,7 @@ fn a_join_that_no_jump_reaches_continues_the_arm_before_it() {
         let p = load(&product_diamond(big));
         let f = p.func(FuncId(0));
         let text = vm::disasm::function(f);
-        let fused = f.code.iter().filter(|i| i.op == Op::AccMul).count();
+        let fused = f.code.iter().filter(|i| i.op == Op::MulAddF).count();
         assert_eq!(fused, if big { 0 } else { 2 }, "{text}");
         let mut vm = Vm::default();
         for (c, want) in [(true, s + x * x), (false, s + x * k)] {

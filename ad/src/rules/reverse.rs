@@ -57,7 +57,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
                 // otherwise.
                 if let Some(ca) = ca {
                     let va = e.need(a);
-                    let t = e.op(Op::MulF, f64, vec![d, va]);
+                    let t = e.op(Op::MulZ, f64, vec![d, va]);
                     let two = e.kf(2.0);
                     e.acc_mul(ca, t, two);
                 }
@@ -78,11 +78,11 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
                 return Ok(());
             }
             let vb = e.need(bb);
-            let t = e.op(Op::DivF, f64, vec![d, vb]);
+            let t = e.op(Op::DivZ, f64, vec![d, vb]);
             e.acc(ca, t);
             if cb.is_some() {
                 let vy = e.need(y);
-                let t2 = e.op(Op::MulF, f64, vec![t, vy]);
+                let t2 = e.op(Op::MulZ, f64, vec![t, vy]);
                 e.acc_neg(cb, t2);
             }
         }
@@ -104,7 +104,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
                 let zero = e.kf(0.0);
                 let l = e.op(Op::Log, f64, vec![va]);
                 let t = e.op(Op::MulF, f64, vec![l, vy]);
-                let c = e.op(Op::MulF, f64, vec![d, t]);
+                let c = e.op(Op::MulZ, f64, vec![d, t]);
                 let pos = e.op(Op::GtF, Some(Type::Bool), vec![va, zero]);
                 let c = e.op(Op::Select, f64, vec![pos, c, zero]);
                 e.acc(Some(cb), c);
@@ -148,7 +148,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         Op::Cos => {
             if let (Some(d), true) = (dbar, ca.is_some()) {
                 let s = e.factor(i, a, Op::Sin);
-                let t = e.op(Op::MulF, f64, vec![d, s]);
+                let t = e.op(Op::MulZ, f64, vec![d, s]);
                 e.acc_neg(ca, t);
             }
         }
@@ -170,7 +170,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         Op::Log => {
             if let (Some(d), true) = (dbar, ca.is_some()) {
                 let va = e.need(a);
-                let t = e.op(Op::DivF, f64, vec![d, va]);
+                let t = e.op(Op::DivZ, f64, vec![d, va]);
                 e.acc(ca, t);
             }
         }
@@ -178,7 +178,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
             if let (Some(d), true) = (dbar, ca.is_some()) {
                 let vy = e.need(y);
                 let t = e.op(Op::AddF, f64, vec![vy, vy]);
-                let t = e.op(Op::DivF, f64, vec![d, t]);
+                let t = e.op(Op::DivZ, f64, vec![d, t]);
                 e.acc(ca, t);
             }
         }
@@ -203,6 +203,156 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
                     let s = e.op(Op::Select, f64, vec![neg, mone, zero]);
                     e.op(Op::Select, f64, vec![pos, one, s])
                 });
+            }
+        }
+        Op::Erf | Op::Erfc => {
+            // ±2/√π · e^(−a²)
+            if let Some(d) = dbar {
+                let k = if inst.op == Op::Erf {
+                    std::f64::consts::FRAC_2_SQRT_PI
+                } else {
+                    -std::f64::consts::FRAC_2_SQRT_PI
+                };
+                e.scaled(ca, d, |e| {
+                    let va = e.need(a);
+                    let sq = e.op(Op::MulF, f64, vec![va, va]);
+                    let nsq = e.op(Op::NegF, f64, vec![sq]);
+                    let g = e.op(Op::Exp, f64, vec![nsq]);
+                    let k = e.kf(k);
+                    e.op(Op::MulF, f64, vec![g, k])
+                });
+            }
+        }
+        Op::Atan => {
+            // d / (1 + a²)
+            if let (Some(d), true) = (dbar, ca.is_some()) {
+                let va = e.need(a);
+                let one = e.kf(1.0);
+                let sq = e.op(Op::MulF, f64, vec![va, va]);
+                let den = e.op(Op::AddF, f64, vec![sq, one]);
+                let t = e.op(Op::DivZ, f64, vec![d, den]);
+                e.acc(ca, t);
+            }
+        }
+        Op::Asin | Op::Acos => {
+            // ±d / √((1 − a)(1 + a)): ±inf at a = ±1 (the formula's value).
+            if let (Some(d), true) = (dbar, ca.is_some()) {
+                let va = e.need(a);
+                let one = e.kf(1.0);
+                let lo = e.op(Op::SubF, f64, vec![one, va]);
+                let hi = e.op(Op::AddF, f64, vec![one, va]);
+                let p = e.op(Op::MulF, f64, vec![lo, hi]);
+                let den = e.op(Op::Sqrt, f64, vec![p]);
+                let t = e.op(Op::DivZ, f64, vec![d, den]);
+                if inst.op == Op::Asin {
+                    e.acc(ca, t);
+                } else {
+                    e.acc_neg(ca, t);
+                }
+            }
+        }
+        Op::Atan2 | Op::Hypot => {
+            // With h = hypot(a, b): atan2(a, b) has partials b/h², −a/h²;
+            // hypot(a, b) = h has partials a/h, b/h. Dividing by h twice
+            // rather than by a² + b² keeps arguments near 1e±200 from
+            // overflowing. At the origin (h = 0) both are 0 (documented).
+            let Some(d) = dbar else { return Ok(()) };
+            if ca.is_none() && cb.is_none() {
+                return Ok(());
+            }
+            let (va, vb) = (e.need(a), e.need(bb));
+            let h = if inst.op == Op::Hypot {
+                e.need(y)
+            } else {
+                e.op(Op::Hypot, f64, vec![va, vb])
+            };
+            let zero = e.kf(0.0);
+            let origin = e.op(Op::EqF, Some(Type::Bool), vec![h, zero]);
+            // The partial `num / h` (hypot) or `num / h / h` (atan2), 0 at
+            // the origin.
+            let partial = |e: &mut Emit, num: ValueId| {
+                let mut q = e.op(Op::DivF, f64, vec![num, h]);
+                if inst.op == Op::Atan2 {
+                    q = e.op(Op::DivF, f64, vec![q, h]);
+                }
+                e.op(Op::Select, f64, vec![origin, zero, q])
+            };
+            if inst.op == Op::Hypot {
+                if let Some(ca) = ca {
+                    let p = partial(e, va);
+                    e.acc_mul(ca, d, p);
+                }
+                if let Some(cb) = cb {
+                    let p = partial(e, vb);
+                    e.acc_mul(cb, d, p);
+                }
+            } else {
+                // y = atan2(a, b): ā += d·b/h², b̄ −= d·a/h².
+                if let Some(ca) = ca {
+                    let p = partial(e, vb);
+                    e.acc_mul(ca, d, p);
+                }
+                if cb.is_some() {
+                    let p = partial(e, va);
+                    let t = e.op(Op::MulZ, f64, vec![d, p]);
+                    e.acc_neg(cb, t);
+                }
+            }
+        }
+        Op::Sinh | Op::Cosh => {
+            // sinh' = cosh, cosh' = sinh
+            if let Some(d) = dbar {
+                let other = if inst.op == Op::Sinh { Op::Cosh } else { Op::Sinh };
+                e.scaled(ca, d, |e| {
+                    let va = e.need(a);
+                    e.op(other, f64, vec![va])
+                });
+            }
+        }
+        Op::Log1p => {
+            // d / (1 + a)
+            if let (Some(d), true) = (dbar, ca.is_some()) {
+                let va = e.need(a);
+                let one = e.kf(1.0);
+                let den = e.op(Op::AddF, f64, vec![va, one]);
+                let t = e.op(Op::DivZ, f64, vec![d, den]);
+                e.acc(ca, t);
+            }
+        }
+        Op::Expm1 => {
+            // d · e^a = d · (y + 1)
+            if let Some(d) = dbar {
+                e.scaled(ca, d, |e| {
+                    let vy = e.need(y);
+                    let one = e.kf(1.0);
+                    e.op(Op::AddF, f64, vec![vy, one])
+                });
+            }
+        }
+        Op::Log2 | Op::Log10 => {
+            // d / (a · ln 2), d / (a · ln 10)
+            if let (Some(d), true) = (dbar, ca.is_some()) {
+                let ln = if inst.op == Op::Log2 {
+                    std::f64::consts::LN_2
+                } else {
+                    std::f64::consts::LN_10
+                };
+                let va = e.need(a);
+                let ln = e.kf(ln);
+                let den = e.op(Op::MulF, f64, vec![va, ln]);
+                let t = e.op(Op::DivZ, f64, vec![d, den]);
+                e.acc(ca, t);
+            }
+        }
+        Op::Cbrt => {
+            // d / (3 y²): inf at 0.
+            if let (Some(d), true) = (dbar, ca.is_some()) {
+                let vy = e.need(y);
+                let three = e.kf(3.0);
+                let sq = e.op(Op::MulF, f64, vec![vy, vy]);
+                let den = e.op(Op::MulF, f64, vec![sq, three]);
+                let t = e.op(Op::DivZ, f64, vec![d, den]);
+                e.acc(ca, t);
             }
         }
         Op::AGet => {
@@ -263,7 +413,12 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::ItoF
         | Op::FtoI
         | Op::ANew
-        | Op::ALen => {}
+        | Op::ALen
+        // Rounding: derivative zero (never active, like `nograd`).
+        | Op::Floor
+        | Op::Ceil
+        | Op::Round
+        | Op::Trunc => {}
         // Terminators are IR terminators, not instructions, in a primal
         // function; the reverse CFG handles control flow.
         Op::Ret | Op::Jmp | Op::JmpIf | Op::JmpIfNot => return Err(NoRule(inst.op)),
@@ -280,6 +435,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::AccMul
         | Op::AccMulPop
         | Op::MulPop
+        | Op::MulZ
+        | Op::DivZ
         | Op::Zero
         | Op::ShadowAcc
         | Op::ShadowAccMul
@@ -315,7 +472,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::SinCos
         | Op::MulPush
         | Op::AccMulPopMul
-        | Op::AGetAdd => return Err(NoRule(inst.op)),
+        | Op::AGetAdd
+        | Op::MulAddF => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -1,0 +1,54 @@
+//! The arithmetic that derived code adds to IEEE's: strong-zero products.
+//!
+//! In reverse code a contribution is a cotangent times a local derivative.
+//! A zero cotangent must contribute exactly zero, whatever the local
+//! derivative: the operand a `select`, `min` or `max` did not choose gets a
+//! zero cotangent, and its own local derivative may be infinite or nan
+//! there (`sqrt` at -1, `log` at 0, a division by zero). IEEE gives
+//! `0 * inf = nan`, which would poison the gradient; this is JAX's and
+//! PyTorch's "where" trap. The AD stage's products (`mul.z`, `acc.mul` and
+//! their fused forms) and its quotients of a cotangent (`div.z`) use these
+//! functions instead. They equal IEEE's result except where IEEE gives nan
+//! and a zero is involved, so they cost one comparison on the common path.
+
+/// `a * b`, but `0` when either factor is zero (even against an infinite or
+/// nan other factor).
+#[inline(always)]
+pub fn mul_z(a: f64, b: f64) -> f64 {
+    let p = a * b;
+    if p.is_nan() && (a == 0.0 || b == 0.0) {
+        0.0
+    } else {
+        p
+    }
+}
+
+/// `a / b`, but `0` when `a` is zero (even where `b` is zero or nan).
+#[inline(always)]
+pub fn div_z(a: f64, b: f64) -> f64 {
+    let q = a / b;
+    if q.is_nan() && a == 0.0 {
+        0.0
+    } else {
+        q
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_factor_wins_over_inf_and_nan() {
+        for x in [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 0.0, 1.5] {
+            assert_eq!(mul_z(0.0, x), 0.0, "0 * {x}");
+            assert_eq!(mul_z(x, 0.0), 0.0, "{x} * 0");
+            assert_eq!(div_z(0.0, x), 0.0, "0 / {x}");
+        }
+        assert!(mul_z(f64::NAN, 2.0).is_nan());
+        assert!(div_z(1.0, f64::NAN).is_nan());
+        assert_eq!(div_z(1.0, 0.0), f64::INFINITY);
+        assert_eq!(mul_z(3.0, 0.5).to_bits(), (3.0f64 * 0.5).to_bits());
+        assert_eq!(mul_z(-0.0, 2.0).to_bits(), (-0.0f64).to_bits());
+    }
+}
