@@ -910,6 +910,7 @@ fn lower_module(module: &ir::Module) -> Result<Program, AdError> {
 fn ret_text(r: &RetType) -> String {
     match r {
         RetType::One(t) => t.to_string(),
+        RetType::Unit => "nothing".to_string(),
         RetType::Many(ts) => format!("{} values", ts.len()),
     }
 }

@@ -120,8 +120,13 @@ pub(crate) struct CPhi {
 
 pub(crate) enum CTerm {
     Jmp(u32),
-    Br { cond: Arg, then_: u32, else_: u32 },
-    Ret(Arg),
+    Br {
+        cond: Arg,
+        then_: u32,
+        else_: u32,
+    },
+    /// The value returned; `None` in a function with no result.
+    Ret(Option<Arg>),
 }
 
 pub(crate) struct CBlock {
@@ -142,7 +147,8 @@ pub(crate) struct CValue {
 pub(crate) struct CheckedFn {
     pub name: String,
     pub n_params: usize,
-    pub ret: Type,
+    /// `None` for a function with no result.
+    pub ret: Option<Type>,
     pub values: Vec<CValue>,
     pub blocks: Vec<CBlock>,
     pub loc: Loc,
@@ -154,6 +160,8 @@ pub(crate) struct CheckedFn {
 struct Sig {
     params: Vec<Option<Type>>,
     ret: Option<Type>,
+    /// The function has no result (`ret` is then `None` too).
+    no_result: bool,
     /// Whether every part parsed; calls to incomplete signatures are not
     /// checked, since their errors are already reported.
     complete: bool,
@@ -171,10 +179,13 @@ impl<'a> Globals<'a> {
         let mut sigs = Vec::new();
         for (i, f) in funcs.iter().enumerate() {
             let params: Vec<Option<Type>> = f.params.iter().map(|p| p.ty).collect();
-            let complete = f.header_ok && f.ret.is_some() && params.iter().all(Option::is_some);
+            let complete = f.header_ok
+                && (f.ret.is_some() || f.no_result)
+                && params.iter().all(Option::is_some);
             sigs.push(Sig {
                 params,
                 ret: f.ret,
+                no_result: f.no_result,
                 complete,
             });
             if f.name.text.is_empty() {
@@ -853,8 +864,8 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
         callee: &Name,
         args: &[Operand],
     ) -> Option<CInst> {
-        let dst_ok = self.check_dst(line, true);
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
+            self.check_dst(line, true);
             self.error(
                 callee.span,
                 Diagnostic::unknown_function_message(&callee.text),
@@ -863,6 +874,17 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
         };
         let globals = self.globals;
         let sig = globals.sigs.get(fi as usize)?;
+        let dst_ok = match (&line.dst, sig.no_result) {
+            (Some(d), true) => {
+                let msg = format!(
+                    "`@{}` returns nothing; remove `%{} =` (write `call @{}(...)`)",
+                    callee.text, d.text, callee.text
+                );
+                self.error(d.span, msg);
+                false
+            }
+            _ => self.check_dst(line, !sig.no_result),
+        };
         if !sig.complete {
             return self.resolve_only(args);
         }
@@ -976,9 +998,34 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
                     else_: self.label_index(else_)?,
                 }
             }
-            Body::Ret(v) => {
+            Body::Ret(Some(v)) if self.f.no_result => {
+                let msg = format!(
+                    "`@{}` returns nothing: write a bare `ret`, or give it a result type \
+                     (`-> f64`)",
+                    self.f.name.text
+                );
+                self.error(line.mnemonic.span, msg);
+                self.resolve_only::<CTerm>(std::slice::from_ref(v));
+                return None;
+            }
+            Body::Ret(Some(v)) => {
                 let what = format!(" (the return type of `@{}`)", self.f.name.text);
-                CTerm::Ret(self.check_arg(v, self.f.ret, &what)?)
+                CTerm::Ret(Some(self.check_arg(v, self.f.ret, &what)?))
+            }
+            Body::Ret(None) if self.f.no_result => CTerm::Ret(None),
+            // A header that failed to parse was reported already.
+            Body::Ret(None) if self.f.ret.is_none() => return None,
+            Body::Ret(None) => {
+                let want = self
+                    .f
+                    .ret
+                    .map_or("a value".to_string(), |t| format!("a value of type {t}"));
+                let msg = format!(
+                    "`ret` in `@{}` needs {want}: `ret %value`",
+                    self.f.name.text
+                );
+                self.error(line.mnemonic.span, msg);
+                return None;
             }
             _ => return None,
         };
@@ -1133,7 +1180,11 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
         Some(CheckedFn {
             name: self.f.name.text.clone(),
             n_params: self.f.params.len(),
-            ret: self.f.ret?,
+            ret: if self.f.no_result {
+                None
+            } else {
+                Some(self.f.ret?)
+            },
             values,
             blocks: blocks.into_iter().collect::<Option<Vec<_>>>()?,
             loc: self.f.loc,
@@ -1155,8 +1206,8 @@ fn read_registers(line: &Line) -> Vec<&str> {
         Body::Phi(arms) => arms.iter().map(|a| &a.value).collect(),
         Body::Call { args, .. } | Body::Op(args) => args.iter().collect(),
         Body::Br { cond, .. } => vec![cond],
-        Body::Ret(v) => vec![v],
-        Body::Jmp(_) | Body::Broken => Vec::new(),
+        Body::Ret(Some(v)) => vec![v],
+        Body::Ret(None) | Body::Jmp(_) | Body::Broken => Vec::new(),
     };
     ops.into_iter()
         .filter_map(|o| match o {

@@ -21,7 +21,7 @@ fn lower_function(c: CheckedFn) -> Function {
     let mut f = Function {
         name: c.name,
         params: (0..c.n_params as u32).map(ValueId).collect(),
-        ret: RetType::One(c.ret),
+        ret: c.ret.map_or(RetType::Unit, RetType::One),
         values: Vec::with_capacity(c.values.len()),
         blocks: Vec::with_capacity(c.blocks.len()),
         loc: c.loc,
@@ -77,7 +77,14 @@ impl Lowerer {
             .into_iter()
             .map(|i| {
                 let args = i.args.into_iter().map(|a| self.arg(a)).collect();
-                let mut inst = Inst::new(i.op, i.dst.map(ValueId), args, i.loc);
+                // A call of a function with no result receives its unused
+                // i64 zero in a register of its own.
+                let dst = match (i.dst, i.op) {
+                    (Some(d), _) => Some(ValueId(d)),
+                    (None, vm::op::Op::Call) => Some(self.f.new_value(Type::I64, None)),
+                    (None, _) => None,
+                };
+                let mut inst = Inst::new(i.op, dst, args, i.loc);
                 inst.callee = i.callee.map(FuncId);
                 inst
             })
@@ -89,7 +96,9 @@ impl Lowerer {
                 then_: BlockId(then_),
                 else_: BlockId(else_),
             },
-            CTerm::Ret(v) => Term::Ret(self.arg(v)),
+            CTerm::Ret(Some(v)) => Term::Ret(self.arg(v)),
+            // No result: the function returns an unused i64 zero.
+            CTerm::Ret(None) => Term::Ret(self.arg(Arg::Const(Type::I64, 0))),
         };
         Block {
             name: b.name,

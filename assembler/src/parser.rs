@@ -64,7 +64,8 @@ pub enum Body {
         then_: Name,
         else_: Name,
     },
-    Ret(Operand),
+    /// `ret v`, or a bare `ret` in a function with no result.
+    Ret(Option<Operand>),
     /// Any other mnemonic with comma-separated operands (resolved by the
     /// checker, which also reports unknown mnemonics).
     Op(Vec<Operand>),
@@ -115,6 +116,8 @@ pub struct FuncAst {
     pub name: Name,
     pub params: Vec<Param>,
     pub ret: Option<Type>,
+    /// The header has no `-> type`: the function returns nothing.
+    pub no_result: bool,
     pub header_ok: bool,
     pub blocks: Vec<BlockAst>,
     pub loc: Loc,
@@ -284,6 +287,7 @@ impl<'s, 'd> Parser<'s, 'd> {
             },
             params: Vec::new(),
             ret: None,
+            no_result: false,
             header_ok: true,
             blocks: Vec::new(),
             loc: fn_tok.loc,
@@ -303,7 +307,8 @@ impl<'s, 'd> Parser<'s, 'd> {
         Some(f)
     }
 
-    /// `@name(%p: type, ...) -> type {`; newlines are allowed between tokens.
+    /// `@name(%p: type, ...) -> type {`, or `@name(...) {` for a function
+    /// with no result; newlines are allowed between tokens.
     fn header(&mut self, f: &mut FuncAst) -> PResult<()> {
         self.skip_newlines();
         f.name = self.global()?;
@@ -332,10 +337,15 @@ impl<'s, 'd> Parser<'s, 'd> {
         }
         self.expect(Tok::RParen, "`,` or `)`")?;
         self.skip_newlines();
-        self.expect(Tok::Arrow, "`->`")?;
-        self.skip_newlines();
-        f.ret = self.ty()?;
-        self.skip_newlines();
+        if self.peek() == Tok::LBrace {
+            // `fn @f(...) {`: no result.
+            f.no_result = true;
+        } else {
+            self.expect(Tok::Arrow, "`->` or `{`")?;
+            self.skip_newlines();
+            f.ret = self.ty()?;
+            self.skip_newlines();
+        }
         self.expect(Tok::LBrace, "`{`")?;
         Ok(())
     }
@@ -473,7 +483,8 @@ impl<'s, 'd> Parser<'s, 'd> {
             "call" => self.call()?,
             "jmp" => Body::Jmp(self.label()?),
             "br" => self.br()?,
-            "ret" => Body::Ret(self.operand()?),
+            "ret" if self.at_line_end() => Body::Ret(None),
+            "ret" => Body::Ret(Some(self.operand()?)),
             _ => Body::Op(self.operands()?),
         };
         if !self.at_line_end() {

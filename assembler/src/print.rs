@@ -24,12 +24,14 @@ use vm::Type;
 /// lines.
 pub fn print_module(m: &Module) -> String {
     let fnames = unique_names(m.funcs.iter().map(|f| Some(f.name.as_str())), is_name, "f");
+    // Functions with no result: their calls print without a destination.
+    let units: Vec<bool> = m.funcs.iter().map(|f| f.ret == RetType::Unit).collect();
     let mut out = String::new();
     for (i, f) in m.funcs.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        FnPrinter::new(f, i, &fnames).function(&mut out);
+        FnPrinter::new(f, i, &fnames, &units).function(&mut out);
     }
     out
 }
@@ -117,13 +119,20 @@ struct FnPrinter<'a> {
     /// The function's index in the module.
     index: usize,
     fnames: &'a [String],
+    /// Which functions of the module have no result.
+    units: &'a [bool],
     /// Operand text of every value: `%name` or a literal.
     values: Vec<String>,
     labels: Vec<String>,
 }
 
 impl<'a> FnPrinter<'a> {
-    fn new(f: &'a Function, index: usize, fnames: &'a [String]) -> FnPrinter<'a> {
+    fn new(
+        f: &'a Function,
+        index: usize,
+        fnames: &'a [String],
+        units: &'a [bool],
+    ) -> FnPrinter<'a> {
         let regs = unique_names(
             f.values.iter().map(|v| {
                 if v.konst.is_some() {
@@ -153,6 +162,7 @@ impl<'a> FnPrinter<'a> {
             f,
             index,
             fnames,
+            units,
             values,
             labels,
         }
@@ -199,14 +209,15 @@ impl<'a> FnPrinter<'a> {
             .map(|p| format!("{}: {}", self.val(*p), self.ty(*p)))
             .collect();
         let ret = match &self.f.ret {
-            RetType::One(t) => t.to_string(),
+            RetType::One(t) => format!(" -> {t}"),
+            RetType::Unit => String::new(),
             RetType::Many(ts) => {
                 let ts: Vec<String> = ts.iter().map(Type::to_string).collect();
-                format!("({})", ts.join(", "))
+                format!(" -> ({})", ts.join(", "))
             }
         };
         let name = self.fname(FuncId(self.index as u32));
-        let _ = writeln!(out, "fn @{name}({}) -> {ret} {{", params.join(", "));
+        let _ = writeln!(out, "fn @{name}({}){ret} {{", params.join(", "));
         for (i, b) in self.f.blocks.iter().enumerate() {
             self.block(out, i, b);
         }
@@ -230,9 +241,13 @@ impl<'a> FnPrinter<'a> {
     }
 
     fn inst(&self, i: &Inst) -> String {
-        let lhs = i
-            .dst
-            .map_or(String::new(), |d| format!("{} = ", self.val(d)));
+        let unit_call = i.op == Op::Call
+            && i.callee
+                .is_some_and(|c| self.units.get(c.index()).copied().unwrap_or(false));
+        let lhs = match i.dst {
+            Some(d) if !unit_call => format!("{} = ", self.val(d)),
+            _ => String::new(),
+        };
         let m = mnemonic(i.op);
         let rhs = match i.op {
             Op::Call => {
@@ -263,6 +278,7 @@ impl<'a> FnPrinter<'a> {
                 self.label(*then_),
                 self.label(*else_)
             ),
+            Term::Ret(_) if self.f.ret == RetType::Unit => "ret".to_string(),
             Term::Ret(v) => format!("ret {}", self.val(*v)),
             Term::RetN(vs) => format!("ret.n {}", self.vals(vs)),
             Term::BlkPop(bs) => {

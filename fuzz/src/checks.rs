@@ -316,16 +316,16 @@ pub fn verify_input(data: &[u8]) -> bool {
     let Ok(code) = vm::verify::decode(&words) else {
         return false;
     };
-    let ret = if head[4] % 5 == 4 {
-        RetType::Many(vec![Type::F64])
-    } else {
-        RetType::One(ty(head[4]))
+    let ret = match head[4] % 6 {
+        4 => RetType::Many(vec![Type::F64]),
+        5 => RetType::Unit,
+        _ => RetType::One(ty(head[4])),
     };
     // The one call site calls the function itself: `call` needs a site
     // without accumulators, `call.acc` one accumulator per returned value.
     let rets = match ret {
         RetType::Many(_) => vec![0],
-        RetType::One(_) => Vec::new(),
+        RetType::One(_) | RetType::Unit => Vec::new(),
     };
     let f = Function {
         name: "fuzz".into(),

@@ -729,6 +729,25 @@ def fdiv_d(a, b):
     return a / b
 
 
+def no_result_scale(a, c):
+    for i in range(len(a)):
+        aset(a, i, aget(a, i) * c)
+
+
+def no_result_fill(c):
+    a = anew(3)
+    aset(a, 0, c)
+    no_result_scale(a, c)
+
+
+def no_result_total(v, c):
+    no_result_scale(v, c)
+    s = 0.0
+    for i in range(len(v)):
+        s = s + aget(v, i)
+    return s
+
+
 # (file relative to programs/, function name) -> implementation.
 PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
@@ -781,6 +800,8 @@ PROGRAMS = {
     ("math_erf.adasm", "erfc"): math_erf_erfc,
     ("math_hypot.adasm", "norm"): math_hypot_norm,
     ("math_rounding.adasm", "steps"): math_rounding_steps,
+    ("no_result.adasm", "fill"): no_result_fill,
+    ("no_result.adasm", "total"): no_result_total,
     ("where.adasm", "sqrt_where"): where_sqrt,
     ("where.adasm", "log_where"): where_log,
     ("where.adasm", "div_where"): where_div,
@@ -903,6 +924,8 @@ def show_json(x):
 
 
 def show_value(v):
+    if v is None:
+        return "none"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -986,6 +1009,9 @@ def check_directive(rel, kind, body):
         except Trap:
             return None
         return f"the reference returns {show_value(v)}, not a trap"
+    if kind == "run" and rest.strip() == "none":
+        got = f(*args)
+        return None if got is None else f"reference value {show_value(got)}, directive says none"
     if kind == "run":
         want = parse_literals(rest)
         if len(want) != 1:

@@ -233,6 +233,7 @@ fn title(f: &Function, what: &str) -> String {
         .collect();
     let ret = match &f.ret {
         vm::ir::RetType::One(t) => t.to_string(),
+        vm::ir::RetType::Unit => "none".to_string(),
         vm::ir::RetType::Many(ts) => {
             let ts: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
             format!("({})", ts.join(", "))

@@ -252,8 +252,17 @@ pub fn run(a: &CallArgs) -> u8 {
             }
             let (mut engine, f, args) = prepare(a)?;
             let v = engine.run(f, &args)?;
+            // A function with no result prints `none` (`null`).
+            let unit = engine.module().func(f).ret == vm::ir::RetType::Unit;
             if a.json {
-                emit(json!({ "value": value_json(&v) }))?;
+                let value = if unit {
+                    serde_json::Value::Null
+                } else {
+                    value_json(&v)
+                };
+                emit(json!({ "value": value }))?;
+            } else if unit {
+                emit("none".to_string())?;
             } else {
                 emit(value_text(&v, None))?;
             }

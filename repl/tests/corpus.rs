@@ -207,6 +207,16 @@ impl Ctx<'_> {
             "run" => {
                 let (call, expect) = body.split_once("=>").ok_or("missing `=>`")?;
                 let (f, args) = self.call(call)?;
+                let unit = self.engine.module().func(f).ret == vm::ir::RetType::Unit;
+                if expect.trim() == "none" || unit {
+                    // A function with no result (`run` prints `none`).
+                    self.engine.run(f, &args).map_err(|e| e.to_string())?;
+                    return match (expect.trim() == "none", unit) {
+                        (true, true) => Ok(()),
+                        (true, false) => Err("expected no result, but it has one".into()),
+                        _ => Err(format!("it has no result; expected {}", expect.trim())),
+                    };
+                }
                 let want = literal(expect.trim())?;
                 let got = self.engine.run(f, &args).map_err(|e| e.to_string())?;
                 if matches_literal(&got, &want) {

@@ -390,7 +390,7 @@ impl<'m> Evaluator<'m> {
         if f.blocks.is_empty() {
             return Err(frame.unsupported("a function without blocks"));
         }
-        if !matches!(f.ret, RetType::One(_)) {
+        if !matches!(f.ret, RetType::One(_) | RetType::Unit) {
             return Err(frame.unsupported("a function returning several values"));
         }
         for (p, a) in f.params.iter().zip(args) {

@@ -62,15 +62,16 @@ pub fn function_in(f: &Function, p: Option<&Program>) -> String {
         .map(|(i, t)| format!("{}: {t}", reg_name(f, i as u32)))
         .collect();
     let ret = match &f.ret {
-        RetType::One(t) => t.to_string(),
+        RetType::One(t) => format!(" -> {t}"),
+        RetType::Unit => String::new(),
         RetType::Many(ts) => {
             let ts: Vec<String> = ts.iter().map(|t| t.to_string()).collect();
-            format!("({})", ts.join(", "))
+            format!(" -> ({})", ts.join(", "))
         }
     };
     let _ = writeln!(
         out,
-        "fn @{}({}) -> {ret}   ; {} regs, {} consts",
+        "fn @{}({}){ret}   ; {} regs, {} consts",
         f.name,
         params.join(", "),
         f.reg_types.len(),

@@ -418,7 +418,8 @@ impl Vm {
         let bits = self.results.first().copied().unwrap_or(0);
         let value = match &func.ret {
             RetType::One(Type::F64) => Value::F64(f64::from_bits(bits)),
-            RetType::One(Type::I64) => Value::I64(bits as i64),
+            // A function with no result returns an unused i64 zero.
+            RetType::One(Type::I64) | RetType::Unit => Value::I64(bits as i64),
             RetType::One(Type::Bool) => Value::Bool(bits != 0),
             RetType::One(Type::Arr) => {
                 Value::Arr(self.heap.get(bits).map(|a| a.to_vec()).unwrap_or_default())

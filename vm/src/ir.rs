@@ -83,10 +83,28 @@ impl Loc {
 /// What a function returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RetType {
-    /// One value (every user function).
+    /// One value (every user function with a result).
     One(Type),
+    /// No result (`fn @f(...) {`, ended by a bare `ret`). In IR and bytecode
+    /// such a function returns an unused i64 zero, so that calls and
+    /// returns need no special case; only its signature says it has no
+    /// result (`run` prints `none`).
+    Unit,
     /// Several f64 values via `ret.n` (reverse functions).
     Many(Vec<Type>),
+}
+
+impl RetType {
+    /// The type of the register a `ret` or a `call` carries: the result's,
+    /// or i64 for a function with no result (its unused zero); `None` for
+    /// several results (`ret.n`).
+    pub fn carrier(&self) -> Option<Type> {
+        match self {
+            RetType::One(t) => Some(*t),
+            RetType::Unit => Some(Type::I64),
+            RetType::Many(_) => None,
+        }
+    }
 }
 
 /// One entry of a function's value table.

@@ -396,7 +396,7 @@ fn check_instr(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec
     }
     if ins.op == Op::Ret {
         if let Some(actual) = f.reg_types.get(ins.r0 as usize) {
-            if f.ret != RetType::One(*actual) {
+            if f.ret.carrier() != Some(*actual) {
                 errs.push(VerifyError::BadReturn {
                     func: func(),
                     pc,
@@ -467,7 +467,8 @@ fn check_call(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<
         )));
     }
     match (ins.op, &callee.ret) {
-        (Op::Call, RetType::One(t)) => {
+        (Op::Call, ret @ (RetType::One(_) | RetType::Unit)) => {
+            let t = &ret.carrier().unwrap_or(Type::I64);
             if !site.rets.is_empty() {
                 errs.push(bad("call site of `call` lists accumulators".into()));
             }

@@ -116,7 +116,7 @@ fn random_program(seed: u64) -> Program {
                 match (&sig.ret, rng.below(4)) {
                     (_, 0) => Op::Jmp,
                     (_, 1) => Op::BlkPop,
-                    (RetType::One(_), _) => Op::Ret,
+                    (RetType::One(_) | RetType::Unit, _) => Op::Ret,
                     (RetType::Many(_), _) => Op::RetN,
                 }
             } else {
@@ -126,6 +126,7 @@ fn random_program(seed: u64) -> Program {
             let mut x = None;
             let poly = match (op, &sig.ret) {
                 (Op::Ret, RetType::One(t)) => *t,
+                (Op::Ret, RetType::Unit) => I64,
                 _ => rng.ty(),
             };
             let mut call_ret = None;
@@ -152,7 +153,7 @@ fn random_program(seed: u64) -> Program {
                     Operand::List => {
                         let want = match &sig.ret {
                             RetType::Many(ts) => ts.clone(),
-                            RetType::One(_) => vec![F64],
+                            RetType::One(_) | RetType::Unit => vec![F64],
                         };
                         let l = want.iter().map(|t| reg_of(&mut rng, &regs, *t)).collect();
                         f.lists.push(l);

@@ -1076,7 +1076,11 @@ impl Session {
 
     fn run(&mut self, line: &str) -> Result<String, Problem> {
         let (f, args) = self.call(line, 0)?;
-        let v = self.engine_mut()?.run(f, &args).map_err(ad_problem)?;
+        let engine = self.engine_mut()?;
+        let v = engine.run(f, &args).map_err(ad_problem)?;
+        if engine.module().func(f).ret == vm::ir::RetType::Unit {
+            return Ok("none".to_string());
+        }
         Ok(crate::args::value_text(&v, Some(16)))
     }
 
@@ -1261,6 +1265,7 @@ pub fn signature(f: &vm::ir::Function) -> String {
         .collect();
     let ret = match &f.ret {
         vm::ir::RetType::One(t) => t.to_string(),
+        vm::ir::RetType::Unit => "none".to_string(),
         vm::ir::RetType::Many(ts) => ts
             .iter()
             .map(|t| t.to_string())
