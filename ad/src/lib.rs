@@ -34,9 +34,11 @@
 //! ```
 
 pub mod analysis;
+pub mod forward;
 pub mod optimize;
 pub mod transform;
 
+pub use forward::{PreparedJvp, Tangent};
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
@@ -118,6 +120,10 @@ pub struct Gradient {
 /// cost more than the rest of a small gradient's bookkeeping.
 type DerivedCache = Vec<Vec<(Box<[bool]>, Derived)>>;
 
+/// Tangent functions of each user function (indexed by its id), each with
+/// its mask, like [`DerivedCache`].
+type JvpCache = Vec<Vec<(Box<[bool]>, FuncId)>>;
+
 /// A module, its bytecode, a VM and the derived functions built so far.
 pub struct Engine {
     module: ir::Module,
@@ -138,8 +144,17 @@ pub struct Engine {
     /// Tells this engine's [`Prepared`] gradients from another's.
     id: u64,
     /// Names of the user functions that look like derived ones (`f.fwd`,
-    /// `f.rev...`), which a derived function's name must not repeat.
+    /// `f.rev...`, `f.jvp...`), which a derived function's name must not
+    /// repeat.
     derived_like: hashbrown::HashSet<String>,
+    /// Tangent (forward-mode) functions of each user function, once built,
+    /// by the parameters they differentiate with respect to.
+    jvps: JvpCache,
+    /// Handles of the tangent arrays of the current forward-mode call.
+    tangent_handles: Vec<u64>,
+    /// Zeros, for the tangent array of an array parameter given no
+    /// direction (kept to avoid an allocation per call).
+    zeros: Vec<f64>,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -205,7 +220,9 @@ impl Engine {
         let derived_like = module
             .funcs
             .iter()
-            .filter(|f| f.name.contains(".fwd") || f.name.contains(".rev"))
+            .filter(|f| {
+                f.name.contains(".fwd") || f.name.contains(".rev") || f.name.contains(".jvp")
+            })
             .map(|f| f.name.clone())
             .collect();
         let full_masks = module
@@ -224,6 +241,9 @@ impl Engine {
             handles: Vec::new(),
             id: engine_id(),
             derived_like,
+            jvps: vec![Vec::new(); nfuncs],
+            tangent_handles: Vec::new(),
+            zeros: Vec::new(),
         })
     }
 
@@ -537,15 +557,23 @@ impl Engine {
         let first_new = self.program.len();
         let result = self.derive_all(f, wrt);
         if result.is_err() {
-            // Leave no half-built functions behind.
-            self.program.truncate(first_new);
-            self.derived_ir
-                .truncate(first_new - self.module.funcs.len());
-            for list in self.derived.iter_mut() {
-                list.retain(|(_, d)| d.fwd.index() < first_new);
-            }
+            self.rollback(first_new);
         }
         result
+    }
+
+    /// Forget every derived function from bytecode id `first_new` on: what
+    /// a failed derivation leaves behind.
+    fn rollback(&mut self, first_new: usize) {
+        self.program.truncate(first_new);
+        self.derived_ir
+            .truncate(first_new - self.module.funcs.len());
+        for list in self.derived.iter_mut() {
+            list.retain(|(_, d)| d.fwd.index() < first_new);
+        }
+        for list in self.jvps.iter_mut() {
+            list.retain(|(_, id)| id.index() < first_new);
+        }
     }
 
     fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
@@ -633,6 +661,15 @@ impl Engine {
     /// user function of that name, so that listings and trap messages
     /// name one function each.
     fn push_placeholders(&mut self, f: FuncId, wrt: &[bool]) {
+        for part in ["fwd", "rev"] {
+            self.push_placeholder(f, wrt, part);
+        }
+    }
+
+    /// One empty function standing for a derived function of `f` (`part`
+    /// is `fwd`, `rev` or `jvp`), named as [`Engine::push_placeholders`]
+    /// says.
+    fn push_placeholder(&mut self, f: FuncId, wrt: &[bool], part: &str) {
         let func = self.module.func(f);
         // (Not `full_masks`, which a caller may have taken out for the call.)
         let full = *analysis::all_params(func) == *wrt;
@@ -654,35 +691,33 @@ impl Engine {
                 .collect();
             format!(".wrt.{}", names.join("."))
         };
-        for part in ["fwd", "rev"] {
-            let mut name = format!("{}.{part}{suffix}", func.name);
-            while self.derived_like.contains(&name) {
-                name.push('\'');
-            }
-            let placeholder = vm::bytecode::Function {
-                name: name.clone(),
-                param_types: Vec::new(),
-                ret: RetType::Many(Vec::new()),
-                reg_types: Vec::new(),
-                consts: Vec::new(),
-                code: Vec::new(),
-                sites: Vec::new(),
-                tables: Vec::new(),
-                lists: Vec::new(),
-                blocks: Vec::new(),
-                locs: Vec::new(),
-                reg_names: Vec::new(),
-            };
-            self.program.push(placeholder);
-            self.derived_ir.push(ir::Function {
-                name,
-                params: Vec::new(),
-                ret: RetType::Many(Vec::new()),
-                values: Vec::new(),
-                blocks: Vec::new(),
-                loc: Default::default(),
-            });
+        let mut name = format!("{}.{part}{suffix}", func.name);
+        while self.derived_like.contains(&name) {
+            name.push('\'');
         }
+        let placeholder = vm::bytecode::Function {
+            name: name.clone(),
+            param_types: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            reg_types: Vec::new(),
+            consts: Vec::new(),
+            code: Vec::new(),
+            sites: Vec::new(),
+            tables: Vec::new(),
+            lists: Vec::new(),
+            blocks: Vec::new(),
+            locs: Vec::new(),
+            reg_names: Vec::new(),
+        };
+        self.program.push(placeholder);
+        self.derived_ir.push(ir::Function {
+            name,
+            params: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Default::default(),
+        });
     }
 
     /// The IR of a derived function (forward or reverse), by bytecode id.
