@@ -3,7 +3,9 @@
 use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
-use advm::args::{float_json, parse_json_args_from, value_json, value_text, wrt_mask};
+use advm::args::{
+    float_json, parse_json_args_from, parse_json_dir, value_json, value_text, wrt_mask,
+};
 use advm::fd;
 use serde_json::json;
 use std::fmt::Display;
@@ -301,6 +303,66 @@ pub fn grad(a: &CallArgs) -> u8 {
     )
 }
 
+/// Text lines of a forward-mode result: the value, the tangent, and the
+/// tangent of each differentiated array parameter's contents after the
+/// call (`max`: shorten arrays as [`value_text`] does).
+pub fn tangent_lines(names: &[String], t: &ad::Tangent, max: Option<usize>) -> Vec<String> {
+    let mut out = vec![
+        format!("value = {}", value_text(&t.value, max)),
+        match &t.tangent {
+            Some(v) => format!("tangent = {}", value_text(v, max)),
+            None => format!("tangent = - (the result is {})", t.value.ty()),
+        },
+    ];
+    for (n, v) in names.iter().zip(&t.arg_tangents) {
+        if let Some(v) = v {
+            out.push(format!("tangent of %{n} = {}", value_text(v, max)));
+        }
+    }
+    out
+}
+
+/// `advm jvp`: value and directional derivative (adasm.md §8).
+pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let names = param_names(&engine, f);
+            let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
+            let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
+            if a.json {
+                let mut obj = serde_json::Map::new();
+                obj.insert("value".into(), value_json(&t.value));
+                obj.insert(
+                    "tangent".into(),
+                    t.tangent
+                        .as_ref()
+                        .map_or(serde_json::Value::Null, value_json),
+                );
+                if t.arg_tangents.iter().any(Option::is_some) {
+                    let tangents: Vec<serde_json::Value> = t
+                        .arg_tangents
+                        .iter()
+                        .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
+                        .collect();
+                    obj.insert("arg_tangents".into(), tangents.into());
+                }
+                emit(serde_json::Value::Object(obj))?;
+            } else {
+                for line in tangent_lines(&names, &t, None) {
+                    emit(line)?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
 pub fn check(a: &CallArgs) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
@@ -375,9 +437,31 @@ pub fn check(a: &CallArgs) -> u8 {
     }
 }
 
-pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
+pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
+        if jvp {
+            // `--jvp` requires `--fn` (clap checks it).
+            let f = pick(&engine, func, file)?;
+            emit(vm::disasm::function_in(
+                engine.program().func(f),
+                Some(engine.program()),
+            ))?;
+            let mask = match selection(&engine, f, wrt)? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            if ad {
+                let d = engine.derive_wrt(f, &mask)?;
+                for g in engine.reachable_from(d) {
+                    emit(vm::disasm::function_in(
+                        engine.program().func(g),
+                        Some(engine.program()),
+                    ))?;
+                }
+            }
+            return emit_raw(engine.disasm_jvp_wrt(f, &mask)?);
+        }
         if let (Some(names), Some(name)) = (wrt, func) {
             let f = pick(&engine, Some(name), file)?;
             emit(vm::disasm::function_in(

@@ -113,6 +113,15 @@ enum Command {
     Grad(CallArgs),
     /// Compare the AD gradient with central finite differences.
     Check(CallArgs),
+    /// Forward mode: the value and its derivative along --dir.
+    Jvp {
+        #[command(flatten)]
+        call: CallArgs,
+        /// The direction, a JSON array shaped like --args (null for i64
+        /// and bool parameters, null or 0 for those outside --wrt).
+        #[arg(long, value_name = "JSON")]
+        dir: String,
+    },
     /// Print bytecode; with --ad the forward and reverse bytecode too.
     Disasm {
         file: PathBuf,
@@ -120,8 +129,12 @@ enum Command {
         func: Option<String>,
         #[arg(long)]
         ad: bool,
-        /// With --ad and --fn: derive with respect to these parameters only.
-        #[arg(long, value_name = "NAMES", requires_all = ["ad", "func"])]
+        /// With --fn: the tangent (forward-mode) bytecode.
+        #[arg(long, requires = "func")]
+        jvp: bool,
+        /// With --fn and --ad or --jvp: derive with respect to these
+        /// parameters only.
+        #[arg(long, value_name = "NAMES", requires = "func")]
         wrt: Option<String>,
     },
     /// Time the primal and the gradient call; count allocations per call.
@@ -174,13 +187,21 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
         Some(Command::Check(a)) => commands::check(&a),
+        Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Disasm {
             file,
             func,
             ad,
+            jvp,
             wrt,
-        }) => commands::disasm(&file, func.as_deref(), ad, wrt.as_deref()),
+        }) => {
+            if wrt.is_some() && !ad && !jvp {
+                let e = "--wrt on disasm needs --ad or --jvp";
+                return ExitCode::from(commands::Fail::Usage(e.into()).report_code());
+            }
+            commands::disasm(&file, func.as_deref(), ad, jvp, wrt.as_deref())
+        }
         Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), &limits),
         Some(Command::Cfg {
             file,
