@@ -332,6 +332,11 @@ entry:
     let mut e = engine(&read("programs/powloop.adasm"));
     let ops = jvp_ops(&mut e, "pow");
     assert!(no_stack_ops(&ops), "{ops:?}");
+    // The loop's tangent: two products and a sum beside the primal's
+    // product and step, and no copy of a loop-carried value (the tangent
+    // code reads `r` before `r * x` replaces it, so both share a register).
+    assert_eq!(ops.iter().filter(|o| **o == Op::MulF).count(), 3, "{ops:?}");
+    assert_eq!(ops.len(), 10, "{ops:?}");
     // The reverse-mode forward function of the same loop does push.
     let f = e.find("pow").expect("exists");
     let d = e.derive(f).expect("derives");

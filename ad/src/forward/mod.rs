@@ -220,26 +220,37 @@ impl Jvp<'_> {
         }
         check_shape(inst)?;
         let mut tail = Vec::new();
-        let rule = {
+        let (rule, reads_y) = {
             let mut e = Emit {
                 t: self,
                 inst,
                 out: &mut tail,
+                reads_y: false,
             };
-            rules::tangent(&mut e, inst.op)
+            let rule = rules::tangent(&mut e, inst.op);
+            (rule, e.reads_y)
+        };
+        // Tangent code that does not read the result goes before the
+        // instruction: it reads the operands, and a loop-carried operand
+        // (`r = r * x` of a phi `r`) is then dead once the result is
+        // defined, so the lowering can give both one register.
+        let emit = |out: &mut Vec<Inst>| {
+            if reads_y {
+                out.push(inst.clone());
+                out.extend(tail);
+            } else {
+                out.extend(tail);
+                out.push(inst.clone());
+            }
         };
         match rule {
             Rule::Tangent(t) => {
-                out.push(inst.clone());
-                out.extend(tail);
+                emit(out);
                 if let Some(d) = inst.dst {
                     self.tan[d.index()] = Some(t);
                 }
             }
-            Rule::Zero | Rule::NoDerivative | Rule::Effect => {
-                out.push(inst.clone());
-                out.extend(tail);
-            }
+            Rule::Zero | Rule::NoDerivative | Rule::Effect => emit(out),
             Rule::Call => self.call(inst, out, derived)?,
             Rule::NotPrimal(why) => {
                 return Err(format!("{} is {why}", inst.op.mnemonic()));
@@ -354,6 +365,9 @@ pub struct Emit<'e, 'a> {
     t: &'e mut Jvp<'a>,
     inst: &'e Inst,
     out: &'e mut Vec<Inst>,
+    /// Whether the rule read the result (its code then follows the
+    /// instruction; otherwise it precedes it).
+    reads_y: bool,
 }
 
 impl Emit<'_, '_> {
@@ -375,7 +389,8 @@ impl Emit<'_, '_> {
     }
 
     /// The result (primal).
-    pub fn y(&self) -> ValueId {
+    pub fn y(&mut self) -> ValueId {
+        self.reads_y = true;
         self.inst.dst.unwrap_or(ValueId(0))
     }
 
