@@ -1,7 +1,7 @@
 //! # advm: the command line, as a library
 //!
 //! The `advm` binary (`src/main.rs`) is the product's command line: `advm
-//! run | grad | check | disasm | bench | cfg | repl`, to the contract in
+//! run | grad | jvp | check | disasm | bench | cfg | repl`, to the contract in
 //! `../shared/docs/adasm.md` §5. Everything it does goes through
 //! [`ad::Engine`]. This library half holds what the binary shares with the
 //! tests, so that the tests check the very code the command line runs:
@@ -64,6 +64,20 @@
 //!   literal is, not infinity: `inf` is how infinity is written.
 //! * The REPL's `:quit` takes no argument, like `:help` (`:quit now` is an
 //!   error and the session goes on).
+//! * `advm jvp FILE --fn NAME --args JSON --dir JSON [--wrt NAMES]
+//!   [--json]` (adasm.md §8): forward mode. `--dir` is parsed by
+//!   [`args::parse_json_dir`]: one entry per parameter, `null` a zero
+//!   direction (and the only entry an `i64` or `bool` parameter takes), a
+//!   parameter outside `--wrt` takes `null` or 0, an `f64[]` one an array
+//!   of its argument's length; anything else is status 64. Text output:
+//!   `value = V`, `tangent = T` (`-` for an `i64` or `bool` result), then
+//!   `tangent of %v = [...]` per differentiated `f64[]` parameter; JSON:
+//!   `{"value": V, "tangent": T}`, with `"arg_tangents"` whenever an
+//!   `f64[]` parameter is differentiated. REPL: `jvp @f(args) dir [...]
+//!   [wrt x, y]` and `:jvp @f`.
+//! * `advm disasm FILE --fn NAME --jvp [--wrt NAMES]`: the primal, then the
+//!   tangent function `@NAME.jvp` and every tangent function it calls
+//!   (with `--ad` too, the forward and reverse functions before them).
 
 pub mod args;
 pub mod fd;

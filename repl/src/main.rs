@@ -1,6 +1,6 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | check | disasm | bench | cfg | repl` per the contract
+//! `advm run | grad | jvp | check | disasm | bench | cfg | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
