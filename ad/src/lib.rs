@@ -35,10 +35,12 @@
 
 pub mod analysis;
 pub mod forward;
+mod modes;
 pub mod optimize;
 pub mod transform;
 
 pub use forward::{PreparedJvp, Tangent};
+pub use modes::{Jacobian, Vjp};
 use std::fmt;
 use transform::{transform, Derived};
 use vm::bytecode::Program;
@@ -350,11 +352,20 @@ impl Engine {
             }
         }
         out.value = self.forward_reverse(f, d)?;
-        if out.grad.len() != args.len() {
-            out.grad.resize(args.len(), None);
+        self.read_gradient(args, wrt, &mut out.grad);
+        Ok(())
+    }
+
+    /// After a pullback: one gradient entry per argument into `grad` (its
+    /// buffers reused), from the pullback's results (f64 parameters) and
+    /// the shadows of the argument arrays (`self.handles`).
+    #[inline]
+    fn read_gradient(&self, args: &[Value], wrt: &[bool], grad: &mut Vec<Option<Value>>) {
+        if grad.len() != args.len() {
+            grad.resize(args.len(), None);
         }
         let (mut fi, mut ai) = (0, 0);
-        for ((slot, a), selected) in out.grad.iter_mut().zip(args).zip(wrt) {
+        for ((slot, a), selected) in grad.iter_mut().zip(args).zip(wrt) {
             match a {
                 Value::F64(_) => {
                     let g = f64::from_bits(self.vm.results()[fi]);
@@ -380,7 +391,6 @@ impl Engine {
                 Value::I64(_) | Value::Bool(_) => *slot = None,
             }
         }
-        Ok(())
     }
 
     /// Prepare the gradient of `f`, whose parameters must be scalars
@@ -553,6 +563,20 @@ impl Engine {
                 ret_text(&func.ret)
             )));
         }
+        self.derive_any(f, wrt)
+    }
+
+    /// [`Engine::derive_wrt`] for a function of any result (an `f64[]`
+    /// result's cotangent is its shadow array, see [`Engine::vjp_wrt`]).
+    fn derive_any(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        if let Some(d) = lookup(&self.derived, f, wrt) {
+            return Ok(d);
+        }
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
         let result = self.derive_all(f, wrt);

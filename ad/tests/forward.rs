@@ -116,14 +116,17 @@ fn tangents_of_random_programs_agree_with_differences_and_gradients() {
             (Ok(Value::F64(y)), Value::F64(v)) if y.is_nan() && v.is_nan() => {}
             (p, v) => failures.push(format!("seed {seed}: jvp value {v:?}, primal {p:?}")),
         }
-        // The dot-product identity with the reverse-mode gradient.
-        if let Ok(grad) = e.grad(f, &g.args) {
-            let (gd, scale) = dot(&grad.grad, &dir);
-            if gd.is_finite() && ydot.is_finite() {
+        // The dot-product identity with reverse mode: ȳ·(J ẋ) = (Jᵀ ȳ)·ẋ
+        // for a random output cotangent ȳ.
+        let ybar = rng.float(-2.0, 2.0);
+        if let Ok(v) = e.vjp(f, &g.args, &Value::F64(ybar)) {
+            let (rhs, scale) = dot(&v.grad, &dir);
+            let lhs = ybar * ydot;
+            if rhs.is_finite() && lhs.is_finite() {
                 identities += 1;
-                if (gd - ydot).abs() > 1e-11 * scale.max(1e-300) + 1e-300 {
+                if (lhs - rhs).abs() > 1e-11 * scale.max(lhs.abs()) + 1e-300 {
                     failures.push(format!(
-                        "seed {seed}: jvp {ydot} but grad·dir {gd} (scale {scale})\n{}",
+                        "seed {seed}: ȳ·(J ẋ) = {lhs} but (Jᵀ ȳ)·ẋ = {rhs} (scale {scale})\n{}",
                         g.source
                     ));
                 }
@@ -531,4 +534,173 @@ fn bad_directions_and_masks_are_refused() {
         )
         .expect_err("refused");
     assert!(err.to_string().contains("element"), "{err}");
+}
+
+/// Functions returning `f64[]`: a loop filling a new array, one writing its
+/// parameter in place and returning it (the result aliases an argument),
+/// and one calling another through an array result.
+const ARRAY_RESULTS: &str = "
+fn @powers(%x: f64, %n: i64) -> f64[] {
+entry:
+    %a = anew %n
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %p = phi [entry: 1.0], [body: %p2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    aset %a, %i, %p
+    %p2 = mul %p, %x
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %a
+}
+
+fn @inplace(%v: f64[], %s: f64) -> f64[] {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %e = aget %v, %i
+    %t = sin %e
+    %u = mul %t, %s
+    aset %v, %i, %u
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %v
+}
+
+fn @chain(%v: f64[], %x: f64) -> f64[] {
+entry:
+    %n = alen %v
+    %p = call @powers(%x, %n)
+    %e = aget %p, 1
+    %w = call @inplace(%v, %e)
+    %f = aget %w, 0
+    %q = mul %f, %x
+    aset %p, 0, %q
+    ret %p
+}";
+
+fn flat_dot(a: &Value, b: &Value) -> f64 {
+    match (a, b) {
+        (Value::F64(x), Value::F64(y)) => x * y,
+        (Value::Arr(xs), Value::Arr(ys)) => xs.iter().zip(ys).map(|(x, y)| x * y).sum(),
+        _ => panic!("shapes differ: {a:?} {b:?}"),
+    }
+}
+
+#[test]
+fn vjp_and_jvp_of_array_results_satisfy_the_dot_product_identity() {
+    for policy in [Policy::default(), Policy::NONE] {
+        let module = assembler::assemble(ARRAY_RESULTS, "t.adasm").expect("assembles");
+        let mut e = Engine::with_inlining(module, &policy).expect("verifies");
+        let mut rng = Rng::new(7);
+        for (name, args) in [
+            ("powers", vec![Value::F64(0.9), Value::I64(5)]),
+            (
+                "inplace",
+                vec![Value::Arr(vec![0.3, -1.2, 2.0]), Value::F64(1.5)],
+            ),
+            (
+                "chain",
+                vec![Value::Arr(vec![0.3, -1.2, 2.0, 0.7]), Value::F64(0.8)],
+            ),
+        ] {
+            let f = e.find(name).expect("exists");
+            for _ in 0..20 {
+                let dir = random_dir(&args, &mut rng);
+                let t = e.jvp(f, &args, &dir).expect("jvp");
+                let Value::Arr(y) = &t.value else {
+                    panic!("@{name}: {t:?}")
+                };
+                let seed = Value::Arr(y.iter().map(|_| rng.float(-1.0, 1.0)).collect());
+                let v = e.vjp(f, &args, &seed).expect("vjp");
+                assert_eq!(v.value, t.value, "@{name}");
+                let lhs = flat_dot(&seed, t.tangent.as_ref().expect("tangent"));
+                let (rhs, scale) = dot(&v.grad, &dir);
+                assert!(
+                    (lhs - rhs).abs() <= 1e-12 * scale.max(lhs.abs()) + 1e-300,
+                    "@{name}: ȳ·(J ẋ) = {lhs}, (Jᵀ ȳ)·ẋ = {rhs}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn vjp_of_an_f64_result_is_the_seed_times_the_gradient() {
+    let mut e = engine(&read("programs/array_param.adasm"));
+    let f = e.find("f").expect("exists");
+    let args = [Value::Arr(vec![1.0, 2.0, 3.0]), Value::F64(2.0)];
+    let g = e.grad(f, &args).expect("grad");
+    let v = e.vjp(f, &args, &Value::F64(-2.5)).expect("vjp");
+    assert_eq!(v.value, Value::F64(g.value));
+    assert_eq!(v.grad[1], Some(Value::F64(-2.5 * 56.0)));
+    assert_eq!(v.grad[0], Some(Value::Arr(vec![-20.0, -40.0, -60.0])));
+    // Seeds of the wrong kind or length are refused.
+    assert!(matches!(
+        e.vjp(f, &args, &Value::Arr(vec![1.0])),
+        Err(ad::AdError::Args(_))
+    ));
+    let module = assembler::assemble(ARRAY_RESULTS, "t.adasm").expect("assembles");
+    let mut e = Engine::new(module).expect("verifies");
+    let p = e.find("powers").expect("exists");
+    let args = [Value::F64(0.9), Value::I64(3)];
+    let err = e
+        .vjp(p, &args, &Value::Arr(vec![1.0]))
+        .expect_err("refused");
+    assert!(err.to_string().contains("seed has 1"), "{err}");
+    assert!(e.vjp(p, &args, &Value::F64(1.0)).is_err());
+    // Then a good call works on the same engine.
+    let v = e
+        .vjp(p, &args, &Value::Arr(vec![0.0, 1.0, 1.0]))
+        .expect("vjp");
+    // d/dx (x + x²) = 1 + 2x
+    assert_eq!(v.grad[0], Some(Value::F64(1.0 + 2.0 * 0.9)));
+}
+
+#[test]
+fn jacobian_columns_are_tangents_and_rows_are_vjps() {
+    let module = assembler::assemble(ARRAY_RESULTS, "t.adasm").expect("assembles");
+    let mut e = Engine::new(module).expect("verifies");
+    let f = e.find("chain").expect("exists");
+    let args = [Value::Arr(vec![0.3, -1.2, 2.0, 0.7]), Value::F64(0.8)];
+    let j = e.jacobian(f, &args).expect("jacobian");
+    assert_eq!(j.jacobian.len(), 4, "one row per result element");
+    assert!(j.jacobian.iter().all(|r| r.len() == 5), "4 + 1 columns");
+    for (r, row) in j.jacobian.iter().enumerate() {
+        let mut seed = vec![0.0; 4];
+        seed[r] = 1.0;
+        let v = e.vjp(f, &args, &Value::Arr(seed)).expect("vjp");
+        let mut flat = Vec::new();
+        for g in &v.grad {
+            match g {
+                Some(Value::F64(x)) => flat.push(*x),
+                Some(Value::Arr(xs)) => flat.extend(xs),
+                _ => {}
+            }
+        }
+        for (a, b) in row.iter().zip(&flat) {
+            assert!(
+                (a - b).abs() <= 1e-12 * a.abs().max(1.0),
+                "row {r}: {row:?} vs {flat:?}"
+            );
+        }
+    }
+    // Only x: one column. An f64 result: one row, the gradient.
+    let j = e.jacobian_wrt(f, &args, &[false, true]).expect("jacobian");
+    assert!(j.jacobian.iter().all(|r| r.len() == 1));
+    let mut e = engine(&read("programs/array_param.adasm"));
+    let f = e.find("f").expect("exists");
+    let args = [Value::Arr(vec![1.0, 2.0, 3.0]), Value::F64(2.0)];
+    let j = e.jacobian(f, &args).expect("jacobian");
+    assert_eq!(j.jacobian, vec![vec![8.0, 16.0, 24.0, 56.0]]);
 }

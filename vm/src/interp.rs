@@ -341,6 +341,13 @@ impl Vm {
         self.heap.shadow(h)
     }
 
+    /// The shadow (cotangent) array of array `h`, to write (AD mode only):
+    /// how a host seeds the cotangent of an `f64[]` result before running
+    /// a pullback.
+    pub fn shadow_mut(&mut self, h: u64) -> Option<&mut [f64]> {
+        self.heap.shadow_mut(h)
+    }
+
     /// Values returned by the last [`Vm::call_raw`]: the `ret` value or the
     /// `ret.n` list.
     pub fn results(&self) -> &[u64] {
