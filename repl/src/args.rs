@@ -121,6 +121,20 @@ pub fn parse_json_dir(
     Ok(dir)
 }
 
+/// Parse `advm vjp --seed` JSON for a function returning `ret`: a number
+/// for an `f64` result, an array of numbers for an `f64[]` one (its length
+/// is checked against the result when the function has run).
+pub fn parse_json_seed(text: &str, ret: Type) -> Result<Value, String> {
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| format!("--seed is not valid JSON: {e}"))?;
+    match ret {
+        Type::F64 | Type::Arr => value(&json, ret).map_err(|e| format!("--seed: {e}")),
+        Type::I64 | Type::Bool => Err(format!(
+            "the function returns {ret}, which has no derivative: vjp needs an f64 or f64[] result"
+        )),
+    }
+}
+
 /// A REPL direction `[1.0, [0.5, 2], null, -inf]` as JSON: the bare words
 /// `inf`, `-inf` and `nan` of the literal syntax become the strings JSON
 /// arguments use (numbers, arrays and `null` are JSON already).

@@ -4,7 +4,8 @@ use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
 use advm::args::{
-    float_json, parse_json_args_from, parse_json_dir, value_json, value_text, wrt_mask,
+    float_json, parse_json_args_from, parse_json_dir, parse_json_seed, value_json, value_text,
+    wrt_mask,
 };
 use advm::fd;
 use serde_json::json;
@@ -249,7 +250,7 @@ pub fn run(a: &CallArgs) -> u8 {
         (|| {
             if a.wrt.is_some() {
                 return Err(Fail::Usage(
-                    "--wrt applies to grad, check and bench, not to run".into(),
+                    "--wrt applies to grad, jvp, vjp, jacobian, check and bench, not to run".into(),
                 ));
             }
             let (mut engine, f, args) = prepare(a)?;
@@ -355,6 +356,76 @@ pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
             } else {
                 for line in tangent_lines(&names, &t, None) {
                     emit(line)?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// `advm vjp`: reverse mode with a given output cotangent (adasm.md §8).
+pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let ret = match engine.module().func(f).ret {
+                vm::ir::RetType::One(t) => t,
+                vm::ir::RetType::Many(_) => Type::F64,
+            };
+            let seed = parse_json_seed(seed, ret).map_err(Fail::Usage)?;
+            let v = engine.vjp_wrt(f, &args, &seed, &mask)?;
+            if a.json {
+                let grads: Vec<serde_json::Value> = v
+                    .grad
+                    .iter()
+                    .map(|g| g.as_ref().map_or(serde_json::Value::Null, value_json))
+                    .collect();
+                emit(json!({ "value": value_json(&v.value), "grad": grads }))?;
+            } else {
+                emit(format_args!("value = {}", value_text(&v.value, None)))?;
+                for (n, g) in param_names(&engine, f).iter().zip(&v.grad) {
+                    match g {
+                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
+                        None => emit(format_args!("∂{n} = -"))?,
+                    }
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// `advm jacobian`: the dense Jacobian by forward mode (adasm.md §8).
+pub fn jacobian(a: &CallArgs) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let j = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => engine.jacobian_wrt(f, &args, &mask)?,
+                None => engine.jacobian(f, &args)?,
+            };
+            if a.json {
+                let rows: Vec<serde_json::Value> = j
+                    .jacobian
+                    .iter()
+                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
+                    .collect();
+                emit(json!({ "value": value_json(&j.value), "jacobian": rows }))?;
+            } else {
+                emit(format_args!("value = {}", value_text(&j.value, None)))?;
+                let cols = j.jacobian.first().map_or(0, Vec::len);
+                emit(format_args!(
+                    "jacobian ({} × {cols}: rows are result elements, columns flattened inputs) =",
+                    j.jacobian.len()
+                ))?;
+                for row in &j.jacobian {
+                    emit(value_text(&Value::Arr(row.clone()), None))?;
                 }
             }
             Ok(())

@@ -1,7 +1,7 @@
 //! # advm: the command line, as a library
 //!
 //! The `advm` binary (`src/main.rs`) is the product's command line: `advm
-//! run | grad | jvp | check | disasm | bench | cfg | repl`, to the contract in
+//! run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl`, to the contract in
 //! `../shared/docs/adasm.md` §5. Everything it does goes through
 //! [`ad::Engine`]. This library half holds what the binary shares with the
 //! tests, so that the tests check the very code the command line runs:
@@ -49,7 +49,8 @@
 //!   `--max-heap-bytes N` (see `vm::interp::Limits` and
 //!   `docs/reliability.md`); hitting one is a trap (status 1).
 //! * Status 64 also for a function too large to differentiate (above).
-//! * `--wrt NAMES` on grad, check, bench, `disasm --ad --fn` and `cfg --ad`:
+//! * `--wrt NAMES` on grad, jvp, vjp, jacobian, check, bench, `disasm --ad
+//!   --fn`, `disasm --jvp --fn` and `cfg --ad`:
 //!   differentiate with respect to the named parameters only (comma-
 //!   separated, `%` optional; each an f64 or f64[] parameter, else status
 //!   64). The other parameters get no gradient (`-` in text, `null` in
@@ -75,6 +76,16 @@
 //!   `{"value": V, "tangent": T}`, with `"arg_tangents"` whenever an
 //!   `f64[]` parameter is differentiated. REPL: `jvp @f(args) dir [...]
 //!   [wrt x, y]` and `:jvp @f`.
+//! * `advm vjp FILE --fn NAME --args JSON --seed JSON [--wrt NAMES]
+//!   [--json]`: reverse mode with output cotangent `--seed` (a number for
+//!   an `f64` result, an array of the result's length for an `f64[]` one;
+//!   anything else, or an `i64` or `bool` result, is status 64). Output as
+//!   `grad`'s, the value an array for an `f64[]` result.
+//! * `advm jacobian FILE --fn NAME --args JSON [--wrt NAMES] [--json]`: the
+//!   dense Jacobian by forward mode, rows the result's elements (one row
+//!   for an `f64` result), columns the flattened inputs. JSON: `{"value":
+//!   V, "jacobian": [[...], ...]}`; text: `value = V`, a line `jacobian (R
+//!   × C: ...) =`, then one line per row.
 //! * `advm disasm FILE --fn NAME --jvp [--wrt NAMES]`: the primal, then the
 //!   tangent function `@NAME.jvp` and every tangent function it calls
 //!   (with `--ad` too, the forward and reverse functions before them).

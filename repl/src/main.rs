@@ -1,6 +1,6 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | jvp | check | disasm | bench | cfg | repl` per the contract
+//! `advm run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
@@ -98,7 +98,8 @@ pub struct CallArgs {
     #[arg(long)]
     pub json: bool,
     /// Differentiate with respect to these parameters only (comma-separated
-    /// names; grad, check and bench). The others get no gradient.
+    /// names; grad, jvp, vjp, jacobian, check and bench). The others get no
+    /// gradient.
     #[arg(long, value_name = "NAMES")]
     pub wrt: Option<String>,
     #[command(flatten)]
@@ -122,6 +123,16 @@ enum Command {
         #[arg(long, value_name = "JSON")]
         dir: String,
     },
+    /// Reverse mode with a given output cotangent (grad is vjp with seed 1).
+    Vjp {
+        #[command(flatten)]
+        call: CallArgs,
+        /// The result's cotangent: a number, or an array for an f64[] result.
+        #[arg(long, value_name = "JSON")]
+        seed: String,
+    },
+    /// The Jacobian over the flattened inputs, by forward mode.
+    Jacobian(CallArgs),
     /// Print bytecode; with --ad the forward and reverse bytecode too.
     Disasm {
         file: PathBuf,
@@ -188,6 +199,8 @@ fn main() -> ExitCode {
         Some(Command::Grad(a)) => commands::grad(&a),
         Some(Command::Check(a)) => commands::check(&a),
         Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
+        Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
+        Some(Command::Jacobian(a)) => commands::jacobian(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Disasm {
             file,

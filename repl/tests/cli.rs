@@ -1116,3 +1116,104 @@ fn disasm_jvp_prints_the_tangent_code() {
         64
     );
 }
+
+#[test]
+fn vjp_and_jacobian_text_and_json() {
+    // powers(x, n) = [1, x, x², x³]: seedᵀ J = Σ seed_k k x^(k-1).
+    let vjp = [
+        "vjp",
+        "programs/array_return.adasm",
+        "--fn",
+        "powers",
+        "--args",
+        "[2.0, 4]",
+        "--seed",
+        "[1, 0.5, 1, 1]",
+    ];
+    let j = ok_json(&[&vjp[..], &["--json"]].concat());
+    assert_eq!(j["value"], serde_json::json!([1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(j["grad"], serde_json::json!([0.5 + 4.0 + 12.0, null]));
+    assert_eq!(ok(&vjp), "value = [1, 2, 4, 8]\n∂x = 16.5\n∂n = -\n");
+    // An f64 result: grad is vjp with seed 1.
+    let j = ok_json(&[
+        "vjp",
+        POW,
+        "--fn",
+        "pow",
+        "--args",
+        "[2.0, 10]",
+        "--seed",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(j["grad"], serde_json::json!([2.0 * 5120.0, null]));
+
+    let jac = [
+        "jacobian",
+        "programs/array_return.adasm",
+        "--fn",
+        "powers",
+        "--args",
+        "[2.0, 4]",
+    ];
+    let j = ok_json(&[&jac[..], &["--json"]].concat());
+    assert_eq!(j["value"], serde_json::json!([1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(
+        j["jacobian"],
+        serde_json::json!([[0.0], [1.0], [4.0], [12.0]])
+    );
+    assert!(ok(&jac).contains("jacobian (4 × 1"));
+    // Columns over the flattened inputs: f(v, s) = s² Σ v².
+    let j = ok_json(&[
+        "jacobian",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+        "--json",
+    ]);
+    assert_eq!(j["jacobian"], serde_json::json!([[8.0, 16.0, 24.0, 56.0]]));
+    let j = ok_json(&[
+        "jacobian",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+        "--wrt",
+        "s",
+        "--json",
+    ]);
+    assert_eq!(j["jacobian"], serde_json::json!([[56.0]]));
+
+    // Bad seeds and results without a derivative: status 64.
+    for args in [
+        &vjp[..6],
+        &[&vjp[..6], &["--seed", "1.0"]].concat()[..],
+        &[&vjp[..6], &["--seed", "[1, 2]"]].concat()[..],
+        &[&vjp[..6], &["--seed", "[1, 2"]].concat()[..],
+        &[
+            "vjp",
+            "programs/gcd.adasm",
+            "--fn",
+            "gcd",
+            "--args",
+            "[4, 6]",
+            "--seed",
+            "1",
+        ],
+        &[
+            "jacobian",
+            "programs/gcd.adasm",
+            "--fn",
+            "gcd",
+            "--args",
+            "[4, 6]",
+        ],
+    ] {
+        let o = advm(args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        assert_eq!(text(&o.stdout), "", "{args:?}");
+    }
+}
