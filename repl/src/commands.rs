@@ -628,6 +628,27 @@ pub fn bench(a: &CallArgs) -> u8 {
             let (grad_ns, allocs_grad) =
                 time_calls(|| gradient(&mut engine, f, &args, wrt.as_deref(), &mut out))?;
             let ratio = grad_ns / primal_ns;
+            // Forward mode along all ones over the differentiated inputs.
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir: Vec<Option<Value>> = args
+                .iter()
+                .zip(&mask)
+                .map(|(a, w)| match a {
+                    Value::F64(_) if *w => Some(Value::F64(1.0)),
+                    Value::Arr(xs) if *w => Some(Value::Arr(vec![1.0; xs.len()])),
+                    _ => None,
+                })
+                .collect();
+            let mut t = ad::Tangent::default();
+            engine.jvp_wrt_into(f, &args, &dir, &mask, &mut t)?;
+            let (jvp_ns, allocs_jvp) = time_calls(|| {
+                engine
+                    .jvp_wrt_into(f, &args, &dir, &mask, &mut t)
+                    .map_err(Fail::from)
+            })?;
             if a.json {
                 emit(json!({
                     "primal_ns": primal_ns,
@@ -635,6 +656,8 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "ratio": ratio,
                     "allocs_per_primal": allocs_primal,
                     "allocs_per_grad": allocs_grad,
+                    "jvp_ns": jvp_ns,
+                    "allocs_per_jvp": allocs_jvp,
                 }))?;
             } else {
                 emit(format_args!(
@@ -644,6 +667,10 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
                 ))?;
                 emit(format_args!("ratio:  {ratio:.2}"))?;
+                emit(format_args!(
+                    "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
+                     (direction: all ones)"
+                ))?;
             }
             Ok(())
         })()

@@ -86,6 +86,9 @@
 //!   for an `f64` result), columns the flattened inputs. JSON: `{"value":
 //!   V, "jacobian": [[...], ...]}`; text: `value = V`, a line `jacobian (R
 //!   × C: ...) =`, then one line per row.
+//! * `advm bench` also times forward mode along all ones over the
+//!   differentiated inputs: `"jvp_ns"` and `"allocs_per_jvp"` in JSON, a
+//!   `jvp:` line in text.
 //! * `advm disasm FILE --fn NAME --jvp [--wrt NAMES]`: the primal, then the
 //!   tangent function `@NAME.jvp` and every tangent function it calls
 //!   (with `--ad` too, the forward and reverse functions before them).

@@ -333,17 +333,21 @@ fn bench_reports_json_and_text() {
         "ratio",
         "allocs_per_primal",
         "allocs_per_grad",
+        "jvp_ns",
+        "allocs_per_jvp",
     ] {
         assert!(j[k].is_number(), "{k} in {j}");
     }
     assert!(j["primal_ns"].as_f64() > Some(0.0), "{j}");
-    // Warm gradient calls reuse the engine's arenas.
+    // Warm gradient and jvp calls reuse the engine's arenas.
     assert_eq!(j["allocs_per_grad"], 0.0, "{j}");
+    assert_eq!(j["allocs_per_jvp"], 0.0, "{j}");
     let out = ok(&args);
     assert!(
         out.contains("primal:") && out.contains("grad:") && out.contains("ratio:"),
         "{out}"
     );
+    assert!(out.contains("jvp:"), "{out}");
 }
 
 #[test]
