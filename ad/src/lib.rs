@@ -1,4 +1,4 @@
-//! # ad: reverse-mode automatic differentiation of advm bytecode
+//! # ad: automatic differentiation of advm bytecode (reverse and forward mode)
 //!
 //! Given a function of an [`ir::Module`], the AD stage builds a *forward*
 //! function (the primal plus `comms.push` of what the pullback needs and
@@ -8,6 +8,12 @@
 //! lowered to bytecode, checked by the same verifier as user code, and run by
 //! the same VM. See [`mod@transform`] for the construction and `docs/ad.md` for
 //! the design.
+//!
+//! Forward mode ([`mod@forward`]) builds one *tangent* function instead,
+//! which computes the primal and its directional derivative in one pass,
+//! with tangent values beside active values and tangent arrays beside
+//! active arrays ([`Engine::jvp`], [`Engine::jacobian`]); [`Engine::vjp`]
+//! runs the reverse pair with a given output cotangent.
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
 //! VM and the cache of derived functions (built lazily, on the first gradient
