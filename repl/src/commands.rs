@@ -434,6 +434,24 @@ pub fn jacobian(a: &CallArgs) -> u8 {
     )
 }
 
+/// The value of `f` at a finite-difference probe `at` (a neighbour of the
+/// point, which itself ran: a trap here says so).
+fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Result<f64, Fail> {
+    let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
+        Fail::Trap(t) => Fail::Trap(format!(
+            "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
+             the function and its gradient ran (`advm grad`)"
+        )),
+        other => other,
+    });
+    match run? {
+        Value::F64(y) => Ok(y),
+        other => Err(Fail::Internal(format!(
+            "the function returned {other} in a finite-difference run, not an f64"
+        ))),
+    }
+}
+
 pub fn check(a: &CallArgs) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
@@ -441,37 +459,58 @@ pub fn check(a: &CallArgs) -> u8 {
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
-        let rows = fd::compare(&args, &g.grad, &names, |probe, at| {
-            // The point itself ran (the gradient above): say that this trap
-            // is at a neighbour, h away.
-            let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
-                Fail::Trap(t) => Fail::Trap(format!(
-                    "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
-                     the function and its gradient ran (`advm grad`)"
-                )),
-                other => other,
-            });
-            match run? {
-                Value::F64(y) => Ok(y),
-                other => Err(Fail::Internal(format!(
-                    "the function returned {other} in a finite-difference run, not an f64"
-                ))),
-            }
+        let mut rows = fd::compare(&args, &g.grad, &names, |probe, at| {
+            probe_value(&mut engine, f, probe, at)
         })?;
+        let gradient_rows = rows.len();
+        // Forward mode too: the tangent along s = max(1, |x|) per
+        // differentiated input against the central difference along s.
+        let mut tangent = None;
+        if gradient_rows > 0 {
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir = fd::check_direction(&args, &mask);
+            let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
+            let Some(Value::F64(ad)) = t.tangent else {
+                return Err(Fail::Internal("the tangent of an f64 result is no f64".into()));
+            };
+            let fd = fd::directional(&args, &dir, |probe, at| {
+                probe_value(&mut engine, f, probe, at)
+            })?;
+            let ok = fd::agree(ad, fd);
+            tangent = Some((ad, fd, ok));
+            rows.push(fd::Entry {
+                param: args.len(),
+                element: None,
+                name: "jvp".into(),
+                ad,
+                fd,
+                ok,
+            });
+        }
         let all_ok = rows.iter().all(|r| r.ok);
         if a.json {
-            let entries: Vec<serde_json::Value> = rows
+            let entries: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
                 .map(|r| {
                     json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok})
                 })
                 .collect();
-            emit(json!({
+            let mut obj = json!({
                 "value": float_json(g.value),
                 "tolerance": fd::TOLERANCE,
                 "ok": all_ok,
                 "entries": entries,
-            }))?;
+            });
+            if let (Some((ad, fd, ok)), Some(o)) = (tangent, obj.as_object_mut()) {
+                o.insert(
+                    "tangent".into(),
+                    json!({"ad": float_json(ad), "fd": float_json(fd), "ok": ok}),
+                );
+            }
+            emit(obj)?;
         } else {
             emit(format_args!("value = {}", g.value))?;
             emit(format_args!("tolerance: {}", fd::RULE))?;
@@ -481,11 +520,16 @@ pub fn check(a: &CallArgs) -> u8 {
                 .max()
                 .unwrap_or(0)
                 + 1;
-            for r in &rows {
+            for (i, r) in rows.iter().enumerate() {
+                let name = if i < gradient_rows {
+                    format!("∂{}", r.name)
+                } else {
+                    r.name.clone()
+                };
                 emit(format_args!(
                     "{} {:<width$} ad = {:<24} fd = {:<24} |ad - fd| = {:.3e}",
                     if r.ok { "ok  " } else { "FAIL" },
-                    format!("∂{}", r.name),
+                    name,
                     r.ad,
                     r.fd,
                     (r.ad - r.fd).abs()

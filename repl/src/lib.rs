@@ -34,7 +34,14 @@
 //! * `grad`, `check`, `bench` default `--fn` to `main` like `run`; `check`
 //!   and `bench` accept `--args-file` too.
 //! * `advm check --json` prints `{"value": V, "tolerance": T, "ok": B,
-//!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...]}`.
+//!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...],
+//!   "tangent": {"ad": A, "fd": F, "ok": B}}`. `check` also compares
+//!   forward mode (adasm.md §8): the tangent along `s = max(1, |x|)` for
+//!   each differentiated input (each input's own step scale) against the
+//!   central difference `(f(x + h s) - f(x - h s)) / 2h`, `h = 1e-6`, by
+//!   the same tolerance: one more row, `jvp`, in text (counted in the
+//!   summary), `"tangent"` in JSON (absent when nothing is
+//!   differentiated); a disagreement there is status 3 too.
 //! * `advm cfg FILE --fn NAME [--ad]` prints Graphviz DOT of the CFG.
 //! * `advm disasm FILE --ad` (without `--fn`) prints the file's functions,
 //!   then every derived function once: depth first from each function of

@@ -209,7 +209,9 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     ]);
     assert!(out.contains("tolerance: |ad - fd| <= 1e-5"), "{out}");
     assert!(out.contains("ok   ∂x "), "{out}");
-    assert!(out.ends_with("all 1 entries agree\n"), "{out}");
+    // The gradient entry, then forward mode's tangent along max(1, |x|).
+    assert!(out.contains("ok   jvp "), "{out}");
+    assert!(out.ends_with("all 2 entries agree\n"), "{out}");
     let out = ok(&[
         "check",
         "programs/horner.adasm",
@@ -234,7 +236,9 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     assert_eq!(status(&o), 3, "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(
-        out.contains("FAIL ∂x") && out.contains("1 of 1 entries disagree"),
+        out.contains("FAIL ∂x")
+            && out.contains("FAIL jvp")
+            && out.contains("2 of 2 entries disagree"),
         "{out}"
     );
     let o = advm(&[&args[..], &["--json"]].concat());
@@ -248,6 +252,11 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     assert_eq!(j["entries"][0]["ok"], false);
     let fd = j["entries"][0]["fd"].as_f64().expect("number");
     assert!((fd - 7.0).abs() < 1e-6, "{j}");
+    // The tangent along s = max(1, |x|) = 3: AD 4·3, differences 7·3.
+    assert_eq!(j["tangent"]["ad"], 12.0, "{j}");
+    assert_eq!(j["tangent"]["ok"], false, "{j}");
+    let fd = j["tangent"]["fd"].as_f64().expect("number");
+    assert!((fd - 21.0).abs() < 1e-6, "{j}");
 }
 
 /// A trap in a finite-difference run (a neighbour of the point, h away)
