@@ -1,4 +1,4 @@
-//! # ad: reverse-mode automatic differentiation of advm bytecode
+//! # ad: automatic differentiation of advm bytecode (reverse and forward mode)
 //!
 //! Given a function of an [`ir::Module`], the AD stage builds a *forward*
 //! function (the primal plus `comms.push` of what the pullback needs and
@@ -8,6 +8,12 @@
 //! lowered to bytecode, checked by the same verifier as user code, and run by
 //! the same VM. See [`mod@transform`] for the construction and `docs/ad.md` for
 //! the design.
+//!
+//! Forward mode ([`mod@forward`]) builds one *tangent* function instead,
+//! which computes the primal and its directional derivative in one pass,
+//! with tangent values beside active values and tangent arrays beside
+//! active arrays ([`Engine::jvp`], [`Engine::jacobian`]); [`Engine::vjp`]
+//! runs the reverse pair with a given output cotangent.
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
 //! VM and the cache of derived functions (built lazily, on the first gradient
@@ -34,10 +40,14 @@
 //! ```
 
 pub mod analysis;
+pub mod forward;
+mod modes;
 pub mod optimize;
 pub mod rules;
 pub mod transform;
 
+pub use forward::{PreparedJvp, Tangent};
+pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
 use transform::{transform, Derived};
@@ -120,6 +130,10 @@ pub struct Gradient {
 /// cost more than the rest of a small gradient's bookkeeping.
 type DerivedCache = Vec<Vec<(Box<[bool]>, Derived)>>;
 
+/// Tangent functions of each user function (indexed by its id), each with
+/// its mask, like [`DerivedCache`].
+type JvpCache = Vec<Vec<(Box<[bool]>, FuncId)>>;
+
 /// A module, its bytecode, a VM and the derived functions built so far.
 pub struct Engine {
     module: ir::Module,
@@ -140,8 +154,17 @@ pub struct Engine {
     /// Tells this engine's [`Prepared`] gradients from another's.
     id: u64,
     /// Names of the user functions that look like derived ones (`f.fwd`,
-    /// `f.rev...`), which a derived function's name must not repeat.
+    /// `f.rev...`, `f.jvp...`), which a derived function's name must not
+    /// repeat.
     derived_like: hashbrown::HashSet<String>,
+    /// Tangent (forward-mode) functions of each user function, once built,
+    /// by the parameters they differentiate with respect to.
+    jvps: JvpCache,
+    /// Handles of the tangent arrays of the current forward-mode call.
+    tangent_handles: Vec<u64>,
+    /// Zeros, for the tangent array of an array parameter given no
+    /// direction (kept to avoid an allocation per call).
+    zeros: Vec<f64>,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -207,7 +230,9 @@ impl Engine {
         let derived_like = module
             .funcs
             .iter()
-            .filter(|f| f.name.contains(".fwd") || f.name.contains(".rev"))
+            .filter(|f| {
+                f.name.contains(".fwd") || f.name.contains(".rev") || f.name.contains(".jvp")
+            })
             .map(|f| f.name.clone())
             .collect();
         let full_masks = module
@@ -226,6 +251,9 @@ impl Engine {
             handles: Vec::new(),
             id: engine_id(),
             derived_like,
+            jvps: vec![Vec::new(); nfuncs],
+            tangent_handles: Vec::new(),
+            zeros: Vec::new(),
         })
     }
 
@@ -332,11 +360,20 @@ impl Engine {
             }
         }
         out.value = self.forward_reverse(f, d)?;
-        if out.grad.len() != args.len() {
-            out.grad.resize(args.len(), None);
+        self.read_gradient(args, wrt, &mut out.grad);
+        Ok(())
+    }
+
+    /// After a pullback: one gradient entry per argument into `grad` (its
+    /// buffers reused), from the pullback's results (f64 parameters) and
+    /// the shadows of the argument arrays (`self.handles`).
+    #[inline]
+    fn read_gradient(&self, args: &[Value], wrt: &[bool], grad: &mut Vec<Option<Value>>) {
+        if grad.len() != args.len() {
+            grad.resize(args.len(), None);
         }
         let (mut fi, mut ai) = (0, 0);
-        for ((slot, a), selected) in out.grad.iter_mut().zip(args).zip(wrt) {
+        for ((slot, a), selected) in grad.iter_mut().zip(args).zip(wrt) {
             match a {
                 Value::F64(_) => {
                     let g = f64::from_bits(self.vm.results()[fi]);
@@ -362,7 +399,6 @@ impl Engine {
                 Value::I64(_) | Value::Bool(_) => *slot = None,
             }
         }
-        Ok(())
     }
 
     /// Prepare the gradient of `f`, whose parameters must be scalars
@@ -535,19 +571,41 @@ impl Engine {
                 ret_text(&func.ret)
             )));
         }
+        self.derive_any(f, wrt)
+    }
+
+    /// [`Engine::derive_wrt`] for a function of any result (an `f64[]`
+    /// result's cotangent is its shadow array, see [`Engine::vjp_wrt`]).
+    fn derive_any(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        if let Some(d) = lookup(&self.derived, f, wrt) {
+            return Ok(d);
+        }
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
         let result = self.derive_all(f, wrt);
         if result.is_err() {
-            // Leave no half-built functions behind.
-            self.program.truncate(first_new);
-            self.derived_ir
-                .truncate(first_new - self.module.funcs.len());
-            for list in self.derived.iter_mut() {
-                list.retain(|(_, d)| d.fwd.index() < first_new);
-            }
+            self.rollback(first_new);
         }
         result
+    }
+
+    /// Forget every derived function from bytecode id `first_new` on: what
+    /// a failed derivation leaves behind.
+    fn rollback(&mut self, first_new: usize) {
+        self.program.truncate(first_new);
+        self.derived_ir
+            .truncate(first_new - self.module.funcs.len());
+        for list in self.derived.iter_mut() {
+            list.retain(|(_, d)| d.fwd.index() < first_new);
+        }
+        for list in self.jvps.iter_mut() {
+            list.retain(|(_, id)| id.index() < first_new);
+        }
     }
 
     fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
@@ -642,6 +700,15 @@ impl Engine {
     /// user function of that name, so that listings and trap messages
     /// name one function each.
     fn push_placeholders(&mut self, f: FuncId, wrt: &[bool]) {
+        for part in ["fwd", "rev"] {
+            self.push_placeholder(f, wrt, part);
+        }
+    }
+
+    /// One empty function standing for a derived function of `f` (`part`
+    /// is `fwd`, `rev` or `jvp`), named as [`Engine::push_placeholders`]
+    /// says.
+    fn push_placeholder(&mut self, f: FuncId, wrt: &[bool], part: &str) {
         let func = self.module.func(f);
         // (Not `full_masks`, which a caller may have taken out for the call.)
         let full = *analysis::all_params(func) == *wrt;
@@ -663,35 +730,33 @@ impl Engine {
                 .collect();
             format!(".wrt.{}", names.join("."))
         };
-        for part in ["fwd", "rev"] {
-            let mut name = format!("{}.{part}{suffix}", func.name);
-            while self.derived_like.contains(&name) {
-                name.push('\'');
-            }
-            let placeholder = vm::bytecode::Function {
-                name: name.clone(),
-                param_types: Vec::new(),
-                ret: RetType::Many(Vec::new()),
-                reg_types: Vec::new(),
-                consts: Vec::new(),
-                code: Vec::new(),
-                sites: Vec::new(),
-                tables: Vec::new(),
-                lists: Vec::new(),
-                blocks: Vec::new(),
-                locs: Vec::new(),
-                reg_names: Vec::new(),
-            };
-            self.program.push(placeholder);
-            self.derived_ir.push(ir::Function {
-                name,
-                params: Vec::new(),
-                ret: RetType::Many(Vec::new()),
-                values: Vec::new(),
-                blocks: Vec::new(),
-                loc: Default::default(),
-            });
+        let mut name = format!("{}.{part}{suffix}", func.name);
+        while self.derived_like.contains(&name) {
+            name.push('\'');
         }
+        let placeholder = vm::bytecode::Function {
+            name: name.clone(),
+            param_types: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            reg_types: Vec::new(),
+            consts: Vec::new(),
+            code: Vec::new(),
+            sites: Vec::new(),
+            tables: Vec::new(),
+            lists: Vec::new(),
+            blocks: Vec::new(),
+            locs: Vec::new(),
+            reg_names: Vec::new(),
+        };
+        self.program.push(placeholder);
+        self.derived_ir.push(ir::Function {
+            name,
+            params: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Default::default(),
+        });
     }
 
     /// The IR of a derived function (forward or reverse), by bytecode id.

@@ -106,3 +106,80 @@ fn prepared_gradient_allocates_nothing_after_warm_up() {
     assert_eq!(after - before, 0, "allocations in the second prepared call");
     assert!(v.is_finite() && g[0] != 0.0);
 }
+
+#[test]
+fn prepared_jvp_allocates_nothing_after_warm_up() {
+    for (file, name) in [
+        ("programs/bench/recursion.adasm", "rec"),
+        ("programs/bench/powloop.adasm", "pow"),
+    ] {
+        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let mut e = Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        let p = e.prepare_jvp(f, &[true, false]).expect("prepares");
+        let args = [Value::F64(0.9), Value::I64(100)];
+        e.jvp_prepared(&p, &args, &[1.0, 0.0]).expect("warm-up");
+        let before = allocs();
+        let (y, t) = e.jvp_prepared(&p, &args, &[1.0, 0.0]).expect("second call");
+        let after = allocs();
+        assert_eq!(
+            after - before,
+            0,
+            "{file}: allocations in the second prepared jvp"
+        );
+        assert!(
+            y.is_finite() && t.is_finite() && t != 0.0,
+            "{file}: {y} {t}"
+        );
+    }
+}
+
+#[test]
+fn array_jvp_allocates_nothing_after_warm_up() {
+    // An array argument with a tangent array, and an array result.
+    let src = "
+fn @scale(%v: f64[], %s: f64) -> f64[] {
+entry:
+    %n = alen %v
+    %out = anew %n
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %e = aget %v, %i
+    %p = mul %e, %s
+    aset %out, %i, %p
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %out
+}";
+    for (src, name) in [
+        (program("programs/bench/logsumexp.adasm"), "logsumexp"),
+        (src.to_string(), "scale"),
+    ] {
+        let module = assembler::assemble(&src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
+        let mut e = Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        let xs = testkit::suite::sines(1000);
+        let mut args = vec![Value::Arr(xs.clone())];
+        let mut dir = vec![Some(Value::Arr(vec![1.0; 1000]))];
+        let mut wrt = vec![true];
+        if name == "scale" {
+            args.push(Value::F64(2.0));
+            dir.push(Some(Value::F64(1.0)));
+            wrt.push(true);
+        }
+        let mut out = ad::Tangent::default();
+        e.jvp_wrt_into(f, &args, &dir, &wrt, &mut out)
+            .expect("warm-up");
+        let before = allocs();
+        e.jvp_wrt_into(f, &args, &dir, &wrt, &mut out)
+            .expect("second call");
+        let after = allocs();
+        assert_eq!(after - before, 0, "@{name}: allocations in the second jvp");
+        assert!(out.tangent.is_some(), "@{name}: {:?}", out.tangent);
+    }
+}

@@ -41,6 +41,131 @@ pub fn parse_json_args_from(text: &str, params: &[Type], what: &str) -> Result<V
         .collect()
 }
 
+/// Parse a forward-mode direction (`advm jvp --dir`, adasm.md §8): a JSON
+/// array with one entry per parameter, shaped like the arguments `args`: a
+/// number for an `f64` parameter, an array of the argument's length for an
+/// `f64[]` one, `null` for `i64` and `bool` ones. `null` is a zero
+/// direction for any parameter; a parameter that `wrt` does not select
+/// takes `null` or zero only (`0.0`, or an array of zeros). `names` are the
+/// parameters' names, for messages; `what` names the flag.
+pub fn parse_json_dir(
+    text: &str,
+    args: &[Value],
+    wrt: &[bool],
+    names: &[String],
+    what: &str,
+) -> Result<Vec<Option<Value>>, String> {
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| format!("{what} is not valid JSON: {e}"))?;
+    let Json::Array(items) = json else {
+        return Err(format!(
+            "{what} must hold a JSON array with one entry per parameter"
+        ));
+    };
+    if items.len() != args.len() {
+        return Err(format!(
+            "{what} has {} entries, but the function takes {} parameter(s)",
+            items.len(),
+            args.len()
+        ));
+    }
+    let mut dir = Vec::with_capacity(args.len());
+    for (i, (item, arg)) in items.iter().zip(args).enumerate() {
+        let name = names
+            .get(i)
+            .map_or_else(|| format!("{}", i + 1), |n| format!("%{n}"));
+        let at = |m: String| format!("{what}, entry {} ({name}): {m}", i + 1);
+        let selected = wrt.get(i).copied().unwrap_or(false);
+        let d = match (item, arg) {
+            (Json::Null, _) => None,
+            (_, Value::I64(_) | Value::Bool(_)) => {
+                return Err(at(format!(
+                    "the parameter is {}, which has no derivative: write null",
+                    arg.ty()
+                )))
+            }
+            (_, Value::F64(_)) => Some(Value::F64(float(item).map_err(at)?)),
+            (Json::Number(_), Value::Arr(_)) if !selected && float(item) == Ok(0.0) => None,
+            (Json::Array(xs), Value::Arr(a)) => {
+                let ds = xs.iter().map(float).collect::<Result<Vec<f64>, _>>();
+                let ds = ds.map_err(at)?;
+                if ds.len() != a.len() {
+                    return Err(at(format!(
+                        "{} element(s), but the argument has {}",
+                        ds.len(),
+                        a.len()
+                    )));
+                }
+                Some(Value::Arr(ds))
+            }
+            (other, Value::Arr(_)) => {
+                return Err(at(format!(
+                    "the parameter is f64[]: expected an array of numbers or null, found {other}"
+                )))
+            }
+        };
+        let zero = match &d {
+            None => true,
+            Some(Value::F64(x)) => *x == 0.0,
+            Some(Value::Arr(xs)) => xs.iter().all(|x| *x == 0.0),
+            Some(_) => false,
+        };
+        if !selected && !zero {
+            return Err(at(
+                "the parameter is not differentiated (not in --wrt): its direction must be null or 0"
+                    .into(),
+            ));
+        }
+        dir.push(if selected { d } else { None });
+    }
+    Ok(dir)
+}
+
+/// Parse `advm vjp --seed` JSON for a function returning `ret`: a number
+/// for an `f64` result, an array of numbers for an `f64[]` one (its length
+/// is checked against the result when the function has run).
+pub fn parse_json_seed(text: &str, ret: Type) -> Result<Value, String> {
+    let json: Json =
+        serde_json::from_str(text).map_err(|e| format!("--seed is not valid JSON: {e}"))?;
+    match ret {
+        Type::F64 | Type::Arr => value(&json, ret).map_err(|e| format!("--seed: {e}")),
+        Type::I64 | Type::Bool => Err(format!(
+            "the function returns {ret}, which has no derivative: vjp needs an f64 or f64[] result"
+        )),
+    }
+}
+
+/// A REPL direction `[1.0, [0.5, 2], null, -inf]` as JSON: the bare words
+/// `inf`, `-inf` and `nan` of the literal syntax become the strings JSON
+/// arguments use (numbers, arrays and `null` are JSON already).
+pub fn literal_list_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        let word: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        let signed = c == '-' && rest[1..].starts_with("inf");
+        if signed {
+            out.push_str("\"-inf\"");
+            rest = &rest[4..];
+        } else if !word.is_empty() && (word == "inf" || word == "nan") {
+            out.push('"');
+            out.push_str(&word);
+            out.push('"');
+            rest = &rest[word.len()..];
+        } else if !word.is_empty() {
+            out.push_str(&word);
+            rest = &rest[word.len()..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
 /// Why a JSON number is not an i64: out of range, or not an integer.
 fn not_i64(n: &serde_json::Number) -> String {
     // Integers beyond i64 arrive as u64 or, below i64::MIN, as an f64 with
@@ -217,6 +342,51 @@ mod tests {
         assert!(parse_json_args("[1.5]", &[Type::I64]).is_err());
         assert!(parse_json_args("[1, 2]", &[Type::I64]).is_err());
         assert!(parse_json_args("[[1, true]]", &[Type::Arr]).is_err());
+    }
+
+    #[test]
+    fn parses_directions() {
+        let args = [Value::F64(1.0), Value::I64(2), Value::Arr(vec![1.0, 2.0])];
+        let names: Vec<String> = ["x", "n", "v"].iter().map(|s| s.to_string()).collect();
+        let all = [true, false, true];
+        let d = parse_json_dir(r#"[0.5, null, [1, "inf"]]"#, &args, &all, &names, "--dir")
+            .expect("parses");
+        assert_eq!(
+            d,
+            vec![
+                Some(Value::F64(0.5)),
+                None,
+                Some(Value::Arr(vec![1.0, f64::INFINITY]))
+            ]
+        );
+        // Zero or null outside wrt; anything else there is refused.
+        let only_x = [true, false, false];
+        let d = parse_json_dir("[1, null, 0.0]", &args, &only_x, &names, "--dir").expect("parses");
+        assert_eq!(d, vec![Some(Value::F64(1.0)), None, None]);
+        let e = parse_json_dir("[1, null, [1, 0]]", &args, &only_x, &names, "--dir");
+        assert!(e.is_err_and(|e| e.contains("%v") && e.contains("--wrt")));
+        for bad in [
+            "[1, 2, [1, 2]]",
+            "[1, null, [1]]",
+            "[1, null]",
+            "[[1], null, [1, 2]]",
+            "[1, null, 3]",
+            "{}",
+            "[1, null, [1, 2]",
+        ] {
+            assert!(
+                parse_json_dir(bad, &args, &all, &names, "--dir").is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn repl_directions_become_json() {
+        assert_eq!(
+            literal_list_to_json("[1.5, -inf, [nan, 2], null, inf]"),
+            r#"[1.5, "-inf", ["nan", 2], null, "inf"]"#
+        );
     }
 
     #[test]

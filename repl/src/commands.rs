@@ -3,7 +3,10 @@
 use crate::out;
 use crate::{CallArgs, LimitArgs};
 use ad::{AdError, Engine, Gradient};
-use advm::args::{float_json, parse_json_args_from, value_json, value_text, wrt_mask};
+use advm::args::{
+    float_json, parse_json_args_from, parse_json_dir, parse_json_seed, value_json, value_text,
+    wrt_mask,
+};
 use advm::fd;
 use serde_json::json;
 use std::fmt::Display;
@@ -247,7 +250,7 @@ pub fn run(a: &CallArgs) -> u8 {
         (|| {
             if a.wrt.is_some() {
                 return Err(Fail::Usage(
-                    "--wrt applies to grad, check and bench, not to run".into(),
+                    "--wrt applies to grad, jvp, vjp, jacobian, check and bench, not to run".into(),
                 ));
             }
             let (mut engine, f, args) = prepare(a)?;
@@ -310,6 +313,175 @@ pub fn grad(a: &CallArgs) -> u8 {
     )
 }
 
+/// Text lines of a forward-mode result: the value, the tangent, and the
+/// tangent of each differentiated array parameter's contents after the
+/// call (`max`: shorten arrays as [`value_text`] does).
+/// A function with no result (`unit`) shows `value = none` and no tangent.
+pub fn tangent_lines(
+    names: &[String],
+    t: &ad::Tangent,
+    max: Option<usize>,
+    unit: bool,
+) -> Vec<String> {
+    let mut out = if unit {
+        vec!["value = none".to_string()]
+    } else {
+        vec![
+            format!("value = {}", value_text(&t.value, max)),
+            match &t.tangent {
+                Some(v) => format!("tangent = {}", value_text(v, max)),
+                None => format!("tangent = - (the result is {})", t.value.ty()),
+            },
+        ]
+    };
+    for (n, v) in names.iter().zip(&t.arg_tangents) {
+        if let Some(v) = v {
+            out.push(format!("tangent of %{n} = {}", value_text(v, max)));
+        }
+    }
+    out
+}
+
+/// `advm jvp`: value and directional derivative (adasm.md §8).
+pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let names = param_names(&engine, f);
+            let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
+            let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
+            let unit = engine.module().func(f).ret == vm::ir::RetType::Unit;
+            if a.json {
+                let mut obj = serde_json::Map::new();
+                let value = if unit {
+                    serde_json::Value::Null
+                } else {
+                    value_json(&t.value)
+                };
+                obj.insert("value".into(), value);
+                obj.insert(
+                    "tangent".into(),
+                    t.tangent
+                        .as_ref()
+                        .map_or(serde_json::Value::Null, value_json),
+                );
+                if t.arg_tangents.iter().any(Option::is_some) {
+                    let tangents: Vec<serde_json::Value> = t
+                        .arg_tangents
+                        .iter()
+                        .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
+                        .collect();
+                    obj.insert("arg_tangents".into(), tangents.into());
+                }
+                emit(serde_json::Value::Object(obj))?;
+            } else {
+                for line in tangent_lines(&names, &t, None, unit) {
+                    emit(line)?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// `advm vjp`: reverse mode with a given output cotangent (adasm.md §8).
+pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let ret = match engine.module().func(f).ret {
+                vm::ir::RetType::One(t) => t,
+                vm::ir::RetType::Unit => {
+                    return Err(Fail::Usage(
+                        "the function returns nothing: vjp needs an f64 or f64[] result".into(),
+                    ))
+                }
+                vm::ir::RetType::Many(_) => Type::F64,
+            };
+            let seed = parse_json_seed(seed, ret).map_err(Fail::Usage)?;
+            let v = engine.vjp_wrt(f, &args, &seed, &mask)?;
+            if a.json {
+                let grads: Vec<serde_json::Value> = v
+                    .grad
+                    .iter()
+                    .map(|g| g.as_ref().map_or(serde_json::Value::Null, value_json))
+                    .collect();
+                emit(json!({ "value": value_json(&v.value), "grad": grads }))?;
+            } else {
+                emit(format_args!("value = {}", value_text(&v.value, None)))?;
+                for (n, g) in param_names(&engine, f).iter().zip(&v.grad) {
+                    match g {
+                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
+                        None => emit(format_args!("∂{n} = -"))?,
+                    }
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// `advm jacobian`: the dense Jacobian by forward mode (adasm.md §8).
+pub fn jacobian(a: &CallArgs) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let j = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => engine.jacobian_wrt(f, &args, &mask)?,
+                None => engine.jacobian(f, &args)?,
+            };
+            if a.json {
+                let rows: Vec<serde_json::Value> = j
+                    .jacobian
+                    .iter()
+                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
+                    .collect();
+                emit(json!({ "value": value_json(&j.value), "jacobian": rows }))?;
+            } else {
+                emit(format_args!("value = {}", value_text(&j.value, None)))?;
+                let cols = j.jacobian.first().map_or(0, Vec::len);
+                emit(format_args!(
+                    "jacobian ({} × {cols}: rows are result elements, columns flattened inputs) =",
+                    j.jacobian.len()
+                ))?;
+                for row in &j.jacobian {
+                    emit(value_text(&Value::Arr(row.clone()), None))?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// The value of `f` at a finite-difference probe `at` (a neighbour of the
+/// point, which itself ran: a trap here says so).
+fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Result<f64, Fail> {
+    let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
+        Fail::Trap(t) => Fail::Trap(format!(
+            "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
+             the function and its gradient ran (`advm grad`)"
+        )),
+        other => other,
+    });
+    match run? {
+        Value::F64(y) => Ok(y),
+        other => Err(Fail::Internal(format!(
+            "the function returned {other} in a finite-difference run, not an f64"
+        ))),
+    }
+}
+
 pub fn check(a: &CallArgs) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
@@ -317,37 +489,58 @@ pub fn check(a: &CallArgs) -> u8 {
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
-        let rows = fd::compare(&args, &g.grad, &names, |probe, at| {
-            // The point itself ran (the gradient above): say that this trap
-            // is at a neighbour, h away.
-            let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
-                Fail::Trap(t) => Fail::Trap(format!(
-                    "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
-                     the function and its gradient ran (`advm grad`)"
-                )),
-                other => other,
-            });
-            match run? {
-                Value::F64(y) => Ok(y),
-                other => Err(Fail::Internal(format!(
-                    "the function returned {other} in a finite-difference run, not an f64"
-                ))),
-            }
+        let mut rows = fd::compare(&args, &g.grad, &names, |probe, at| {
+            probe_value(&mut engine, f, probe, at)
         })?;
+        let gradient_rows = rows.len();
+        // Forward mode too: the tangent along s = max(1, |x|) per
+        // differentiated input against the central difference along s.
+        let mut tangent = None;
+        if gradient_rows > 0 {
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir = fd::check_direction(&args, &mask);
+            let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
+            let Some(Value::F64(ad)) = t.tangent else {
+                return Err(Fail::Internal("the tangent of an f64 result is no f64".into()));
+            };
+            let fd = fd::directional(&args, &dir, |probe, at| {
+                probe_value(&mut engine, f, probe, at)
+            })?;
+            let ok = fd::agree(ad, fd);
+            tangent = Some((ad, fd, ok));
+            rows.push(fd::Entry {
+                param: args.len(),
+                element: None,
+                name: "jvp".into(),
+                ad,
+                fd,
+                ok,
+            });
+        }
         let all_ok = rows.iter().all(|r| r.ok);
         if a.json {
-            let entries: Vec<serde_json::Value> = rows
+            let entries: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
                 .map(|r| {
                     json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok})
                 })
                 .collect();
-            emit(json!({
+            let mut obj = json!({
                 "value": float_json(g.value),
                 "tolerance": fd::TOLERANCE,
                 "ok": all_ok,
                 "entries": entries,
-            }))?;
+            });
+            if let (Some((ad, fd, ok)), Some(o)) = (tangent, obj.as_object_mut()) {
+                o.insert(
+                    "tangent".into(),
+                    json!({"ad": float_json(ad), "fd": float_json(fd), "ok": ok}),
+                );
+            }
+            emit(obj)?;
         } else {
             emit(format_args!("value = {}", g.value))?;
             emit(format_args!("tolerance: {}", fd::RULE))?;
@@ -357,11 +550,16 @@ pub fn check(a: &CallArgs) -> u8 {
                 .max()
                 .unwrap_or(0)
                 + 1;
-            for r in &rows {
+            for (i, r) in rows.iter().enumerate() {
+                let name = if i < gradient_rows {
+                    format!("∂{}", r.name)
+                } else {
+                    r.name.clone()
+                };
                 emit(format_args!(
                     "{} {:<width$} ad = {:<24} fd = {:<24} |ad - fd| = {:.3e}",
                     if r.ok { "ok  " } else { "FAIL" },
-                    format!("∂{}", r.name),
+                    name,
                     r.ad,
                     r.fd,
                     (r.ad - r.fd).abs()
@@ -384,9 +582,31 @@ pub fn check(a: &CallArgs) -> u8 {
     }
 }
 
-pub fn disasm(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
+pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
+        if jvp {
+            // `--jvp` requires `--fn` (clap checks it).
+            let f = pick(&engine, func, file)?;
+            emit(vm::disasm::function_in(
+                engine.program().func(f),
+                Some(engine.program()),
+            ))?;
+            let mask = match selection(&engine, f, wrt)? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            if ad {
+                let d = engine.derive_wrt(f, &mask)?;
+                for g in engine.reachable_from(d) {
+                    emit(vm::disasm::function_in(
+                        engine.program().func(g),
+                        Some(engine.program()),
+                    ))?;
+                }
+            }
+            return emit_raw(engine.disasm_jvp_wrt(f, &mask)?);
+        }
         if let (Some(names), Some(name)) = (wrt, func) {
             let f = pick(&engine, Some(name), file)?;
             emit(vm::disasm::function_in(
@@ -482,6 +702,27 @@ pub fn bench(a: &CallArgs) -> u8 {
             let (grad_ns, allocs_grad) =
                 time_calls(|| gradient(&mut engine, f, &args, wrt.as_deref(), &mut out))?;
             let ratio = grad_ns / primal_ns;
+            // Forward mode along all ones over the differentiated inputs.
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir: Vec<Option<Value>> = args
+                .iter()
+                .zip(&mask)
+                .map(|(a, w)| match a {
+                    Value::F64(_) if *w => Some(Value::F64(1.0)),
+                    Value::Arr(xs) if *w => Some(Value::Arr(vec![1.0; xs.len()])),
+                    _ => None,
+                })
+                .collect();
+            let mut t = ad::Tangent::default();
+            engine.jvp_wrt_into(f, &args, &dir, &mask, &mut t)?;
+            let (jvp_ns, allocs_jvp) = time_calls(|| {
+                engine
+                    .jvp_wrt_into(f, &args, &dir, &mask, &mut t)
+                    .map_err(Fail::from)
+            })?;
             if a.json {
                 emit(json!({
                     "primal_ns": primal_ns,
@@ -489,6 +730,8 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "ratio": ratio,
                     "allocs_per_primal": allocs_primal,
                     "allocs_per_grad": allocs_grad,
+                    "jvp_ns": jvp_ns,
+                    "allocs_per_jvp": allocs_jvp,
                 }))?;
             } else {
                 emit(format_args!(
@@ -498,6 +741,10 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
                 ))?;
                 emit(format_args!("ratio:  {ratio:.2}"))?;
+                emit(format_args!(
+                    "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
+                     (direction: all ones)"
+                ))?;
             }
             Ok(())
         })()

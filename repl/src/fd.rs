@@ -114,6 +114,47 @@ pub fn compare<E>(
     Ok(out)
 }
 
+/// The direction `advm check` compares the forward-mode tangent along:
+/// `max(1, |x|)` for every input `wrt` selects (the same scale as each
+/// entry's step), none for the others. The tangent along it is then
+/// compared with [`directional`].
+pub fn check_direction(args: &[Value], wrt: &[bool]) -> Vec<Option<Value>> {
+    args.iter()
+        .zip(wrt.iter().chain(std::iter::repeat(&false)))
+        .map(|(a, w)| match a {
+            Value::F64(x) if *w => Some(Value::F64(x.abs().max(1.0))),
+            Value::Arr(xs) if *w => Some(Value::Arr(xs.iter().map(|x| x.abs().max(1.0)).collect())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The central difference of `eval` at `args` along `dir`: `(f(x + h d)
+/// - f(x - h d)) / 2h` with `h = STEP`, so that each input moves by its
+/// own step when `dir` is [`check_direction`]'s. `eval` as for
+/// [`compare`].
+pub fn directional<E>(
+    args: &[Value],
+    dir: &[Option<Value>],
+    mut eval: impl FnMut(&[Value], &str) -> Result<f64, E>,
+) -> Result<f64, E> {
+    let along = |t: f64| -> Vec<Value> {
+        args.iter()
+            .zip(dir.iter().chain(std::iter::repeat(&None)))
+            .map(|(a, d)| match (a, d) {
+                (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
+                (Value::Arr(xs), Some(Value::Arr(ds))) => {
+                    Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
+                }
+                (a, _) => a.clone(),
+            })
+            .collect()
+    };
+    let up = eval(&along(STEP), "every input moved by +h along the direction")?;
+    let down = eval(&along(-STEP), "every input moved by -h along the direction")?;
+    Ok((up - down) / (2.0 * STEP))
+}
+
 fn set(v: &mut Value, element: Option<usize>, x: f64) {
     match (v, element) {
         (Value::F64(y), None) => *y = x,
@@ -171,6 +212,31 @@ mod tests {
             r,
             Err(format!("trap with arg0 = {} (x + h)", 1.0 + step(1.0)))
         );
+    }
+
+    #[test]
+    fn directional_differences_are_tangents() {
+        let args = [Value::F64(1.5), Value::I64(3), Value::Arr(vec![2.0, -4.0])];
+        let dir = check_direction(&args, &[true, false, true]);
+        assert_eq!(
+            dir,
+            vec![
+                Some(Value::F64(1.5)),
+                None,
+                Some(Value::Arr(vec![2.0, 4.0]))
+            ]
+        );
+        // ∇f·d = 3·1.5²·1.5 + (-4)·2 + 2·4
+        let want = 3.0 * 1.5 * 1.5 * 1.5 - 8.0 + 8.0;
+        let fd = directional(&args, &dir, |a, _| f(a)).expect("evaluates");
+        assert!(
+            agree(want, fd) && !agree(want * 1.001, fd),
+            "{fd} vs {want}"
+        );
+        // Only x selected: only x moves.
+        let dir = check_direction(&args, &[true]);
+        let fd = directional(&args, &dir, |a, _| f(a)).expect("evaluates");
+        assert!(agree(3.0 * 1.5 * 1.5 * 1.5, fd), "{fd}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! # advm: the command line, as a library
 //!
 //! The `advm` binary (`src/main.rs`) is the product's command line: `advm
-//! run | grad | check | disasm | bench | cfg | repl`, to the contract in
+//! run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl`, to the contract in
 //! `../shared/docs/adasm.md` §5. Everything it does goes through
 //! [`ad::Engine`]. This library half holds what the binary shares with the
 //! tests, so that the tests check the very code the command line runs:
@@ -34,7 +34,14 @@
 //! * `grad`, `check`, `bench` default `--fn` to `main` like `run`; `check`
 //!   and `bench` accept `--args-file` too.
 //! * `advm check --json` prints `{"value": V, "tolerance": T, "ok": B,
-//!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...]}`.
+//!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...],
+//!   "tangent": {"ad": A, "fd": F, "ok": B}}`. `check` also compares
+//!   forward mode (adasm.md §8): the tangent along `s = max(1, |x|)` for
+//!   each differentiated input (each input's own step scale) against the
+//!   central difference `(f(x + h s) - f(x - h s)) / 2h`, `h = 1e-6`, by
+//!   the same tolerance: one more row, `jvp`, in text (counted in the
+//!   summary), `"tangent"` in JSON (absent when nothing is
+//!   differentiated); a disagreement there is status 3 too.
 //! * `advm cfg FILE --fn NAME [--ad]` prints Graphviz DOT of the CFG.
 //! * `advm disasm FILE --ad` (without `--fn`) prints the file's functions,
 //!   then every derived function once: depth first from each function of
@@ -49,7 +56,8 @@
 //!   `--max-heap-bytes N` (see `vm::interp::Limits` and
 //!   `docs/reliability.md`); hitting one is a trap (status 1).
 //! * Status 64 also for a function too large to differentiate (above).
-//! * `--wrt NAMES` on grad, check, bench, `disasm --ad --fn` and `cfg --ad`:
+//! * `--wrt NAMES` on grad, jvp, vjp, jacobian, check, bench, `disasm --ad
+//!   --fn`, `disasm --jvp --fn` and `cfg --ad`:
 //!   differentiate with respect to the named parameters only (comma-
 //!   separated, `%` optional; each an f64 or f64[] parameter, else status
 //!   64). The other parameters get no gradient (`-` in text, `null` in
@@ -64,6 +72,33 @@
 //!   literal is, not infinity: `inf` is how infinity is written.
 //! * The REPL's `:quit` takes no argument, like `:help` (`:quit now` is an
 //!   error and the session goes on).
+//! * `advm jvp FILE --fn NAME --args JSON --dir JSON [--wrt NAMES]
+//!   [--json]` (adasm.md §8): forward mode. `--dir` is parsed by
+//!   [`args::parse_json_dir`]: one entry per parameter, `null` a zero
+//!   direction (and the only entry an `i64` or `bool` parameter takes), a
+//!   parameter outside `--wrt` takes `null` or 0, an `f64[]` one an array
+//!   of its argument's length; anything else is status 64. Text output:
+//!   `value = V`, `tangent = T` (`-` for an `i64` or `bool` result), then
+//!   `tangent of %v = [...]` per differentiated `f64[]` parameter; JSON:
+//!   `{"value": V, "tangent": T}`, with `"arg_tangents"` whenever an
+//!   `f64[]` parameter is differentiated. REPL: `jvp @f(args) dir [...]
+//!   [wrt x, y]` and `:jvp @f`.
+//! * `advm vjp FILE --fn NAME --args JSON --seed JSON [--wrt NAMES]
+//!   [--json]`: reverse mode with output cotangent `--seed` (a number for
+//!   an `f64` result, an array of the result's length for an `f64[]` one;
+//!   anything else, or an `i64` or `bool` result, is status 64). Output as
+//!   `grad`'s, the value an array for an `f64[]` result.
+//! * `advm jacobian FILE --fn NAME --args JSON [--wrt NAMES] [--json]`: the
+//!   dense Jacobian by forward mode, rows the result's elements (one row
+//!   for an `f64` result), columns the flattened inputs. JSON: `{"value":
+//!   V, "jacobian": [[...], ...]}`; text: `value = V`, a line `jacobian (R
+//!   × C: ...) =`, then one line per row.
+//! * `advm bench` also times forward mode along all ones over the
+//!   differentiated inputs: `"jvp_ns"` and `"allocs_per_jvp"` in JSON, a
+//!   `jvp:` line in text.
+//! * `advm disasm FILE --fn NAME --jvp [--wrt NAMES]`: the primal, then the
+//!   tangent function `@NAME.jvp` and every tangent function it calls
+//!   (with `--ad` too, the forward and reverse functions before them).
 
 pub mod args;
 pub mod fd;

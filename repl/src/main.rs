@@ -1,6 +1,6 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | check | disasm | bench | cfg | repl` per the contract
+//! `advm run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
@@ -98,7 +98,8 @@ pub struct CallArgs {
     #[arg(long)]
     pub json: bool,
     /// Differentiate with respect to these parameters only (comma-separated
-    /// names; grad, check and bench). The others get no gradient.
+    /// names; grad, jvp, vjp, jacobian, check and bench). The others get no
+    /// gradient.
     #[arg(long, value_name = "NAMES")]
     pub wrt: Option<String>,
     #[command(flatten)]
@@ -113,6 +114,25 @@ enum Command {
     Grad(CallArgs),
     /// Compare the AD gradient with central finite differences.
     Check(CallArgs),
+    /// Forward mode: the value and its derivative along --dir.
+    Jvp {
+        #[command(flatten)]
+        call: CallArgs,
+        /// The direction, a JSON array shaped like --args (null for i64
+        /// and bool parameters, null or 0 for those outside --wrt).
+        #[arg(long, value_name = "JSON")]
+        dir: String,
+    },
+    /// Reverse mode with a given output cotangent (grad is vjp with seed 1).
+    Vjp {
+        #[command(flatten)]
+        call: CallArgs,
+        /// The result's cotangent: a number, or an array for an f64[] result.
+        #[arg(long, value_name = "JSON")]
+        seed: String,
+    },
+    /// The Jacobian over the flattened inputs, by forward mode.
+    Jacobian(CallArgs),
     /// Print bytecode; with --ad the forward and reverse bytecode too.
     Disasm {
         file: PathBuf,
@@ -120,8 +140,12 @@ enum Command {
         func: Option<String>,
         #[arg(long)]
         ad: bool,
-        /// With --ad and --fn: derive with respect to these parameters only.
-        #[arg(long, value_name = "NAMES", requires_all = ["ad", "func"])]
+        /// With --fn: the tangent (forward-mode) bytecode.
+        #[arg(long, requires = "func")]
+        jvp: bool,
+        /// With --fn and --ad or --jvp: derive with respect to these
+        /// parameters only.
+        #[arg(long, value_name = "NAMES", requires = "func")]
         wrt: Option<String>,
     },
     /// Time the primal and the gradient call; count allocations per call.
@@ -174,13 +198,23 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
         Some(Command::Check(a)) => commands::check(&a),
+        Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
+        Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
+        Some(Command::Jacobian(a)) => commands::jacobian(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Disasm {
             file,
             func,
             ad,
+            jvp,
             wrt,
-        }) => commands::disasm(&file, func.as_deref(), ad, wrt.as_deref()),
+        }) => {
+            if wrt.is_some() && !ad && !jvp {
+                let e = "--wrt on disasm needs --ad or --jvp";
+                return ExitCode::from(commands::Fail::Usage(e.into()).report_code());
+            }
+            commands::disasm(&file, func.as_deref(), ad, jvp, wrt.as_deref())
+        }
         Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), &limits),
         Some(Command::Cfg {
             file,

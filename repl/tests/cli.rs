@@ -209,7 +209,9 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     ]);
     assert!(out.contains("tolerance: |ad - fd| <= 1e-5"), "{out}");
     assert!(out.contains("ok   ∂x "), "{out}");
-    assert!(out.ends_with("all 1 entries agree\n"), "{out}");
+    // The gradient entry, then forward mode's tangent along max(1, |x|).
+    assert!(out.contains("ok   jvp "), "{out}");
+    assert!(out.ends_with("all 2 entries agree\n"), "{out}");
     let out = ok(&[
         "check",
         "programs/horner.adasm",
@@ -234,7 +236,9 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     assert_eq!(status(&o), 3, "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(
-        out.contains("FAIL ∂x") && out.contains("1 of 1 entries disagree"),
+        out.contains("FAIL ∂x")
+            && out.contains("FAIL jvp")
+            && out.contains("2 of 2 entries disagree"),
         "{out}"
     );
     let o = advm(&[&args[..], &["--json"]].concat());
@@ -248,6 +252,11 @@ fn check_prints_its_tolerance_and_exits_3_on_disagreement() {
     assert_eq!(j["entries"][0]["ok"], false);
     let fd = j["entries"][0]["fd"].as_f64().expect("number");
     assert!((fd - 7.0).abs() < 1e-6, "{j}");
+    // The tangent along s = max(1, |x|) = 3: AD 4·3, differences 7·3.
+    assert_eq!(j["tangent"]["ad"], 12.0, "{j}");
+    assert_eq!(j["tangent"]["ok"], false, "{j}");
+    let fd = j["tangent"]["fd"].as_f64().expect("number");
+    assert!((fd - 21.0).abs() < 1e-6, "{j}");
 }
 
 /// A trap in a finite-difference run (a neighbour of the point, h away)
@@ -333,17 +342,21 @@ fn bench_reports_json_and_text() {
         "ratio",
         "allocs_per_primal",
         "allocs_per_grad",
+        "jvp_ns",
+        "allocs_per_jvp",
     ] {
         assert!(j[k].is_number(), "{k} in {j}");
     }
     assert!(j["primal_ns"].as_f64() > Some(0.0), "{j}");
-    // Warm gradient calls reuse the engine's arenas.
+    // Warm gradient and jvp calls reuse the engine's arenas.
     assert_eq!(j["allocs_per_grad"], 0.0, "{j}");
+    assert_eq!(j["allocs_per_jvp"], 0.0, "{j}");
     let out = ok(&args);
     assert!(
         out.contains("primal:") && out.contains("grad:") && out.contains("ratio:"),
         "{out}"
     );
+    assert!(out.contains("jvp:"), "{out}");
 }
 
 #[test]
@@ -948,5 +961,272 @@ fn args_read_floats_exactly() {
         let back: f64 = out.trim().parse().expect("a float");
         let want: f64 = x.parse().expect("a float");
         assert_eq!(back.to_bits(), want.to_bits(), "{x} came back as {out}");
+    }
+}
+
+#[test]
+fn jvp_text_and_json() {
+    // pow(x, n) = x^n: tangent n x^(n-1) dx.
+    let args = [
+        "jvp",
+        POW,
+        "--fn",
+        "pow",
+        "--args",
+        "[1.5, 4]",
+        "--dir",
+        "[2.0, null]",
+    ];
+    let want = 2.0 * 4.0 * 1.5f64.powi(3);
+    assert_eq!(
+        ok(&args),
+        format!("value = {}\ntangent = {want}\n", 1.5f64.powi(4))
+    );
+    let j = ok_json(&[&args[..], &["--json"]].concat());
+    assert_eq!(j["value"], 1.5f64.powi(4));
+    assert_eq!(j["tangent"], want);
+    assert!(j.get("arg_tangents").is_none(), "{j}");
+    // `--wrt` and a zero direction outside it.
+    let j = ok_json(&[&args[..], &["--wrt", "x", "--json"]].concat());
+    assert_eq!(j["tangent"], want);
+
+    // An array result: value and tangent are arrays.
+    let j = ok_json(&[
+        "jvp",
+        "programs/array_return.adasm",
+        "--fn",
+        "powers",
+        "--args",
+        "[2.0, 4]",
+        "--dir",
+        "[1, null]",
+        "--json",
+    ]);
+    assert_eq!(j["value"], serde_json::json!([1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(j["tangent"], serde_json::json!([0.0, 1.0, 4.0, 12.0]));
+
+    // An array parameter written in place: its tangent after the call.
+    let arr = [
+        "jvp",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+        "--dir",
+        "[[1, 1, 1], 0.5]",
+    ];
+    let j = ok_json(&[&arr[..], &["--json"]].concat());
+    // f = s² Σ v²; v becomes s v, with tangent s dv + v ds.
+    assert_eq!(j["value"], 56.0);
+    assert_eq!(j["tangent"], 8.0 + 16.0 + 24.0 + 56.0 * 0.5);
+    assert_eq!(
+        j["arg_tangents"],
+        serde_json::json!([[2.5, 3.0, 3.5], null])
+    );
+    assert_eq!(
+        ok(&arr),
+        "value = 56\ntangent = 76\ntangent of %v = [2.5, 3, 3.5]\n"
+    );
+}
+
+#[test]
+fn jvp_usage_errors_exit_64() {
+    let base = ["jvp", POW, "--fn", "pow", "--args", "[1.5, 4]"];
+    for (dir, wrt, says) in [
+        ("[2.0]", None, "--dir has 1 entries"),
+        ("[2.0, 1]", None, "write null"),
+        ("[[2.0], null]", None, "expected a number"),
+        ("not json", None, "--dir is not valid JSON"),
+        ("{}", None, "JSON array"),
+        ("[2.0, null]", Some("n"), "not f64 or f64[]"),
+    ] {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend(["--dir", dir]);
+        if let Some(w) = wrt {
+            args.extend(["--wrt", w]);
+        }
+        let o = advm(&args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+        assert_eq!(text(&o.stdout), "", "{args:?}");
+    }
+    // No --dir at all.
+    assert_eq!(status(&advm(&base)), 64);
+    // A nonzero direction for a parameter outside --wrt, and an array
+    // direction of the wrong length.
+    let arr = [
+        "jvp",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+    ];
+    for (dir, wrt, says) in [
+        ("[[1, 1, 1], 0.5]", Some("s"), "not in --wrt"),
+        (
+            "[[1, 1], 0.5]",
+            None,
+            "2 element(s), but the argument has 3",
+        ),
+    ] {
+        let mut args: Vec<&str> = arr.to_vec();
+        args.extend(["--dir", dir]);
+        if let Some(w) = wrt {
+            args.extend(["--wrt", w]);
+        }
+        let o = advm(&args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+    }
+    // A trap in the tangent code is a trap (status 1).
+    let o = advm(&[
+        "jvp",
+        "programs/traps.adasm",
+        "--fn",
+        "pick",
+        "--args",
+        "[[1, 2], 5]",
+        "--dir",
+        "[[1, 1], null]",
+    ]);
+    assert_eq!(status(&o), 1, "{}", text(&o.stderr));
+}
+
+#[test]
+fn disasm_jvp_prints_the_tangent_code() {
+    let out = ok(&["disasm", POW, "--fn", "pow", "--jvp"]);
+    // The primal, then the tangent function: no stack traffic.
+    assert!(
+        out.contains("fn @pow(") && out.contains("fn @pow.jvp("),
+        "{out}"
+    );
+    assert!(out.contains("ret.n"), "{out}");
+    assert!(!out.contains("comms.") && !out.contains("blk."), "{out}");
+    let part = ok(&[
+        "disasm",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--jvp",
+        "--wrt",
+        "s",
+    ]);
+    assert!(part.contains("fn @f.jvp.wrt.s("), "{part}");
+    // --jvp needs --fn; --wrt needs --ad or --jvp.
+    assert_eq!(status(&advm(&["disasm", POW, "--jvp"])), 64);
+    assert_eq!(
+        status(&advm(&["disasm", POW, "--fn", "pow", "--wrt", "x"])),
+        64
+    );
+}
+
+#[test]
+fn vjp_and_jacobian_text_and_json() {
+    // powers(x, n) = [1, x, x², x³]: seedᵀ J = Σ seed_k k x^(k-1).
+    let vjp = [
+        "vjp",
+        "programs/array_return.adasm",
+        "--fn",
+        "powers",
+        "--args",
+        "[2.0, 4]",
+        "--seed",
+        "[1, 0.5, 1, 1]",
+    ];
+    let j = ok_json(&[&vjp[..], &["--json"]].concat());
+    assert_eq!(j["value"], serde_json::json!([1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(j["grad"], serde_json::json!([0.5 + 4.0 + 12.0, null]));
+    assert_eq!(ok(&vjp), "value = [1, 2, 4, 8]\n∂x = 16.5\n∂n = -\n");
+    // An f64 result: grad is vjp with seed 1.
+    let j = ok_json(&[
+        "vjp",
+        POW,
+        "--fn",
+        "pow",
+        "--args",
+        "[2.0, 10]",
+        "--seed",
+        "2",
+        "--json",
+    ]);
+    assert_eq!(j["grad"], serde_json::json!([2.0 * 5120.0, null]));
+
+    let jac = [
+        "jacobian",
+        "programs/array_return.adasm",
+        "--fn",
+        "powers",
+        "--args",
+        "[2.0, 4]",
+    ];
+    let j = ok_json(&[&jac[..], &["--json"]].concat());
+    assert_eq!(j["value"], serde_json::json!([1.0, 2.0, 4.0, 8.0]));
+    assert_eq!(
+        j["jacobian"],
+        serde_json::json!([[0.0], [1.0], [4.0], [12.0]])
+    );
+    assert!(ok(&jac).contains("jacobian (4 × 1"));
+    // Columns over the flattened inputs: f(v, s) = s² Σ v².
+    let j = ok_json(&[
+        "jacobian",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+        "--json",
+    ]);
+    assert_eq!(j["jacobian"], serde_json::json!([[8.0, 16.0, 24.0, 56.0]]));
+    let j = ok_json(&[
+        "jacobian",
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+        "--wrt",
+        "s",
+        "--json",
+    ]);
+    assert_eq!(j["jacobian"], serde_json::json!([[56.0]]));
+
+    // Bad seeds and results without a derivative: status 64.
+    for args in [
+        &vjp[..6],
+        &[&vjp[..6], &["--seed", "1.0"]].concat()[..],
+        &[&vjp[..6], &["--seed", "[1, 2]"]].concat()[..],
+        &[&vjp[..6], &["--seed", "[1, 2"]].concat()[..],
+        &[
+            "vjp",
+            "programs/gcd.adasm",
+            "--fn",
+            "gcd",
+            "--args",
+            "[4, 6]",
+            "--seed",
+            "1",
+        ],
+        &[
+            "jacobian",
+            "programs/gcd.adasm",
+            "--fn",
+            "gcd",
+            "--args",
+            "[4, 6]",
+        ],
+    ] {
+        let o = advm(args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        assert_eq!(text(&o.stdout), "", "{args:?}");
     }
 }

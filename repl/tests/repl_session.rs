@@ -433,6 +433,11 @@ fn no_input_crashes_it() {
         b")",
         b"(",
         b"grad ",
+        b"jvp ",
+        b":jvp ",
+        b" dir ",
+        b" wrt ",
+        b"null",
         b":cfg ",
         b":disasm ",
         b":ad ",
@@ -946,4 +951,57 @@ fn the_repl_takes_the_limit_flags() {
 
     let (_, err, code) = session_with(dir.path(), &["--max-depth", "0"], b"");
     assert_eq!(code, 64, "{err}");
+}
+
+#[test]
+fn jvp_prints_value_and_tangents_and_lists_tangent_code() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "\
+fn @scale(%a: f64[], %n: i64, %s: f64) -> f64 {
+entry:
+    %i = sub %n, 1
+    %v = aget %a, %i
+    %w = mul %v, %s
+    aset %a, 0, %w
+    ret %w
+}
+jvp @sq(3.0) dir [1.0]
+jvp @sq(3.0) dir [-inf]
+jvp @scale([1.0, 2.0], 2, 0.5) dir [[1, 0], null, 2.0]
+jvp @scale([1.0, 2.0], 2, 0.5) dir [null, null, 2.0] wrt s
+jvp @scale([1.0, 2.0], 2, 0.5) dir [[1, 0], null, 2.0] wrt s
+jvp @sq(3.0) dir [1.0, 2.0]
+jvp @sq(3.0)
+:jvp @sq
+";
+    let (out, err, code) = session(dir.path(), &format!("{SQ}{input}"));
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // w = a[n-1]·s, written to a[0]: tangent 2·2 + 0·0.5 (a's direction
+    // at index 1 is 0); a's tangent after the call: [4, 0].
+    assert_eq!(
+        &lines[..12],
+        [
+            "defined @sq",
+            "defined @scale",
+            "value = 9",
+            "tangent = 6",
+            "value = 9",
+            "tangent = -inf",
+            "value = 1",
+            "tangent = 4",
+            "tangent of %a = [4, 0]",
+            "value = 1",
+            "tangent = 4",
+            "fn @sq.jvp(%x: f64, %d.x: f64) -> (f64, f64)   ; 5 regs, 0 consts",
+        ]
+    );
+    // A nonzero direction outside `wrt`, a direction of the wrong length
+    // and a missing one are errors pointing into the line.
+    assert!(err.contains("not in --wrt"), "{err}");
+    assert!(err.contains("the direction has 2 entries"), "{err}");
+    assert!(
+        err.contains("expected `jvp @f(args) dir [d1, d2, ...]`"),
+        "{err}"
+    );
 }

@@ -33,7 +33,7 @@
 
 use crate::bytecode::{Function, Program};
 use crate::ir::RetType;
-use crate::op::{Fused, Operand};
+use crate::op::{Fused, Op, Operand};
 use crate::types::Type;
 use std::fmt::Write;
 
@@ -197,7 +197,8 @@ fn instr_in(f: &Function, pc: usize, p: Option<&Program>, pad: bool) -> String {
                         .iter()
                         .map(|r| operand_text(f, *r as u32))
                         .collect();
-                    let _ = write!(text, " += ({})", rets.join(", "));
+                    let arrow = if ins.op == Op::CallN { "->" } else { "+=" };
+                    let _ = write!(text, " {arrow} ({})", rets.join(", "));
                 }
                 ops.push(text);
             }

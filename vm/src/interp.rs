@@ -342,6 +342,13 @@ impl Vm {
         self.heap.shadow(h)
     }
 
+    /// The shadow (cotangent) array of array `h`, to write (AD mode only):
+    /// how a host seeds the cotangent of an `f64[]` result before running
+    /// a pullback.
+    pub fn shadow_mut(&mut self, h: u64) -> Option<&mut [f64]> {
+        self.heap.shadow_mut(h)
+    }
+
     /// Values returned by the last [`Vm::call_raw`]: the `ret` value or the
     /// `ret.n` list.
     pub fn results(&self) -> &[u64] {
@@ -934,7 +941,7 @@ impl Vm {
                         None => trap!(TrapKind::BadHandle),
                     }
                 }
-                Op::Call | Op::CallAcc => {
+                Op::Call | Op::CallAcc | Op::CallN => {
                     let site = verified(&f.sites, ins.x);
                     let callee_id = site.func;
                     let Some(init) = verified(prog.frame_inits(), callee_id.0) else {
@@ -1038,9 +1045,18 @@ impl Vm {
                     // accumulators; the loop's `advance` moves past it.
                     cur = Cursor::at_offset(&f.code, frame.call);
                     let site = verified(&f.sites, cur.ins().x);
-                    for (r, acc) in list.iter().zip(&site.rets) {
-                        let v = f64::from_bits(callee.get(*r as u32));
-                        setf!(*acc, fr!(*acc) + v);
+                    if cur.ins().op == Op::CallN {
+                        // `call.n`: the results are written as they are
+                        // (any types: the verifier matched the site's
+                        // registers to the callee's return types).
+                        for (r, dst) in list.iter().zip(&site.rets) {
+                            w.set(*dst as u32, callee.get(*r as u32));
+                        }
+                    } else {
+                        for (r, acc) in list.iter().zip(&site.rets) {
+                            let v = f64::from_bits(callee.get(*r as u32));
+                            setf!(*acc, fr!(*acc) + v);
+                        }
                     }
                     meter = done.wrapping_sub(cur.addr()).wrapping_sub(W);
                 }

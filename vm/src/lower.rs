@@ -532,7 +532,7 @@ const MIN_BATCH: usize = 2;
 /// One entry per instruction.
 fn reservations(insts: &[ir::Inst]) -> Vec<Push> {
     let mut plan = vec![Push::Plain; insts.len()];
-    let cuts = |i: &ir::Inst| matches!(i.op, Op::Call | Op::CallAcc | Op::BlkPush);
+    let cuts = |i: &ir::Inst| matches!(i.op, Op::Call | Op::CallAcc | Op::CallN | Op::BlkPush);
     let mut start = 0;
     while start < insts.len() {
         let end = insts[start..]
@@ -612,6 +612,27 @@ fn coalesce(f: &ir::Function, is_param: &[bool], uses: &[u32], (def, ndefs): &De
     alias
 }
 
+/// The registers of a call site that the call reads: `call.acc` adds to
+/// its accumulators (reads and writes them); `call.n` only writes its
+/// result registers.
+fn reads_accs(inst: &ir::Inst) -> &[ValueId] {
+    if inst.op == Op::CallN {
+        &[]
+    } else {
+        &inst.accs
+    }
+}
+
+/// The result registers a `call.n` writes (none for other instructions:
+/// `call.acc`'s accumulators are read too, see [`reads_accs`]).
+fn writes_accs(inst: &ir::Inst) -> &[ValueId] {
+    if inst.op == Op::CallN {
+        &inst.accs
+    } else {
+        &[]
+    }
+}
+
 /// Where a value is defined: its block and instruction, `None` for a phi
 /// (defined at its block's start).
 type Def = (usize, Option<usize>);
@@ -639,6 +660,10 @@ fn definitions(f: &ir::Function) -> Defs {
             }
             for a in &inst.accs {
                 ndefs[a.index()] += 1;
+                if inst.op == Op::CallN {
+                    // `call.n` writes its result registers outright.
+                    def[a.index()] = Some((bi, Some(ii)));
+                }
             }
             if !inst.op.operands().contains(&Operand::Site) {
                 let reads = inst
@@ -715,12 +740,12 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], (def, ndefs): &Defs, alias
             }
         }
         for inst in &b.insts {
-            for u in inst.args.iter().chain(&inst.accs) {
+            for u in inst.args.iter().chain(reads_accs(inst)) {
                 if !bit(&kill[g..k], u.index()) {
                     set_bit(&mut gen[g..k], u.index());
                 }
             }
-            if let Some(d) = inst.dst {
+            for d in inst.dst.iter().chain(writes_accs(inst)) {
                 set_bit(&mut kill[g..k], d.index());
             }
         }
@@ -765,7 +790,7 @@ fn coalesce_live(f: &ir::Function, is_param: &[bool], (def, ndefs): &Defs, alias
     let mut last_use: hashbrown::HashMap<(usize, usize), usize> = hashbrown::HashMap::new();
     for (bi, b) in f.blocks.iter().enumerate() {
         for (ii, inst) in b.insts.iter().enumerate() {
-            for u in inst.args.iter().chain(&inst.accs) {
+            for u in inst.args.iter().chain(reads_accs(inst)) {
                 last_use.insert((u.index(), bi), ii);
             }
         }
@@ -916,7 +941,7 @@ impl Lowerer<'_> {
         let plain = !b
             .insts
             .iter()
-            .any(|i| matches!(i.op, Op::Call | Op::CallAcc))
+            .any(|i| matches!(i.op, Op::Call | Op::CallAcc | Op::CallN))
             && !matches!(b.term, Term::BlkPop(_));
         let join = self.preds.get(to.index()).is_some_and(|&n| n >= 2);
         (join && to != here && cost <= self.budget && plain).then_some(cost)

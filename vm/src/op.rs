@@ -358,6 +358,11 @@ ops! {
     /// each returned value is *added* to the matching register of the site's
     /// `rets` list. Used by reverse code to call a callee's pullback.
     CallAcc = "call.acc" [Site] ad().runs_code();
+    /// Call site `x` of a callee that returns several values of any types
+    /// (`ret.n`): each returned value is *written* to the matching register
+    /// of the site's `rets` list. Used by tangent (forward-mode) code to
+    /// get a callee's value and tangent in one call.
+    CallN = "call.n" [Site] ad().runs_code();
     /// Return `r0`.
     Ret = "ret" [Use(T)] control();
     /// Return every register of list `x` (reverse functions: one f64 per

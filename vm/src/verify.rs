@@ -25,7 +25,8 @@
 //!    ([`RetType::One`]) whose type is `r0`'s, and its site lists no
 //!    accumulators; `call.acc` targets a callee returning several f64
 //!    values ([`RetType::Many`]), one per `rets` register, each an f64
-//!    register.
+//!    register; `call.n` targets a callee returning several values
+//!    ([`RetType::Many`]), one per `rets` register, of the same types.
 //! 5. Returns: `ret` returns a register of the function's single return
 //!    type (so never in a [`RetType::Many`] function); `ret.n` returns a
 //!    list whose register types are the function's return types (so never
@@ -53,8 +54,8 @@
 //!    with at least the budget's spare capacity.
 //!
 //! Checks 4 and 5 make calls and returns agree on the shape of the result:
-//! a `call` frame is only ever returned to by `ret`, a `call.acc` frame only
-//! by `ret.n`. A caller is verified against its callees' signatures at that
+//! a `call` frame is only ever returned to by `ret`, a `call.acc` or
+//! `call.n` frame only by `ret.n`. A caller is verified against its callees' signatures at that
 //! time; replacing a callee later ([`Program::set`], [`Program::truncate`])
 //! unverifies every function that calls it, so a caller that runs was
 //! checked against the callees it calls now (the interpreter relies on this
@@ -489,6 +490,20 @@ fn check_call(p: &Program, f: &Function, pc: usize, ins: &Instr, errs: &mut Vec<
             if !ok {
                 errs.push(bad(format!(
                     "accumulators do not match the results of @{}",
+                    callee.name
+                )));
+            }
+        }
+        (Op::CallN, RetType::Many(ts)) => {
+            let ok = site.rets.len() == ts.len()
+                && site
+                    .rets
+                    .iter()
+                    .zip(ts)
+                    .all(|(r, t)| f.reg_types.get(*r as usize) == Some(t));
+            if !ok {
+                errs.push(bad(format!(
+                    "result registers do not match the results of @{}",
                     callee.name
                 )));
             }

@@ -350,6 +350,73 @@ fn rejects_call_acc_into_non_f64_registers() {
     );
 }
 
+#[test]
+fn call_n_is_checked_like_call_acc_but_takes_any_result_types() {
+    // The same site as `call.acc`'s: two f64 results into f64 registers.
+    assert!(errors(|t| t.code[2] = i(Op::CallN, 0, 0, 0, 1)).is_empty());
+    rejects!(
+        |t| {
+            t.code[2] = i(Op::CallN, 0, 0, 0, 1);
+            t.sites[1].rets = vec![2, 1];
+        },
+        VerifyError::BadCall { .. }
+    );
+    rejects!(
+        |t| {
+            t.code[2] = i(Op::CallN, 0, 0, 0, 1);
+            t.sites[1].rets = vec![2];
+        },
+        VerifyError::BadCall { .. }
+    );
+    rejects!(
+        |t| {
+            t.code[2] = i(Op::CallN, 0, 0, 0, 1);
+            t.sites[1].func = FuncId(2);
+        },
+        VerifyError::BadCall { .. }
+    );
+}
+
+#[test]
+fn call_n_writes_its_results_where_call_acc_adds() {
+    // t(x): r1 = x + x; call r1, r2 <- g(x) = (x, x); ret r1.
+    let run = |op: Op| {
+        let mut t = function(
+            "t",
+            1,
+            vec![F64, F64, F64],
+            RetType::One(F64),
+            vec![
+                i(Op::AddF, 1, 0, 0, 0),
+                i(op, 0, 0, 0, 0),
+                i(Op::Ret, 1, 0, 0, 0),
+            ],
+        );
+        t.sites = vec![CallSite {
+            func: FuncId(1),
+            args: vec![0],
+            rets: vec![1, 2],
+        }];
+        let mut g = function(
+            "g",
+            1,
+            vec![F64],
+            RetType::Many(vec![F64, F64]),
+            vec![i(Op::RetN, 0, 0, 0, 0)],
+        );
+        g.lists = vec![vec![0, 0]];
+        let mut p = Program::new();
+        p.push(t);
+        p.push(g);
+        verify_program(&mut p).expect("verifies");
+        Vm::new(Default::default())
+            .run(&p, FuncId(0), &[vm::Value::F64(2.0)])
+            .expect("runs")
+    };
+    assert_eq!(run(Op::CallN), vm::Value::F64(2.0));
+    assert_eq!(run(Op::CallAcc), vm::Value::F64(6.0));
+}
+
 // ---- 5. returns ----------------------------------------------------------------
 
 #[test]

@@ -425,6 +425,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         // Written only by the AD stage: no reverse rule (forward mode
         // differentiates them; reverse over reverse is not built).
         Op::CallAcc
+        | Op::CallN
         | Op::RetN
         | Op::BlkPush
         | Op::BlkPop

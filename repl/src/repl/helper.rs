@@ -58,7 +58,7 @@ impl Completer for AdvmHelper {
         let mut out = Vec::new();
         let name_wanted = word.starts_with('@')
             || (word.is_empty() || !word.starts_with(':'))
-                && [":disasm", ":ad", ":cfg", "grad", ":time"]
+                && [":disasm", ":ad", ":jvp", ":cfg", "grad", "jvp", ":time"]
                     .iter()
                     .any(|c| trimmed.starts_with(&format!("{c} ")))
                 && !trimmed.contains('(');

@@ -38,6 +38,12 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ),
     (":time", " [grad] @f(args)", "median time per call"),
     ("grad", " @f(args) [wrt x, y]", "value and gradient"),
+    (
+        "jvp",
+        " @f(args) dir [d1, ...] [wrt x, y]",
+        "value and derivative along a direction",
+    ),
+    (":jvp", " @f", "tangent (forward-mode) bytecode"),
 ];
 
 pub const HELP: &str = "\
@@ -46,10 +52,14 @@ pub const HELP: &str = "\
   }
   @f(args)                    run: @pow(2.0, 10), arrays as [1.0, 2.0]
   grad @f(args) [wrt x, y]    value and gradient (wrt: only these parameters)
+  jvp @f(args) dir [d1, ...] [wrt x, y]
+                              value and derivative along the direction (one
+                              entry per parameter, null for i64 and bool)
   :time @f(args)              median time per call after warm-up
   :time grad @f(args)         the same for the gradient
   :disasm [@f]                bytecode
   :ad @f                      forward and reverse bytecode
+  :jvp @f                     tangent (forward-mode) bytecode
   :cfg @f                     write f.dot and f.ad.dot (CFG pictures) here,
                               and f.svg, f.ad.svg if Graphviz is installed
   :load FILE                  load (or replace) the functions of FILE
@@ -359,6 +369,10 @@ impl Session {
                 .and_then(|f| self.cfg(f)),
             ":time" => self.time(line, rest_at),
             "grad" | ":grad" => self.grad(line, rest_at),
+            "jvp" => self.jvp(line, rest_at),
+            ":jvp" => self
+                .func_arg(line, rest_at, ":jvp")
+                .and_then(|f| self.engine_mut()?.disasm_jvp(f).map_err(ad_problem)),
             _ if cmd.starts_with('@') => self.run(line),
             _ if cmd.starts_with(':') => Err(Problem::at(
                 format!("unknown command {cmd} (:help lists them)"),
@@ -1129,6 +1143,44 @@ impl Session {
         Ok(out.join("\n"))
     }
 
+    /// `jvp @f(args) dir [d1, ...] [wrt x, y]`.
+    fn jvp(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let Some((call_end, dir_at, dir_end)) = split_dir(line, rest_at) else {
+            let end = line.len();
+            return Err(Problem::at(
+                "expected `jvp @f(args) dir [d1, d2, ...]`: the direction has one entry per \
+                 parameter (null for i64 and bool ones)",
+                end..end,
+            ));
+        };
+        let (f, args) = self.call(&line[..call_end], rest_at)?;
+        let rest = &line[dir_end..];
+        let engine = self.engine_mut()?;
+        let func = engine.module().func(f);
+        let mask = match rest.trim_start().strip_prefix("wrt") {
+            Some(names) if names.is_empty() || names.starts_with(char::is_whitespace) => {
+                let names_at = line.len() - names.trim_start().len();
+                crate::args::wrt_mask(func, names)
+                    .map_err(|m| Problem::at(m, names_at..line.len()))?
+            }
+            _ if rest.trim().is_empty() => ad::analysis::all_params(func),
+            _ => {
+                let at = line.len() - rest.trim_start().len();
+                return Err(Problem::at(
+                    "expected `wrt x, y` or nothing after the direction",
+                    at..line.len(),
+                ));
+            }
+        };
+        let names = param_names(func);
+        let json = crate::args::literal_list_to_json(&line[dir_at..dir_end]);
+        let dir = crate::args::parse_json_dir(&json, &args, &mask, &names, "the direction")
+            .map_err(|m| Problem::at(m, dir_at..dir_end))?;
+        let unit = func.ret == vm::ir::RetType::Unit;
+        let t = engine.jvp_wrt(f, &args, &dir, &mask).map_err(ad_problem)?;
+        Ok(commands::tangent_lines(&names, &t, Some(8), unit).join("\n"))
+    }
+
     fn time(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
         let rest = &line[rest_at..];
         let lead = rest.len() - rest.trim_start().len();
@@ -1294,6 +1346,51 @@ fn split_wrt(line: &str, start: usize) -> Option<(usize, usize)> {
         close + 1,
         close + 1 + lead + 3 + (after.len() - names.len()),
     ))
+}
+
+/// Where the call of `jvp @f(args) dir [...]` starting at `start` ends,
+/// and where its direction list starts and ends (the `[` and just past the
+/// matching `]`).
+fn split_dir(line: &str, start: usize) -> Option<(usize, usize, usize)> {
+    let rest = line.get(start..)?;
+    let open = start + rest.find('(')?;
+    let mut depth = 0usize;
+    let mut close = None;
+    for (i, c) in line[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let call_end = close? + 1;
+    let after = &line[call_end..];
+    let word = after.trim_start().strip_prefix("dir")?;
+    let list = word.trim_start();
+    if !list.starts_with('[') {
+        return None;
+    }
+    let dir_at = line.len() - list.len();
+    let mut depth = 0usize;
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some((call_end, dir_at, dir_at + i + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn param_names(f: &vm::ir::Function) -> Vec<String> {

@@ -1,0 +1,467 @@
+//! Forward mode: the tangent (jvp) transform.
+//!
+//! One primal SSA function in, one tangent function out, in the IR that
+//! [`vm::lower`] turns into bytecode (see `docs/ad.md`, "Forward mode"). For
+//! `f(p1, ..., pn) -> T` differentiated with respect to the parameters
+//! selected by `wrt`, the tangent function is
+//!
+//! ```text
+//! f.jvp(p1, ..., pn, ṗi, ṗj, ...) -> (y, ẏ)
+//! ```
+//!
+//! with one tangent parameter per selected `f64` or `f64[]` parameter, in
+//! parameter order (an `f64[]` parameter's tangent is an array of its
+//! length), and `ret.n` of the result and its tangent (only the result for
+//! an `i64` or `bool` result). It computes the primal and the tangent in
+//! one pass, in the primal's own control flow:
+//!
+//! * every active `f64` value gets a tangent value beside it, computed by
+//!   the rule of its instruction ([`rules::tangent`]) right after it;
+//!   inactive values (activity as in reverse mode, [`crate::analysis`]) get
+//!   no tangent code; where an inactive value meets an active one (a phi, a
+//!   `select`, a call argument, the result) its tangent is the constant 0;
+//! * every active array gets a tangent array beside it: a parameter's comes
+//!   in as an argument, an `anew`'s is a new array of zeros, a phi's or a
+//!   `select`'s is chosen like the array; `aget` reads both, `aset` writes
+//!   both;
+//! * a phi of an active value gets a tangent phi with the incoming values'
+//!   tangents on the same edges: no block stack, no comms stack;
+//! * a call differentiated through (as in reverse mode, [`call_is_active`])
+//!   calls the callee's tangent function, derived with respect to the active
+//!   arguments, passing their tangents (tangent arrays for arrays) after the
+//!   arguments, and receives value and tangent by `call.n`.
+//!
+//! Tangent functions of callees are named by the `derived` callback of
+//! [`jvp_function`] before they are built, so recursion works as in reverse
+//! mode.
+
+mod engine;
+pub mod rules;
+
+pub use engine::{PreparedJvp, Tangent};
+
+use crate::analysis::{activity, call_is_active, call_wrt};
+use hashbrown::HashMap;
+use rules::Rule;
+use vm::ir::{FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
+use vm::op::{Op, Operand};
+use vm::Type;
+
+/// The return types of the tangent function of a function returning `ret`:
+/// the result and its tangent for `f64` and `f64[]`, the result alone for
+/// `i64` and `bool`.
+pub fn jvp_ret(ret: &RetType) -> Result<RetType, String> {
+    match ret {
+        RetType::One(t) if t.is_differentiable() => Ok(RetType::Many(vec![*t, *t])),
+        RetType::One(t) => Ok(RetType::Many(vec![*t])),
+        // No result: its unused i64 zero (the array arguments' tangents
+        // carry the derivative).
+        RetType::Unit => Ok(RetType::Many(vec![Type::I64])),
+        RetType::Many(_) => Err("a function returning several values has no tangent".into()),
+    }
+}
+
+/// Build the tangent function of `module.funcs[f]` with respect to the
+/// parameters selected by `wrt` (one flag per parameter; only `f64` and
+/// `f64[]` ones count). `derived(g, wrt)` gives the id of a callee `g`'s
+/// tangent function with respect to the call's active arguments (possibly
+/// not built yet). `Err` for a function that is no primal (reverse-mode or
+/// lowering-only opcodes, several results): a bug of the caller.
+pub fn jvp_function(
+    module: &Module,
+    f: FuncId,
+    wrt: &[bool],
+    derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+) -> Result<Function, String> {
+    let p = module.func(f);
+    let active = activity(p, wrt);
+    let mut t = Jvp {
+        module,
+        p,
+        active,
+        out: p.clone(),
+        tan: vec![None; p.values.len()],
+        consts: HashMap::new(),
+    };
+    t.out.name = format!("{}.jvp", p.name);
+    t.out.ret = jvp_ret(&p.ret)?;
+    t.build(wrt, derived)?;
+    Ok(t.out)
+}
+
+struct Jvp<'a> {
+    module: &'a Module,
+    p: &'a Function,
+    active: Vec<bool>,
+    /// The tangent function: the primal's values (same ids) and blocks,
+    /// extended.
+    out: Function,
+    /// The tangent of each primal value (`None`: zero, no code).
+    tan: Vec<Option<ValueId>>,
+    consts: HashMap<(Type, u64), ValueId>,
+}
+
+impl Jvp<'_> {
+    fn build(
+        &mut self,
+        wrt: &[bool],
+        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+    ) -> Result<(), String> {
+        let p = self.p;
+        // Tangent parameters, after the primal ones.
+        for (i, param) in p.params.iter().enumerate() {
+            let ty = p.ty(*param);
+            if ty.is_differentiable() && wrt.get(i).copied().unwrap_or(false) {
+                let name = p.values[param.index()]
+                    .name
+                    .as_ref()
+                    .map(|n| format!("d.{n}"));
+                let t = self.out.new_value(ty, name);
+                self.out.params.push(t);
+                self.tan[param.index()] = Some(t);
+            }
+        }
+        // Tangent phis are named before any block is translated: a loop's
+        // back edge brings a value defined later in block order.
+        for b in &p.blocks {
+            for phi in &b.phis {
+                if self.active[phi.dst.index()] {
+                    let t = self.tangent_value(phi.dst);
+                    self.tan[phi.dst.index()] = Some(t);
+                }
+            }
+        }
+        let mut blocks_insts = Vec::with_capacity(p.blocks.len());
+        for (bi, b) in p.blocks.iter().enumerate() {
+            let mut insts = Vec::with_capacity(b.insts.len() * 2);
+            if bi == 0 {
+                // An active array parameter outside `wrt` (its alias class
+                // is active): a tangent array of zeros.
+                for (i, param) in p.params.iter().enumerate() {
+                    if self.active[param.index()] && self.tan[param.index()].is_none() {
+                        let selected = wrt.get(i).copied().unwrap_or(false);
+                        if p.ty(*param) == Type::Arr && !selected {
+                            let t = self.zero_array(*param, Loc::default(), &mut insts);
+                            self.tan[param.index()] = Some(t);
+                        }
+                    }
+                }
+            }
+            for inst in &b.insts {
+                self.inst(inst, &mut insts, derived)?;
+            }
+            blocks_insts.push(insts);
+        }
+        // Tangent phis, now that every tangent is known; a zero array for
+        // an inactive array operand is made at the end of its edge's
+        // predecessor.
+        let mut tphis: Vec<Vec<Phi>> = vec![Vec::new(); p.blocks.len()];
+        for (bi, b) in p.blocks.iter().enumerate() {
+            for phi in &b.phis {
+                let Some(tdst) = self.tan[phi.dst.index()] else {
+                    continue;
+                };
+                let mut incoming = Vec::with_capacity(phi.incoming.len());
+                for (pred, v) in &phi.incoming {
+                    let insts = blocks_insts
+                        .get_mut(pred.index())
+                        .ok_or_else(|| format!("phi edge from missing block {pred}"))?;
+                    let tv = self.tan_or_zero(*v, phi.loc, insts);
+                    incoming.push((*pred, tv));
+                }
+                tphis[bi].push(Phi {
+                    dst: tdst,
+                    incoming,
+                    loc: phi.loc,
+                });
+            }
+        }
+        // Returns: the result and its tangent.
+        for (bi, b) in p.blocks.iter().enumerate() {
+            if let Term::Ret(v) = b.term {
+                let list = if p.ty(v).is_differentiable() {
+                    let tv = self.tan_or_zero(v, b.term_loc, &mut blocks_insts[bi]);
+                    vec![v, tv]
+                } else {
+                    vec![v]
+                };
+                self.out.blocks[bi].term = Term::RetN(list);
+            }
+        }
+        for (bi, (insts, phis)) in blocks_insts.into_iter().zip(tphis).enumerate() {
+            let block = &mut self.out.blocks[bi];
+            block.insts = insts;
+            block.phis.extend(phis);
+        }
+        Ok(())
+    }
+
+    /// Translate one primal instruction: itself, then its tangent code (a
+    /// call differentiated through becomes a call of the callee's tangent
+    /// function).
+    fn inst(
+        &mut self,
+        inst: &Inst,
+        out: &mut Vec<Inst>,
+        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+    ) -> Result<(), String> {
+        let p = self.p;
+        let involved = match inst.op {
+            Op::ASet => inst.args.first().is_some_and(|a| self.active[a.index()]),
+            Op::Call => call_is_active(p, inst, &self.active),
+            _ => inst.dst.is_some_and(|d| self.active[d.index()]),
+        };
+        if !involved {
+            if inst.op.is_lowering_only() {
+                return Err(format!(
+                    "{} is not a primal instruction",
+                    inst.op.mnemonic()
+                ));
+            }
+            out.push(inst.clone());
+            return Ok(());
+        }
+        check_shape(inst)?;
+        let mut tail = Vec::new();
+        let (rule, reads_y) = {
+            let mut e = Emit {
+                t: self,
+                inst,
+                out: &mut tail,
+                reads_y: false,
+            };
+            let rule = rules::tangent(&mut e, inst.op);
+            (rule, e.reads_y)
+        };
+        // Tangent code that does not read the result goes before the
+        // instruction: it reads the operands, and a loop-carried operand
+        // (`r = r * x` of a phi `r`) is then dead once the result is
+        // defined, so the lowering can give both one register.
+        let emit = |out: &mut Vec<Inst>| {
+            if reads_y {
+                out.push(inst.clone());
+                out.extend(tail);
+            } else {
+                out.extend(tail);
+                out.push(inst.clone());
+            }
+        };
+        match rule {
+            Rule::Tangent(t) => {
+                emit(out);
+                if let Some(d) = inst.dst {
+                    self.tan[d.index()] = Some(t);
+                }
+            }
+            Rule::Zero | Rule::NoDerivative | Rule::Effect => emit(out),
+            Rule::Call => self.call(inst, out, derived)?,
+            Rule::NotPrimal(why) => {
+                return Err(format!("{} is {why}", inst.op.mnemonic()));
+            }
+        }
+        Ok(())
+    }
+
+    /// A call differentiated through: `call.n` of the callee's tangent
+    /// function with the active arguments' tangents appended, into the
+    /// result and its tangent.
+    fn call(
+        &mut self,
+        inst: &Inst,
+        out: &mut Vec<Inst>,
+        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+    ) -> Result<(), String> {
+        let g = inst.callee.ok_or("call without a callee")?;
+        let callee = self
+            .module
+            .funcs
+            .get(g.index())
+            .ok_or_else(|| format!("call of missing function {g}"))?;
+        let dst = inst.dst.ok_or("call without a result")?;
+        let cw = call_wrt(&inst.args, &self.active);
+        let mut args = inst.args.clone();
+        for (a, w) in inst.args.iter().zip(&cw) {
+            if *w {
+                let t = self.tan_or_zero(*a, inst.loc, out);
+                args.push(t);
+            }
+        }
+        let mut accs = vec![dst];
+        if let RetType::One(t) = callee.ret {
+            if t.is_differentiable() {
+                let td = self.tangent_value(dst);
+                accs.push(td);
+                self.tan[dst.index()] = Some(td);
+            }
+        }
+        let mut call = Inst::new(Op::CallN, None, args, inst.loc);
+        call.callee = Some(derived(g, cw));
+        call.accs = accs;
+        out.push(call);
+        Ok(())
+    }
+
+    /// A new value for the tangent of `v`, named after it.
+    fn tangent_value(&mut self, v: ValueId) -> ValueId {
+        let data = &self.p.values[v.index()];
+        let name = data.name.as_ref().map(|n| format!("d.{n}"));
+        self.out.new_value(data.ty, name)
+    }
+
+    /// The tangent of `v`: its tangent value, the constant 0 for an
+    /// inactive `f64`, a new array of zeros of its length (emitted into
+    /// `out`) for an inactive array.
+    fn tan_or_zero(&mut self, v: ValueId, loc: Loc, out: &mut Vec<Inst>) -> ValueId {
+        if let Some(t) = self.tan.get(v.index()).copied().flatten() {
+            return t;
+        }
+        match self.out.ty(v) {
+            Type::Arr => self.zero_array(v, loc, out),
+            ty => self.konst(ty, 0),
+        }
+    }
+
+    /// `anew (alen a)`: a tangent array of zeros for the array `a`.
+    fn zero_array(&mut self, a: ValueId, loc: Loc, out: &mut Vec<Inst>) -> ValueId {
+        let n = self.out.new_value(Type::I64, None);
+        out.push(Inst::new(Op::ALen, Some(n), vec![a], loc));
+        let t = self.tangent_value(a);
+        out.push(Inst::new(Op::ANew, Some(t), vec![n], loc));
+        t
+    }
+
+    fn konst(&mut self, ty: Type, bits: u64) -> ValueId {
+        if let Some(v) = self.consts.get(&(ty, bits)) {
+            return *v;
+        }
+        let v = self.out.new_const(ty, bits);
+        self.consts.insert((ty, bits), v);
+        v
+    }
+}
+
+/// An instruction's operands must be as its opcode's table line says
+/// before a rule reads them (user IR always is; a hand-built module may
+/// not be).
+fn check_shape(inst: &Inst) -> Result<(), String> {
+    let ops = inst.op.operands();
+    let has_def = ops.iter().any(|o| matches!(o, Operand::Def(_)));
+    let uses = ops
+        .iter()
+        .filter(|o| matches!(o, Operand::Use(_) | Operand::InOut(_)))
+        .count();
+    let call = ops.contains(&Operand::Site);
+    if has_def != inst.dst.is_some() || (!call && uses != inst.args.len()) {
+        return Err(format!(
+            "{} has {} operand(s) and {} result, not as its opcode says",
+            inst.op.mnemonic(),
+            inst.args.len(),
+            if inst.dst.is_some() { "a" } else { "no" }
+        ));
+    }
+    Ok(())
+}
+
+/// What a tangent rule emits through: the instruction's operands, their
+/// tangents and new instructions after it (see [`rules::tangent`]).
+pub struct Emit<'e, 'a> {
+    t: &'e mut Jvp<'a>,
+    inst: &'e Inst,
+    out: &'e mut Vec<Inst>,
+    /// Whether the rule read the result (its code then follows the
+    /// instruction; otherwise it precedes it).
+    reads_y: bool,
+}
+
+impl Emit<'_, '_> {
+    /// Operand `k` (primal).
+    pub fn a(&self, k: usize) -> ValueId {
+        self.inst.args[k]
+    }
+
+    /// The tangent of operand `k`; `None` when it is inactive (zero).
+    pub fn t(&self, k: usize) -> Option<ValueId> {
+        self.t.tan.get(self.a(k).index()).copied().flatten()
+    }
+
+    /// The tangent of operand `k`, the constant 0 (or an array of zeros)
+    /// when it is inactive.
+    pub fn t_or_zero(&mut self, k: usize) -> ValueId {
+        let (a, loc) = (self.a(k), self.inst.loc);
+        self.t.tan_or_zero(a, loc, self.out)
+    }
+
+    /// The result (primal).
+    pub fn y(&mut self) -> ValueId {
+        self.reads_y = true;
+        self.inst.dst.unwrap_or(ValueId(0))
+    }
+
+    /// The result's type.
+    pub fn y_ty(&self) -> Type {
+        self.inst
+            .dst
+            .map_or(Type::F64, |d| self.t.out.values[d.index()].ty)
+    }
+
+    /// The f64 constant `x`.
+    pub fn kf(&mut self, x: f64) -> ValueId {
+        self.t.konst(Type::F64, x.to_bits())
+    }
+
+    /// Emit `op args` into a new value of type `ty`.
+    pub fn op(&mut self, op: Op, ty: Type, args: &[ValueId]) -> ValueId {
+        let d = self.t.out.new_value(ty, None);
+        self.out
+            .push(Inst::new(op, Some(d), args.to_vec(), self.inst.loc));
+        d
+    }
+
+    /// Emit `op args` with no result.
+    pub fn effect(&mut self, op: Op, args: &[ValueId]) {
+        self.out
+            .push(Inst::new(op, None, args.to_vec(), self.inst.loc));
+    }
+
+    /// `a + b` of two tangents, either of which may be zero.
+    pub fn add(&mut self, a: Option<ValueId>, b: Option<ValueId>) -> Option<ValueId> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(self.op(Op::AddF, Type::F64, &[a, b])),
+            (a, None) => a,
+            (None, b) => b,
+        }
+    }
+
+    /// `a - b` of two tangents, either of which may be zero.
+    pub fn sub(&mut self, a: Option<ValueId>, b: Option<ValueId>) -> Option<ValueId> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(self.op(Op::SubF, Type::F64, &[a, b])),
+            (a, None) => a,
+            (None, Some(b)) => Some(self.op(Op::NegF, Type::F64, &[b])),
+        }
+    }
+
+    /// `t * f` for a tangent `t` that may be zero (then no code): a
+    /// strong-zero product, so that a zero tangent contributes exactly zero
+    /// even where the local derivative `f` is infinite or nan.
+    pub fn scale(&mut self, t: Option<ValueId>, f: ValueId) -> Option<ValueId> {
+        t.map(|t| self.op(Op::MulZ, Type::F64, &[t, f]))
+    }
+
+    /// `t / f` for a tangent `t` that may be zero (then no code): zero when
+    /// `t` is, even where `f` is zero or nan.
+    pub fn divide(&mut self, t: Option<ValueId>, f: ValueId) -> Option<ValueId> {
+        t.map(|t| self.op(Op::DivZ, Type::F64, &[t, f]))
+    }
+
+    /// `t * factor()`, the factor computed only when `t` is not zero.
+    pub fn scale_by(
+        &mut self,
+        t: Option<ValueId>,
+        factor: impl FnOnce(&mut Self) -> ValueId,
+    ) -> Option<ValueId> {
+        let t = t?;
+        let f = factor(self);
+        Some(self.op(Op::MulZ, Type::F64, &[t, f]))
+    }
+}

@@ -1,0 +1,439 @@
+//! Tangent rules: what forward mode computes for each opcode.
+//!
+//! [`tangent`] is one `match` over every [`Op`], with no wildcard arm, so
+//! that a new opcode does not compile until it says what its tangent is.
+//! Each arm either emits the tangent of the instruction's result through
+//! [`Emit`] (`ẏ` from the operands' tangents `ȧ`, `ḃ` and the primal
+//! values), or says why there is none.
+//!
+//! A rule runs only for an instruction that activity analysis marks as
+//! carrying a derivative (an active result, an `aset` into an active array,
+//! a call differentiated through); operands that are inactive have no
+//! tangent (`e.t(k)` is `None`) and contribute no code, so a zero tangent
+//! contributes exactly zero, whatever the local derivative.
+
+use super::Emit;
+use vm::ir::ValueId;
+use vm::op::Op;
+use vm::Type;
+
+/// What the tangent rule of an instruction produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The result's tangent is this value (emitted, or an operand's tangent
+    /// passed through).
+    Tangent(vm::ir::ValueId),
+    /// The result is f64 but its derivative is zero by definition
+    /// (`nograd`, `itof`): it gets no tangent code, like an inactive value.
+    Zero,
+    /// The result is not differentiable (`i64`, `bool`): comparisons,
+    /// integer and logic operations, `alen`, `ftoi`.
+    NoDerivative,
+    /// The instruction has no result; its tangent code was emitted (an
+    /// `aset` into an active array writes the tangent array too).
+    Effect,
+    /// A call: the transform calls the callee's tangent function instead.
+    Call,
+    /// The opcode cannot appear in a primal function: reverse-mode code,
+    /// an opcode only the lowering makes, or a terminator (terminators are
+    /// not instructions of the IR). The text says which.
+    NotPrimal(&'static str),
+}
+
+impl From<Option<vm::ir::ValueId>> for Rule {
+    fn from(t: Option<vm::ir::ValueId>) -> Rule {
+        match t {
+            Some(t) => Rule::Tangent(t),
+            None => Rule::Zero,
+        }
+    }
+}
+
+const REVERSE: &str = "reverse-mode code, not a primal instruction";
+const LOWERING: &str = "made by the lowering, not an IR instruction";
+const TERMINATOR: &str = "a terminator, not an IR instruction";
+
+/// The tangent rule of `op`, emitted through `e` (whose instruction has
+/// opcode `op`). Operand `k` is `e.a(k)`, its tangent `e.t(k)`, the result
+/// `e.y()`.
+pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
+    use Type::F64;
+    match op {
+        // ---- f64 arithmetic --------------------------------------------------
+        // ẏ = ȧ + ḃ
+        Op::AddF => {
+            let (ta, tb) = (e.t(0), e.t(1));
+            e.add(ta, tb).into()
+        }
+        // ẏ = ȧ - ḃ
+        Op::SubF => {
+            let (ta, tb) = (e.t(0), e.t(1));
+            e.sub(ta, tb).into()
+        }
+        // ẏ = ȧ·b + a·ḃ; for a square, ẏ = 2·(ȧ·a), one product.
+        Op::MulF => {
+            let (a, b) = (e.a(0), e.a(1));
+            let (ta, tb) = (e.t(0), e.t(1));
+            if a == b {
+                let p = e.scale(ta, a);
+                return e.add(p, p).into();
+            }
+            let p = e.scale(ta, b);
+            let q = e.scale(tb, a);
+            e.add(p, q).into()
+        }
+        // ẏ = (ȧ - y·ḃ) / b
+        Op::DivF => {
+            let (b, y) = (e.a(1), e.y());
+            let (ta, tb) = (e.t(0), e.t(1));
+            let q = e.scale(tb, y);
+            let num = e.sub(ta, q);
+            e.divide(num, b).into()
+        }
+        // ẏ = ȧ·b·a^(b-1) + ḃ·y·ln a (the second term only where a > 0,
+        // else 0, as in reverse mode: adasm.md §3)
+        Op::PowF => {
+            let (a, b, y) = (e.a(0), e.a(1), e.y());
+            let (ta, tb) = (e.t(0), e.t(1));
+            let p = ta.map(|ta| {
+                let one = e.kf(1.0);
+                let bm1 = e.op(Op::SubF, F64, &[b, one]);
+                let pw = e.op(Op::PowF, F64, &[a, bm1]);
+                let d = e.op(Op::MulF, F64, &[pw, b]);
+                e.op(Op::MulZ, F64, &[ta, d])
+            });
+            let q = tb.map(|tb| {
+                let zero = e.kf(0.0);
+                let l = e.op(Op::Log, F64, &[a]);
+                let d = e.op(Op::MulF, F64, &[l, y]);
+                let c = e.op(Op::MulZ, F64, &[tb, d]);
+                let pos = e.op(Op::GtF, Type::Bool, &[a, zero]);
+                e.op(Op::Select, F64, &[pos, c, zero])
+            });
+            e.add(p, q).into()
+        }
+        // The tangent of the operand chosen (ties and nan go to `a`).
+        Op::MinF | Op::MaxF => {
+            let cmp = if op == Op::MinF { Op::LtF } else { Op::GtF };
+            let (a, b) = (e.a(0), e.a(1));
+            let took_b = e.op(cmp, Type::Bool, &[b, a]);
+            let (ta, tb) = (e.t_or_zero(0), e.t_or_zero(1));
+            Rule::Tangent(e.op(Op::Select, F64, &[took_b, tb, ta]))
+        }
+        // ẏ = -ȧ
+        Op::NegF => e.t(0).map(|ta| e.op(Op::NegF, F64, &[ta])).into(),
+        // ẏ = ȧ·cos a
+        Op::Sin => {
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let a = e.a(0);
+                e.op(Op::Cos, F64, &[a])
+            })
+            .into()
+        }
+        // ẏ = -(ȧ·sin a)
+        Op::Cos => {
+            let ta = e.t(0);
+            let p = e.scale_by(ta, |e| {
+                let a = e.a(0);
+                e.op(Op::Sin, F64, &[a])
+            });
+            p.map(|p| e.op(Op::NegF, F64, &[p])).into()
+        }
+        // ẏ = ȧ·(1 + y²)
+        Op::Tan => {
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let (y, one) = (e.y(), e.kf(1.0));
+                let y2 = e.op(Op::MulF, F64, &[y, y]);
+                e.op(Op::AddF, F64, &[y2, one])
+            })
+            .into()
+        }
+        // ẏ = ȧ·y
+        Op::Exp => {
+            let (ta, y) = (e.t(0), e.y());
+            e.scale(ta, y).into()
+        }
+        // ẏ = ȧ / a
+        Op::Log => {
+            let (ta, a) = (e.t(0), e.a(0));
+            e.divide(ta, a).into()
+        }
+        // ẏ = ȧ / (y + y)
+        Op::Sqrt => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let y = e.y();
+            let two_y = e.op(Op::AddF, F64, &[y, y]);
+            e.divide(ta, two_y).into()
+        }
+        // ẏ = ȧ·(1 - y²)
+        Op::Tanh => {
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let (y, one) = (e.y(), e.kf(1.0));
+                let y2 = e.op(Op::MulF, F64, &[y, y]);
+                e.op(Op::SubF, F64, &[one, y2])
+            })
+            .into()
+        }
+        // ẏ = ȧ·sign(a), with abs'(0) = 0
+        Op::AbsF => {
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let a = e.a(0);
+                let (zero, one, mone) = (e.kf(0.0), e.kf(1.0), e.kf(-1.0));
+                let pos = e.op(Op::GtF, Type::Bool, &[a, zero]);
+                let neg = e.op(Op::LtF, Type::Bool, &[a, zero]);
+                let s = e.op(Op::Select, F64, &[neg, mone, zero]);
+                e.op(Op::Select, F64, &[pos, one, s])
+            })
+            .into()
+        }
+
+        // ---- more math (adasm.md §7) ---------------------------------------------
+        // ẏ = ±ȧ·(2/√π)·e^(−a²)
+        Op::Erf | Op::Erfc => {
+            let k = if op == Op::Erf {
+                std::f64::consts::FRAC_2_SQRT_PI
+            } else {
+                -std::f64::consts::FRAC_2_SQRT_PI
+            };
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let a = e.a(0);
+                let sq = e.op(Op::MulF, F64, &[a, a]);
+                let nsq = e.op(Op::NegF, F64, &[sq]);
+                let g = e.op(Op::Exp, F64, &[nsq]);
+                let k = e.kf(k);
+                e.op(Op::MulF, F64, &[g, k])
+            })
+            .into()
+        }
+        // ẏ = ȧ / (1 + a²)
+        Op::Atan => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let (a, one) = (e.a(0), e.kf(1.0));
+            let sq = e.op(Op::MulF, F64, &[a, a]);
+            let den = e.op(Op::AddF, F64, &[sq, one]);
+            e.divide(ta, den).into()
+        }
+        // ẏ = ±ȧ / √((1 − a)(1 + a))
+        Op::Asin | Op::Acos => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let (a, one) = (e.a(0), e.kf(1.0));
+            let lo = e.op(Op::SubF, F64, &[one, a]);
+            let hi = e.op(Op::AddF, F64, &[one, a]);
+            let p = e.op(Op::MulF, F64, &[lo, hi]);
+            let den = e.op(Op::Sqrt, F64, &[p]);
+            let q = e.divide(ta, den);
+            if op == Op::Asin {
+                q.into()
+            } else {
+                q.map(|q| e.op(Op::NegF, F64, &[q])).into()
+            }
+        }
+        // With h = hypot(a, b): atan2(a, b)' = ȧ·(b/h)/h − ḃ·(a/h)/h, and
+        // hypot(a, b)' = ȧ·a/h + ḃ·b/h; both 0 at the origin.
+        Op::Atan2 | Op::Hypot => {
+            let (ta, tb) = (e.t(0), e.t(1));
+            if ta.is_none() && tb.is_none() {
+                return Rule::Zero;
+            }
+            let (a, b) = (e.a(0), e.a(1));
+            let h = if op == Op::Hypot {
+                e.y()
+            } else {
+                e.op(Op::Hypot, F64, &[a, b])
+            };
+            let zero = e.kf(0.0);
+            let origin = e.op(Op::EqF, Type::Bool, &[h, zero]);
+            let partial = |e: &mut Emit<'_, '_>, num: ValueId| {
+                let mut q = e.op(Op::DivF, F64, &[num, h]);
+                if op == Op::Atan2 {
+                    q = e.op(Op::DivF, F64, &[q, h]);
+                }
+                e.op(Op::Select, F64, &[origin, zero, q])
+            };
+            if op == Op::Hypot {
+                let pa = ta.map(|_| partial(e, a));
+                let pb = tb.map(|_| partial(e, b));
+                let x = pa.and_then(|p| e.scale(ta, p));
+                let z = pb.and_then(|p| e.scale(tb, p));
+                e.add(x, z).into()
+            } else {
+                let pa = ta.map(|_| partial(e, b));
+                let pb = tb.map(|_| partial(e, a));
+                let x = pa.and_then(|p| e.scale(ta, p));
+                let z = pb.and_then(|p| e.scale(tb, p));
+                e.sub(x, z).into()
+            }
+        }
+        // ẏ = ȧ·cosh a, ȧ·sinh a
+        Op::Sinh | Op::Cosh => {
+            let other = if op == Op::Sinh { Op::Cosh } else { Op::Sinh };
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let a = e.a(0);
+                e.op(other, F64, &[a])
+            })
+            .into()
+        }
+        // ẏ = ȧ / (1 + a)
+        Op::Log1p => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let (a, one) = (e.a(0), e.kf(1.0));
+            let den = e.op(Op::AddF, F64, &[a, one]);
+            e.divide(ta, den).into()
+        }
+        // ẏ = ȧ·(y + 1)
+        Op::Expm1 => {
+            let ta = e.t(0);
+            e.scale_by(ta, |e| {
+                let (y, one) = (e.y(), e.kf(1.0));
+                e.op(Op::AddF, F64, &[y, one])
+            })
+            .into()
+        }
+        // ẏ = ȧ / (a·ln 2), ȧ / (a·ln 10)
+        Op::Log2 | Op::Log10 => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let ln = if op == Op::Log2 {
+                std::f64::consts::LN_2
+            } else {
+                std::f64::consts::LN_10
+            };
+            let (a, ln) = (e.a(0), e.kf(ln));
+            let den = e.op(Op::MulF, F64, &[a, ln]);
+            e.divide(ta, den).into()
+        }
+        // ẏ = ȧ / (3y²)
+        Op::Cbrt => {
+            let ta = e.t(0);
+            if ta.is_none() {
+                return Rule::Zero;
+            }
+            let (y, three) = (e.y(), e.kf(3.0));
+            let sq = e.op(Op::MulF, F64, &[y, y]);
+            let den = e.op(Op::MulF, F64, &[sq, three]);
+            e.divide(ta, den).into()
+        }
+        // Rounding: derivative zero (never active).
+        Op::Floor | Op::Ceil | Op::Round | Op::Trunc => Rule::Zero,
+
+        // ---- i64 arithmetic, comparisons, logic: no derivative ----------------
+        Op::AddI | Op::SubI | Op::MulI | Op::DivI | Op::RemI | Op::MinI | Op::MaxI | Op::NegI => {
+            Rule::NoDerivative
+        }
+        Op::LtF | Op::LeF | Op::GtF | Op::GeF | Op::EqF | Op::NeF => Rule::NoDerivative,
+        Op::LtI | Op::LeI | Op::GtI | Op::GeI | Op::EqI | Op::NeI => Rule::NoDerivative,
+        Op::And | Op::Or | Op::Not => Rule::NoDerivative,
+
+        // ---- moves, selection, conversion ---------------------------------------
+        // The tangent of the operand chosen (f64), or the chosen array's
+        // tangent array (f64[]); the condition carries none.
+        Op::Select => {
+            let c = e.a(0);
+            let ty = e.y_ty();
+            let (tx, tz) = (e.t_or_zero(1), e.t_or_zero(2));
+            Rule::Tangent(e.op(Op::Select, ty, &[c, tx, tz]))
+        }
+        // The operand's tangent, passed through (no code).
+        Op::Mov => Rule::Tangent(e.t_or_zero(0)),
+        // A stop-gradient: zero by definition.
+        Op::NoGrad => Rule::Zero,
+        // An integer carries no derivative, so neither does its f64 copy.
+        Op::ItoF => Rule::Zero,
+        Op::FtoI => Rule::NoDerivative,
+
+        // ---- arrays ----------------------------------------------------------------
+        // An active array's tangent array: zeros of the same length.
+        Op::ANew => {
+            let n = e.a(0);
+            Rule::Tangent(e.op(Op::ANew, Type::Arr, &[n]))
+        }
+        Op::ALen => Rule::NoDerivative,
+        // ẏ = ȧ[i]
+        Op::AGet => {
+            let (ta, i) = (e.t_or_zero(0), e.a(1));
+            Rule::Tangent(e.op(Op::AGet, F64, &[ta, i]))
+        }
+        // ȧ[i] = v̇ (0 for an inactive value: the element is overwritten)
+        Op::ASet => {
+            let (ta, i, tv) = (e.t_or_zero(0), e.a(1), e.t_or_zero(2));
+            e.effect(Op::ASet, &[ta, i, tv]);
+            Rule::Effect
+        }
+
+        // ---- control -------------------------------------------------------------
+        Op::Call => Rule::Call,
+        Op::Ret | Op::RetN | Op::Jmp | Op::JmpIf | Op::JmpIfNot => Rule::NotPrimal(TERMINATOR),
+        Op::CallAcc | Op::CallN => Rule::NotPrimal(REVERSE),
+
+        // ---- reverse-mode support ----------------------------------------------------
+        Op::BlkPush
+        | Op::BlkPop
+        | Op::CommsPush
+        | Op::CommsPop
+        | Op::Acc
+        | Op::AccNeg
+        | Op::AccMul
+        | Op::AccMulPop
+        | Op::MulPop
+        | Op::MulZ
+        | Op::DivZ
+        | Op::Zero
+        | Op::ShadowAcc
+        | Op::ShadowAccMul
+        | Op::ShadowTake
+        | Op::Take => Rule::NotPrimal(REVERSE),
+
+        // ---- made by the lowering ------------------------------------------------------
+        Op::JmpLtI
+        | Op::JmpLeI
+        | Op::JmpGtI
+        | Op::JmpGeI
+        | Op::JmpEqI
+        | Op::JmpNeI
+        | Op::JmpLtF
+        | Op::JmpLeF
+        | Op::JmpGtF
+        | Op::JmpGeF
+        | Op::JmpEqF
+        | Op::JmpNeF
+        | Op::JmpNotLtF
+        | Op::JmpNotLeF
+        | Op::JmpNotGtF
+        | Op::JmpNotGeF
+        | Op::JmpNotEqF
+        | Op::JmpNotNeF
+        | Op::JmpStepLtI
+        | Op::JmpStepLeI
+        | Op::JmpStepGtI
+        | Op::JmpStepGeI
+        | Op::JmpStepEqI
+        | Op::JmpStepNeI
+        | Op::CommsReserve
+        | Op::CommsPushR
+        | Op::SinCos
+        | Op::MulPush
+        | Op::AccMulPopMul
+        | Op::AGetAdd
+        | Op::MulAddF => Rule::NotPrimal(LOWERING),
+    }
+}
