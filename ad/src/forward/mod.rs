@@ -16,7 +16,7 @@
 //! one pass, in the primal's own control flow:
 //!
 //! * every active `f64` value gets a tangent value beside it, computed by
-//!   the rule of its instruction ([`rules::tangent`]) right after it;
+//!   the rule of its instruction ([`crate::rules::tangent`]) right after it;
 //!   inactive values (activity as in reverse mode, [`crate::analysis`]) get
 //!   no tangent code; where an inactive value meets an active one (a phi, a
 //!   `select`, a call argument, the result) its tangent is the constant 0;
@@ -36,13 +36,12 @@
 //! mode.
 
 mod engine;
-pub mod rules;
 
 pub use engine::{PreparedJvp, Tangent};
 
 use crate::analysis::{activity, call_is_active, call_wrt};
 use hashbrown::HashMap;
-use rules::Rule;
+use crate::rules::{self, tangent::Rule};
 use vm::ir::{FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
 use vm::op::{Op, Operand};
 use vm::Type;
@@ -230,7 +229,7 @@ impl Jvp<'_> {
                 out: &mut tail,
                 reads_y: false,
             };
-            let rule = rules::tangent(&mut e, inst.op);
+            let rule = rules::tangent::tangent(&mut e, inst.op);
             (rule, e.reads_y)
         };
         // Tangent code that does not read the result goes before the
@@ -363,7 +362,7 @@ fn check_shape(inst: &Inst) -> Result<(), String> {
 }
 
 /// What a tangent rule emits through: the instruction's operands, their
-/// tangents and new instructions after it (see [`rules::tangent`]).
+/// tangents and new instructions after it (see [`crate::rules::tangent`]).
 pub struct Emit<'e, 'a> {
     t: &'e mut Jvp<'a>,
     inst: &'e Inst,

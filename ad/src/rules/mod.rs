@@ -3,5 +3,7 @@
 //! opcode without its rule in every mode is a compile error.
 //!
 //! * [`reverse`]: what each opcode's pullback does (reverse mode).
+//! * [`tangent`]: what each opcode's tangent is (forward mode).
 
 pub mod reverse;
+pub mod tangent;

@@ -12,7 +12,7 @@
 //! tangent (`e.t(k)` is `None`) and contribute no code, so a zero tangent
 //! contributes exactly zero, whatever the local derivative.
 
-use super::Emit;
+use crate::forward::Emit;
 use vm::ir::ValueId;
 use vm::op::Op;
 use vm::Type;
