@@ -13,6 +13,11 @@ use crate::lexer::{Tok, Token};
 use vm::ir::Loc;
 use vm::Type;
 
+/// The mnemonics the parser reads itself (their operands are not a plain
+/// operand list): `phi`, `call` and the terminators. Every other mnemonic
+/// is in `check::MNEMONICS`.
+pub(crate) const KEYWORD_MNEMONICS: &[&str] = &["phi", "call", "jmp", "br", "ret"];
+
 /// A name (register without `%`, function without `@`, label, mnemonic)
 /// with its span.
 #[derive(Clone, Debug, PartialEq)]
@@ -468,6 +473,7 @@ impl<'s, 'd> Parser<'s, 'd> {
         };
         let t = self.bump();
         line.mnemonic = self.name(m, t);
+        // Keep in step with `KEYWORD_MNEMONICS`.
         let body = match m {
             "phi" => Body::Phi(self.phi_arms()?),
             "call" => self.call()?,
