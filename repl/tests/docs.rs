@@ -28,12 +28,8 @@ fn read(rel: &str) -> String {
 /// code span followed by its operands (`` `add a, b` ``).
 fn documented(doc: &str, name: &str) -> bool {
     let open = format!("`{name}");
-    doc.match_indices(&open).any(|(at, _)| {
-        matches!(
-            doc[at + open.len()..].chars().next(),
-            Some('`') | Some(' ')
-        )
-    })
+    doc.match_indices(&open)
+        .any(|(at, _)| matches!(doc[at + open.len()..].chars().next(), Some('`') | Some(' ')))
 }
 
 #[test]
@@ -47,9 +43,9 @@ fn the_documented_check_tells_a_name_from_a_longer_one() {
     assert!(!documented(doc, "sub"));
 }
 
-/// What assembling one instruction spelled `m` says: `None` if the
-/// mnemonic is known (the line may still be wrong in other ways), or the
-/// error for an unknown one.
+/// Whether assembling one instruction spelled `m` reports an unknown
+/// instruction (a known mnemonic may still make the line wrong in other
+/// ways, which does not count).
 fn unknown_instruction(m: &str) -> bool {
     let src = format!("fn @f(%x: f64) -> f64 {{\nentry:\n    %y = {m} %x\n    ret %x\n}}\n");
     match assembler::assemble(&src, "probe.adasm") {
@@ -61,8 +57,13 @@ fn unknown_instruction(m: &str) -> bool {
 #[test]
 fn the_mnemonic_list_is_what_the_assembler_accepts() {
     let list: Vec<&str> = assembler::mnemonics().collect();
-    for m in ["add", "sin", "aset", "select", "copy", "phi", "call", "br", "ret"] {
-        assert!(list.contains(&m), "`{m}` missing from assembler::mnemonics()");
+    for m in [
+        "add", "sin", "aset", "select", "copy", "phi", "call", "br", "ret",
+    ] {
+        assert!(
+            list.contains(&m),
+            "`{m}` missing from assembler::mnemonics()"
+        );
     }
     for m in &list {
         // `jmp`, `br`, `ret`, `call`, `phi` with a wrong shape are syntax
@@ -125,7 +126,10 @@ fn help(args: &[&str]) -> String {
 fn flags(help: &str) -> Vec<String> {
     help.split(|c: char| c.is_whitespace() || c == ',')
         .filter(|w| w.starts_with("--") && w.len() > 2)
-        .map(|w| w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric()).to_string())
+        .map(|w| {
+            w.trim_end_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_string()
+        })
         .collect()
 }
 
@@ -179,7 +183,9 @@ fn work_log(line: &str) -> Option<&'static str> {
     let b = line.as_bytes();
     for i in 0..b.len().saturating_sub(9) {
         let w = &b[i..i + 10];
-        let digits = [0, 1, 2, 3, 5, 6, 8, 9].iter().all(|&k| w[k].is_ascii_digit());
+        let digits = [0, 1, 2, 3, 5, 6, 8, 9]
+            .iter()
+            .all(|&k| w[k].is_ascii_digit());
         if digits && w[4] == b'-' && w[7] == b'-' && w[0] == b'2' && w[1] == b'0' {
             return Some("a date");
         }
@@ -188,7 +194,8 @@ fn work_log(line: &str) -> Option<&'static str> {
     // and a letter, or hex after the word "commit".
     let hashlike = |w: &str| {
         (7..=40).contains(&w.len())
-            && w.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+            && w.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
             && w.bytes().any(|c| c.is_ascii_digit())
             && w.bytes().any(|c| c.is_ascii_alphabetic())
     };
