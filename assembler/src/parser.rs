@@ -14,8 +14,8 @@ use vm::ir::Loc;
 use vm::Type;
 
 /// The mnemonics the parser reads itself (their operands are not a plain
-/// operand list): `phi`, `call` and the terminators. Every other mnemonic
-/// is in `check::MNEMONICS`.
+/// operand list): `phi`, `call` and the terminators, as matched in
+/// `Parser::line_parts`. Every other mnemonic is in `check::MNEMONICS`.
 pub(crate) const KEYWORD_MNEMONICS: &[&str] = &["phi", "call", "jmp", "br", "ret"];
 
 /// A name (register without `%`, function without `@`, label, mnemonic)
@@ -473,7 +473,6 @@ impl<'s, 'd> Parser<'s, 'd> {
         };
         let t = self.bump();
         line.mnemonic = self.name(m, t);
-        // Keep in step with `KEYWORD_MNEMONICS`.
         let body = match m {
             "phi" => Body::Phi(self.phi_arms()?),
             "call" => self.call()?,
