@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "valgrind is not installed" >&2; exit 2; }
-cargo build -p suite --release --example profile
+cargo build -p suite --features peers --release --example profile
 bin=target/release/examples/profile
 progs=("$@")
 if [ "${#progs[@]}" -eq 0 ]; then

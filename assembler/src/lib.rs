@@ -68,6 +68,16 @@ pub use source::decode;
 /// function may have.
 pub const MAX_VALUES: usize = check::MAX_VALUES;
 
+/// Every instruction mnemonic the text accepts: the ordinary ones (an
+/// overloaded mnemonic such as `add` once, for both of its typed opcodes)
+/// and `phi`, `call`, `jmp`, `br`, `ret`. docs/language.md documents each
+/// (`repl/tests/docs.rs`).
+pub fn mnemonics() -> impl Iterator<Item = &'static str> {
+    check::mnemonics()
+        .map(|(m, _)| m)
+        .chain(parser::KEYWORD_MNEMONICS.iter().copied())
+}
+
 /// Assemble `.adasm` source text (named `file` in diagnostics) into an IR
 /// module, or report every error found.
 pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {

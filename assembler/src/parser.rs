@@ -13,6 +13,11 @@ use crate::lexer::{Tok, Token};
 use vm::ir::Loc;
 use vm::Type;
 
+/// The mnemonics the parser reads itself (their operands are not a plain
+/// operand list): `phi`, `call` and the terminators, as matched in
+/// `Parser::line_parts`. Every other mnemonic is in `check::MNEMONICS`.
+pub(crate) const KEYWORD_MNEMONICS: &[&str] = &["phi", "call", "jmp", "br", "ret"];
+
 /// A name (register without `%`, function without `@`, label, mnemonic)
 /// with its span.
 #[derive(Clone, Debug, PartialEq)]

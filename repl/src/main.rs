@@ -135,9 +135,13 @@ enum Command {
     Jacobian(CallArgs),
     /// Print bytecode; with --ad the forward and reverse bytecode too.
     Disasm {
+        /// The source file.
         file: PathBuf,
+        /// Only this function (with or without `@`); default: all of them.
         #[arg(long = "fn", value_name = "NAME")]
         func: Option<String>,
+        /// Also the forward and reverse functions derived for each function
+        /// that returns f64.
         #[arg(long)]
         ad: bool,
         /// With --fn: the tangent (forward-mode) bytecode.
@@ -152,6 +156,7 @@ enum Command {
     Bench(CallArgs),
     /// The interactive REPL (also plain `advm`).
     Repl {
+        /// A source file to load first.
         file: Option<PathBuf>,
         /// The limits of every call and gradient the session runs.
         #[command(flatten)]
@@ -159,9 +164,12 @@ enum Command {
     },
     /// Graphviz DOT of a function's CFG; with --ad its forward and reverse CFGs.
     Cfg {
+        /// The source file.
         file: PathBuf,
+        /// The function, with or without `@`.
         #[arg(long = "fn", value_name = "NAME")]
         func: String,
+        /// The forward and reverse CFGs instead of the function's own.
         #[arg(long)]
         ad: bool,
         /// With --ad: derive with respect to these parameters only.

@@ -6,7 +6,7 @@
 //! per-implementation median over rounds in the format of `example table`.
 //!
 //! ```text
-//! cargo run -p suite --release --example interleaved [rounds] [burst_ms]
+//! cargo run -p suite --features peers --release --example interleaved [rounds] [burst_ms]
 //! ```
 //!
 //! Defaults: 15 rounds of 20 ms bursts, about 15 s in all.

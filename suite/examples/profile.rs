@@ -3,7 +3,7 @@
 //! for advm, instructions per call and ns per instruction.
 //!
 //! ```text
-//! cargo build -p suite --release --example profile
+//! cargo build -p suite --features peers --release --example profile
 //! target/release/examples/profile powloop advm_grad 3
 //! perf record -g target/release/examples/profile powloop advm_grad 3
 //! valgrind --tool=callgrind target/release/examples/profile powloop advm_grad 1000x

@@ -5,7 +5,7 @@
 //! has been run.
 //!
 //! ```text
-//! cargo bench -p suite --bench suite
+//! cargo bench -p suite --features peers --bench suite
 //! cargo run -p suite --release --example table
 //! ```
 //!
@@ -35,7 +35,7 @@ fn main() {
         .iter()
         .map(|p| (*p, FUNCS.map(|f| median(&dir, p, f))))
         .collect();
-    println!("Median times (criterion, `cargo bench -p suite --bench suite`):\n");
+    println!("Median times (criterion, `cargo bench -p suite --features peers --bench suite`):\n");
     print!("{}", tables(&rows));
     let scaling = dir.join("powloop_scaling");
     if scaling.is_dir() {

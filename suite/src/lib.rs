@@ -6,8 +6,8 @@
 //!
 //! * [`native`]: plain Rust primals and hand-written adjoints (a reverse
 //!   sweep per program, no tape, no allocation with warm buffers);
-//! * [`peers`]: the same programs with the tape-based AD crates `reverse`
-//!   (0.2) and `echidna` (0.15);
+//! * `peers` (with the `peers` feature): the same programs with the
+//!   tape-based AD crates `reverse` (0.2) and `echidna` (0.15);
 //! * [`advm`]: the `.adasm` programs run by advm's VM, primal and gradient
 //!   (the forward and reverse bytecode functions of `ad::Engine`).
 //!
@@ -17,10 +17,14 @@
 //! into a caller-provided slice of [`Input::grad_len`] elements.
 //!
 //! `tests/agree.rs` checks that all of them agree; `benches/suite.rs` times
-//! them (docs/benchmarks.md).
+//! them (docs/benchmarks.md). The peers are behind the `peers` feature so
+//! that the workspace's tests do not build the peer crates:
+//! `cargo test -p suite --features peers` checks them too, and
+//! `cargo bench -p suite --features peers` times them.
 
 pub mod advm;
 pub mod native;
+#[cfg(feature = "peers")]
 pub mod peers;
 pub mod report;
 
@@ -159,7 +163,7 @@ impl Input {
     /// Whether an implementation that computes the primal with exactly the
     /// same floating-point operations in the same order as the `.adasm`
     /// program must give a bit-identical value. False where a peer crate
-    /// necessarily rounds differently (documented in [`peers`]).
+    /// necessarily rounds differently (documented in `peers`).
     pub fn peer_value_exact(&self, peer: Peer) -> bool {
         !matches!((peer, self), (Peer::Reverse, Input::Logreg { .. }))
     }
@@ -214,7 +218,6 @@ pub fn first_mismatch(a: &[f64], b: &[f64], tol: f64) -> Option<(usize, f64, f64
 /// The benches call this before timing anything.
 pub fn check_agreement(case: &Case) -> Result<(), String> {
     const VALUE_EXACT: f64 = 1e-12;
-    const VALUE_LOOSE: f64 = 1e-9;
     const GRAD: f64 = 1e-8;
     let input = Input::from_case(case);
     let name = case.file;
@@ -251,19 +254,23 @@ pub fn check_agreement(case: &Case) -> Result<(), String> {
         }
     }
     let mut got = vec![f64::NAN; input.grad_len()];
-    let v = peers::ReversePeer::new().grad(&input, &mut got);
-    let tol = |p| {
-        if input.peer_value_exact(p) {
-            VALUE_EXACT
-        } else {
-            VALUE_LOOSE
-        }
-    };
-    value_ok("reverse", v, value, tol(Peer::Reverse))?;
-    grad_ok("reverse", &got, &want)?;
-    let v = peers::EchidnaPeer::new(&input).grad(&mut got);
-    value_ok("echidna", v, value, tol(Peer::Echidna))?;
-    grad_ok("echidna", &got, &want)?;
+    #[cfg(feature = "peers")]
+    {
+        const VALUE_LOOSE: f64 = 1e-9;
+        let v = peers::ReversePeer::new().grad(&input, &mut got);
+        let tol = |p| {
+            if input.peer_value_exact(p) {
+                VALUE_EXACT
+            } else {
+                VALUE_LOOSE
+            }
+        };
+        value_ok("reverse", v, value, tol(Peer::Reverse))?;
+        grad_ok("reverse", &got, &want)?;
+        let v = peers::EchidnaPeer::new(&input).grad(&mut got);
+        value_ok("echidna", v, value, tol(Peer::Echidna))?;
+        grad_ok("echidna", &got, &want)?;
+    }
     let mut a = advm::Advm::from_case(case)?;
     let p = a
         .primal()

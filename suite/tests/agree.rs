@@ -4,7 +4,9 @@
 //! the gradient with respect to the differentiated inputs, and all match
 //! testkit's independent reference values. The native adjoint is also
 //! checked against finite differences of the native primal, so that a
-//! failure of advm is told apart from a wrong baseline.
+//! failure of advm is told apart from a wrong baseline. The peers are
+//! checked with the `peers` feature (`cargo test -p suite --features
+//! peers`); without it the rest runs.
 //!
 //! Tolerances (relative): values 1e-12 where the arithmetic is the same
 //! operation for operation, 1e-9 where a peer rounds differently
@@ -12,13 +14,17 @@
 
 use suite::advm::{Advm, InVmLoop};
 use suite::native::Native;
+#[cfg(feature = "peers")]
 use suite::peers::{EchidnaPeer, ReversePeer};
-use suite::{cases, close, first_mismatch, Input, Peer};
+#[cfg(feature = "peers")]
+use suite::Peer;
+use suite::{cases, close, first_mismatch, Input};
 use testkit::fd::{check, Verdict};
 use testkit::suite::Case;
 use vm::Value;
 
 const VALUE_EXACT: f64 = 1e-12;
+#[cfg(feature = "peers")]
 const VALUE_LOOSE: f64 = 1e-9;
 const GRAD: f64 = 1e-8;
 
@@ -113,6 +119,7 @@ fn native_adjoints_match_finite_differences() {
     }
 }
 
+#[cfg(feature = "peers")]
 #[test]
 fn peers_agree_with_native() {
     let mut rev = ReversePeer::new();

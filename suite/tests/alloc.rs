@@ -2,12 +2,14 @@
 //! allocator wrapper, for every suite program at its benchmark size:
 //! advm's gradient (`Engine::grad_into`) and primal (`Vm::call_raw`) and the
 //! native primal and adjoint must allocate nothing; the peers' counts are
-//! printed for docs/benchmarks.md (`cargo test -p suite --test alloc --
-//! --nocapture`).
+//! printed for docs/benchmarks.md (`cargo test -p suite --features peers
+//! --release --test alloc -- --nocapture`; without the feature, advm's and
+//! the native ones only).
 
 use suite::advm::Advm;
 use suite::cases;
 use suite::native::Native;
+#[cfg(feature = "peers")]
 use suite::peers::{EchidnaPeer, ReversePeer};
 use testkit::alloc::allocs;
 
@@ -29,8 +31,6 @@ fn advm_and_native_allocate_nothing_per_call_after_warm_up() {
         let mut advm = Advm::from_case(&case).unwrap_or_else(|e| panic!("{}: {e}", case.file));
         let mut g = vec![0.0; input.grad_len()];
         let mut native = Native::new();
-        let mut rev = ReversePeer::new();
-        let mut ech = EchidnaPeer::new(&input);
         let counts = [
             (
                 "advm grad",
@@ -56,22 +56,36 @@ fn advm_and_native_allocate_nothing_per_call_after_warm_up() {
                     native.grad(&input, &mut g);
                 }),
             ),
-            (
-                "reverse",
-                second_call(|| {
-                    rev.grad(&input, &mut g);
-                }),
-            ),
-            (
-                "echidna",
-                second_call(|| {
-                    ech.grad(&mut g);
-                }),
-            ),
         ];
-        let line: Vec<String> = counts.iter().map(|(w, n)| format!("{w} {n}")).collect();
+        // The peers' counts are printed, not required to be zero.
+        #[cfg(feature = "peers")]
+        let peer_counts = {
+            let mut rev = ReversePeer::new();
+            let mut ech = EchidnaPeer::new(&input);
+            [
+                (
+                    "reverse",
+                    second_call(|| {
+                        rev.grad(&input, &mut g);
+                    }),
+                ),
+                (
+                    "echidna",
+                    second_call(|| {
+                        ech.grad(&mut g);
+                    }),
+                ),
+            ]
+        };
+        #[cfg(not(feature = "peers"))]
+        let peer_counts: [(&str, usize); 0] = [];
+        let line: Vec<String> = counts
+            .iter()
+            .chain(&peer_counts)
+            .map(|(w, n)| format!("{w} {n}"))
+            .collect();
         println!("{:10} allocations per call: {}", case.file, line.join(", "));
-        for (what, n) in &counts[..4] {
+        for (what, n) in &counts {
             if *n != 0 {
                 failures.push(format!("{}: {what} made {n} allocations", case.file));
             }

@@ -40,8 +40,8 @@ mod engine;
 pub use engine::{PreparedJvp, Tangent};
 
 use crate::analysis::{activity, call_is_active, call_wrt};
-use hashbrown::HashMap;
 use crate::rules::{self, tangent::Rule};
+use hashbrown::HashMap;
 use vm::ir::{FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
 use vm::op::{Op, Operand};
 use vm::Type;
