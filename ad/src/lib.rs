@@ -165,6 +165,9 @@ pub struct Engine {
     /// Zeros, for the tangent array of an array parameter given no
     /// direction (kept to avoid an allocation per call).
     zeros: Vec<f64>,
+    /// Whether reverse functions are cleaned up ([`optimize`]); see
+    /// [`Engine::set_reverse_cleanup`].
+    cleanup: bool,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -254,7 +257,16 @@ impl Engine {
             jvps: vec![Vec::new(); nfuncs],
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
+            cleanup: true,
         })
+    }
+
+    /// Whether reverse functions derived from now on are cleaned up (on by
+    /// default). Off, the reverse code is what the rules and the reverse
+    /// CFG's assembly produce, before [`optimize`]: for reading and for the
+    /// file tests, which show both (it computes the same gradient, slower).
+    pub fn set_reverse_cleanup(&mut self, on: bool) {
+        self.cleanup = on;
     }
 
     /// The module that runs: the one given, small callees inlined (see
@@ -631,7 +643,7 @@ impl Engine {
                     pending.push((h, hw));
                     d
                 };
-                transform(&self.module, g, &gw, &mut ids).map_err(|NoRule(op)| {
+                transform(&self.module, g, &gw, &mut ids, self.cleanup).map_err(|NoRule(op)| {
                     AdError::NotDifferentiable(format!(
                         "@{} contains `{}`, which has no reverse-mode rule: only the AD stage \
                          or the lowering writes it",

@@ -71,11 +71,14 @@ const MAX_REMAT_DEPTH: u32 = 2;
 /// with respect to the parameters selected by `wrt` (one flag per
 /// parameter). `derived(g, wrt)` gives the (possibly not yet built) derived
 /// functions of a callee `g` with respect to the call's active arguments.
+/// `cleanup`: run the reverse function's clean-up ([`crate::optimize`]);
+/// off only to show what the rules and the assembly of step 3 produce.
 pub fn transform(
     module: &Module,
     f: FuncId,
     wrt: &[bool],
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
+    cleanup: bool,
 ) -> Result<(Function, Function), NoRule> {
     let p = module.func(f);
     let mut t = Transform::new(module, p, wrt);
@@ -83,7 +86,9 @@ pub fn transform(
     t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();
-    crate::optimize::reverse(&mut t.rev);
+    if cleanup {
+        crate::optimize::reverse(&mut t.rev);
+    }
     Ok((t.fwd, t.rev))
 }
 

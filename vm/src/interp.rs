@@ -56,7 +56,7 @@
 //! the limit, and once more when the entry function returns (so a run that
 //! executed more than the limit never succeeds).
 
-use crate::bytecode::{Function, Instr, Program};
+use crate::bytecode::{Function, Instr, Program, Reg};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
 use crate::math::{div_z, mul_z};
@@ -1046,12 +1046,10 @@ impl Vm {
                     cur = Cursor::at_offset(&f.code, frame.call);
                     let site = verified(&f.sites, cur.ins().x);
                     if cur.ins().op == Op::CallN {
-                        // `call.n`: the results are written as they are
-                        // (any types: the verifier matched the site's
-                        // registers to the callee's return types).
-                        for (r, dst) in list.iter().zip(&site.rets) {
-                            w.set(*dst as u32, callee.get(*r as u32));
-                        }
+                        // Out of line: a bigger handler here costs the
+                        // dispatch replication of most others (see
+                        // `scripts/callgrind.sh`).
+                        write_results(list, &site.rets, &callee, &mut w);
                     } else {
                         for (r, acc) in list.iter().zip(&site.rets) {
                             let v = f64::from_bits(callee.get(*r as u32));
@@ -1330,5 +1328,15 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
             String::new()
         },
         loc,
+    }
+}
+/// `call.n`'s return: each result of the callee's `ret.n` list is written
+/// to the matching register of the caller's site as it is (any types: the
+/// verifier matched the site's registers to the callee's return types).
+#[cold]
+#[inline(never)]
+fn write_results(list: &[Reg], rets: &[Reg], callee: &Window, w: &mut Window) {
+    for (r, dst) in list.iter().zip(rets) {
+        w.set(u32::from(*dst), callee.get(u32::from(*r)));
     }
 }

@@ -16,7 +16,18 @@
 #[inline(always)]
 pub fn mul_z(a: f64, b: f64) -> f64 {
     let p = a * b;
-    if p.is_nan() && (a == 0.0 || b == 0.0) {
+    if p.is_nan() {
+        return mul_z_nan(a, b, p);
+    }
+    p
+}
+
+/// The rare case of [`mul_z`], out of the interpreter's handlers so that
+/// each adds only a compare and a branch to its hot path.
+#[cold]
+#[inline(never)]
+fn mul_z_nan(a: f64, b: f64, p: f64) -> f64 {
+    if a == 0.0 || b == 0.0 {
         0.0
     } else {
         p
@@ -27,7 +38,16 @@ pub fn mul_z(a: f64, b: f64) -> f64 {
 #[inline(always)]
 pub fn div_z(a: f64, b: f64) -> f64 {
     let q = a / b;
-    if q.is_nan() && a == 0.0 {
+    if q.is_nan() {
+        return div_z_nan(a, q);
+    }
+    q
+}
+
+#[cold]
+#[inline(never)]
+fn div_z_nan(a: f64, q: f64) -> f64 {
+    if a == 0.0 {
         0.0
     } else {
         q
