@@ -1253,8 +1253,15 @@ fn grow_stack<T, U>(
     }
     // At most this many elements past `len` keep the reservation within
     // `limit`; at least `n` do.
+    // Geometric growth: the capacity at least doubles (and holds `len +
+    // n`), so a loop whose `comms.reserve n` stands for fewer than `n`
+    // pushes per iteration reallocates O(log) times, not once per
+    // iteration while `n` exceeds the length.
     let room = (limit - other.capacity() * osize) / size - stack.len();
-    let want = stack.len().max(256).max(n).min(room);
+    let target = (stack.len() + n)
+        .max(stack.capacity().saturating_mul(2))
+        .max(256);
+    let want = (target - stack.len()).min(room);
     stack
         .try_reserve_exact(want)
         .map_err(|_| TrapKind::OutOfMemory)
@@ -1291,5 +1298,47 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
             String::new()
         },
         loc,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `comms.reserve n` with fewer than `n` pushes per iteration (the
+    /// verifier allows it): the capacity grows geometrically instead of by
+    /// one push's worth per iteration while `n` exceeds the length.
+    #[test]
+    fn reserving_more_than_the_length_grows_geometrically() {
+        let (mut comms, mut blk) = (Vec::<u64>::new(), Vec::<u32>::new());
+        let n = 10_000;
+        let mut reallocs = 0;
+        for i in 0..20_000u64 {
+            if comms.capacity() - comms.len() < n {
+                let before = comms.capacity();
+                grow_stack(&mut comms, &mut blk, n, usize::MAX / 2).expect("within the limit");
+                assert!(comms.capacity() - comms.len() >= n);
+                reallocs += usize::from(comms.capacity() != before);
+            }
+            comms.push(i);
+        }
+        assert!(reallocs <= 8, "{reallocs} reallocations");
+    }
+
+    /// Near the limit the growth is capped by it, and a reservation past it
+    /// traps.
+    #[test]
+    fn growth_stays_within_the_limit() {
+        let (mut comms, mut blk) = (Vec::<u64>::new(), Vec::<u32>::new());
+        grow_stack(&mut comms, &mut blk, 10, 800).expect("fits");
+        assert!(comms.capacity() * 8 <= 800);
+        comms.extend(0..10);
+        grow_stack(&mut comms, &mut blk, 90, 800).expect("fits exactly");
+        assert!(comms.capacity() * 8 <= 800 && comms.capacity() >= 100);
+        comms.extend(0..90);
+        assert!(matches!(
+            grow_stack(&mut comms, &mut blk, 1, 800),
+            Err(TrapKind::StackLimit { limit: 800 })
+        ));
     }
 }
