@@ -64,6 +64,11 @@ pub enum AdError {
         derived: String,
         registers: usize,
     },
+    /// The module given to [`Engine::new`] is not valid: malformed IR
+    /// (ids out of range, a call to no function, ...) or bytecode the
+    /// verifier refuses. A library user's error; the assembler's modules
+    /// are always valid.
+    InvalidModule(String),
     /// A derived function failed lowering or verification: a bug in advm.
     Internal(String),
 }
@@ -85,6 +90,7 @@ impl fmt::Display for AdError {
                  into smaller functions (the reverse function needs about two registers per \
                  active value)"
             ),
+            AdError::InvalidModule(m) => write!(f, "invalid module: {m}"),
             AdError::Internal(m) => write!(f, "internal error (please report): {m}"),
         }
     }
@@ -194,7 +200,11 @@ impl Engine {
 
     /// [`Engine::new`] with another inlining policy ([`Policy::NONE`]: the
     /// functions as written, every call a call).
+    ///
+    /// The module is checked first ([`vm::lower::check_module`], then the
+    /// verifier): a malformed one is [`AdError::InvalidModule`].
     pub fn with_inlining(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
+        vm::lower::check_module(&module).map_err(|e| AdError::InvalidModule(e.to_string()))?;
         let module = if *policy == Policy::NONE {
             module
         } else {
@@ -592,7 +602,9 @@ impl Engine {
                     },
                     e => AdError::Internal(format!("lowering {}: {e}", func.name)),
                 })?;
-                self.program.set(id, bc);
+                self.program
+                    .set(id, bc)
+                    .map_err(|e| AdError::Internal(e.to_string()))?;
                 self.derived_ir[id.index() - self.module.funcs.len()] = func;
             }
         }
@@ -888,12 +900,13 @@ fn check_mask(func: &ir::Function, wrt: &[bool]) -> Result<(), AdError> {
     Ok(())
 }
 
+/// Lower and verify a module given to [`Engine::new`] (after inlining).
 fn lower_module(module: &ir::Module) -> Result<Program, AdError> {
-    let mut program =
-        vm::lower::lower_module(module).map_err(|e| AdError::Internal(format!("lowering: {e}")))?;
+    let mut program = vm::lower::lower_module(module)
+        .map_err(|e| AdError::InvalidModule(format!("lowering: {e}")))?;
     vm::verify::verify_program(&mut program).map_err(|errs| {
-        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        AdError::Internal(format!("bytecode failed verification: {}", text.join("; ")))
+        let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
+        AdError::InvalidModule(format!("bytecode failed verification: {}", text.join("; ")))
     })?;
     Ok(program)
 }

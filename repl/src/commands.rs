@@ -54,7 +54,7 @@ impl From<AdError> for Fail {
             AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
                 Fail::Usage(e.to_string())
             }
-            AdError::Internal(_) => Fail::Internal(e.to_string()),
+            AdError::Internal(_) | AdError::InvalidModule(_) => Fail::Internal(e.to_string()),
         }
     }
 }

@@ -95,7 +95,12 @@ pub fn size(f: &Function) -> usize {
 
 /// Every function of `m` with its small callees inlined (see the module
 /// documentation). Function ids, names and signatures do not change.
+/// A module that [`crate::lower::check_module`] refuses is returned as it
+/// is (lowering it reports why).
 pub fn inline_module(m: &Module, policy: &Policy) -> Module {
+    if crate::lower::check_module(m).is_err() {
+        return m.clone();
+    }
     let sizes: Vec<usize> = m.funcs.iter().map(size).collect();
     let mut budget = policy.max_unit_growth.max(sizes.iter().sum());
     Module {
