@@ -301,14 +301,16 @@ pub fn grad(a: &CallArgs) -> u8 {
     )
 }
 
-pub fn check(a: &CallArgs) -> u8 {
+pub fn check(a: &CallArgs, full: bool) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
-        let rows = fd::compare(&args, &g.grad, &names, |probe, at| {
+        let entries = fd::entries(&args, &g.grad);
+        let directions = !full && entries > fd::FULL_MAX;
+        let mut eval = |probe: &[Value], at: &str| {
             // The point itself ran (the gradient above): say that this trap
             // is at a neighbour, h away.
             let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
@@ -324,10 +326,15 @@ pub fn check(a: &CallArgs) -> u8 {
                     "the function returned {other} in a finite-difference run, not an f64"
                 ))),
             }
-        })?;
+        };
+        let rows = if directions {
+            fd::compare_directions(&args, &g.grad, fd::DIRECTIONS, fd::SEED, &mut eval)?
+        } else {
+            fd::compare(&args, &g.grad, &names, &mut eval)?
+        };
         let all_ok = rows.iter().all(|r| r.ok);
         if a.json {
-            let entries: Vec<serde_json::Value> = rows
+            let rows_json: Vec<serde_json::Value> = rows
                 .iter()
                 .map(|r| {
                     json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok})
@@ -336,12 +343,20 @@ pub fn check(a: &CallArgs) -> u8 {
             emit(json!({
                 "value": float_json(g.value),
                 "tolerance": fd::TOLERANCE,
+                "mode": if directions { "directions" } else { "entries" },
                 "ok": all_ok,
-                "entries": entries,
+                "entries": rows_json,
             }))?;
         } else {
             emit(format_args!("value = {}", g.value))?;
             emit(format_args!("tolerance: {}", fd::RULE))?;
+            if directions {
+                emit(format_args!(
+                    "{entries} gradient entries: compared along {} pseudo-random directions \
+                     (--full compares each entry)",
+                    fd::DIRECTIONS
+                ))?;
+            }
             let width = rows
                 .iter()
                 .map(|r| r.name.chars().count())
@@ -359,10 +374,11 @@ pub fn check(a: &CallArgs) -> u8 {
                 ))?;
             }
             let bad = rows.iter().filter(|r| !r.ok).count();
+            let what = if directions { "directions" } else { "entries" };
             emit(if bad == 0 {
-                format!("all {} entries agree", rows.len())
+                format!("all {} {what} agree", rows.len())
             } else {
-                format!("{bad} of {} entries disagree", rows.len())
+                format!("{bad} of {} {what} disagree", rows.len())
             })?;
         }
         Ok(all_ok)

@@ -105,6 +105,18 @@ pub struct CallArgs {
     pub limits: LimitArgs,
 }
 
+/// `check`: a call, and how to compare.
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub call: CallArgs,
+    /// Compare every gradient entry (two runs each). By default an input
+    /// of more than 64 differentiated entries is compared along 4
+    /// pseudo-random directions (two runs each) instead.
+    #[arg(long)]
+    pub full: bool,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a function (default `@main`) and print its value.
@@ -112,7 +124,7 @@ enum Command {
     /// Print the value and the gradient.
     Grad(CallArgs),
     /// Compare the AD gradient with central finite differences.
-    Check(CallArgs),
+    Check(CheckArgs),
     /// Print bytecode; with --ad the forward and reverse bytecode too.
     Disasm {
         file: PathBuf,
@@ -173,7 +185,7 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
-        Some(Command::Check(a)) => commands::check(&a),
+        Some(Command::Check(a)) => commands::check(&a.call, a.full),
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Disasm {
             file,
