@@ -59,6 +59,7 @@ pub fn is_resource(class: &str) -> bool {
         "out-of-fuel"
             | "stack-limit"
             | "heap-limit"
+            | "memory-limit"
             | "out-of-memory"
             | "interrupted"
             | "call-depth"
