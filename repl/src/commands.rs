@@ -109,8 +109,7 @@ fn finish(r: Result<(), Fail>) -> u8 {
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path) -> Result<Engine, Fail> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
+    let bytes = advm::read_file(file).map_err(Fail::Usage)?;
     let name = file.display().to_string();
     let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
@@ -133,6 +132,9 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     }
     if let Some(b) = l.max_heap_bytes {
         limits.max_heap_bytes = b;
+    }
+    if let Some(b) = l.max_memory {
+        limits.max_memory_bytes = b;
     }
 }
 
@@ -193,11 +195,14 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
     let (text, what) = match (&a.args, &a.args_file) {
         (Some(t), _) => (t.clone(), "--args".to_string()),
         (None, Some(p)) => (
-            std::fs::read_to_string(p)
+            advm::read_file(p)
+                .and_then(|b| {
+                    String::from_utf8(b).map_err(|e| {
+                        format!("cannot read {}: {e}", p.display())
+                    })
+                })
                 .map(|t| t.strip_prefix('\u{FEFF}').map(str::to_string).unwrap_or(t))
-                .map_err(|e| {
-                    Fail::Usage(format!("cannot read arguments file {}: {e}", p.display()))
-                })?,
+                .map_err(Fail::Usage)?,
             format!("the arguments file {}", p.display()),
         ),
         (None, None) if params.is_empty() => ("[]".into(), "--args".to_string()),

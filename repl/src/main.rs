@@ -45,6 +45,9 @@ struct Cli {
     /// inlined call takes none).
     #[arg(long, global = true)]
     no_inline: bool,
+    /// Most bytes of a source file or an arguments file (default 256 MiB).
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_source_bytes: Option<u64>,
 }
 
 /// Limits of the VM (each also settable from the library, `vm::Limits`).
@@ -66,6 +69,10 @@ pub struct LimitArgs {
     /// Most bytes all live arrays may hold during one call (with shadows).
     #[arg(long, value_name = "N")]
     pub max_heap_bytes: Option<usize>,
+    /// Most bytes the VM may hold in all: registers, frames, AD stacks and
+    /// arrays (default 4 GiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_memory: Option<usize>,
 }
 
 /// `--max-depth`: a count of frames, so 0 (no frame, not even the entry
@@ -182,6 +189,9 @@ fn main() -> ExitCode {
         }
     };
     advm::set_inlining(!cli.no_inline);
+    if let Some(n) = cli.max_source_bytes {
+        advm::set_max_source_bytes(n);
+    }
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),

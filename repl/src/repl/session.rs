@@ -887,8 +887,7 @@ impl Session {
 
     /// `:load` and `:reload`; the startup file too.
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = advm::read_file(path)?;
         let origin = path.display().to_string();
         let text = assembler::decode(&bytes, &origin).map_err(|d| d.render())?;
         let source = Rc::new(Source {
