@@ -181,6 +181,11 @@ struct Rejected {
     diags: Diagnostics,
 }
 
+/// Texts at least this long are assembled and built on a thread of their
+/// own, so that Ctrl-C can interrupt the wait (see
+/// `Session::interruptible`).
+const BACKGROUND_BYTES: usize = 1 << 20;
+
 /// Identifies a chunk: its source and where it starts there.
 fn key(c: &Chunk) -> (*const Source, usize) {
     (Rc::as_ptr(&c.source), c.range.start)
@@ -776,10 +781,21 @@ impl Session {
             order.extend(rest);
         }
         let combined = Combined::new(&order);
-        match assembler::assemble(&combined.text, &source.origin) {
+        let assembled = if combined.text.len() < BACKGROUND_BYTES {
+            assembler::assemble(&combined.text, &source.origin)
+        } else {
+            let (text, origin) = (combined.text.clone(), source.origin.clone());
+            self.interruptible(move || assembler::assemble(&text, &origin))?
+        };
+        match assembled {
             Ok(mut module) => {
                 combined.relocate(&mut module, &order);
-                let engine = advm::engine(module).map_err(|e| Failure::Engine(e.to_string()))?;
+                let engine = if combined.text.len() < BACKGROUND_BYTES {
+                    advm::engine(module)
+                } else {
+                    self.interruptible(move || advm::engine(module))?
+                }
+                .map_err(|e| Failure::Engine(e.to_string()))?;
                 Ok((set.to_vec(), engine))
             }
             Err(diags) => Err(Failure::Assembly(Box::new(Rejected {
@@ -787,6 +803,44 @@ impl Session {
                 order,
                 diags,
             }))),
+        }
+    }
+
+    /// Run `work` on a thread of its own and wait for it, unless Ctrl-C
+    /// (the interrupt flag) comes first: then the work is left to finish
+    /// on its own, its result dropped, and the session stays as it was.
+    /// For the assembling and building of large texts (a `:load` of a
+    /// large file), which no VM interrupt check reaches.
+    fn interruptible<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Failure> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("advm-build".into())
+            .spawn(move || {
+                let _ = tx.send(work());
+            });
+        if let Err(e) = spawned {
+            return Err(Failure::Engine(format!("cannot start a thread: {e}")));
+        }
+        loop {
+            match rx.recv_timeout(std::time::Duration::from_millis(20)) {
+                Ok(v) => return Ok(v),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if self.interrupt.swap(false, Ordering::Relaxed) {
+                        return Err(Failure::Engine(
+                            "interrupted: nothing was defined or loaded".into(),
+                        ));
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Failure::Engine(
+                        "internal error (please report): the build thread ended without a result"
+                            .into(),
+                    ))
+                }
+            }
         }
     }
 
