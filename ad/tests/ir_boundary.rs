@@ -8,7 +8,9 @@
 use ad::{Engine, Policy};
 use proptest::prelude::*;
 use vm::bytecode::Program;
-use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueData, ValueId};
+use vm::ir::{
+    Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueData, ValueId,
+};
 use vm::op::Op;
 use vm::{Type, Value};
 
@@ -21,7 +23,12 @@ fn id() -> impl Strategy<Value = u32> {
 }
 
 fn ty() -> impl Strategy<Value = Type> {
-    prop_oneof![Just(Type::F64), Just(Type::I64), Just(Type::Bool), Just(Type::Arr)]
+    prop_oneof![
+        Just(Type::F64),
+        Just(Type::I64),
+        Just(Type::Bool),
+        Just(Type::Arr)
+    ]
 }
 
 fn value_data() -> impl Strategy<Value = ValueData> {
@@ -33,11 +40,8 @@ fn value_data() -> impl Strategy<Value = ValueData> {
 }
 
 fn loc() -> impl Strategy<Value = Loc> {
-    (0u32..4, 0u32..4, prop_oneof![4 => Just(0u32), 1 => id()]).prop_map(|(line, col, inlined)| Loc {
-        line,
-        col,
-        inlined,
-    })
+    (0u32..4, 0u32..4, prop_oneof![4 => Just(0u32), 1 => id()])
+        .prop_map(|(line, col, inlined)| Loc { line, col, inlined })
 }
 
 fn inst() -> impl Strategy<Value = Inst> {
@@ -53,7 +57,11 @@ fn inst() -> impl Strategy<Value = Inst> {
         .prop_map(|(op, dst, args, imm, callee, accs, loc)| {
             let op = Op::ALL[op];
             // Calls are common: they are what reaches other functions.
-            let callee = if matches!(op, Op::Call | Op::CallAcc) { callee.or(Some(0)) } else { callee };
+            let callee = if matches!(op, Op::Call | Op::CallAcc) {
+                callee.or(Some(0))
+            } else {
+                callee
+            };
             Inst {
                 op,
                 dst: dst.map(ValueId),
@@ -83,10 +91,15 @@ fn term() -> impl Strategy<Value = Term> {
 fn block() -> impl Strategy<Value = Block> {
     (
         prop::collection::vec(
-            (id(), prop::collection::vec((id(), id()), 0..3), loc()).prop_map(|(d, inc, loc)| Phi {
-                dst: ValueId(d),
-                incoming: inc.into_iter().map(|(b, v)| (BlockId(b), ValueId(v))).collect(),
-                loc,
+            (id(), prop::collection::vec((id(), id()), 0..3), loc()).prop_map(|(d, inc, loc)| {
+                Phi {
+                    dst: ValueId(d),
+                    incoming: inc
+                        .into_iter()
+                        .map(|(b, v)| (BlockId(b), ValueId(v)))
+                        .collect(),
+                    loc,
+                }
             }),
             0..2,
         ),
@@ -174,11 +187,19 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 fn mutate(m: &mut Module, fi: usize, mutation: &Mutation) {
     let n = m.funcs.len();
     let f = &mut m.funcs[fi % n];
-    let mut insts: Vec<&mut Inst> = f.blocks.iter_mut().flat_map(|b| b.insts.iter_mut()).collect();
+    let mut insts: Vec<&mut Inst> = f
+        .blocks
+        .iter_mut()
+        .flat_map(|b| b.insts.iter_mut())
+        .collect();
     let ni = insts.len();
     match mutation {
         Mutation::Callee(i, x) => {
-            if let Some(inst) = insts.iter_mut().filter(|i| i.callee.is_some()).nth(*i % ni.max(1)) {
+            if let Some(inst) = insts
+                .iter_mut()
+                .filter(|i| i.callee.is_some())
+                .nth(*i % ni.max(1))
+            {
                 inst.callee = Some(FuncId(*x));
             } else if ni > 0 {
                 insts[i % ni].callee = Some(FuncId(*x));
@@ -218,7 +239,12 @@ fn mutate(m: &mut Module, fi: usize, mutation: &Mutation) {
             f.blocks.truncate(keep);
         }
         Mutation::PhiPred(i, x) => {
-            if let Some(phi) = f.blocks.iter_mut().flat_map(|b| b.phis.iter_mut()).nth(i % 8) {
+            if let Some(phi) = f
+                .blocks
+                .iter_mut()
+                .flat_map(|b| b.phis.iter_mut())
+                .nth(i % 8)
+            {
                 if let Some(inc) = phi.incoming.first_mut() {
                     inc.0 = BlockId(*x);
                 }
@@ -253,7 +279,9 @@ fn exercise(m: Module) {
     let _ = vm::verify::verify_program(&mut p);
     let _ = vm::inline::inline_module(&m, &Policy::default());
     let _ = Engine::with_inlining(m.clone(), &Policy::NONE);
-    let Ok(mut engine) = Engine::new(m) else { return };
+    let Ok(mut engine) = Engine::new(m) else {
+        return;
+    };
     ACCEPTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let limits = engine.vm_mut().limits_mut();
     limits.fuel = Some(10_000);
@@ -263,7 +291,11 @@ fn exercise(m: Module) {
     limits.max_heap_bytes = 1 << 24;
     for i in 0..engine.module().funcs.len() {
         let f = FuncId(i as u32);
-        let args: Vec<Value> = engine.module().funcs[i].param_types().into_iter().map(arg).collect();
+        let args: Vec<Value> = engine.module().funcs[i]
+            .param_types()
+            .into_iter()
+            .map(arg)
+            .collect();
         let _ = engine.run(f, &args);
         if engine.grad(f, &args).is_ok() {
             GRADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -276,7 +308,10 @@ static ACCEPTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 static GRADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn cases() -> u32 {
-    std::env::var("ADVM_PROP_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2_000)
+    std::env::var("ADVM_PROP_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2_000)
 }
 
 proptest! {
@@ -323,14 +358,21 @@ fn a_call_to_a_function_that_cannot_exist_is_an_error() {
     let src = "fn @f(%x: f64) -> f64 {\nentry:\n    %y = call @g(%x)\n    ret %y\n}\n\
                fn @g(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n";
     let mut m = assembler::assemble(src, "t.adasm").expect("assembles");
-    for inst in m.funcs.iter_mut().flat_map(|f| f.blocks.iter_mut()).flat_map(|b| b.insts.iter_mut()) {
+    for inst in m
+        .funcs
+        .iter_mut()
+        .flat_map(|f| f.blocks.iter_mut())
+        .flat_map(|b| b.insts.iter_mut())
+    {
         if inst.callee.is_some() {
             inst.callee = Some(FuncId(u32::MAX));
         }
     }
     let e = Engine::new(m.clone()).err().expect("refused");
     assert!(e.to_string().contains("no function"), "{e}");
-    let e = Engine::with_inlining(m.clone(), &Policy::NONE).err().expect("refused");
+    let e = Engine::with_inlining(m.clone(), &Policy::NONE)
+        .err()
+        .expect("refused");
     assert!(e.to_string().contains("no function"), "{e}");
     // Inlining leaves a module it cannot work on as it is.
     assert_eq!(vm::inline::inline_module(&m, &Policy::default()), m);

@@ -376,7 +376,11 @@ mod tests {
         let d = one(&src, 0, src.len(), "all");
         let r = d.render();
         assert!(r.len() < 1_000, "{} bytes", r.len());
-        assert!(r.ends_with(&format!("   {}...\n   {}", "x".repeat(LINE_WIDTH), "^".repeat(LINE_WIDTH))));
+        assert!(r.ends_with(&format!(
+            "   {}...\n   {}",
+            "x".repeat(LINE_WIDTH),
+            "^".repeat(LINE_WIDTH)
+        )));
     }
 
     #[test]
@@ -389,14 +393,19 @@ mod tests {
         let lines: Vec<&str> = r.lines().collect();
         assert_eq!(lines[0], "t.adasm:1:15: error: found `\\x1b[31m`");
         assert_eq!(lines[1], "     \\x1b]0;title\\x07 \\u{202e}%y");
-        assert_eq!(lines[2], format!("{}^^", " ".repeat(lines[1].find('%').expect("shown"))));
+        assert_eq!(
+            lines[2],
+            format!("{}^^", " ".repeat(lines[1].find('%').expect("shown")))
+        );
     }
 
     #[test]
     fn a_long_message_is_cut() {
         let d = one("a", 0, 1, &"m".repeat(10_000));
         assert!(d.render().len() < 500 + 20);
-        assert!(d.render().contains(&format!("{}...", "m".repeat(MESSAGE_CHARS))));
+        assert!(d
+            .render()
+            .contains(&format!("{}...", "m".repeat(MESSAGE_CHARS))));
     }
 
     #[test]

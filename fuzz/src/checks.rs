@@ -35,6 +35,7 @@ pub fn fuzz_limits() -> Limits {
         max_array_len: 4096,
         max_stack_bytes: 1 << 22,
         max_heap_bytes: 1 << 26,
+        max_memory_bytes: 1 << 28,
     }
 }
 

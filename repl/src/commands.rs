@@ -197,9 +197,7 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
         (None, Some(p)) => (
             advm::read_file(p)
                 .and_then(|b| {
-                    String::from_utf8(b).map_err(|e| {
-                        format!("cannot read {}: {e}", p.display())
-                    })
+                    String::from_utf8(b).map_err(|e| format!("cannot read {}: {e}", p.display()))
                 })
                 .map(|t| t.strip_prefix('\u{FEFF}').map(str::to_string).unwrap_or(t))
                 .map_err(Fail::Usage)?,

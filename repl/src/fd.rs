@@ -325,16 +325,22 @@ mod tests {
         assert!(h > 0.0 && h <= 1e-9, "{h}");
         // log and sqrt at 1e-6, and a large constant added: no false
         // failure.
-        let cases: [(fn(f64) -> f64, f64); 3] = [
+        type Case = (fn(f64) -> f64, f64);
+        let cases: [Case; 3] = [
             (f64::ln, 1e6),
             (f64::sqrt, 0.5 / 1e-3),
             (|x| x + 1000.0, 1.0),
         ];
         for (f, d) in cases {
-            let rows = compare(&[Value::F64(1e-6)], &[Some(Value::F64(d))], &[], |a, _| match a {
-                [Value::F64(x)] => Ok::<_, ()>(f(*x)),
-                _ => Err(()),
-            })
+            let rows = compare(
+                &[Value::F64(1e-6)],
+                &[Some(Value::F64(d))],
+                &[],
+                |a, _| match a {
+                    [Value::F64(x)] => Ok::<_, ()>(f(*x)),
+                    _ => Err(()),
+                },
+            )
             .expect("evaluates");
             assert!(rows[0].ok, "{rows:?}");
         }
@@ -387,7 +393,6 @@ mod tests {
         assert_eq!(a, b);
         assert!(a[0].ad != a[1].ad && a[1].ad != a[2].ad, "{a:?}");
     }
-
 
     #[test]
     fn agreement_rule() {

@@ -100,8 +100,12 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
             path.display()
         )
     };
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if file.metadata().is_ok_and(|m| m.is_file() && m.len() > limit) {
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > limit)
+    {
         return Err(too_large());
     }
     let mut bytes = Vec::new();

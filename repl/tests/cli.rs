@@ -1001,10 +1001,15 @@ done:
 fn check_of_a_large_input_compares_along_directions() {
     let (dir, path) = temp_program(SUM_SQ);
     let n = 100_000;
-    let xs: Vec<String> = (0..n).map(|i| format!("{}", 1.0 + (i % 7) as f64 * 0.25)).collect();
+    let xs: Vec<String> = (0..n)
+        .map(|i| format!("{}", 1.0 + (i % 7) as f64 * 0.25))
+        .collect();
     let args_path = dir.path().join("args.json");
     std::fs::write(&args_path, format!("[[{}]]", xs.join(","))).expect("writes");
-    let (p, a) = (path.to_str().expect("utf-8"), args_path.to_str().expect("utf-8"));
+    let (p, a) = (
+        path.to_str().expect("utf-8"),
+        args_path.to_str().expect("utf-8"),
+    );
     let started = std::time::Instant::now();
     let out = ok(&["check", p, "--fn", "good", "--args-file", a]);
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
@@ -1012,7 +1017,10 @@ fn check_of_a_large_input_compares_along_directions() {
         out.contains("100000 gradient entries: compared along 4 pseudo-random directions"),
         "{out}"
     );
-    assert!(out.contains("ok   ∂direction 1 ") && out.ends_with("all 4 directions agree\n"), "{out}");
+    assert!(
+        out.contains("ok   ∂direction 1 ") && out.ends_with("all 4 directions agree\n"),
+        "{out}"
+    );
     let o = advm(&["check", p, "--fn", "ss", "--args-file", a, "--json"]);
     assert_eq!(status(&o), 3, "{}", text(&o.stderr));
     let j = json(&o);
@@ -1026,13 +1034,23 @@ fn check_of_a_large_input_compares_along_directions() {
     let o = advm(&["check", p, "--fn", "ss", "--args", &small, "--full"]);
     assert_eq!(status(&o), 3);
     let out = text(&o.stdout);
-    assert!(out.contains("FAIL ∂v[5] ") && out.contains("1 of 65 entries disagree"), "{out}");
+    assert!(
+        out.contains("FAIL ∂v[5] ") && out.contains("1 of 65 entries disagree"),
+        "{out}"
+    );
     let o = advm(&["check", p, "--fn", "ss", "--args", &small]);
     assert_eq!(status(&o), 3);
-    assert!(text(&o.stdout).contains("4 of 4 directions disagree"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("4 of 4 directions disagree"),
+        "{}",
+        text(&o.stdout)
+    );
     let at_64 = format!("[[{}]]", xs[..64].join(","));
     let out = text(&advm(&["check", p, "--fn", "ss", "--args", &at_64]).stdout);
-    assert!(out.contains("FAIL ∂v[5] ") && out.contains("1 of 64 entries disagree"), "{out}");
+    assert!(
+        out.contains("FAIL ∂v[5] ") && out.contains("1 of 64 entries disagree"),
+        "{out}"
+    );
 }
 
 /// An input of 1e-6 to log or sqrt: the step stays below it.
@@ -1041,6 +1059,13 @@ fn check_at_a_tiny_input_has_no_false_failure() {
     let (_dir, path) = temp_program(
         "fn @f(%x: f64) -> f64 {\nentry:\n    %l = log %x\n    %s = sqrt %x\n    %y = add %l, %s\n    ret %y\n}\n",
     );
-    let out = ok(&["check", path.to_str().expect("utf-8"), "--fn", "f", "--args", "[1e-6]"]);
+    let out = ok(&[
+        "check",
+        path.to_str().expect("utf-8"),
+        "--fn",
+        "f",
+        "--args",
+        "[1e-6]",
+    ]);
     assert!(out.ends_with("all 1 entries agree\n"), "{out}");
 }

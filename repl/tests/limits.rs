@@ -1016,7 +1016,8 @@ fn grad_of_an_accepted_function_is_no_internal_error() {
 /// A recursive function with a large frame: `k` additions (about `k`
 /// registers), then a call of itself while `n > 0`.
 fn wide(k: usize) -> String {
-    let mut s = String::from("fn @wide(%n: i64, %x: f64) -> f64 {\nentry:\n    %a0 = add %x, 1.0\n");
+    let mut s =
+        String::from("fn @wide(%n: i64, %x: f64) -> f64 {\nentry:\n    %a0 = add %x, 1.0\n");
     for i in 1..k {
         s.push_str(&format!("    %a{i} = add %a{}, %x\n", i - 1));
     }
@@ -1056,7 +1057,18 @@ fn deep_recursion_is_stopped_by_the_memory_budget_not_the_os() {
     );
     assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
     // Within the budget it runs.
-    let o = advm(&fx, &["run", "--fn", "wide", "--args", "[10, 1.0]", "--max-memory", "536870912"]);
+    let o = advm(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "wide",
+            "--args",
+            "[10, 1.0]",
+            "--max-memory",
+            "536870912",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
 
@@ -1078,19 +1090,61 @@ fn endless_and_oversized_input_files_are_refused() {
     for args in [
         vec!["run", "/dev/zero"],
         vec!["check", p, "--fn", "absf", "--args-file", "/dev/zero"],
-        vec!["run", p, "--fn", "absf", "--args-file", "/dev/zero", "--max-source-bytes", "100"],
-        vec!["run", p, "--fn", "absf", "--args", "[1.0]", "--max-source-bytes", "100"],
+        vec![
+            "run",
+            p,
+            "--fn",
+            "absf",
+            "--args-file",
+            "/dev/zero",
+            "--max-source-bytes",
+            "100",
+        ],
+        vec![
+            "run",
+            p,
+            "--fn",
+            "absf",
+            "--args",
+            "[1.0]",
+            "--max-source-bytes",
+            "100",
+        ],
     ] {
         let started = std::time::Instant::now();
         let o = run(&args);
         let err = text(&o.stderr);
         assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
-        assert!(err.contains("raise the limit with --max-source-bytes"), "{args:?}: {err}");
-        assert!(started.elapsed().as_secs() < 10, "{args:?}: {:?}", started.elapsed());
+        assert!(
+            err.contains("raise the limit with --max-source-bytes"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "{args:?}: {:?}",
+            started.elapsed()
+        );
     }
-    let size = std::fs::metadata(&fx.path).expect("exists").len().to_string();
-    let o = run(&["run", p, "--fn", "absf", "--args", "[-2.0]", "--max-source-bytes", &size]);
-    assert_eq!((o.status.code(), text(&o.stdout).as_str()), (Some(0), "2\n"), "{}", text(&o.stderr));
+    let size = std::fs::metadata(&fx.path)
+        .expect("exists")
+        .len()
+        .to_string();
+    let o = run(&[
+        "run",
+        p,
+        "--fn",
+        "absf",
+        "--args",
+        "[-2.0]",
+        "--max-source-bytes",
+        &size,
+    ]);
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).as_str()),
+        (Some(0), "2\n"),
+        "{}",
+        text(&o.stderr)
+    );
     // The REPL's :load too; the session goes on.
     let mut child = Command::new(bin)
         .args(["repl", "--max-source-bytes", "100"])

@@ -348,7 +348,11 @@ fn ctrl_c_interrupts_a_long_load() {
             tmux.screen()
         );
     }
-    assert!(!tmux.screen().contains("loaded 200000"), "{}", tmux.screen());
+    assert!(
+        !tmux.screen().contains("loaded 200000"),
+        "{}",
+        tmux.screen()
+    );
     tmux.wait_prompt();
     tmux.command(":funcs");
     let s = tmux.wait_for("@g(%x: f64) -> f64", 1);

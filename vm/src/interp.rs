@@ -128,7 +128,9 @@ impl Default for Limits {
 /// `ArrayTooLarge` is an `anew` longer than `Limits::max_array_len`,
 /// `ArgArrayTooLarge` an argument array (from the host) longer than it;
 /// `HeapLimit` a new array that would take the bytes of the live arrays
-/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`.
+/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`;
+/// `MemoryLimit` registers, frames, AD stacks and arrays together past
+/// `Limits::max_memory_bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrapKind {
     DivByZero,
@@ -143,8 +145,6 @@ pub enum TrapKind {
     OutOfFuel { limit: u64 },
     Interrupted,
     StackLimit { limit: usize },
-    /// Registers, frames, AD stacks and arrays together would exceed
-    /// `Limits::max_memory_bytes`.
     MemoryLimit { limit: usize },
     OutOfMemory,
     StackUnderflow,
