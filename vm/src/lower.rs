@@ -450,38 +450,42 @@ pub fn check_module(m: &ir::Module) -> Result<(), LowerError> {
             detail: "more functions than a function id can name".into(),
         });
     }
-    for f in &m.funcs {
-        check_ids(f)?;
-        for b in &f.blocks {
-            for inst in &b.insts {
-                let bad = |detail: String| LowerError::BadInstruction {
-                    func: f.name.clone(),
-                    block: b.name.clone(),
-                    detail,
-                };
-                let callee = match (inst.callee, inst.op) {
-                    (None, Op::Call | Op::CallAcc) => {
-                        return Err(bad(format!("{} names no callee", inst.op.mnemonic())))
-                    }
-                    (None, _) => continue,
-                    (Some(g), _) => g,
-                };
-                let Some(g) = m.funcs.get(callee.index()) else {
-                    return Err(bad(format!(
-                        "{} names no function: {callee} (the module has {})",
-                        inst.op.mnemonic(),
-                        m.funcs.len()
-                    )));
-                };
-                if matches!(inst.op, Op::Call | Op::CallAcc) && inst.args.len() != g.params.len() {
-                    return Err(bad(format!(
-                        "{} passes {} arguments to @{}, which takes {}",
-                        inst.op.mnemonic(),
-                        inst.args.len(),
-                        g.name,
-                        g.params.len()
-                    )));
+    m.funcs.iter().try_for_each(|f| check_function(m, f))
+}
+
+/// The checks of [`check_module`] on one function `f` whose calls name
+/// functions of `m`.
+pub fn check_function(m: &ir::Module, f: &ir::Function) -> Result<(), LowerError> {
+    check_ids(f)?;
+    for b in &f.blocks {
+        for inst in &b.insts {
+            let bad = |detail: String| LowerError::BadInstruction {
+                func: f.name.clone(),
+                block: b.name.clone(),
+                detail,
+            };
+            let callee = match (inst.callee, inst.op) {
+                (None, Op::Call | Op::CallAcc) => {
+                    return Err(bad(format!("{} names no callee", inst.op.mnemonic())))
                 }
+                (None, _) => continue,
+                (Some(g), _) => g,
+            };
+            let Some(g) = m.funcs.get(callee.index()) else {
+                return Err(bad(format!(
+                    "{} names no function: {callee} (the module has {})",
+                    inst.op.mnemonic(),
+                    m.funcs.len()
+                )));
+            };
+            if matches!(inst.op, Op::Call | Op::CallAcc) && inst.args.len() != g.params.len() {
+                return Err(bad(format!(
+                    "{} passes {} arguments to @{}, which takes {}",
+                    inst.op.mnemonic(),
+                    inst.args.len(),
+                    g.name,
+                    g.params.len()
+                )));
             }
         }
     }

@@ -270,6 +270,32 @@ fn blocked(
     Some(waits)
 }
 
+/// A function with the signature of `f` and an empty body (a stand-in for
+/// a callee when a definition is assembled alone); `None` for a function
+/// returning several values (none of the session's).
+fn stub(f: &vm::ir::Function) -> Option<String> {
+    let vm::ir::RetType::One(ret) = f.ret else {
+        return None;
+    };
+    let params: Vec<String> = f
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("%p{i}: {}", f.ty(*p)))
+        .collect();
+    let body = match ret {
+        vm::Type::F64 => "    ret 0.0",
+        vm::Type::I64 => "    ret 0",
+        vm::Type::Bool => "    ret false",
+        vm::Type::Arr => "    %a = anew 0\n    ret %a",
+    };
+    Some(format!(
+        "fn @{}({}) -> {ret} {{\nentry:\n{body}\n}}\n",
+        f.name,
+        params.join(", ")
+    ))
+}
+
 /// Whether a text's braces do not balance (a definition left open).
 fn unclosed(text: &str) -> bool {
     let mut braces = source::Braces::default();
@@ -295,6 +321,9 @@ pub struct Session {
     /// The limits of every engine the session builds (`advm repl --fuel`
     /// and the other limit flags).
     limits: vm::Limits,
+    /// The names of `chunks`, kept with them (so that planning a run of
+    /// piped definitions does not hash every name per input).
+    names: HashSet<String>,
 }
 
 impl Session {
@@ -309,6 +338,7 @@ impl Session {
             out_dir: PathBuf::from("."),
             builds: 0,
             limits: vm::Limits::default(),
+            names: HashSet::new(),
         }
     }
 
@@ -396,6 +426,11 @@ impl Session {
         let mut at = 0;
         while at < inputs.len() {
             let run = self.plain_definitions(&inputs[at..]);
+            if let Some(mut r) = self.define_appended(&run) {
+                at += r.len();
+                replies.append(&mut r);
+                continue;
+            }
             let done = self.define_prefix(&run, &mut replies);
             if done > 0 {
                 at += done;
@@ -440,7 +475,7 @@ impl Session {
             untouchable.insert(p.chunk.name.as_str());
             untouchable.extend(source::references(p.chunk.text()));
         }
-        let defined: HashSet<&str> = self.chunks.iter().map(|c| c.name.as_str()).collect();
+        let defined = &self.names;
         let mut seen: HashSet<String> = HashSet::new();
         for input in inputs {
             if !source::starts_definition(input) {
@@ -463,7 +498,7 @@ impl Session {
                 ok &= source::references(c.text()).iter().all(|r| {
                     !untouchable.contains(r)
                         && (*r == c.name
-                            || defined.contains(r)
+                            || defined.contains(*r)
                             || seen.contains(*r)
                             || names.iter().any(|n| n == r))
                 });
@@ -476,6 +511,82 @@ impl Session {
             run.push(chunks);
         }
         run
+    }
+
+    /// Add `run` (see [`Session::plain_definitions`]) to the session's
+    /// engine without rebuilding it: its text is assembled alone, with a
+    /// stub of each function it calls from the session (same signature,
+    /// an empty body), and its functions are appended to the engine
+    /// ([`Engine::add_functions`]), so a definition costs time in its own
+    /// size, not the session's (piped definitions interleaved with calls
+    /// were quadratic: 3 000 pairs took 26 s). The replies of the inputs,
+    /// or `None` (nothing changed) where this does not apply: no engine
+    /// yet, a function called that is not in the engine, or any error
+    /// (the full path then reports it as usual).
+    fn define_appended(&mut self, run: &[Vec<Chunk>]) -> Option<Vec<Reply>> {
+        self.interrupt.store(false, Ordering::Relaxed);
+        let engine = self.engine.as_ref()?;
+        let new: Vec<Chunk> = run.iter().flatten().cloned().collect();
+        if new.is_empty() {
+            return None;
+        }
+        let names: HashSet<&str> = new.iter().map(|c| c.name.as_str()).collect();
+        let mut stubs = String::new();
+        let mut stubbed: Vec<FuncId> = Vec::new();
+        for c in &new {
+            for r in source::references(c.text()) {
+                if names.contains(r) {
+                    continue;
+                }
+                let id = engine.find(r)?;
+                if !stubbed.contains(&id) {
+                    stubs.push_str(&stub(engine.module().func(id))?);
+                    stubbed.push(id);
+                }
+            }
+        }
+        let combined = Combined::new(&new);
+        let text = format!("{}{stubs}", combined.text);
+        let mut module = assembler::assemble(&text, "<input>").ok()?;
+        if module.funcs.len() != new.len() + stubbed.len() {
+            return None;
+        }
+        combined.relocate(&mut module, &new);
+        let n = engine.module().funcs.len();
+        let ids: Vec<FuncId> = (0..new.len())
+            .map(|i| FuncId((n + i) as u32))
+            .chain(stubbed)
+            .collect();
+        module.funcs.truncate(new.len());
+        for inst in module
+            .funcs
+            .iter_mut()
+            .flat_map(|f| f.blocks.iter_mut())
+            .flat_map(|b| b.insts.iter_mut())
+        {
+            if let Some(c) = &mut inst.callee {
+                *c = *ids.get(c.index())?;
+            }
+        }
+        let added: Vec<(String, String)> = module
+            .funcs
+            .iter()
+            .map(|f| (f.name.clone(), signature(f)))
+            .collect();
+        self.engine.as_mut()?.add_functions(module.funcs).ok()?;
+        // The names are new (see `plain_definitions`): appended, in order.
+        self.names.extend(new.iter().map(|c| c.name.clone()));
+        self.chunks.extend(new);
+        self.known.borrow_mut().funcs.extend(added);
+        Some(
+            run.iter()
+                .map(|chunks| {
+                    let lines: Vec<String> =
+                        chunks.iter().map(|c| format!("defined @{}", c.name)).collect();
+                    Reply::Out(lines.join("\n"))
+                })
+                .collect(),
+        )
     }
 
     /// Add `run` (see [`Session::plain_definitions`]) in one rebuild; the
@@ -871,6 +982,7 @@ impl Session {
             .filter(|c| was_pending.contains(&key(c)))
             .map(|c| format!("defined @{} (it was pending)", c.name))
             .collect();
+        self.names = chunks.iter().map(|c| c.name.clone()).collect();
         self.chunks = chunks;
         self.pending = held;
         self.set_engine(engine);
