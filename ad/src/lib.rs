@@ -291,7 +291,11 @@ impl Engine {
             e.derived_ir.clear();
             Err(err)
         };
-        let given = if inlining { &self.original } else { &self.module };
+        let given = if inlining {
+            &self.original
+        } else {
+            &self.module
+        };
         let checked = (n..n + added).try_for_each(|i| {
             vm::lower::check_function(given, &given.funcs[i])
                 .map_err(|e| AdError::InvalidModule(e.to_string()))

@@ -384,3 +384,63 @@ fn a_call_to_a_function_that_cannot_exist_is_an_error() {
     assert!(p.set(FuncId(7), bc).is_err());
     assert!(vm::verify::verify_program(&mut p).is_err());
 }
+
+/// `Engine::add_functions` makes the engine a fresh one would be: every
+/// corpus module added to an empty engine, at once and (where each
+/// function calls only earlier ones) one function at a time, gives the
+/// same bytecode and the same values and gradients; a function that names
+/// no function is refused and the engine goes on as before.
+#[test]
+fn added_functions_compile_as_in_a_fresh_engine() {
+    let listing = |e: &Engine| -> Vec<String> {
+        (0..e.module().funcs.len())
+            .map(|i| vm::disasm::function_in(e.program().func(FuncId(i as u32)), Some(e.program())))
+            .collect()
+    };
+    let mut one_at_a_time = 0;
+    for m in corpus() {
+        let mut fresh = Engine::new(m.clone()).expect("the corpus builds");
+        let mut added = Engine::new(Module::default()).expect("empty");
+        added.add_functions(m.funcs.clone()).expect("adds");
+        assert_eq!(listing(&added), listing(&fresh));
+        let mut single = Engine::new(Module::default()).expect("empty");
+        let ok = m
+            .funcs
+            .iter()
+            .all(|f| single.add_functions(vec![f.clone()]).is_ok());
+        if ok {
+            one_at_a_time += 1;
+            assert_eq!(listing(&single), listing(&fresh));
+        }
+        for i in 0..m.funcs.len() {
+            let f = FuncId(i as u32);
+            let args: Vec<Value> = m.funcs[i].param_types().into_iter().map(arg).collect();
+            assert_eq!(
+                format!("{:?}", added.run(f, &args)),
+                format!("{:?}", fresh.run(f, &args))
+            );
+            assert_eq!(
+                format!("{:?}", added.grad(f, &args).ok()),
+                format!("{:?}", fresh.grad(f, &args).ok())
+            );
+        }
+        // A call to no function: refused, the engine as it was.
+        let mut bad = m.funcs[0].clone();
+        bad.name = "bad".into();
+        if let Some(inst) = bad
+            .blocks
+            .iter_mut()
+            .flat_map(|b| b.insts.iter_mut())
+            .find(|i| i.callee.is_some())
+        {
+            inst.callee = Some(FuncId(u32::MAX));
+            let n = added.module().funcs.len();
+            let e = added.add_functions(vec![bad]).expect_err("refused");
+            assert!(e.to_string().contains("no function"), "{e}");
+            assert_eq!(added.module().funcs.len(), n);
+            assert_eq!(listing(&added), listing(&fresh));
+            assert!(added.find("bad").is_none());
+        }
+    }
+    assert!(one_at_a_time > 10, "{one_at_a_time}");
+}

@@ -491,9 +491,14 @@ mod tests {
             let body = if i == 0 {
                 "    %y = mul %x, 2.0\n    ret %y".to_string()
             } else {
-                format!("    %y = call @f{}(%x)\n    %z = add %y, 1.0\n    ret %z", i / 2)
+                format!(
+                    "    %y = call @f{}(%x)\n    %z = add %y, 1.0\n    ret %z",
+                    i / 2
+                )
             };
-            text.push_str(&format!("fn @f{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n"));
+            text.push_str(&format!(
+                "fn @f{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n"
+            ));
             text.push_str(&format!("@f{i}(1.0)\n"));
         }
         let mut s = Session::new(Arc::default(), Rc::default());
@@ -510,9 +515,14 @@ mod tests {
             let body = if i + 1 == n {
                 "    ret %x".to_string()
             } else {
-                format!("    %y = call @g{}(%x)\n    %z = add %y, 1.0\n    ret %z", i + 1)
+                format!(
+                    "    %y = call @g{}(%x)\n    %z = add %y, 1.0\n    ret %z",
+                    i + 1
+                )
             };
-            text.push_str(&format!("fn @g{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n"));
+            text.push_str(&format!(
+                "fn @g{i}(%x: f64) -> f64 {{\nentry:\n{body}\n}}\n"
+            ));
         }
         let mut s = Session::new(Arc::default(), Rc::default());
         let replies = s.execute_many(&split_definitions(&text));
@@ -539,9 +549,8 @@ mod tests {
     /// (definitions assembled alone where they can be).
     #[test]
     fn held_and_appended_definitions_reply_as_one_by_one() {
-        let def = |name: &str, body: &str| {
-            format!("fn @{name}(%x: f64) -> f64 {{\nentry:\n{body}\n}}")
-        };
+        let def =
+            |name: &str, body: &str| format!("fn @{name}(%x: f64) -> f64 {{\nentry:\n{body}\n}}");
         let call = |g: &str| format!("    %y = call @{g}(%x)\n    ret %y");
         let two = |a: &str, b: &str| {
             format!("    %y = call @{a}(%x)\n    %z = call @{b}(%y)\n    ret %z")

@@ -110,7 +110,15 @@ pub fn inline_module_budget(m: &Module, policy: &Policy) -> (Module, usize) {
     let sizes: Vec<usize> = m.funcs.iter().map(size).collect();
     let mut budget = policy.max_unit_growth.max(sizes.iter().sum());
     let funcs = (0..m.funcs.len())
-        .map(|i| inline_function(m, &|g| sizes[g.index()], FuncId(i as u32), policy, &mut budget))
+        .map(|i| {
+            inline_function(
+                m,
+                &|g| sizes[g.index()],
+                FuncId(i as u32),
+                policy,
+                &mut budget,
+            )
+        })
         .collect();
     (Module { funcs }, budget)
 }
@@ -124,7 +132,12 @@ pub fn inline_module_budget(m: &Module, policy: &Policy) -> (Module, usize) {
 /// budget ran out. `m` must pass [`crate::lower::check_module`].
 pub fn inline_appended(m: &Module, id: FuncId, policy: &Policy, budget: &mut usize) -> Function {
     let sizes = std::cell::RefCell::new(HashMap::new());
-    let size_of = |g: FuncId| *sizes.borrow_mut().entry(g).or_insert_with(|| size(m.func(g)));
+    let size_of = |g: FuncId| {
+        *sizes
+            .borrow_mut()
+            .entry(g)
+            .or_insert_with(|| size(m.func(g)))
+    };
     inline_function(m, &size_of, id, policy, budget)
 }
 

@@ -7,7 +7,11 @@
 //! [`Engine`]; only when that succeeds does it become the session's state,
 //! so a definition with errors changes nothing. The fresh engine has no
 //! derived code, so replacing a function also drops the forward and reverse
-//! code of every function that called it.
+//! code of every function that called it. Piped definitions of new
+//! functions are the exception: each is assembled alone, with stubs of the
+//! functions it calls, and appended to the engine or held as pending
+//! (`define_appended`, `define_held`), so that a long script costs time
+//! linear in its length.
 
 use super::source::{self, call_shape, locate_call_error, Chunk, Combined, Problem, Source};
 use crate::commands::{self, gradient_lines, Fail};
@@ -611,8 +615,10 @@ impl Session {
         Some(
             run.iter()
                 .map(|chunks| {
-                    let lines: Vec<String> =
-                        chunks.iter().map(|c| format!("defined @{}", c.name)).collect();
+                    let lines: Vec<String> = chunks
+                        .iter()
+                        .map(|c| format!("defined @{}", c.name))
+                        .collect();
                     Reply::Out(lines.join("\n"))
                 })
                 .collect(),
