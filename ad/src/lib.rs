@@ -76,6 +76,11 @@ pub enum AdError {
         derived: String,
         registers: usize,
     },
+    /// The module given to [`Engine::new`] is not valid: malformed IR
+    /// (ids out of range, a call to no function, ...) or bytecode the
+    /// verifier refuses. A library user's error; the assembler's modules
+    /// are always valid.
+    InvalidModule(String),
     /// A derived function failed lowering or verification: a bug in advm.
     Internal(String),
 }
@@ -97,6 +102,7 @@ impl fmt::Display for AdError {
                  into smaller functions (the reverse function needs about two registers per \
                  active value)"
             ),
+            AdError::InvalidModule(m) => write!(f, "invalid module: {m}"),
             AdError::Internal(m) => write!(f, "internal error (please report): {m}"),
         }
     }
@@ -168,6 +174,16 @@ pub struct Engine {
     /// Whether reverse functions are cleaned up ([`optimize`]); see
     /// [`Engine::set_reverse_cleanup`].
     cleanup: bool,
+    /// For [`Engine::add_functions`]: the module as given (before
+    /// inlining; empty when `policy` is [`Policy::NONE`], `module` is it
+    /// then), the inlining policy, what is left of the module's growth
+    /// budget, and the total size of the given functions.
+    original: ir::Module,
+    policy: Policy,
+    budget: usize,
+    total_size: usize,
+    /// User functions by name (the first of a name, as `Module::find`).
+    by_name: hashbrown::HashMap<String, FuncId>,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -222,11 +238,17 @@ impl Engine {
 
     /// [`Engine::new`] with another inlining policy ([`Policy::NONE`]: the
     /// functions as written, every call a call).
+    ///
+    /// The module is checked first ([`vm::lower::check_module`], then the
+    /// verifier): a malformed one is [`AdError::InvalidModule`].
     pub fn with_inlining(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
-        let module = if *policy == Policy::NONE {
-            module
+        vm::lower::check_module(&module).map_err(|e| AdError::InvalidModule(e.to_string()))?;
+        let total_size = module.funcs.iter().map(vm::inline::size).sum();
+        let (module, original, budget) = if *policy == Policy::NONE {
+            (module, ir::Module::default(), 0)
         } else {
-            vm::inline::inline_module(&module, policy)
+            let (inlined, budget) = vm::inline::inline_module_budget(&module, policy);
+            (inlined, module, budget)
         };
         let program = lower_module(&module)?;
         let nfuncs = module.funcs.len();
@@ -258,7 +280,117 @@ impl Engine {
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: true,
+            original,
+            policy: *policy,
+            budget,
+            total_size,
+            by_name: hashbrown::HashMap::new(),
         })
+        .map(|mut e| {
+            e.index_names(0);
+            e
+        })
+    }
+
+    /// Append user functions, with ids from the number of functions on:
+    /// their calls name functions by those ids (the new ones included).
+    /// Every derived function is dropped (as in a fresh engine), and
+    /// [`Prepared`] gradients of this engine are no longer valid. The new
+    /// functions are checked, inlined, lowered and verified as
+    /// [`Engine::with_inlining`] would (the same code, unless the module's
+    /// growth budget for inlining ran out); the others are left as they
+    /// are, so adding `k` functions costs time in `k`, not in the size of
+    /// the module. On an error the engine is as it was, but for its
+    /// derived functions, which may have been dropped.
+    pub fn add_functions(&mut self, funcs: Vec<ir::Function>) -> Result<(), AdError> {
+        let n = self.module.funcs.len();
+        let inlining = self.policy != Policy::NONE;
+        let added = funcs.len();
+        let given = if inlining {
+            &mut self.original
+        } else {
+            &mut self.module
+        };
+        given.funcs.extend(funcs);
+        let undo = |e: &mut Engine, err: AdError| {
+            let given = if inlining {
+                &mut e.original
+            } else {
+                &mut e.module
+            };
+            given.funcs.truncate(n);
+            e.module.funcs.truncate(n);
+            e.program.truncate(n);
+            e.derived.iter_mut().for_each(Vec::clear);
+            e.derived_ir.clear();
+            Err(err)
+        };
+        let given = if inlining {
+            &self.original
+        } else {
+            &self.module
+        };
+        let checked = (n..n + added).try_for_each(|i| {
+            vm::lower::check_function(given, &given.funcs[i])
+                .map_err(|e| AdError::InvalidModule(e.to_string()))
+        });
+        if let Err(e) = checked {
+            return undo(self, e);
+        }
+        let grown: usize = given.funcs[n..].iter().map(vm::inline::size).sum();
+        let (mut budget, total) = (self.budget, self.total_size + grown);
+        if inlining {
+            // The module's budget is the larger of the policy's and its
+            // size: what a larger module adds to it.
+            let growth = self.policy.max_unit_growth;
+            budget += total.max(growth) - self.total_size.max(growth);
+            for i in n..n + added {
+                let f = vm::inline::inline_appended(
+                    &self.original,
+                    FuncId(i as u32),
+                    &self.policy,
+                    &mut budget,
+                );
+                self.module.funcs.push(f);
+            }
+        }
+        // Derived functions follow the user functions in the program.
+        self.program.truncate(n);
+        for i in n..n + added {
+            match vm::lower::lower_function(&self.module.funcs[i]) {
+                Ok(bc) => {
+                    self.program.push(bc);
+                }
+                Err(e) => return undo(self, AdError::InvalidModule(format!("lowering: {e}"))),
+            }
+        }
+        for i in n..n + added {
+            if let Err(errs) = vm::verify::verify_function(&mut self.program, FuncId(i as u32)) {
+                let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
+                return undo(
+                    self,
+                    AdError::InvalidModule(format!(
+                        "bytecode failed verification: {}",
+                        text.join("; ")
+                    )),
+                );
+            }
+        }
+        self.budget = budget;
+        self.total_size = total;
+        self.derived.iter_mut().for_each(Vec::clear);
+        self.derived.resize(n + added, Vec::new());
+        self.derived_ir.clear();
+        for f in &self.module.funcs[n..] {
+            self.full_masks
+                .push(analysis::all_params(f).into_boxed_slice());
+            if f.name.contains(".fwd") || f.name.contains(".rev") {
+                self.derived_like.insert(f.name.clone());
+            }
+        }
+        self.id = engine_id();
+        self.index_names(n);
+        Ok(())
     }
 
     /// Whether reverse functions derived from now on are cleaned up (on by
@@ -287,7 +419,17 @@ impl Engine {
 
     /// A user function by name, with or without `@`.
     pub fn find(&self, name: &str) -> Option<FuncId> {
-        self.module.find(name)
+        let name = name.strip_prefix('@').unwrap_or(name);
+        self.by_name.get(name).copied()
+    }
+
+    /// Index the names of the user functions from `from` on.
+    fn index_names(&mut self, from: usize) {
+        for (i, f) in self.module.funcs.iter().enumerate().skip(from) {
+            self.by_name
+                .entry(f.name.clone())
+                .or_insert(FuncId(i as u32));
+        }
     }
 
     /// Run a function. Arguments that do not fit it are
@@ -671,7 +813,9 @@ impl Engine {
                     },
                     e => AdError::Internal(format!("lowering {}: {e}", func.name)),
                 })?;
-                self.program.set(id, bc);
+                self.program
+                    .set(id, bc)
+                    .map_err(|e| AdError::Internal(e.to_string()))?;
                 self.derived_ir[id.index() - self.module.funcs.len()] = func;
             }
         }
@@ -974,12 +1118,13 @@ fn check_mask(func: &ir::Function, wrt: &[bool]) -> Result<(), AdError> {
     Ok(())
 }
 
+/// Lower and verify a module given to [`Engine::new`] (after inlining).
 fn lower_module(module: &ir::Module) -> Result<Program, AdError> {
-    let mut program =
-        vm::lower::lower_module(module).map_err(|e| AdError::Internal(format!("lowering: {e}")))?;
+    let mut program = vm::lower::lower_module(module)
+        .map_err(|e| AdError::InvalidModule(format!("lowering: {e}")))?;
     vm::verify::verify_program(&mut program).map_err(|errs| {
-        let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        AdError::Internal(format!("bytecode failed verification: {}", text.join("; ")))
+        let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
+        AdError::InvalidModule(format!("bytecode failed verification: {}", text.join("; ")))
     })?;
     Ok(program)
 }

@@ -93,30 +93,120 @@ impl Diagnostics {
     }
 
     fn render_one(&self, d: &Diagnostic) -> String {
-        let start = floor_boundary(&self.source, d.span.start);
-        let line_start = self.source[..start].rfind('\n').map_or(0, |i| i + 1);
-        let line_end = self.source[start..]
-            .find('\n')
-            .map_or(self.source.len(), |i| start + i);
-        let text = self.source[line_start..line_end].trim_end_matches('\r');
-        let before = &self.source[line_start..start];
-        // Tabs stay tabs in the padding so the caret lines up in a terminal.
-        let pad: String = before
-            .chars()
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        let end = floor_boundary(&self.source, d.span.end.clamp(start, line_end));
-        let width = self.source[start..end].chars().count().max(1);
+        let src = self.source.as_str();
+        let start = floor_boundary(src, d.span.start);
+        let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
+        let line_end = if src[line_start..line_end].ends_with('\r') && start < line_end {
+            line_end - 1
+        } else {
+            line_end
+        };
+        let end = floor_boundary(src, d.span.end.clamp(start, line_end.max(start)));
+        // The window of the line shown: up to LEFT_CONTEXT columns before
+        // the span, then up to LINE_WIDTH columns in all (columns of the
+        // escaped text), with `...` where the line is cut.
+        let mut from = start;
+        let mut cols = 0;
+        for (i, c) in src[line_start..start].char_indices().rev() {
+            cols += shown_width(c);
+            if cols > LEFT_CONTEXT {
+                break;
+            }
+            from = line_start + i;
+        }
+        let mut text = String::new();
+        let mut pad = String::new();
+        if from > line_start {
+            text.push_str(ELLIPSIS);
+            pad.push_str(&" ".repeat(ELLIPSIS.len()));
+        }
+        let mut width = 0;
+        let mut carets = 0;
+        let mut cut = false;
+        for (i, c) in src[from..line_end].char_indices() {
+            let at = from + i;
+            let w = shown_width(c);
+            if width + w > LINE_WIDTH {
+                cut = true;
+                break;
+            }
+            width += w;
+            push_shown(&mut text, c);
+            if at < start {
+                // Tabs stay tabs in the padding so the caret lines up in
+                // a terminal.
+                if c == '\t' {
+                    pad.push('\t');
+                } else {
+                    pad.extend(std::iter::repeat_n(' ', w));
+                }
+            } else if at < end {
+                carets += w;
+            }
+        }
+        if cut {
+            text.push_str(ELLIPSIS);
+        }
+        let mut message = String::new();
+        for (n, c) in d.message.chars().enumerate() {
+            if n == MESSAGE_CHARS {
+                message.push_str(ELLIPSIS);
+                break;
+            }
+            push_shown(&mut message, c);
+        }
         format!(
             "{}:{}:{}: error: {}\n   {}\n   {}{}",
             self.file,
             d.line,
             d.col,
-            d.message,
+            message,
             text,
             pad,
-            "^".repeat(width)
+            "^".repeat(carets.max(1))
         )
+    }
+}
+
+/// Columns of the source line shown before an error's span at most.
+const LEFT_CONTEXT: usize = 60;
+/// Columns of the source line shown at most (a longer line is cut, with
+/// [`ELLIPSIS`] where it is).
+const LINE_WIDTH: usize = 160;
+/// Characters of a message shown at most (messages quote source tokens).
+const MESSAGE_CHARS: usize = 400;
+const ELLIPSIS: &str = "...";
+
+/// Whether `c` is shown escaped: control characters (ESC, which starts
+/// terminal escape sequences, included), and the invisible characters
+/// that reorder or hide text (bidirectional overrides, zero-width).
+fn escaped(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// How many columns `c` takes when shown (escaped ones as `\x1b` or
+/// `\u{202e}`).
+fn shown_width(c: char) -> usize {
+    if !escaped(c) {
+        1
+    } else if (c as u32) < 0x80 {
+        4
+    } else {
+        format!("{:x}", c as u32).len() + 4
+    }
+}
+
+/// Append `c` to `out` as it is shown.
+fn push_shown(out: &mut String, c: char) {
+    use std::fmt::Write;
+    if !escaped(c) {
+        out.push(c);
+    } else if (c as u32) < 0x80 {
+        let _ = write!(out, "\\x{:02x}", c as u32);
+    } else {
+        let _ = write!(out, "\\u{{{:x}}}", c as u32);
     }
 }
 
@@ -265,6 +355,57 @@ mod tests {
         let d = one(src, 5, 7, "m");
         assert_eq!((d.items[0].line, d.items[0].col), (1, 6));
         assert!(d.render().ends_with("\n   \tret %y\n   \t    ^^"));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_around_the_span_with_the_caret_under_it() {
+        let mut src = "x".repeat(5_000_000);
+        src.push_str(" $bad ");
+        src.push_str(&"y".repeat(5_000_000));
+        let start = src.find('$').expect("present");
+        let d = one(&src, start, start + 4, "bad token");
+        let r = d.render();
+        assert!(r.len() < 1_000, "{} bytes", r.len());
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[1].starts_with("   ...x") && lines[1].ends_with("y..."));
+        let caret = lines[2].find('^').expect("a caret");
+        assert_eq!(&lines[1][caret..caret + 4], "$bad");
+        assert_eq!(&lines[2][caret..], "^^^^");
+        // A span longer than the window gets carets to the window's end.
+        let d = one(&src, 0, src.len(), "all");
+        let r = d.render();
+        assert!(r.len() < 1_000, "{} bytes", r.len());
+        assert!(r.ends_with(&format!(
+            "   {}...\n   {}",
+            "x".repeat(LINE_WIDTH),
+            "^".repeat(LINE_WIDTH)
+        )));
+    }
+
+    #[test]
+    fn control_characters_are_escaped_and_the_caret_still_lines_up() {
+        let src = "  \x1b]0;title\x07 \u{202e}%y\n";
+        let start = src.find('%').expect("present");
+        let d = one(src, start, start + 2, "found `\x1b[31m`");
+        let r = d.render();
+        assert!(!r.contains('\x1b') && !r.contains('\x07') && !r.contains('\u{202e}'));
+        let lines: Vec<&str> = r.lines().collect();
+        assert_eq!(lines[0], "t.adasm:1:15: error: found `\\x1b[31m`");
+        assert_eq!(lines[1], "     \\x1b]0;title\\x07 \\u{202e}%y");
+        assert_eq!(
+            lines[2],
+            format!("{}^^", " ".repeat(lines[1].find('%').expect("shown")))
+        );
+    }
+
+    #[test]
+    fn a_long_message_is_cut() {
+        let d = one("a", 0, 1, &"m".repeat(10_000));
+        assert!(d.render().len() < 500 + 20);
+        assert!(d
+            .render()
+            .contains(&format!("{}...", "m".repeat(MESSAGE_CHARS))));
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub fn fuzz_limits() -> Limits {
         max_array_len: 4096,
         max_stack_bytes: 1 << 22,
         max_heap_bytes: 1 << 26,
+        max_memory_bytes: 1 << 28,
     }
 }
 
@@ -59,6 +60,7 @@ pub fn is_resource(class: &str) -> bool {
         "out-of-fuel"
             | "stack-limit"
             | "heap-limit"
+            | "memory-limit"
             | "out-of-memory"
             | "interrupted"
             | "call-depth"

@@ -31,12 +31,16 @@ pub fn parse_json_args_from(text: &str, params: &[Type], what: &str) -> Result<V
             params.len()
         ));
     }
+    // serde_json keeps no spelling of a number: an i64 argument's is read
+    // from the text (for `-0`, and to quote a number as written).
+    let raw = top_level_items(text);
     items
         .iter()
         .zip(params)
         .enumerate()
         .map(|(i, (item, ty))| {
-            value(item, *ty).map_err(|e| format!("{what}, argument {}: {e}", i + 1))
+            let written = raw.get(i).copied().unwrap_or("");
+            value(item, *ty, written).map_err(|e| format!("{what}, argument {}: {e}", i + 1))
         })
         .collect()
 }
@@ -128,7 +132,7 @@ pub fn parse_json_seed(text: &str, ret: Type) -> Result<Value, String> {
     let json: Json =
         serde_json::from_str(text).map_err(|e| format!("--seed is not valid JSON: {e}"))?;
     match ret {
-        Type::F64 | Type::Arr => value(&json, ret).map_err(|e| format!("--seed: {e}")),
+        Type::F64 | Type::Arr => value(&json, ret, text.trim()).map_err(|e| format!("--seed: {e}")),
         Type::I64 | Type::Bool => Err(format!(
             "the function returns {ret}, which has no derivative: vjp needs an f64 or f64[] result"
         )),
@@ -166,21 +170,89 @@ pub fn literal_list_to_json(text: &str) -> String {
     out
 }
 
-/// Why a JSON number is not an i64: out of range, or not an integer.
-fn not_i64(n: &serde_json::Number) -> String {
-    // Integers beyond i64 arrive as u64 or, below i64::MIN, as an f64 with
-    // no fraction (serde_json keeps no other spelling).
+/// The text of each entry of the top-level JSON array `text` (valid JSON),
+/// trimmed, in order.
+fn top_level_items(text: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut in_string, mut escape) = (0usize, false, false);
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        if in_string {
+            match c {
+                _ if escape => escape = false,
+                '\\' => escape = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '[' | '{' => {
+                depth += 1;
+                if depth == 1 {
+                    start = Some(i + 1);
+                    continue;
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if (depth == 0 && c == ']') || (depth == 1 && c == ',') {
+            if let Some(s) = start {
+                let item = text[s..i].trim();
+                if !item.is_empty() || c == ',' {
+                    items.push(item);
+                }
+            }
+            start = Some(i + 1);
+            if depth == 0 {
+                break;
+            }
+        }
+    }
+    items
+}
+
+/// `s` for a message: at most 40 characters of it (with `...` where cut).
+fn quoted(s: &str) -> String {
+    match s.char_indices().nth(40) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// An i64 argument: an integer in range (`-0` is 0), or why it is not one,
+/// quoting the number as `written`.
+fn int(n: &serde_json::Number, written: &str) -> Result<i64, String> {
+    if let Some(k) = n.as_i64() {
+        return Ok(k);
+    }
+    if written == "-0" {
+        return Ok(0);
+    }
+    let shown = if written.is_empty() {
+        n.to_string()
+    } else {
+        quoted(written)
+    };
+    // Integers beyond i64 arrive as u64 or, below i64::MIN, as an f64 (the
+    // spelling tells whether it was written as an integer).
+    let integer = !written.is_empty() && !written.contains(['.', 'e', 'E']);
     let out_of_range = n.is_u64()
+        || integer
         || n.as_f64()
             .is_some_and(|x| x.fract() == 0.0 && x.abs() >= -(i64::MIN as f64));
     if out_of_range {
-        format!(
-            "the parameter is i64: {n} is out of the i64 range ({} to {})",
+        Err(format!(
+            "the parameter is i64: {shown} is out of the i64 range ({} to {})",
             i64::MIN,
             i64::MAX
-        )
+        ))
     } else {
-        format!("the parameter is i64: expected an integer, found {n}")
+        Err(format!(
+            "the parameter is i64: expected an integer, found {shown}"
+        ))
     }
 }
 
@@ -194,11 +266,11 @@ fn float(item: &Json) -> Result<f64, String> {
     }
 }
 
-fn value(item: &Json, ty: Type) -> Result<Value, String> {
+fn value(item: &Json, ty: Type, written: &str) -> Result<Value, String> {
     match ty {
         Type::F64 => float(item).map(Value::F64),
         Type::I64 => match item {
-            Json::Number(n) => n.as_i64().map(Value::I64).ok_or_else(|| not_i64(n)),
+            Json::Number(n) => int(n, written).map(Value::I64),
             other => Err(format!(
                 "the parameter is i64: expected an integer, found {other}"
             )),
@@ -342,6 +414,35 @@ mod tests {
         assert!(parse_json_args("[1.5]", &[Type::I64]).is_err());
         assert!(parse_json_args("[1, 2]", &[Type::I64]).is_err());
         assert!(parse_json_args("[[1, true]]", &[Type::Arr]).is_err());
+    }
+
+    #[test]
+    fn minus_zero_is_an_i64_and_numbers_are_quoted_as_written() {
+        let v = parse_json_args("[-0, -0.0]", &[Type::I64, Type::F64]).expect("parses");
+        assert_eq!(v[0], Value::I64(0));
+        assert!(matches!(v[1], Value::F64(x) if x == 0.0 && x.is_sign_negative()));
+        let err = |text: &str| parse_json_args(text, &[Type::F64, Type::I64]).expect_err(text);
+        assert_eq!(
+            err("[1.0, 99999999999999999999999]"),
+            "--args, argument 2: the parameter is i64: 99999999999999999999999 is out \
+             of the i64 range (-9223372036854775808 to 9223372036854775807)"
+        );
+        assert!(err("[ -1e-3 , -9223372036854775809 ]")
+            .contains(": -9223372036854775809 is out of the i64 range"));
+        assert!(err("[2.5, 1.50]").ends_with("expected an integer, found 1.50"));
+        assert!(err("[1, -0.0]").ends_with("expected an integer, found -0.0"));
+        assert!(err("[1, 1e3]").ends_with("expected an integer, found 1e3"));
+        let long = format!("[1, {}]", "9".repeat(300));
+        assert!(err(&long).contains(&format!(": {}... is out of", "9".repeat(40))));
+    }
+
+    #[test]
+    fn top_level_items_are_split_outside_strings_and_nesting() {
+        assert_eq!(
+            top_level_items(r#" [ 1 , "x,\"]" , [2, 3], {"a": [4]} ,-0] "#),
+            vec!["1", r#""x,\"]""#, "[2, 3]", r#"{"a": [4]}"#, "-0"]
+        );
+        assert_eq!(top_level_items("[]"), Vec::<&str>::new());
     }
 
     #[test]

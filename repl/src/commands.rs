@@ -57,7 +57,7 @@ impl From<AdError> for Fail {
             AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
                 Fail::Usage(e.to_string())
             }
-            AdError::Internal(_) => Fail::Internal(e.to_string()),
+            AdError::Internal(_) | AdError::InvalidModule(_) => Fail::Internal(e.to_string()),
         }
     }
 }
@@ -112,8 +112,7 @@ fn finish(r: Result<(), Fail>) -> u8 {
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path) -> Result<Engine, Fail> {
-    let bytes = std::fs::read(file)
-        .map_err(|e| Fail::Usage(format!("cannot read {}: {e}", file.display())))?;
+    let bytes = advm::read_file(file).map_err(Fail::Usage)?;
     let name = file.display().to_string();
     let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
@@ -136,6 +135,9 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     }
     if let Some(b) = l.max_heap_bytes {
         limits.max_heap_bytes = b;
+    }
+    if let Some(b) = l.max_memory {
+        limits.max_memory_bytes = b;
     }
 }
 
@@ -196,11 +198,12 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
     let (text, what) = match (&a.args, &a.args_file) {
         (Some(t), _) => (t.clone(), "--args".to_string()),
         (None, Some(p)) => (
-            std::fs::read_to_string(p)
+            advm::read_file(p)
+                .and_then(|b| {
+                    String::from_utf8(b).map_err(|e| format!("cannot read {}: {e}", p.display()))
+                })
                 .map(|t| t.strip_prefix('\u{FEFF}').map(str::to_string).unwrap_or(t))
-                .map_err(|e| {
-                    Fail::Usage(format!("cannot read arguments file {}: {e}", p.display()))
-                })?,
+                .map_err(Fail::Usage)?,
             format!("the arguments file {}", p.display()),
         ),
         (None, None) if params.is_empty() => ("[]".into(), "--args".to_string()),
@@ -482,16 +485,24 @@ fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Res
     }
 }
 
-pub fn check(a: &CallArgs) -> u8 {
+pub fn check(a: &CallArgs, full: bool) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
-        let mut rows = fd::compare(&args, &g.grad, &names, |probe, at| {
-            probe_value(&mut engine, f, probe, at)
-        })?;
+        let entries = fd::entries(&args, &g.grad);
+        let directions = !full && entries > fd::FULL_MAX;
+        let mut rows = if directions {
+            fd::compare_directions(&args, &g.grad, fd::DIRECTIONS, fd::SEED, |probe, at| {
+                probe_value(&mut engine, f, probe, at)
+            })?
+        } else {
+            fd::compare(&args, &g.grad, &names, |probe, at| {
+                probe_value(&mut engine, f, probe, at)
+            })?
+        };
         let gradient_rows = rows.len();
         // Forward mode too: the tangent along s = max(1, |x|) per
         // differentiated input against the central difference along s.
@@ -522,7 +533,7 @@ pub fn check(a: &CallArgs) -> u8 {
         }
         let all_ok = rows.iter().all(|r| r.ok);
         if a.json {
-            let entries: Vec<serde_json::Value> = rows[..gradient_rows]
+            let rows_json: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
                 .map(|r| {
                     json!({"param": r.name, "ad": float_json(r.ad), "fd": float_json(r.fd), "ok": r.ok})
@@ -531,8 +542,9 @@ pub fn check(a: &CallArgs) -> u8 {
             let mut obj = json!({
                 "value": float_json(g.value),
                 "tolerance": fd::TOLERANCE,
+                "mode": if directions { "directions" } else { "entries" },
                 "ok": all_ok,
-                "entries": entries,
+                "entries": rows_json,
             });
             if let (Some((ad, fd, ok)), Some(o)) = (tangent, obj.as_object_mut()) {
                 o.insert(
@@ -544,6 +556,13 @@ pub fn check(a: &CallArgs) -> u8 {
         } else {
             emit(format_args!("value = {}", g.value))?;
             emit(format_args!("tolerance: {}", fd::RULE))?;
+            if directions {
+                emit(format_args!(
+                    "{entries} gradient entries: compared along {} pseudo-random directions \
+                     (--full compares each entry)",
+                    fd::DIRECTIONS
+                ))?;
+            }
             let width = rows
                 .iter()
                 .map(|r| r.name.chars().count())
@@ -566,10 +585,17 @@ pub fn check(a: &CallArgs) -> u8 {
                 ))?;
             }
             let bad = rows.iter().filter(|r| !r.ok).count();
+            // Along directions, the rows are the directions and then the
+            // tangent (forward mode) if there is one.
+            let what = match (directions, rows.len() > gradient_rows) {
+                (false, _) => "entries",
+                (true, false) => "directions",
+                (true, true) => "comparisons (directions and the tangent)",
+            };
             emit(if bad == 0 {
-                format!("all {} entries agree", rows.len())
+                format!("all {} {what} agree", rows.len())
             } else {
-                format!("{bad} of {} entries disagree", rows.len())
+                format!("{bad} of {} {what} disagree", rows.len())
             })?;
         }
         Ok(all_ok)

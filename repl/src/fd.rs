@@ -4,38 +4,72 @@
 //! The corpus test (`repl/tests/corpus.rs`) calls the same [`compare`], so a
 //! `; check:` directive means exactly what `advm check` reports.
 //!
-//! For every f64 parameter and every element of every f64[] parameter at
-//! the point `x`, the quotient `(f(x + h) - f(x - h)) / 2h` with
-//! `h = STEP * max(1, |x|)` is compared with the AD entry `ad`; they agree
-//! when `|ad - fd| <= TOLERANCE * max(1, |ad|, |fd|)` (or both are nan, or
-//! both are the same infinity). The central quotient's error is about
-//! `h² f'''/6` from truncation plus `ε |f| / h` from rounding: near 1e-10
+//! **Per entry** ([`compare`]): for every f64 parameter and every element of
+//! every f64[] parameter at the point `x`, the quotient `(f(x + h) - f(x -
+//! h)) / 2h` with `h = `[`step`]`(x)` is compared with the AD entry `ad`;
+//! they agree when `|ad - fd| <= TOLERANCE * max(1, |ad|, |fd|) + noise`
+//! (or both are nan, or both are the same infinity), where `noise =
+//! ROUNDING * eps * max(|f(x + h)|, |f(x - h)|) / h` bounds what rounding
+//! in `f` does to the quotient. The central quotient's error is about `h²
+//! f'''/6` from truncation plus `eps |f| / h` from rounding: near 1e-10
 //! relative for well-scaled functions, far below the tolerance. A point on
 //! a kink (a branch flip or `abs` at 0 within `h`) is not differentiable
-//! there and can disagree; choose points away from them.
+//! there and can disagree; choose points away from them. Two runs per
+//! entry: quadratic in the input's size.
+//!
+//! **Along directions** ([`compare_directions`], what `advm check` does
+//! when more than [`FULL_MAX`] entries are differentiated, unless `--full`;
+//! as JAX's `check_grads`): for each of a few pseudo-random directions `v`
+//! (seeded, so the same every run; `v_i = ±max(1, |x_i|)`, at most
+//! `|x_i| / (1000 eta)`, signs random), the AD directional derivative `Σ
+//! ad_i v_i` is compared with `(f(x + eta v) - f(x - eta v)) / 2 eta`, `eta
+//! = DIRECTION_STEP`, by the same rule. Two runs per direction whatever
+//! the size. A wrong entry `i` shows in every direction (its error times
+//! `|v_i| >= 1`) unless that is within the tolerance, `1e-5` times the
+//! directional derivative (which grows like the square root of the number
+//! of entries): an entry off by 1 among 10^5 entries of order 1 is caught,
+//! one off by 0.01 is not (`--full` finds it, in two runs per entry).
 
 use vm::Value;
 
-/// Relative tolerance: `|ad - fd| <= TOLERANCE * max(1, |ad|, |fd|)`.
+/// Relative tolerance: `|ad - fd| <= TOLERANCE * max(1, |ad|, |fd|) + noise`.
 pub const TOLERANCE: f64 = 1e-5;
 
-/// Relative step: `h = STEP * max(1, |x|)`.
+/// Relative step: `h = STEP * max(1, |x|)`, at most `|x| / 1000` (see
+/// [`step`]).
 pub const STEP: f64 = 1e-6;
 
-/// The rule, as printed by `advm check`.
-pub const RULE: &str = "|ad - fd| <= 1e-5 * max(1, |ad|, |fd|); \
-                        central differences with h = 1e-6 * max(1, |x|)";
+/// Ulps of rounding error allowed in each value of `f` (the `noise` term).
+pub const ROUNDING: f64 = 8.0;
 
-/// One compared gradient entry.
+/// Above this many differentiated entries `advm check` compares along
+/// [`DIRECTIONS`] random directions instead of entry by entry.
+pub const FULL_MAX: usize = 64;
+
+/// How many directions [`compare_directions`] checks by default.
+pub const DIRECTIONS: usize = 4;
+
+/// The step along a direction: larger than [`STEP`], as `f` sums many
+/// entries' changes and its rounding error grows with its size.
+pub const DIRECTION_STEP: f64 = 1e-4;
+
+/// The seed of the directions.
+pub const SEED: u64 = 0x5eed_adc4_ec50_0001;
+
+/// The rule, as printed by `advm check`.
+pub const RULE: &str = "|ad - fd| <= 1e-5 * max(1, |ad|, |fd|) + 8 eps max|f(x ± h)| / h; \
+                        central differences with h = 1e-6 * max(1, |x|), at most |x| / 1000";
+
+/// One compared gradient entry, or one direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
-    /// Index of the parameter.
+    /// Index of the parameter (0 for a direction).
     pub param: usize,
     /// Element index, for an f64[] parameter.
     pub element: Option<usize>,
-    /// `x` or `v[2]`.
+    /// `x` or `v[2]`, or `direction 1`.
     pub name: String,
-    /// The AD gradient entry.
+    /// The AD gradient entry (the directional derivative, for a direction).
     pub ad: f64,
     /// The central difference quotient.
     pub fd: f64,
@@ -43,20 +77,128 @@ pub struct Entry {
     pub ok: bool,
 }
 
-/// The finite-difference step at `x`.
+/// The finite-difference step at `x`: `STEP * max(1, |x|)`, but at most
+/// `|x| / 1000` when `x` is not 0, so that `x ± h` stay close to `x` and
+/// on its side of 0 (at `x = 1e-6`, `log` and `sqrt` are still defined at
+/// `x - h`, and the quotient is accurate).
 pub fn step(x: f64) -> f64 {
-    STEP * x.abs().max(1.0)
+    step_of(x, STEP)
 }
 
-/// Whether an AD entry and a difference quotient agree.
+/// `eta * max(1, |x|)`, at most `|x| / 1000` when `x` is not 0.
+fn step_of(x: f64, eta: f64) -> f64 {
+    let h = eta * x.abs().max(1.0);
+    if x != 0.0 && x.is_finite() {
+        h.min(x.abs() * 1e-3)
+    } else {
+        h
+    }
+}
+
+/// Whether an AD entry and a difference quotient agree (no rounding term).
 pub fn agree(ad: f64, fd: f64) -> bool {
+    agree_within(ad, fd, 0.0)
+}
+
+/// Whether an AD entry and a difference quotient agree, allowing `noise`
+/// more (the quotient's rounding error bound).
+pub fn agree_within(ad: f64, fd: f64, noise: f64) -> bool {
     if ad.is_nan() || fd.is_nan() {
         return ad.is_nan() && fd.is_nan();
     }
     if ad.is_infinite() || fd.is_infinite() {
         return ad == fd;
     }
-    ad == fd || (ad - fd).abs() <= TOLERANCE * 1f64.max(ad.abs()).max(fd.abs())
+    let noise = if noise.is_finite() { noise } else { 0.0 };
+    ad == fd || (ad - fd).abs() <= TOLERANCE * 1f64.max(ad.abs()).max(fd.abs()) + noise
+}
+
+/// The rounding bound of a central quotient of `up` and `down` over a
+/// step of `width` (`2h`).
+fn noise(up: f64, down: f64, width: f64) -> f64 {
+    ROUNDING * f64::EPSILON * up.abs().max(down.abs()) / (width / 2.0).abs()
+}
+
+/// How many gradient entries [`compare`] would compare: f64 parameters
+/// with a gradient, and elements of f64[] ones.
+pub fn entries(args: &[Value], grad: &[Option<Value>]) -> usize {
+    args.iter()
+        .zip(grad)
+        .map(|(a, g)| match (a, g) {
+            (Value::F64(_), Some(Value::F64(_))) => 1,
+            (Value::Arr(xs), Some(Value::Arr(ds))) if xs.len() == ds.len() => xs.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+/// A small deterministic generator (splitmix64) for the directions.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Compare `grad` with central differences of `eval` at `args` along
+/// `directions` pseudo-random directions chosen by `seed` (see the module
+/// documentation): one [`Entry`] per direction, named `direction K`.
+/// `eval` and its errors as for [`compare`].
+pub fn compare_directions<E>(
+    args: &[Value],
+    grad: &[Option<Value>],
+    directions: usize,
+    seed: u64,
+    mut eval: impl FnMut(&[Value], &str) -> Result<f64, E>,
+) -> Result<Vec<Entry>, E> {
+    let mut out = Vec::new();
+    let mut up = args.to_vec();
+    let mut down = args.to_vec();
+    for k in 0..directions {
+        let mut rng = SplitMix(seed ^ (k as u64).wrapping_mul(0xa076_1d64_78bd_642f));
+        let mut ad = 0.0;
+        for (i, arg) in args.iter().enumerate() {
+            let mut one = |x: f64, d: f64, j: Option<usize>| {
+                let h = step_of(x, DIRECTION_STEP);
+                let h = if rng.next() >> 63 == 0 { h } else { -h };
+                // The direction's entry is h / DIRECTION_STEP; its product
+                // with the gradient entry is what the quotient
+                // approximates.
+                ad += d * (h / DIRECTION_STEP);
+                set(&mut up[i], j, x + h);
+                set(&mut down[i], j, x - h);
+            };
+            match (arg, grad.get(i)) {
+                (Value::F64(x), Some(Some(Value::F64(d)))) => one(*x, *d, None),
+                (Value::Arr(xs), Some(Some(Value::Arr(ds)))) if xs.len() == ds.len() => {
+                    for (j, (x, d)) in xs.iter().zip(ds).enumerate() {
+                        one(*x, *d, Some(j));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let name = format!("direction {}", k + 1);
+        let fu = eval(&up, &format!("x + h·v along {name}"))?;
+        let fdn = eval(&down, &format!("x - h·v along {name}"))?;
+        let fd = (fu - fdn) / (2.0 * DIRECTION_STEP);
+        out.push(Entry {
+            param: 0,
+            element: None,
+            name,
+            ad,
+            fd,
+            ok: agree_within(ad, fd, noise(fu, fdn, 2.0 * DIRECTION_STEP)),
+        });
+        up.clone_from_slice(args);
+        down.clone_from_slice(args);
+    }
+    Ok(out)
 }
 
 /// Compare `grad` (one entry per argument, as `ad::Gradient::grad`: `None`
@@ -100,14 +242,15 @@ pub fn compare<E>(
             set(&mut probe[i], j, x);
             // The step as represented: (x + h) - (x - h) may differ from 2h
             // in the last bits; dividing by it removes that error.
-            let fd = (up - down) / ((x + h) - (x - h));
+            let width = (x + h) - (x - h);
+            let fd = (up - down) / width;
             out.push(Entry {
                 param: i,
                 element: j,
                 name,
                 ad,
                 fd,
-                ok: agree(ad, fd),
+                ok: agree_within(ad, fd, noise(up, down, width)),
             });
         }
     }
@@ -115,15 +258,16 @@ pub fn compare<E>(
 }
 
 /// The direction `advm check` compares the forward-mode tangent along:
-/// `max(1, |x|)` for every input `wrt` selects (the same scale as each
-/// entry's step), none for the others. The tangent along it is then
-/// compared with [`directional`].
+/// `step(x) / STEP` for every input `wrt` selects, so that a move by
+/// `STEP` along it moves each input by its own step ([`step`], relative to
+/// its size, small for a small input), none for the others. The tangent
+/// along it is then compared with [`directional`].
 pub fn check_direction(args: &[Value], wrt: &[bool]) -> Vec<Option<Value>> {
     args.iter()
         .zip(wrt.iter().chain(std::iter::repeat(&false)))
         .map(|(a, w)| match a {
-            Value::F64(x) if *w => Some(Value::F64(x.abs().max(1.0))),
-            Value::Arr(xs) if *w => Some(Value::Arr(xs.iter().map(|x| x.abs().max(1.0)).collect())),
+            Value::F64(x) if *w => Some(Value::F64(step(*x) / STEP)),
+            Value::Arr(xs) if *w => Some(Value::Arr(xs.iter().map(|x| step(*x) / STEP).collect())),
             _ => None,
         })
         .collect()
@@ -215,16 +359,100 @@ mod tests {
     }
 
     #[test]
+    fn the_step_stays_on_the_side_of_a_small_input() {
+        assert_eq!(step(0.0), STEP);
+        assert_eq!(step(0.5), STEP);
+        assert_eq!(step(-3.0), 3.0 * STEP);
+        let h = step(1e-6);
+        assert!(h > 0.0 && h <= 1e-9, "{h}");
+        // log and sqrt at 1e-6, and a large constant added: no false
+        // failure.
+        type Case = (fn(f64) -> f64, f64);
+        let cases: [Case; 3] = [
+            (f64::ln, 1e6),
+            (f64::sqrt, 0.5 / 1e-3),
+            (|x| x + 1000.0, 1.0),
+        ];
+        for (f, d) in cases {
+            let rows = compare(
+                &[Value::F64(1e-6)],
+                &[Some(Value::F64(d))],
+                &[],
+                |a, _| match a {
+                    [Value::F64(x)] => Ok::<_, ()>(f(*x)),
+                    _ => Err(()),
+                },
+            )
+            .expect("evaluates");
+            assert!(rows[0].ok, "{rows:?}");
+        }
+    }
+
+    /// Sum of squares and its gradient, one entry made wrong.
+    fn squares(n: usize, wrong: Option<usize>) -> (Vec<Value>, Vec<Option<Value>>) {
+        let xs: Vec<f64> = (0..n).map(|i| (i as f64 * 0.37).sin() * 3.0).collect();
+        let mut g: Vec<f64> = xs.iter().map(|x| 2.0 * x).collect();
+        if let Some(j) = wrong {
+            g[j] += 1.0;
+        }
+        (vec![Value::Arr(xs)], vec![Some(Value::Arr(g))])
+    }
+
+    fn sum_sq(a: &[Value]) -> Result<f64, ()> {
+        match a {
+            [Value::Arr(xs)] => Ok(xs.iter().map(|x| x * x).sum()),
+            _ => Err(()),
+        }
+    }
+
+    #[test]
+    fn directions_agree_on_a_right_gradient_and_catch_a_wrong_entry() {
+        let (args, good) = squares(100_000, None);
+        assert_eq!(entries(&args, &good), 100_000);
+        let mut runs = 0;
+        let rows = compare_directions(&args, &good, DIRECTIONS, SEED, |a, _| {
+            runs += 1;
+            sum_sq(a)
+        })
+        .expect("evaluates");
+        assert_eq!(runs, 2 * DIRECTIONS);
+        assert_eq!(rows.len(), DIRECTIONS);
+        assert!(rows.iter().all(|r| r.ok), "{rows:?}");
+        assert_eq!(rows[0].name, "direction 1");
+        for j in [0, 77_777, 99_999] {
+            let (args, bad) = squares(100_000, Some(j));
+            let rows = compare_directions(&args, &bad, DIRECTIONS, SEED, |a, _| sum_sq(a))
+                .expect("evaluates");
+            assert!(rows.iter().all(|r| !r.ok), "entry {j}: {rows:?}");
+        }
+    }
+
+    #[test]
+    fn directions_are_deterministic_and_differ_from_each_other() {
+        let (args, good) = squares(10, None);
+        let a = compare_directions(&args, &good, 3, SEED, |a, _| sum_sq(a)).expect("runs");
+        let b = compare_directions(&args, &good, 3, SEED, |a, _| sum_sq(a)).expect("runs");
+        assert_eq!(a, b);
+        assert!(a[0].ad != a[1].ad && a[1].ad != a[2].ad, "{a:?}");
+    }
+
+    #[test]
     fn directional_differences_are_tangents() {
         let args = [Value::F64(1.5), Value::I64(3), Value::Arr(vec![2.0, -4.0])];
         let dir = check_direction(&args, &[true, false, true]);
-        assert_eq!(
-            dir,
-            vec![
-                Some(Value::F64(1.5)),
-                None,
-                Some(Value::Arr(vec![2.0, 4.0]))
-            ]
+        // Each input moves by its own step: h = 1e-6 · max(1, |x|) here.
+        let close = |a: &Value, b: &[f64]| match a {
+            Value::F64(x) => b.len() == 1 && (x - b[0]).abs() < 1e-9,
+            Value::Arr(xs) => {
+                xs.len() == b.len() && xs.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9)
+            }
+            _ => false,
+        };
+        assert!(dir.len() == 3 && dir[1].is_none(), "{dir:?}");
+        assert!(dir[0].as_ref().is_some_and(|d| close(d, &[1.5])), "{dir:?}");
+        assert!(
+            dir[2].as_ref().is_some_and(|d| close(d, &[2.0, 4.0])),
+            "{dir:?}"
         );
         // ∇f·d = 3·1.5²·1.5 + (-4)·2 + 2·4
         let want = 3.0 * 1.5 * 1.5 * 1.5 - 8.0 + 8.0;

@@ -53,8 +53,14 @@
 //! * An `--args-file` may start with a byte-order mark.
 //! * Limits on run, grad, check, bench and repl: `--fuel N`, `--max-depth N`
 //!   (at least 1), `--max-array N`, `--max-stack-bytes N`,
-//!   `--max-heap-bytes N` (see `vm::interp::Limits` and
+//!   `--max-heap-bytes N`, `--max-memory N` (see `vm::interp::Limits` and
 //!   `docs/reliability.md`); hitting one is a trap (status 1).
+//! * `--max-source-bytes N` (any subcommand, default 256 MiB): the most
+//!   bytes read from a source file (also by the REPL's `:load`) or an
+//!   arguments file; a larger one is refused with status 64.
+//! * `advm check --full` compares every gradient entry; without it an
+//!   input of more than 64 differentiated entries is compared along 4
+//!   seeded pseudo-random directions ([`fd`]).
 //! * Status 64 also for a function too large to differentiate (above).
 //! * `--wrt NAMES` on grad, jvp, vjp, jacobian, check, bench, `disasm --ad
 //!   --fn`, `disasm --jvp --fn` and `cfg --ad`:
@@ -103,7 +109,49 @@
 pub mod args;
 pub mod fd;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::Read;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Default of `--max-source-bytes`: 256 MiB.
+pub const DEFAULT_MAX_SOURCE_BYTES: u64 = 1 << 28;
+
+/// The most bytes [`read_file`] reads (`--max-source-bytes`).
+static MAX_SOURCE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_SOURCE_BYTES);
+
+/// Set the most bytes a source or arguments file may have.
+pub fn set_max_source_bytes(n: u64) {
+    MAX_SOURCE_BYTES.store(n, Ordering::Relaxed);
+}
+
+/// Read a source or arguments file, at most `--max-source-bytes` of it: a
+/// longer file (or an endless one, `/dev/zero`) is an error naming the
+/// flag, found after reading at most one byte past the limit.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    let limit = MAX_SOURCE_BYTES.load(Ordering::Relaxed);
+    let too_large = || {
+        format!(
+            "{} is larger than {limit} bytes (raise the limit with --max-source-bytes)",
+            path.display()
+        )
+    };
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > limit)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
 
 /// Whether the engines this process builds inline small callees (see
 /// `--no-inline`).

@@ -45,6 +45,9 @@ struct Cli {
     /// inlined call takes none).
     #[arg(long, global = true)]
     no_inline: bool,
+    /// Most bytes of a source file or an arguments file (default 256 MiB).
+    #[arg(long, global = true, value_name = "BYTES")]
+    max_source_bytes: Option<u64>,
 }
 
 /// Limits of the VM (each also settable from the library, `vm::Limits`).
@@ -66,6 +69,10 @@ pub struct LimitArgs {
     /// Most bytes all live arrays may hold during one call (with shadows).
     #[arg(long, value_name = "N")]
     pub max_heap_bytes: Option<usize>,
+    /// Most bytes the VM may hold in all: registers, frames, AD stacks and
+    /// arrays (default 4 GiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_memory: Option<usize>,
 }
 
 /// `--max-depth`: a count of frames, so 0 (no frame, not even the entry
@@ -106,6 +113,18 @@ pub struct CallArgs {
     pub limits: LimitArgs,
 }
 
+/// `check`: a call, and how to compare.
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub call: CallArgs,
+    /// Compare every gradient entry (two runs each). By default an input
+    /// of more than 64 differentiated entries is compared along 4
+    /// pseudo-random directions (two runs each) instead.
+    #[arg(long)]
+    pub full: bool,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a function (default `@main`) and print its value.
@@ -113,7 +132,7 @@ enum Command {
     /// Print the value and the gradient.
     Grad(CallArgs),
     /// Compare the AD gradient with central finite differences.
-    Check(CallArgs),
+    Check(CheckArgs),
     /// Forward mode: the value and its derivative along --dir.
     Jvp {
         #[command(flatten)]
@@ -202,10 +221,13 @@ fn main() -> ExitCode {
         }
     };
     advm::set_inlining(!cli.no_inline);
+    if let Some(n) = cli.max_source_bytes {
+        advm::set_max_source_bytes(n);
+    }
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
-        Some(Command::Check(a)) => commands::check(&a),
+        Some(Command::Check(a)) => commands::check(&a.call, a.full),
         Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
         Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
         Some(Command::Jacobian(a)) => commands::jacobian(&a),

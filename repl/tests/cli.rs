@@ -1230,3 +1230,125 @@ fn vjp_and_jacobian_text_and_json() {
         assert_eq!(text(&o.stdout), "", "{args:?}");
     }
 }
+
+/// Sum of squares of an array, and a copy whose element 5 (and only it)
+/// goes through `nograd`: its gradient entry is wrong on purpose.
+const SUM_SQ: &str = "fn @ss(%v: f64[]) -> f64 {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %five = eq %i, 5
+    %xn = nograd %x
+    %y = select %five, %xn, %x
+    %q = mul %y, %x
+    %s2 = add %s, %q
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+fn @good(%v: f64[]) -> f64 {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %q = mul %x, %x
+    %s2 = add %s, %q
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+";
+
+/// `check` of a large input compares along a few random directions: two
+/// runs each, not two per entry (10^5 entries took minutes entry by entry),
+/// and still catches a wrong entry.
+#[test]
+fn check_of_a_large_input_compares_along_directions() {
+    let (dir, path) = temp_program(SUM_SQ);
+    let n = 100_000;
+    let xs: Vec<String> = (0..n)
+        .map(|i| format!("{}", 1.0 + (i % 7) as f64 * 0.25))
+        .collect();
+    let args_path = dir.path().join("args.json");
+    std::fs::write(&args_path, format!("[[{}]]", xs.join(","))).expect("writes");
+    let (p, a) = (
+        path.to_str().expect("utf-8"),
+        args_path.to_str().expect("utf-8"),
+    );
+    let started = std::time::Instant::now();
+    let out = ok(&["check", p, "--fn", "good", "--args-file", a]);
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+    assert!(
+        out.contains("100000 gradient entries: compared along 4 pseudo-random directions"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok   ∂direction 1 ")
+            && out.ends_with("all 5 comparisons (directions and the tangent) agree\n"),
+        "{out}"
+    );
+    let o = advm(&["check", p, "--fn", "ss", "--args-file", a, "--json"]);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    let j = json(&o);
+    assert_eq!(j["mode"], "directions");
+    assert_eq!(j["ok"], false);
+    assert_eq!(j["entries"].as_array().map(Vec::len), Some(4));
+    assert_eq!(j["entries"][0]["param"], "direction 1");
+    // Small inputs are still compared entry by entry, and --full does so
+    // for any size: the wrong entry is named.
+    let small = format!("[[{}]]", xs[..65].join(","));
+    let o = advm(&["check", p, "--fn", "ss", "--args", &small, "--full"]);
+    assert_eq!(status(&o), 3);
+    let out = text(&o.stdout);
+    assert!(
+        // The wrong entry, and the tangent along a direction that moves it.
+        out.contains("FAIL ∂v[5] ") && out.contains("2 of 66 entries disagree"),
+        "{out}"
+    );
+    let o = advm(&["check", p, "--fn", "ss", "--args", &small]);
+    assert_eq!(status(&o), 3);
+    assert!(
+        text(&o.stdout).contains("5 of 5 comparisons (directions and the tangent) disagree"),
+        "{}",
+        text(&o.stdout)
+    );
+    let at_64 = format!("[[{}]]", xs[..64].join(","));
+    let out = text(&advm(&["check", p, "--fn", "ss", "--args", &at_64]).stdout);
+    assert!(
+        out.contains("FAIL ∂v[5] ") && out.contains("2 of 65 entries disagree"),
+        "{out}"
+    );
+}
+
+/// An input of 1e-6 to log or sqrt: the step stays below it.
+#[test]
+fn check_at_a_tiny_input_has_no_false_failure() {
+    let (_dir, path) = temp_program(
+        "fn @f(%x: f64) -> f64 {\nentry:\n    %l = log %x\n    %s = sqrt %x\n    %y = add %l, %s\n    ret %y\n}\n",
+    );
+    let out = ok(&[
+        "check",
+        path.to_str().expect("utf-8"),
+        "--fn",
+        "f",
+        "--args",
+        "[1e-6]",
+    ]);
+    // The gradient entry and the tangent (forward mode).
+    assert!(out.ends_with("all 2 entries agree\n"), "{out}");
+}

@@ -1010,3 +1010,156 @@ fn grad_of_an_accepted_function_is_no_internal_error() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+// ---- the memory budget and the input size limit ---------------------------
+
+/// A recursive function with a large frame: `k` additions (about `k`
+/// registers), then a call of itself while `n > 0`.
+fn wide(k: usize) -> String {
+    let mut s =
+        String::from("fn @wide(%n: i64, %x: f64) -> f64 {\nentry:\n    %a0 = add %x, 1.0\n");
+    for i in 1..k {
+        s.push_str(&format!("    %a{i} = add %a{}, %x\n", i - 1));
+    }
+    s.push_str(&format!(
+        "    %c = gt %n, 0\n    br %c, rec, done\nrec:\n    %m = sub %n, 1\n    \
+         %r = call @wide(%m, %a{})\n    ret %r\ndone:\n    ret %a{0}\n}}\n",
+        k - 1
+    ));
+    s
+}
+
+/// A 0.6 MB recursive program at depth 99 000 (under the depth limit):
+/// its registers would need 16 GB. Under an address-space limit of 1.5
+/// GiB, `--max-memory` ends it with a trap (status 1), quickly, where it
+/// used to be killed by the OS.
+#[test]
+fn deep_recursion_is_stopped_by_the_memory_budget_not_the_os() {
+    let fx = write_program(&wide(20_000));
+    assert!(std::fs::metadata(&fx.path).expect("written").len() > 500_000);
+    let script = format!(
+        "ulimit -v 1500000 && exec '{}' run '{}' --fn wide --args '[99000, 1.0]' --max-memory 536870912",
+        env!("CARGO_BIN_EXE_advm"),
+        fx.path.display()
+    );
+    let started = std::time::Instant::now();
+    let o = Command::new("sh")
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh runs");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("trap: memory exceeds the limit of 536870912 bytes")
+            && err.contains("raise it with --max-memory) in @wide"),
+        "{err}"
+    );
+    assert!(started.elapsed().as_secs() < 30, "{:?}", started.elapsed());
+    // Within the budget it runs.
+    let o = advm(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "wide",
+            "--args",
+            "[10, 1.0]",
+            "--max-memory",
+            "536870912",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// `/dev/zero` as a source or an arguments file: refused after the limit
+/// (status 64, naming --max-source-bytes), quickly; a file just within
+/// the limit is read.
+#[test]
+fn endless_and_oversized_input_files_are_refused() {
+    let bin = env!("CARGO_BIN_EXE_advm");
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("advm runs")
+    };
+    let fx = fixture();
+    let p = fx.path.to_str().expect("utf-8");
+    for args in [
+        vec!["run", "/dev/zero"],
+        vec!["check", p, "--fn", "absf", "--args-file", "/dev/zero"],
+        vec![
+            "run",
+            p,
+            "--fn",
+            "absf",
+            "--args-file",
+            "/dev/zero",
+            "--max-source-bytes",
+            "100",
+        ],
+        vec![
+            "run",
+            p,
+            "--fn",
+            "absf",
+            "--args",
+            "[1.0]",
+            "--max-source-bytes",
+            "100",
+        ],
+    ] {
+        let started = std::time::Instant::now();
+        let o = run(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        assert!(
+            err.contains("raise the limit with --max-source-bytes"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed().as_secs() < 10,
+            "{args:?}: {:?}",
+            started.elapsed()
+        );
+    }
+    let size = std::fs::metadata(&fx.path)
+        .expect("exists")
+        .len()
+        .to_string();
+    let o = run(&[
+        "run",
+        p,
+        "--fn",
+        "absf",
+        "--args",
+        "[-2.0]",
+        "--max-source-bytes",
+        &size,
+    ]);
+    assert_eq!(
+        (o.status.code(), text(&o.stdout).as_str()),
+        (Some(0), "2\n"),
+        "{}",
+        text(&o.stderr)
+    );
+    // The REPL's :load too; the session goes on.
+    let mut child = Command::new(bin)
+        .args(["repl", "--max-source-bytes", "100"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("advm repl runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        writeln!(stdin, ":load /dev/zero\n:funcs").expect("writes");
+    }
+    let o = child.wait_with_output().expect("ends");
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(all.contains("/dev/zero is larger than 100 bytes"), "{all}");
+    assert_eq!(o.status.code(), Some(0), "{all}");
+}

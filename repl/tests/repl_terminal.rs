@@ -305,3 +305,61 @@ fn history_is_read_back_and_can_be_turned_off() {
     tmux.wait_until("advm to exit", |_| tmux.exited());
     assert!(!history(&data).contains(":funcs"), "{}", history(&data));
 }
+
+/// Ctrl-C interrupts a long `:load` (assembling and building a large file,
+/// which no VM interrupt check reaches): the prompt comes back at once and
+/// the session is as it was.
+#[test]
+fn ctrl_c_interrupts_a_long_load() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data: PathBuf = dir.path().join("data");
+    // About 20 MB: tens of seconds to load.
+    let mut big = String::new();
+    for i in 0..200_000 {
+        big.push_str(&format!(
+            "fn @f{i}(%x: f64) -> f64 {{\nentry:\n    %a = mul %x, %x\n    %b = add %a, 1.0\n    %c = sin %b\n    ret %c\n}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("big.adasm"), big).expect("writes");
+    let Some(tmux) = start(dir.path(), &data, "ADVM_NO_HISTORY=1") else {
+        return;
+    };
+    tmux.wait_prompt();
+    tmux.line("fn @g(%x: f64) -> f64 {");
+    tmux.line("entry:");
+    tmux.line("    ret %x");
+    tmux.line("}");
+    tmux.wait_for("defined @g", 1);
+    tmux.command(":load big.adasm");
+    tmux.wait_until(":load to start", |s| {
+        s.lines().rev().find(|l| !l.trim().is_empty()) == Some("advm> :load big.adasm")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    loop {
+        tmux.send(&["C-c"]);
+        std::thread::sleep(Duration::from_millis(200));
+        if tmux.screen().contains("interrupted") {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "Ctrl-C did not interrupt the load:\n{}",
+            tmux.screen()
+        );
+    }
+    assert!(
+        !tmux.screen().contains("loaded 200000"),
+        "{}",
+        tmux.screen()
+    );
+    tmux.wait_prompt();
+    tmux.command(":funcs");
+    let s = tmux.wait_for("@g(%x: f64) -> f64", 1);
+    assert!(!s.contains("@f0"), "{s}");
+    tmux.command("@g(2.5)");
+    tmux.wait_for("2.5", 2);
+    tmux.wait_prompt();
+    tmux.send(&["C-d"]);
+    tmux.wait_until("advm to exit", |_| tmux.exited());
+}

@@ -28,6 +28,7 @@
 use crate::ir::{FuncId, Loc, RetType};
 use crate::op::Op;
 use crate::types::Type;
+use hashbrown::HashMap;
 use std::fmt;
 
 /// Register index within a frame.
@@ -179,8 +180,23 @@ pub struct Program {
     /// when a caller is replaced or dropped), so that replacing a function
     /// looks at its callers only, not at the whole program (the AD stage
     /// sets every derived function once: thousands in a long call chain).
-    callers: Vec<Vec<FuncId>>,
+    /// A map, not a vector indexed by callee: a call site may name any id
+    /// (the verifier refuses one that names no function), and a vector as
+    /// long as `FuncId(u32::MAX)` would not fit in memory.
+    callers: HashMap<FuncId, Vec<FuncId>>,
 }
+
+/// [`Program::set`] of an id that names no function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoFunction(pub FuncId);
+
+impl fmt::Display for NoFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "no function {} to replace", self.0)
+    }
+}
+
+impl std::error::Error for NoFunction {}
 
 /// Programs are equal when their functions and verified states are (the
 /// caller index is bookkeeping).
@@ -223,7 +239,9 @@ impl Program {
         self.funcs.is_empty()
     }
 
-    /// Append an (unverified) function.
+    /// Append an (unverified) function. Nothing about it is checked here
+    /// (its call sites may name functions pushed later); the verifier
+    /// checks it before it can run.
     pub fn push(&mut self, f: Function) -> FuncId {
         let id = FuncId(self.funcs.len() as u32);
         self.note_calls(id, &f);
@@ -235,11 +253,7 @@ impl Program {
     /// Record `id` as a caller of every function `f`'s call sites name.
     fn note_calls(&mut self, id: FuncId, f: &Function) {
         for site in &f.sites {
-            let callee = site.func.index();
-            if self.callers.len() <= callee {
-                self.callers.resize_with(callee + 1, Vec::new);
-            }
-            let list = &mut self.callers[callee];
+            let list = self.callers.entry(site.func).or_default();
             if !list.contains(&id) {
                 list.push(id);
             }
@@ -250,12 +264,16 @@ impl Program {
     /// must every function that calls it: a caller was verified against
     /// the callee's signature, which may have changed. (So a verified
     /// caller's call sites always fit their callees, which the interpreter
-    /// relies on.)
-    pub fn set(&mut self, id: FuncId, f: Function) {
+    /// relies on.) An `id` that names no function is an error.
+    pub fn set(&mut self, id: FuncId, f: Function) -> Result<(), NoFunction> {
+        if id.index() >= self.funcs.len() {
+            return Err(NoFunction(id));
+        }
         self.note_calls(id, &f);
         self.funcs[id.index()] = f;
         self.init[id.index()] = None;
         self.unverify_callers(id);
+        Ok(())
     }
 
     /// Drop every function from `len` on (and unverify the functions that
@@ -263,16 +281,23 @@ impl Program {
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
         self.init.truncate(len);
-        for callee in len..self.callers.len() {
-            self.unverify_callers(FuncId(callee as u32));
+        let mut dropped: Vec<FuncId> = self
+            .callers
+            .keys()
+            .copied()
+            .filter(|callee| callee.index() >= len)
+            .collect();
+        dropped.sort_unstable();
+        for callee in dropped {
+            self.unverify_callers(callee);
+            self.callers.remove(&callee);
         }
-        self.callers.truncate(len);
     }
 
     /// Unverify every function that calls `callee`, and forget the stale
     /// entries of its caller list.
     fn unverify_callers(&mut self, callee: FuncId) {
-        let Some(list) = self.callers.get_mut(callee.index()) else {
+        let Some(list) = self.callers.get_mut(&callee) else {
             return;
         };
         let (funcs, init) = (&self.funcs, &mut self.init);
@@ -382,16 +407,16 @@ mod tests {
             }
         };
         verify_all(&mut p);
-        p.set(b, function(0, 1, Vec::new()));
+        p.set(b, function(0, 1, Vec::new())).expect("exists");
         let verified = |p: &Program| [a, b, c, d].map(|id| p.is_verified(id));
         assert_eq!(verified(&p), [false, false, false, true]);
         // `a` no longer calls `b`: its entry in `b`'s list is stale.
-        p.set(a, function(0, 1, Vec::new()));
+        p.set(a, function(0, 1, Vec::new())).expect("exists");
         verify_all(&mut p);
-        p.set(b, function(0, 1, Vec::new()));
+        p.set(b, function(0, 1, Vec::new())).expect("exists");
         assert_eq!(verified(&p), [true, false, false, true]);
         // `d` starts calling `b` (a new entry), then `b` is dropped.
-        p.set(d, calling(b));
+        p.set(d, calling(b)).expect("exists");
         verify_all(&mut p);
         p.truncate(2);
         assert_eq!(p.len(), 2);
@@ -399,7 +424,7 @@ mod tests {
         // Ids reused after a truncate: `c` again calls `b`.
         let c2 = p.push(calling(b));
         verify_all(&mut p);
-        p.set(b, function(0, 1, Vec::new()));
+        p.set(b, function(0, 1, Vec::new())).expect("exists");
         assert!(p.is_verified(a) && !p.is_verified(c2));
     }
 
@@ -414,7 +439,7 @@ mod tests {
         // whole number of chunks.
         assert_eq!(p.frame_init(id), Some(&[7, 8, 0, 0, 0, 0, 0, 0][..]));
         assert!(p.is_verified(id));
-        p.set(id, function(1, 1, Vec::new()));
+        p.set(id, function(1, 1, Vec::new())).expect("exists");
         assert_eq!(p.frame_init(id), None);
         crate::verify::verify_function(&mut p, id).expect("verifies");
         assert_eq!(p.frame_init(id), Some(&[][..]));

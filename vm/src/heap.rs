@@ -27,7 +27,6 @@ use crate::interp::TrapKind;
 /// the shadow table.
 pub const SLOT_BYTES: usize = 2 * std::mem::size_of::<Vec<f64>>();
 
-#[derive(Default)]
 pub(crate) struct Heap {
     data: Vec<Vec<f64>>,
     shadow: Vec<Vec<f64>>,
@@ -37,9 +36,38 @@ pub(crate) struct Heap {
     live_bytes: usize,
     /// Capacity in bytes of every data and shadow buffer, live or spare.
     buf_bytes: usize,
+    /// The VM's memory budget (`Limits::max_memory_bytes`) and what the
+    /// VM's other stores (registers, frames, AD stacks) hold of it, as the
+    /// VM last said ([`Heap::set_memory`]); `usize::MAX` and 0 until then.
+    max_memory: usize,
+    other_bytes: usize,
+}
+
+impl Default for Heap {
+    fn default() -> Heap {
+        Heap {
+            data: Vec::new(),
+            shadow: Vec::new(),
+            live: 0,
+            ad: false,
+            live_bytes: 0,
+            buf_bytes: 0,
+            max_memory: usize::MAX,
+            other_bytes: 0,
+        }
+    }
 }
 
 impl Heap {
+    /// The memory budget, and the bytes the VM's other stores hold of it:
+    /// allocations keep what the heap holds within `max_memory -
+    /// other_bytes` as well as within their own limit.
+    #[inline]
+    pub(crate) fn set_memory(&mut self, max_memory: usize, other_bytes: usize) {
+        self.max_memory = max_memory;
+        self.other_bytes = other_bytes;
+    }
+
     #[inline]
     pub(crate) fn begin(&mut self, ad: bool) {
         self.live = 0;
@@ -50,7 +78,23 @@ impl Heap {
     /// A new array of `n` zeros (and a zero shadow in AD mode), if the live
     /// arrays stay within `limit` bytes. Never aborts: a failed allocation
     /// is [`TrapKind::OutOfMemory`].
+    ///
+    /// The memory budget ([`Heap::set_memory`]) bounds it too: where it is
+    /// the smaller bound, exceeding it is [`TrapKind::MemoryLimit`].
     pub(crate) fn alloc(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
+        let budget = self.max_memory.saturating_sub(self.other_bytes);
+        if budget < limit {
+            return self.alloc_within(n, budget).map_err(|k| match k {
+                TrapKind::HeapLimit { .. } => TrapKind::MemoryLimit {
+                    limit: self.max_memory,
+                },
+                k => k,
+            });
+        }
+        self.alloc_within(n, limit)
+    }
+
+    fn alloc_within(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
         let per = if self.ad { 16 } else { 8 };
         let need = n.saturating_mul(per).saturating_add(SLOT_BYTES);
         if self.live_bytes.saturating_add(need) > limit {

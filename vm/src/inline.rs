@@ -95,14 +95,50 @@ pub fn size(f: &Function) -> usize {
 
 /// Every function of `m` with its small callees inlined (see the module
 /// documentation). Function ids, names and signatures do not change.
+/// A module that [`crate::lower::check_module`] refuses is returned as it
+/// is (lowering it reports why).
 pub fn inline_module(m: &Module, policy: &Policy) -> Module {
+    inline_module_budget(m, policy).0
+}
+
+/// [`inline_module`], and what is left of the module's growth budget
+/// (for [`inline_appended`]).
+pub fn inline_module_budget(m: &Module, policy: &Policy) -> (Module, usize) {
+    if crate::lower::check_module(m).is_err() {
+        return (m.clone(), 0);
+    }
     let sizes: Vec<usize> = m.funcs.iter().map(size).collect();
     let mut budget = policy.max_unit_growth.max(sizes.iter().sum());
-    Module {
-        funcs: (0..m.funcs.len())
-            .map(|i| inline_function(m, &sizes, FuncId(i as u32), policy, &mut budget))
-            .collect(),
-    }
+    let funcs = (0..m.funcs.len())
+        .map(|i| {
+            inline_function(
+                m,
+                &|g| sizes[g.index()],
+                FuncId(i as u32),
+                policy,
+                &mut budget,
+            )
+        })
+        .collect();
+    (Module { funcs }, budget)
+}
+
+/// Function `id` of `m` (a function appended to a module that
+/// [`inline_module_budget`] inlined, or to one this appended to) with its
+/// small callees inlined, as `inline_module` of the whole of `m` would,
+/// taking from `budget` (what is left of the module's growth budget; the
+/// caller adds to it when the module grows, as the budget of the whole
+/// module would). The same result as inlining the whole module unless the
+/// budget ran out. `m` must pass [`crate::lower::check_module`].
+pub fn inline_appended(m: &Module, id: FuncId, policy: &Policy, budget: &mut usize) -> Function {
+    let sizes = std::cell::RefCell::new(HashMap::new());
+    let size_of = |g: FuncId| {
+        *sizes
+            .borrow_mut()
+            .entry(g)
+            .or_insert_with(|| size(m.func(g)))
+    };
+    inline_function(m, &size_of, id, policy, budget)
 }
 
 /// Whether `g` can be spliced in: it returns somewhere (else the block
@@ -117,7 +153,7 @@ fn splicable(g: &Function) -> bool {
 /// (instructions the module may still grow by) lasts.
 fn inline_function(
     m: &Module,
-    sizes: &[usize],
+    sizes: &dyn Fn(FuncId) -> usize,
     id: FuncId,
     policy: &Policy,
     budget: &mut usize,
@@ -130,7 +166,7 @@ fn inline_function(
         depth: vec![0; f.blocks.len()],
         layout: (0..f.blocks.len()).collect(),
         consts: HashMap::new(),
-        grown: sizes[id.index()],
+        grown: sizes(id),
         next: 1,
     };
     for (i, v) in f.values.iter().enumerate() {
@@ -139,7 +175,7 @@ fn inline_function(
         }
     }
     let inlinable = |g: FuncId, grown: usize, budget: usize| {
-        let n = sizes[g.index()];
+        let n = sizes(g);
         n <= policy.max_callee
             && grown + n <= policy.max_caller
             && n <= budget

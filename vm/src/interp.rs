@@ -104,6 +104,11 @@ pub struct Limits {
     /// shadow), plus 48 per array (`--max-heap-bytes`). The buffers the VM
     /// keeps for reuse stay within it too (see `heap.rs`).
     pub max_heap_bytes: usize,
+    /// Bytes the VM may hold in all (`--max-memory`): registers, suspended
+    /// frames, AD stacks and arrays (buffers kept for reuse included),
+    /// counted by capacity. Checked wherever one of them grows; the other
+    /// limits still hold within it.
+    pub max_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -114,6 +119,7 @@ impl Default for Limits {
             max_array_len: 1 << 27,
             max_stack_bytes: 1 << 31,
             max_heap_bytes: 1 << 32,
+            max_memory_bytes: 1 << 32,
         }
     }
 }
@@ -123,7 +129,9 @@ impl Default for Limits {
 /// `ArrayTooLarge` is an `anew` longer than `Limits::max_array_len`,
 /// `ArgArrayTooLarge` an argument array (from the host) longer than it;
 /// `HeapLimit` a new array that would take the bytes of the live arrays
-/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`.
+/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`;
+/// `MemoryLimit` registers, frames, AD stacks and arrays together past
+/// `Limits::max_memory_bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrapKind {
     DivByZero,
@@ -138,6 +146,7 @@ pub enum TrapKind {
     OutOfFuel { limit: u64 },
     Interrupted,
     StackLimit { limit: usize },
+    MemoryLimit { limit: usize },
     OutOfMemory,
     StackUnderflow,
     BadHandle,
@@ -179,6 +188,11 @@ impl fmt::Display for TrapKind {
             TrapKind::StackLimit { limit } => write!(
                 f,
                 "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
+            ),
+            TrapKind::MemoryLimit { limit } => write!(
+                f,
+                "memory exceeds the limit of {limit} bytes (registers, frames, AD stacks and \
+                 arrays together; raise it with --max-memory)"
             ),
             TrapKind::OutOfMemory => write!(f, "out of memory"),
             TrapKind::StackUnderflow => write!(f, "comms or block stack underflow"),
@@ -313,11 +327,22 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
+        if self.memory_bytes() > self.limits.max_memory_bytes {
+            // The memory budget was lowered since the VM grew: give back
+            // what no call holds now.
+            self.heap.release_spare();
+            self.regs = Vec::new();
+            self.frames = Vec::new();
+            self.comms = Vec::new();
+            self.blk = Vec::new();
+        }
+        self.sync_memory();
     }
 
     /// Copy `data` (an argument array) into a new heap array; returns its
     /// handle. Bounded by `max_array_len` and `max_heap_bytes` like `anew`.
     pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
+        self.sync_memory();
         if data.len() > self.limits.max_array_len {
             return Err(host_trap(TrapKind::ArgArrayTooLarge {
                 len: data.len(),
@@ -448,6 +473,7 @@ impl Vm {
     /// `args` included, happens in one call of the interpreter.
     #[inline]
     pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
+        self.sync_memory();
         self.exec(prog, f, args)
     }
 
@@ -498,18 +524,76 @@ impl Vm {
     /// `FRAME_CHUNK`s (so up to `FRAME_CHUNK - 1` registers past the frame,
     /// which belong to no live frame, are overwritten too), so that the
     /// copy has one of a few fixed lengths for most frames.
+    /// The register stack grows within the memory budget.
     #[inline(always)]
     fn enter(&mut self, start: usize, init: &[u64]) -> Result<(), TrapKind> {
-        load_frame(&mut self.regs, start, init, grow_regs)
+        let max = self.limits.max_memory_bytes;
+        let (frames, comms, blk, heap) = (&self.frames, &self.comms, &self.blk, &mut self.heap);
+        load_frame(&mut self.regs, start, init, |regs, end| {
+            let others = stores_bytes(0, frames, comms, blk);
+            let r = grow_regs_within(regs, end, max, others.saturating_add(heap.held_bytes()));
+            heap.set_memory(max, others.saturating_add(regs.capacity() * 8));
+            r
+        })
     }
 
-    /// Room for more suspended frames (a full frame stack at a call).
+    /// Room for more suspended frames (a full frame stack at a call),
+    /// within the memory budget.
     #[cold]
     #[inline(never)]
     fn grow_frames(&mut self) -> Result<(), TrapKind> {
+        let max = self.limits.max_memory_bytes;
+        let size = std::mem::size_of::<Frame>();
+        let others = self
+            .memory_bytes()
+            .saturating_sub(self.frames.capacity() * size);
+        let most = max.saturating_sub(others) / size;
+        let len = self.frames.len();
+        if len >= most {
+            return Err(TrapKind::MemoryLimit { limit: max });
+        }
+        let cap = (self.frames.capacity() * 2).max(len + 64).min(most);
         self.frames
-            .try_reserve(64)
-            .map_err(|_| TrapKind::OutOfMemory)
+            .try_reserve_exact(cap - len)
+            .map_err(|_| TrapKind::OutOfMemory)?;
+        self.sync_memory();
+        Ok(())
+    }
+
+    /// Bytes the VM holds: what `Limits::max_memory_bytes` bounds.
+    fn memory_bytes(&self) -> usize {
+        stores_bytes(self.regs.capacity(), &self.frames, &self.comms, &self.blk)
+            .saturating_add(self.heap.held_bytes())
+    }
+
+    /// Tell the heap what the other stores hold of the memory budget.
+    fn sync_memory(&mut self) {
+        let others = stores_bytes(self.regs.capacity(), &self.frames, &self.comms, &self.blk);
+        self.heap.set_memory(self.limits.max_memory_bytes, others);
+    }
+
+    /// The byte limit for the AD stacks: `max_stack_bytes`, or what the
+    /// memory budget leaves them if that is less (`true`).
+    fn stack_budget(&self) -> (usize, bool) {
+        let max = self.limits.max_memory_bytes;
+        let stacks = self.stack_capacity_bytes();
+        let left = max.saturating_sub(self.memory_bytes().saturating_sub(stacks));
+        if left < self.limits.max_stack_bytes {
+            (left, true)
+        } else {
+            (self.limits.max_stack_bytes, false)
+        }
+    }
+
+    /// A stack limit trap from a limit the memory budget set is a memory
+    /// limit trap.
+    fn stack_trap(&self, by_memory: bool, k: TrapKind) -> TrapKind {
+        match k {
+            TrapKind::StackLimit { .. } if by_memory => TrapKind::MemoryLimit {
+                limit: self.limits.max_memory_bytes,
+            },
+            k => k,
+        }
     }
 
     #[cold]
@@ -533,22 +617,18 @@ impl Vm {
     #[cold]
     #[inline(never)]
     fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
-        grow_stack(
-            &mut self.comms,
-            &mut self.blk,
-            n,
-            self.limits.max_stack_bytes,
-        )
+        let (limit, by_memory) = self.stack_budget();
+        let r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+        self.sync_memory();
+        r.map_err(|k| self.stack_trap(by_memory, k))
     }
 
     #[cold]
     fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        grow_stack(
-            &mut self.blk,
-            &mut self.comms,
-            1,
-            self.limits.max_stack_bytes,
-        )
+        let (limit, by_memory) = self.stack_budget();
+        let r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+        self.sync_memory();
+        r.map_err(|k| self.stack_trap(by_memory, k))
     }
 
     /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
@@ -1228,6 +1308,39 @@ impl Vm {
     }
 }
 
+/// Bytes the register stack, the frame stack and the AD stacks reserve.
+fn stores_bytes(regs: usize, frames: &Vec<Frame>, comms: &Vec<u64>, blk: &Vec<u32>) -> usize {
+    regs.saturating_mul(8)
+        .saturating_add(frames.capacity() * std::mem::size_of::<Frame>())
+        .saturating_add(comms.capacity() * 8)
+        .saturating_add(blk.capacity() * 4)
+}
+
+/// Make the register stack `end` long (zeros past its old end), keeping
+/// its capacity within what the memory budget `max` leaves with `others`
+/// bytes held elsewhere (doubling while that fits), without aborting on
+/// allocation failure.
+#[cold]
+#[inline(never)]
+fn grow_regs_within(
+    regs: &mut Vec<u64>,
+    end: usize,
+    max: usize,
+    others: usize,
+) -> Result<(), TrapKind> {
+    let most = max.saturating_sub(others) / 8;
+    if end > most {
+        return Err(TrapKind::MemoryLimit { limit: max });
+    }
+    if end > regs.capacity() {
+        let cap = regs.capacity().saturating_mul(2).max(end).min(most);
+        regs.try_reserve_exact(cap - regs.len())
+            .map_err(|_| TrapKind::OutOfMemory)?;
+    }
+    regs.resize(end, 0);
+    Ok(())
+}
+
 /// Make the register stack `end` long (zeros past its old end), without
 /// aborting on allocation failure.
 #[cold]
@@ -1290,8 +1403,15 @@ fn grow_stack<T, U>(
     }
     // At most this many elements past `len` keep the reservation within
     // `limit`; at least `n` do.
+    // Geometric growth: the capacity at least doubles (and holds `len +
+    // n`), so a loop whose `comms.reserve n` stands for fewer than `n`
+    // pushes per iteration reallocates O(log) times, not once per
+    // iteration while `n` exceeds the length.
     let room = (limit - other.capacity() * osize) / size - stack.len();
-    let want = stack.len().max(256).max(n).min(room);
+    let target = (stack.len() + n)
+        .max(stack.capacity().saturating_mul(2))
+        .max(256);
+    let want = (target - stack.len()).min(room);
     stack
         .try_reserve_exact(want)
         .map_err(|_| TrapKind::OutOfMemory)
@@ -1330,6 +1450,7 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
         loc,
     }
 }
+
 /// `call.n`'s return: each result of the callee's `ret.n` list is written
 /// to the matching register of the caller's site as it is (any types: the
 /// verifier matched the site's registers to the callee's return types).
@@ -1338,5 +1459,47 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
 fn write_results(list: &[Reg], rets: &[Reg], callee: &Window, w: &mut Window) {
     for (r, dst) in list.iter().zip(rets) {
         w.set(u32::from(*dst), callee.get(u32::from(*r)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `comms.reserve n` with fewer than `n` pushes per iteration (the
+    /// verifier allows it): the capacity grows geometrically instead of by
+    /// one push's worth per iteration while `n` exceeds the length.
+    #[test]
+    fn reserving_more_than_the_length_grows_geometrically() {
+        let (mut comms, mut blk) = (Vec::<u64>::new(), Vec::<u32>::new());
+        let n = 10_000;
+        let mut reallocs = 0;
+        for i in 0..20_000u64 {
+            if comms.capacity() - comms.len() < n {
+                let before = comms.capacity();
+                grow_stack(&mut comms, &mut blk, n, usize::MAX / 2).expect("within the limit");
+                assert!(comms.capacity() - comms.len() >= n);
+                reallocs += usize::from(comms.capacity() != before);
+            }
+            comms.push(i);
+        }
+        assert!(reallocs <= 8, "{reallocs} reallocations");
+    }
+
+    /// Near the limit the growth is capped by it, and a reservation past it
+    /// traps.
+    #[test]
+    fn growth_stays_within_the_limit() {
+        let (mut comms, mut blk) = (Vec::<u64>::new(), Vec::<u32>::new());
+        grow_stack(&mut comms, &mut blk, 10, 800).expect("fits");
+        assert!(comms.capacity() * 8 <= 800);
+        comms.extend(0..10);
+        grow_stack(&mut comms, &mut blk, 90, 800).expect("fits exactly");
+        assert!(comms.capacity() * 8 <= 800 && comms.capacity() >= 100);
+        comms.extend(0..90);
+        assert!(matches!(
+            grow_stack(&mut comms, &mut blk, 1, 800),
+            Err(TrapKind::StackLimit { limit: 800 })
+        ));
     }
 }

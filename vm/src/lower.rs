@@ -112,8 +112,10 @@ impl fmt::Display for LowerError {
 
 impl std::error::Error for LowerError {}
 
-/// Lower every function of a module (same ids).
+/// Lower every function of a module (same ids). The module is checked
+/// first with [`check_module`].
 pub fn lower_module(m: &ir::Module) -> Result<Program, LowerError> {
+    check_module(m)?;
     let mut p = Program::new();
     for f in &m.funcs {
         p.push(lower_function(f)?);
@@ -433,6 +435,63 @@ fn lower_pass(
 /// Reject references to values and blocks that do not exist (so that the
 /// rest of the lowering can index freely), terminators among the
 /// instructions, and functions without blocks.
+/// Check that `m` is well formed enough for the passes that take a whole
+/// module ([`crate::inline`], [`lower_module`]) to work on it without
+/// panicking: every function passes the checks of [`lower_function`] on
+/// ids (values, blocks, no terminators among the instructions, at least
+/// one block), every call names a function of `m` and passes it as many
+/// arguments as it has parameters. Types and everything else are the
+/// verifier's.
+pub fn check_module(m: &ir::Module) -> Result<(), LowerError> {
+    if u32::try_from(m.funcs.len()).is_err() {
+        return Err(LowerError::BadInstruction {
+            func: String::new(),
+            block: "-".into(),
+            detail: "more functions than a function id can name".into(),
+        });
+    }
+    m.funcs.iter().try_for_each(|f| check_function(m, f))
+}
+
+/// The checks of [`check_module`] on one function `f` whose calls name
+/// functions of `m`.
+pub fn check_function(m: &ir::Module, f: &ir::Function) -> Result<(), LowerError> {
+    check_ids(f)?;
+    for b in &f.blocks {
+        for inst in &b.insts {
+            let bad = |detail: String| LowerError::BadInstruction {
+                func: f.name.clone(),
+                block: b.name.clone(),
+                detail,
+            };
+            let callee = match (inst.callee, inst.op) {
+                (None, Op::Call | Op::CallAcc) => {
+                    return Err(bad(format!("{} names no callee", inst.op.mnemonic())))
+                }
+                (None, _) => continue,
+                (Some(g), _) => g,
+            };
+            let Some(g) = m.funcs.get(callee.index()) else {
+                return Err(bad(format!(
+                    "{} names no function: {callee} (the module has {})",
+                    inst.op.mnemonic(),
+                    m.funcs.len()
+                )));
+            };
+            if matches!(inst.op, Op::Call | Op::CallAcc) && inst.args.len() != g.params.len() {
+                return Err(bad(format!(
+                    "{} passes {} arguments to @{}, which takes {}",
+                    inst.op.mnemonic(),
+                    inst.args.len(),
+                    g.name,
+                    g.params.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_ids(f: &ir::Function) -> Result<(), LowerError> {
     let nv = f.values.len();
     let nb = f.blocks.len();

@@ -238,3 +238,87 @@ fn the_depth_limit_is_exact_whatever_the_frame_stack_holds() {
         check(&mut vm, *limit);
     }
 }
+
+/// `fn @wide(%n: i64, %x: f64) -> f64`: a chain of `k` additions (a frame
+/// of about `k` registers), then `wide(n - 1, x)` while `n > 0`.
+fn wide(k: usize) -> vm::ir::Module {
+    let mut b = B::new("wide", &[("n", I64), ("x", F64)], F64);
+    let entry = b.block("entry");
+    let rec = b.block("rec");
+    let done = b.block("done");
+    let (n, x) = (b.p(0), b.p(1));
+    let mut acc = x;
+    for _ in 0..k {
+        acc = b.op(entry, Op::AddF, Some(F64), &[acc, x]);
+    }
+    let zero = b.i64(0);
+    let c = b.op(entry, Op::GtI, Some(Bool), &[n, zero]);
+    b.br(entry, c, rec, done);
+    let one = b.i64(1);
+    let m = b.op(rec, Op::SubI, Some(I64), &[n, one]);
+    let r = b.call(rec, 0, F64, &[m, acc]);
+    b.ret(rec, r);
+    b.ret(done, acc);
+    b.module()
+}
+
+#[test]
+fn the_memory_budget_is_a_library_setting_with_a_default_that_covers_the_others() {
+    let l = Limits::default();
+    assert_eq!(l.max_memory_bytes, 1 << 32, "4 GiB");
+    // The largest array fits with its shadow, and with half the AD
+    // stacks' limit.
+    assert!(cost(l.max_array_len, true) + l.max_stack_bytes / 2 <= l.max_memory_bytes);
+    assert!(l.max_heap_bytes <= l.max_memory_bytes);
+}
+
+/// Deep recursion with large frames: the register stack is bounded by the
+/// memory budget (it was bounded only by the depth limit: 100 000 frames
+/// of a large function took more memory than the machine had).
+#[test]
+fn deep_recursion_with_large_frames_hits_the_memory_budget() {
+    let p = load(&wide(2000));
+    let mut vm = Vm::default();
+    let budget = 16 << 20;
+    vm.limits_mut().max_memory_bytes = budget;
+    let args = |n: i64| [Value::I64(n), Value::F64(1.0)];
+    assert!(vm.run(&p, FuncId(0), &args(100)).is_ok());
+    let t = vm.run(&p, FuncId(0), &args(99_000)).expect_err("traps");
+    assert_eq!(t.kind, TrapKind::MemoryLimit { limit: budget });
+    assert!(
+        t.to_string().starts_with(&format!(
+            "trap: memory exceeds the limit of {budget} bytes (registers, frames, AD stacks and \
+             arrays together; raise it with --max-memory) in @wide"
+        )),
+        "{t}"
+    );
+    // It traps near the budget: about budget / (8 * 2000) frames ran.
+    let t = vm.run(&p, FuncId(0), &args(1100)).expect_err("traps");
+    assert!(matches!(t.kind, TrapKind::MemoryLimit { .. }), "{t}");
+    assert!(vm.run(&p, FuncId(0), &args(900)).is_ok());
+    // Lowering the budget between calls gives memory back.
+    vm.limits_mut().max_memory_bytes = 1 << 20;
+    assert!(vm.run(&p, FuncId(0), &args(20)).is_ok());
+    assert!(vm.run(&p, FuncId(0), &args(100)).is_err());
+}
+
+/// Arrays count against the budget when it is smaller than the heap limit.
+#[test]
+fn arrays_count_against_the_memory_budget() {
+    let p = load(&allocator());
+    let mut vm = Vm::default();
+    vm.limits_mut().max_memory_bytes = 1 << 20;
+    let t = vm
+        .run(&p, FuncId(0), &[Value::I64(1000), Value::I64(1000)])
+        .expect_err("traps");
+    assert_eq!(t.kind, TrapKind::MemoryLimit { limit: 1 << 20 });
+    assert!(t.to_string().contains("--max-memory"), "{t}");
+    assert!(vm
+        .run(&p, FuncId(0), &[Value::I64(100), Value::I64(1000)])
+        .is_ok());
+    let first = load(&first());
+    let t = vm
+        .run(&first, FuncId(0), &[Value::Arr(vec![0.5; 1 << 17])])
+        .expect_err("an argument array over the budget");
+    assert_eq!(t.kind, TrapKind::MemoryLimit { limit: 1 << 20 });
+}

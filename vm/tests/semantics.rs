@@ -1318,7 +1318,7 @@ fn stale_call_sites_are_refused() {
     let (a, b) = (g2.p(0), g2.p(1));
     g2.term(e, Term::RetN(vec![a, b, a]));
     let bc = vm::lower::lower_function(&g2.f).expect("lowers");
-    p.set(FuncId(1), bc);
+    p.set(FuncId(1), bc).expect("exists");
     // Replacing the callee unverifies it and its caller.
     assert!(!p.is_verified(FuncId(1)));
     assert!(!p.is_verified(FuncId(0)));

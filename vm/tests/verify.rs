@@ -269,7 +269,7 @@ fn rejects_list_indices_out_of_range() {
     let mut p = base();
     let mut g = p.func(FuncId(1)).clone();
     g.code[0].x = 3;
-    p.set(FuncId(1), g);
+    p.set(FuncId(1), g).expect("exists");
     let errs = verify_function(&mut p, FuncId(1)).expect_err("rejected");
     assert!(matches!(errs[0], VerifyError::BadIndex { .. }), "{errs:?}");
 }
@@ -449,7 +449,7 @@ fn rejects_ret_n_lists_unlike_the_return_types() {
         let mut p = base();
         let mut g = p.func(FuncId(1)).clone();
         g.lists = vec![list.clone()];
-        p.set(FuncId(1), g);
+        p.set(FuncId(1), g).expect("exists");
         let errs = verify_function(&mut p, FuncId(1)).expect_err("rejected");
         assert!(
             matches!(errs[0], VerifyError::BadReturn { .. }),
@@ -537,7 +537,7 @@ fn checks_step_and_branch_operands_and_flags() {
     let mut p = base();
     let mut t = p.func(FuncId(0)).clone();
     t.code[5] = step(Op::JmpStepNeI, 0);
-    p.set(FuncId(0), t);
+    p.set(FuncId(0), t).expect("exists");
     assert_eq!(verify_program(&mut p), Ok(()));
     let mut vm = Vm::default();
     vm.begin(false);
@@ -820,7 +820,7 @@ fn unverified_functions_do_not_run() {
     vm.call_raw(&p, FuncId(0), &[0]).expect("runs");
     // Replacing a function clears its mark.
     let h = p.func(FuncId(2)).clone();
-    p.set(FuncId(2), h);
+    p.set(FuncId(2), h).expect("exists");
     assert!(!p.is_verified(FuncId(2)));
     let err = vm.call_raw(&p, FuncId(0), &[0]).expect_err("refused");
     assert_eq!(err.kind, vm::TrapKind::NotVerified);

@@ -402,7 +402,9 @@ impl Engine {
                 },
                 e => AdError::Internal(format!("lowering {}: {e}", func.name)),
             })?;
-            self.program.set(id, bc);
+            self.program
+                .set(id, bc)
+                .map_err(|e| AdError::Internal(e.to_string()))?;
             self.derived_ir[id.index() - self.module.funcs.len()] = func;
         }
         for i in first_new..self.program.len() {
