@@ -62,7 +62,7 @@ impl From<AdError> for Fail {
 impl Fail {
     /// Name the program file in a trap's message (assembly diagnostics and
     /// usage messages name it already).
-    fn in_file(self, file: &Path) -> Fail {
+    pub fn in_file(self, file: &Path) -> Fail {
         match self {
             Fail::Trap(m) => Fail::Trap(format!("{}: {m}", file.display())),
             other => other,
@@ -136,7 +136,7 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     }
 }
 
-fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
+pub fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
     let written = name.unwrap_or("main");
     // One `@` is optional; what is left must be a name as the language
     // spells it (so `@@z` is refused as written, not looked up as `@z`).
@@ -222,7 +222,7 @@ fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
 }
 
 /// The parameters `--wrt` selects (`None`: every f64 and f64[] one).
-fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option<Vec<bool>>, Fail> {
+pub fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option<Vec<bool>>, Fail> {
     wrt.map(|names| wrt_mask(engine.module().func(f), names).map_err(Fail::Usage))
         .transpose()
 }

@@ -21,6 +21,7 @@ mod cfg;
 mod commands;
 mod out;
 mod repl;
+mod sweep;
 
 // The library half (`src/lib.rs`), shared with the tests.
 use advm::args;
@@ -105,6 +106,56 @@ pub struct CallArgs {
     pub limits: LimitArgs,
 }
 
+/// What `advm sweep` computes at each point.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The value, as `advm run --json`.
+    Run,
+    /// Value and gradient, as `advm grad --json`.
+    Grad,
+    /// Value and tangent along `--dir` (not available yet).
+    Jvp,
+    /// Value, gradient and Hessian-vector product along `--dir` (not
+    /// available yet).
+    Hvp,
+}
+
+/// `advm sweep`: one function at many points.
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// The source file.
+    pub file: PathBuf,
+    /// Function name, with or without `@` (default `main`).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub func: Option<String>,
+    /// The points: a file of one JSON array of arguments per line (like
+    /// --args); `-` reads standard input.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub points: PathBuf,
+    /// What to compute at each point.
+    #[arg(long, value_enum, default_value = "grad")]
+    pub mode: Mode,
+    /// Differentiate with respect to these parameters only (comma-separated
+    /// names; --mode grad).
+    #[arg(long, value_name = "NAMES")]
+    pub wrt: Option<String>,
+    /// The direction, shaped like the arguments (--mode jvp and hvp).
+    #[arg(long, value_name = "JSON")]
+    pub dir: Option<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Only the lines whose index is I modulo N (0 <= I < N); the output
+    /// keeps the global line indices.
+    #[arg(long, value_name = "I/N", value_parser = sweep::parse_shard)]
+    pub shard: Option<(usize, usize)>,
+    /// Write the results to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a function (default `@main`) and print its value.
@@ -126,6 +177,9 @@ enum Command {
     },
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
+    /// One function at many points: one JSON line of arguments in, one
+    /// JSON line of results out, in parallel.
+    Sweep(SweepArgs),
     /// The interactive REPL (also plain `advm`).
     Repl {
         file: Option<PathBuf>,
@@ -175,6 +229,7 @@ fn main() -> ExitCode {
         Some(Command::Grad(a)) => commands::grad(&a),
         Some(Command::Check(a)) => commands::check(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
+        Some(Command::Sweep(a)) => sweep::sweep(&a),
         Some(Command::Disasm {
             file,
             func,
