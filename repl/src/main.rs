@@ -1,20 +1,22 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | check | disasm | bench | cfg | repl` per the contract
+//! `advm run | grad | check | disasm | bench | cfg | sweep | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
 //! usage (also a function that cannot be differentiated), 70 internal
-//! error, 74 standard output unwritable. Nothing ends in
+//! error, 74 standard output unwritable, 130 a sweep stopped by Ctrl-C.
+//! Nothing ends in
 //! a panic: clap's errors are mapped to 64 (help and version to 0, or 74
 //! when stdout cannot take them), user
 //! data is never unwrapped, and output goes through [`out`].
 //!
 //! Modules: `commands` (one function per subcommand, returning the exit
-//! status), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
+//! status), `sweep` (`advm sweep`), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
 //! `alloc_count` (the counting global allocator `bench` reads), `out`
-//! (stdout without panics); argument conversion and the gradient check
-//! live in the library half (`advm::args`, `advm::fd`).
+//! (stdout without panics); argument conversion, the gradient check and a
+//! sweep's work per point live in the library half (`advm::args`,
+//! `advm::fd`, `advm::points`).
 
 mod alloc_count;
 mod cfg;

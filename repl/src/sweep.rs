@@ -12,16 +12,12 @@ use crate::commands::{apply_limits, load, pick, selection, Fail, EXIT_OUTPUT, EX
 
 use crate::out;
 use crate::{Mode, SweepArgs};
-use ad::{Engine, Gradient};
-use advm::args::{float_json, parse_json_args_from, value_json};
+use advm::points::{Job, Task, Worker};
 use serde_json::Value as Json;
-use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use vm::ir::FuncId;
-use vm::Type;
 
 /// Input lines (of this shard) read and evaluated at a time.
 pub const CHUNK: usize = 4096;
@@ -29,27 +25,6 @@ pub const CHUNK: usize = 4096;
 /// Exit status of a sweep stopped by Ctrl-C (SIGINT): 128 + 2, as a shell
 /// reports a process that SIGINT ended.
 pub const EXIT_INTERRUPTED: u8 = 130;
-
-/// What each point computes, with what it needs.
-enum Job {
-    Run,
-    /// The gradient with respect to the parameters of the mask (`None`:
-    /// every f64 and f64[] one).
-    Grad(Option<Vec<bool>>),
-}
-
-/// One worker thread's state: its engine and its reused buffers.
-struct Worker {
-    engine: Engine,
-    grad: Gradient,
-}
-
-/// What every point shares.
-struct Task {
-    f: FuncId,
-    params: Vec<Type>,
-    job: Job,
-}
 
 /// A chunk of input lines and their results, buffers reused from chunk to
 /// chunk.
@@ -275,11 +250,7 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
         }
         Mode::Jvp | Mode::Hvp => return Err(Fail::Internal("mode checked above".into())),
     };
-    let task = Task {
-        f,
-        params: engine.module().func(f).param_types(),
-        job,
-    };
+    let task = Task::new(&engine, f, job);
 
     let input: Box<dyn BufRead> = if a.points.as_os_str() == "-" {
         Box::new(BufReader::with_capacity(1 << 16, io::stdin()))
@@ -308,12 +279,7 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
         .build()
         .map_err(|e| Fail::Internal(format!("cannot start the worker threads: {e}")))?;
     let workers: Vec<Mutex<Worker>> = (0..pool.current_num_threads().max(1))
-        .map(|_| {
-            Mutex::new(Worker {
-                engine: engine.clone(),
-                grad: Gradient::default(),
-            })
-        })
+        .map(|_| Mutex::new(Worker::new(engine.clone())))
         .collect();
     let bar = progress(a, shard);
     let points_name = if a.points.as_os_str() == "-" {
@@ -465,54 +431,6 @@ fn evaluate(workers: &[Mutex<Worker>], task: &Task, chunk: &mut Chunk) {
             // A poisoned lock means a worker panicked, which no input
             // should make happen; its engine is still usable.
             let mut w = workers[me].lock().unwrap_or_else(|e| e.into_inner());
-            out.clear();
-            let _ = write!(out, "{{\"i\":{i}");
-            *failed = false;
-            if let Err(e) = point(&mut w, task, text, out) {
-                *failed = true;
-                out.truncate(0);
-                let _ = write!(out, "{{\"i\":{i},\"error\":{}}}", Json::String(e));
-            }
+            *failed = !w.result_line(task, *i, text, out);
         });
-}
-
-/// Evaluate one point: append `,"value":...` (and the mode's other
-/// fields) and the closing brace to `out`, or give the error message.
-fn point(w: &mut Worker, task: &Task, text: &[u8], out: &mut String) -> Result<(), String> {
-    let text = std::str::from_utf8(text).map_err(|e| {
-        format!(
-            "the point is not UTF-8 text (invalid byte at column {})",
-            e.valid_up_to() + 1
-        )
-    })?;
-    let args = parse_json_args_from(text, &task.params, "the point")?;
-    let message = |e: ad::AdError| Fail::from(e).to_string();
-    match &task.job {
-        Job::Run => {
-            let v = w.engine.run(task.f, &args).map_err(message)?;
-            let _ = write!(out, ",\"value\":{}}}", value_json(&v));
-        }
-        Job::Grad(mask) => {
-            let Worker { engine, grad } = w;
-            match mask {
-                Some(m) => engine.grad_wrt_into(task.f, &args, m, grad),
-                None => engine.grad_into(task.f, &args, grad),
-            }
-            .map_err(message)?;
-            let _ = write!(out, ",\"value\":{},\"grad\":[", float_json(grad.value));
-            for (k, g) in grad.grad.iter().enumerate() {
-                if k > 0 {
-                    out.push(',');
-                }
-                match g {
-                    Some(v) => {
-                        let _ = write!(out, "{}", value_json(v));
-                    }
-                    None => out.push_str("null"),
-                }
-            }
-            out.push_str("]}");
-        }
-    }
-    Ok(())
 }

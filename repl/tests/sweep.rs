@@ -200,6 +200,7 @@ fn shards_partition_the_input_and_merge_to_the_single_run() {
         })
         .collect();
     let mut merged = Vec::new();
+    let mut parts = Vec::new();
     for (k, out, mut child) in children {
         assert!(child.wait().expect("waits").success(), "shard {k}");
         let part = lines(&std::fs::read_to_string(&out).expect("shard output"));
@@ -212,12 +213,22 @@ fn shards_partition_the_input_and_merge_to_the_single_run() {
             "shard {k} in input order"
         );
         merged.extend(part);
+        parts.push(out);
     }
     merged.sort_by_key(index);
     assert_eq!(
         merged, whole_lines,
         "the merged shards equal the single run"
     );
+    // The merge docs/sweep.md gives yields the single run's bytes.
+    let sorted = Command::new("sort")
+        .env("LC_ALL", "C")
+        .args(["-m", "-t:", "-k2,2n"])
+        .args(&parts)
+        .output()
+        .expect("sort runs");
+    assert!(sorted.status.success(), "{}", text(&sorted.stderr));
+    assert_eq!(text(&sorted.stdout), text(&whole.stdout), "sort -m merge");
 }
 
 #[test]
