@@ -9,7 +9,6 @@
 //! leaves a complete prefix of result lines.
 
 use crate::commands::{apply_limits, load, pick, selection, Fail, EXIT_OUTPUT, EXIT_TRAP};
-
 use crate::out;
 use crate::{Mode, SweepArgs};
 use advm::points::{Job, Task, Worker};
@@ -67,16 +66,11 @@ impl Chunk {
 
 /// Usage errors of the flags, before anything is read.
 fn check_flags(a: &SweepArgs) -> Result<(), Fail> {
-    match a.mode {
-        Mode::Run | Mode::Grad => {
-            if a.dir.is_some() {
-                return Err(Fail::Usage(
-                    "--dir applies to --mode jvp and hvp, not to run or grad".into(),
-                ));
-            }
-        }
-        Mode::Jvp => return Err(Fail::Usage("mode jvp is not available yet".into())),
-        Mode::Hvp => return Err(Fail::Usage("mode hvp is not available yet".into())),
+    let takes_dir = matches!(a.mode, Mode::Jvp | Mode::Hvp);
+    if a.dir.is_some() && !takes_dir {
+        return Err(Fail::Usage(
+            "--dir applies to --mode jvp and hvp, not to run or grad".into(),
+        ));
     }
     if a.mode == Mode::Run && a.wrt.is_some() {
         return Err(Fail::Usage(
@@ -186,6 +180,10 @@ impl Interrupt {
 /// Lines in `path` (a regular file), for the progress bar's total; `None`
 /// when unknown.
 fn count_lines(path: &Path) -> Option<usize> {
+    // Only a regular file can be read twice (not a pipe, `<(cmd)`).
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let mut f = std::fs::File::open(path).ok()?;
     let mut buf = vec![0u8; 1 << 16];
     let (mut lines, mut last) = (0usize, b'\n');
@@ -248,7 +246,10 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
             };
             Job::Grad(mask)
         }
-        Mode::Jvp | Mode::Hvp => return Err(Fail::Internal("mode checked above".into())),
+        // Each mode to come is one arm here (its `Job`) and one in
+        // `advm::points::Worker::result_line` (its fields).
+        Mode::Jvp => return Err(Fail::Usage("mode jvp is not available yet".into())),
+        Mode::Hvp => return Err(Fail::Usage("mode hvp is not available yet".into())),
     };
     let task = Task::new(&engine, f, job);
 
@@ -277,7 +278,12 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(a.threads.unwrap_or(0))
         .build()
-        .map_err(|e| Fail::Internal(format!("cannot start the worker threads: {e}")))?;
+        .map_err(|e| {
+            Fail::Usage(format!(
+                "cannot start {} worker threads: {e}",
+                a.threads.map_or("the".to_string(), |n| n.to_string())
+            ))
+        })?;
     let workers: Vec<Mutex<Worker>> = (0..pool.current_num_threads().max(1))
         .map(|_| Mutex::new(Worker::new(engine.clone())))
         .collect();
