@@ -210,12 +210,17 @@ fn progress(a: &SweepArgs, shard: (usize, usize)) -> Option<indicatif::ProgressB
         .map(|lines| (lines + shard.1 - 1 - shard.0) / shard.1);
     let pb = ProgressBar::with_draw_target(total.map(|t| t as u64), ProgressDrawTarget::stderr());
     let template = if total.is_some() {
-        "{bar:40} {pos}/{len} points  {per_sec}  ETA {eta}"
+        "{bar:40} {pos}/{len} points  {rate}  ETA {eta}"
     } else {
-        "{spinner} {pos} points  {per_sec}"
+        "{spinner} {pos} points  {rate}"
     };
     if let Ok(style) = ProgressStyle::with_template(template) {
-        pb.set_style(style);
+        pb.set_style(style.with_key(
+            "rate",
+            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} points/s", s.per_sec());
+            },
+        ));
     }
     Some(pb)
 }

@@ -167,6 +167,8 @@ fn shards_partition_the_input_and_merge_to_the_single_run() {
     let pts = pts.to_str().expect("utf-8 path");
     let whole = advm(&["sweep", POW, "--fn", "pow", "--points", pts]);
     assert_eq!(status(&whole), 0, "{}", text(&whole.stderr));
+    // Standard error is a pipe here: no progress bar, nothing at all.
+    assert_eq!(text(&whole.stderr), "");
     let whole_lines = lines(&text(&whole.stdout));
     let indices: Vec<u64> = whole_lines.iter().map(index).collect();
     assert_eq!(indices, (0..n as u64).collect::<Vec<_>>(), "input order");
@@ -506,4 +508,39 @@ fn a_second_ctrl_c_interrupts_the_running_chunk_and_drops_it() {
     );
     assert_eq!(status(&o), 130, "{}", text(&o.stderr));
     assert_eq!(complete_prefix(&out), 0, "the interrupted chunk is dropped");
+}
+
+/// On a terminal (`script` gives the sweep one), the progress bar shows
+/// the points done, the rate and the time left; the results are the same.
+#[test]
+fn a_progress_bar_on_a_terminal() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("note: `script` (util-linux) is not installed; progress bar not checked");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let n = 10_000;
+    let pts = points_file(dir.path(), "p.jsonl", &pow_points(n));
+    let out = dir.path().join("out.jsonl");
+    let command = format!(
+        "{} sweep {POW} --fn pow --threads 1 --points {} --out {}",
+        env!("CARGO_BIN_EXE_advm"),
+        pts.display(),
+        out.display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(testkit::workspace_root())
+        .stdin(Stdio::null())
+        .output()
+        .expect("script runs");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let screen = text(&o.stdout);
+    assert!(
+        screen.contains(&format!("4096/{n} points")) && screen.contains("points/s"),
+        "{screen}"
+    );
+    assert!(screen.contains("ETA"), "{screen}");
+    let lines = lines(&std::fs::read_to_string(&out).expect("output"));
+    assert_eq!(lines.len(), n);
 }
