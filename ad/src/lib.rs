@@ -50,6 +50,7 @@ pub use forward::{PreparedJvp, Tangent};
 pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use transform::{transform, Derived};
 use vm::bytecode::Program;
 pub use vm::inline::Policy;
@@ -141,9 +142,17 @@ type DerivedCache = Vec<Vec<(Box<[bool]>, Derived)>>;
 type JvpCache = Vec<Vec<(Box<[bool]>, FuncId)>>;
 
 /// A module, its bytecode, a VM and the derived functions built so far.
+///
+/// Cloning is cheap: a clone shares the module, the bytecode and the IR of
+/// the derived functions (behind `Arc`s, copied on write: a clone that
+/// derives a function the original had not built copies them then) and
+/// gets a VM of its own, with the same limits and the same interrupt flag,
+/// and buffers of its own. One clone per thread runs gradients in parallel
+/// ([`Engine::grad_many`] does so); a [`Prepared`] gradient made before the
+/// clone is valid for the clone too.
 pub struct Engine {
-    module: ir::Module,
-    program: Program,
+    module: Arc<ir::Module>,
+    program: Arc<Program>,
     /// Derived functions of each user function, once built, by the
     /// parameters they differentiate with respect to (one flag per
     /// parameter; usually one or two masks per function, so a list).
@@ -152,17 +161,22 @@ pub struct Engine {
     full_masks: Vec<Box<[bool]>>,
     /// IR of every derived function, indexed like `program.funcs` past the
     /// user functions (kept for printing and for pictures of the CFG).
-    derived_ir: Vec<ir::Function>,
+    derived_ir: Arc<Vec<ir::Function>>,
     vm: Vm,
     /// Raw argument buffer, reused across calls.
     raw: Vec<u64>,
     handles: Vec<u64>,
     /// Tells this engine's [`Prepared`] gradients from another's.
     id: u64,
+    /// The engines this one was cloned from (its parent, the parent's
+    /// parent, ...), each with the length of the program it shared then:
+    /// their [`Prepared`] gradients whose functions lie below that length
+    /// are valid here too.
+    lineage: Vec<(u64, usize)>,
     /// Names of the user functions that look like derived ones (`f.fwd`,
     /// `f.rev...`, `f.jvp...`), which a derived function's name must not
     /// repeat.
-    derived_like: hashbrown::HashSet<String>,
+    derived_like: Arc<hashbrown::HashSet<String>>,
     /// Tangent (forward-mode) functions of each user function, once built,
     /// by the parameters they differentiate with respect to.
     jvps: JvpCache,
@@ -184,6 +198,39 @@ pub struct Engine {
     total_size: usize,
     /// User functions by name (the first of a name, as `Module::find`).
     by_name: hashbrown::HashMap<String, FuncId>,
+}
+
+impl Clone for Engine {
+    /// An engine sharing this one's module, bytecode and derived functions,
+    /// with a VM of its own (same limits, same interrupt flag).
+    fn clone(&self) -> Engine {
+        let mut vm = Vm::new(self.vm.limits().clone());
+        vm.set_interrupt_handle(self.vm.interrupt_handle());
+        let mut lineage = self.lineage.clone();
+        lineage.push((self.id, self.program.len()));
+        Engine {
+            module: Arc::clone(&self.module),
+            program: Arc::clone(&self.program),
+            derived: self.derived.clone(),
+            full_masks: self.full_masks.clone(),
+            derived_ir: Arc::clone(&self.derived_ir),
+            vm,
+            raw: Vec::new(),
+            handles: Vec::new(),
+            id: engine_id(),
+            lineage,
+            derived_like: Arc::clone(&self.derived_like),
+            jvps: self.jvps.clone(),
+            tangent_handles: Vec::new(),
+            zeros: Vec::new(),
+            cleanup: self.cleanup,
+            original: self.original.clone(),
+            policy: self.policy,
+            budget: self.budget,
+            total_size: self.total_size,
+            by_name: self.by_name.clone(),
+        }
+    }
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -266,16 +313,17 @@ impl Engine {
             .map(|f| analysis::all_params(f).into_boxed_slice())
             .collect();
         Ok(Engine {
-            module,
-            program,
+            module: Arc::new(module),
+            program: Arc::new(program),
             derived: vec![Vec::new(); nfuncs],
             full_masks,
-            derived_ir: Vec::new(),
+            derived_ir: Arc::new(Vec::new()),
             vm: Vm::new(Default::default()),
             raw: Vec::new(),
             handles: Vec::new(),
             id: engine_id(),
-            derived_like,
+            lineage: Vec::new(),
+            derived_like: Arc::new(derived_like),
             jvps: vec![Vec::new(); nfuncs],
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
@@ -309,20 +357,20 @@ impl Engine {
         let given = if inlining {
             &mut self.original
         } else {
-            &mut self.module
+            Arc::make_mut(&mut self.module)
         };
         given.funcs.extend(funcs);
         let undo = |e: &mut Engine, err: AdError| {
             let given = if inlining {
                 &mut e.original
             } else {
-                &mut e.module
+                Arc::make_mut(&mut e.module)
             };
             given.funcs.truncate(n);
-            e.module.funcs.truncate(n);
-            e.program.truncate(n);
+            Arc::make_mut(&mut e.module).funcs.truncate(n);
+            Arc::make_mut(&mut e.program).truncate(n);
             e.derived.iter_mut().for_each(Vec::clear);
-            e.derived_ir.clear();
+            Arc::make_mut(&mut e.derived_ir).clear();
             Err(err)
         };
         let given = if inlining {
@@ -351,21 +399,23 @@ impl Engine {
                     &self.policy,
                     &mut budget,
                 );
-                self.module.funcs.push(f);
+                Arc::make_mut(&mut self.module).funcs.push(f);
             }
         }
         // Derived functions follow the user functions in the program.
-        self.program.truncate(n);
+        Arc::make_mut(&mut self.program).truncate(n);
         for i in n..n + added {
             match vm::lower::lower_function(&self.module.funcs[i]) {
                 Ok(bc) => {
-                    self.program.push(bc);
+                    Arc::make_mut(&mut self.program).push(bc);
                 }
                 Err(e) => return undo(self, AdError::InvalidModule(format!("lowering: {e}"))),
             }
         }
         for i in n..n + added {
-            if let Err(errs) = vm::verify::verify_function(&mut self.program, FuncId(i as u32)) {
+            if let Err(errs) =
+                vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+            {
                 let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
                 return undo(
                     self,
@@ -380,12 +430,12 @@ impl Engine {
         self.total_size = total;
         self.derived.iter_mut().for_each(Vec::clear);
         self.derived.resize(n + added, Vec::new());
-        self.derived_ir.clear();
+        Arc::make_mut(&mut self.derived_ir).clear();
         for f in &self.module.funcs[n..] {
             self.full_masks
                 .push(analysis::all_params(f).into_boxed_slice());
             if f.name.contains(".fwd") || f.name.contains(".rev") {
-                self.derived_like.insert(f.name.clone());
+                Arc::make_mut(&mut self.derived_like).insert(f.name.clone());
             }
         }
         self.id = engine_id();
@@ -596,7 +646,7 @@ impl Engine {
         grad: &mut [f64],
     ) -> Result<f64, AdError> {
         let n = p.types.len();
-        if p.engine != self.id || args.len() != n || grad.len() != n {
+        if !self.owns(p) || args.len() != n || grad.len() != n {
             return Err(self.prepared_refused(p, args, grad.len()));
         }
         self.raw.clear();
@@ -626,11 +676,122 @@ impl Engine {
         Ok(value)
     }
 
+    /// Value and gradient of a [`Prepared`] function at many points, in
+    /// parallel on the current rayon thread pool (the global one, or the
+    /// one whose [`rayon::ThreadPool::install`] this runs in).
+    ///
+    /// `points` holds the arguments of each point (each as
+    /// [`Engine::grad_prepared`] takes them); `values` receives one value
+    /// per point and `grads` [`Prepared::arity`] entries per point, point
+    /// after point (row-major). Each worker thread runs its own clone of
+    /// this engine, made once per call: the derived code is built already
+    /// (by [`Engine::prepare`]) and shared, and after each worker's first
+    /// point no point allocates (allocations are per call and per thread,
+    /// not per point). A point that fails (a trap, an argument of the wrong
+    /// kind) gets NaN as value and gradient; the failures are returned with
+    /// their point's index, in index order (an empty vector, which does not
+    /// allocate, when none fails). Buffers of the wrong size, or a
+    /// gradient prepared by an unrelated engine, are an [`AdError::Args`]
+    /// before anything runs.
+    ///
+    /// ```
+    /// let src = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}";
+    /// let module = assembler::assemble(src, "sq.adasm").expect("assembles");
+    /// let mut engine = ad::Engine::new(module).expect("verifies");
+    /// let f = engine.find("sq").expect("defined");
+    /// let p = engine.prepare(f, &[true]).expect("derives");
+    /// let points: Vec<[vm::Value; 1]> = (0..100).map(|i| [vm::Value::F64(i as f64)]).collect();
+    /// let (mut values, mut grads) = (vec![0.0; 100], vec![0.0; 100]);
+    /// let failed = engine.grad_many(&p, &points, &mut values, &mut grads).expect("shapes fit");
+    /// assert!(failed.is_empty());
+    /// assert_eq!((values[7], grads[7]), (49.0, 14.0));
+    /// ```
+    pub fn grad_many<P: AsRef<[Value]> + Sync>(
+        &self,
+        p: &Prepared,
+        points: &[P],
+        values: &mut [f64],
+        grads: &mut [f64],
+    ) -> Result<Vec<(usize, AdError)>, AdError> {
+        use rayon::prelude::*;
+        let arity = p.arity();
+        if !self.owns(p) {
+            return Err(AdError::Args(
+                "the gradient was prepared by another engine".to_string(),
+            ));
+        }
+        if values.len() != points.len() || Some(grads.len()) != points.len().checked_mul(arity) {
+            return Err(AdError::Args(format!(
+                "{} point(s) of {arity} argument(s) need {} value(s) and {} gradient entries; \
+                 the buffers hold {} and {}",
+                points.len(),
+                points.len(),
+                points.len().saturating_mul(arity),
+                values.len(),
+                grads.len()
+            )));
+        }
+        if points.is_empty() {
+            return Ok(Vec::new());
+        }
+        let threads = rayon::current_num_threads().max(1);
+        let workers: Vec<Mutex<Engine>> = (0..threads).map(|_| Mutex::new(self.clone())).collect();
+        // A few chunks per thread, so that threads that finish early take
+        // over work; each chunk locks its thread's engine once.
+        let size = points.len().div_ceil(threads * 4).max(1);
+        let mut chunks = Vec::with_capacity(points.len().div_ceil(size));
+        let mut grad_rows = grads;
+        for (k, (pts, vals)) in points.chunks(size).zip(values.chunks_mut(size)).enumerate() {
+            let (g, rest) = std::mem::take(&mut grad_rows).split_at_mut(pts.len() * arity);
+            grad_rows = rest;
+            chunks.push((k * size, pts, vals, g));
+        }
+        let mut failed: Vec<(usize, AdError)> = chunks
+            .into_par_iter()
+            .map(|(first, pts, vals, g)| {
+                let mut failed = Vec::new();
+                let me = rayon::current_thread_index().unwrap_or(0) % workers.len();
+                // A worker that panicked cannot have left the engine
+                // half-changed in a way that matters here (no derivation
+                // runs): use it all the same.
+                let mut engine = workers[me].lock().unwrap_or_else(|e| e.into_inner());
+                for (j, (pt, v)) in pts.iter().zip(vals.iter_mut()).enumerate() {
+                    let row = &mut g[j * arity..(j + 1) * arity];
+                    match engine.grad_prepared(p, pt.as_ref(), row) {
+                        Ok(value) => *v = value,
+                        Err(e) => {
+                            *v = f64::NAN;
+                            row.fill(f64::NAN);
+                            failed.push((first + j, e));
+                        }
+                    }
+                }
+                failed
+            })
+            .reduce(Vec::new, |mut a, mut b| {
+                a.append(&mut b);
+                a
+            });
+        failed.sort_by_key(|(i, _)| *i);
+        Ok(failed)
+    }
+
+    /// Whether `p` was prepared by this engine, or by one it was cloned
+    /// from before the clone (so that its derived functions are the same
+    /// here).
+    #[inline]
+    fn owns(&self, p: &Prepared) -> bool {
+        p.engine == self.id
+            || self.lineage.iter().any(|&(id, shared)| {
+                id == p.engine && p.d.fwd.index() < shared && p.d.rev.index() < shared
+            })
+    }
+
     /// Why [`Engine::grad_prepared`] refused a call.
     #[cold]
     fn prepared_refused(&self, p: &Prepared, args: &[Value], grad: usize) -> AdError {
         let n = p.types.len();
-        if p.engine != self.id {
+        if !self.owns(p) {
             return AdError::Args("the gradient was prepared by another engine".to_string());
         }
         if args.len() != n {
@@ -751,9 +912,8 @@ impl Engine {
     /// Forget every derived function from bytecode id `first_new` on: what
     /// a failed derivation leaves behind.
     fn rollback(&mut self, first_new: usize) {
-        self.program.truncate(first_new);
-        self.derived_ir
-            .truncate(first_new - self.module.funcs.len());
+        Arc::make_mut(&mut self.program).truncate(first_new);
+        Arc::make_mut(&mut self.derived_ir).truncate(first_new - self.module.funcs.len());
         for list in self.derived.iter_mut() {
             list.retain(|(_, d)| d.fwd.index() < first_new);
         }
@@ -813,20 +973,22 @@ impl Engine {
                     },
                     e => AdError::Internal(format!("lowering {}: {e}", func.name)),
                 })?;
-                self.program
+                Arc::make_mut(&mut self.program)
                     .set(id, bc)
                     .map_err(|e| AdError::Internal(e.to_string()))?;
-                self.derived_ir[id.index() - self.module.funcs.len()] = func;
+                let first_derived = self.module.funcs.len();
+                Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
             }
         }
         for i in first_new..self.program.len() {
-            vm::verify::verify_function(&mut self.program, FuncId(i as u32)).map_err(|errs| {
-                let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                AdError::Internal(format!(
-                    "derived code failed verification: {}",
-                    text.join("; ")
-                ))
-            })?;
+            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+                .map_err(|errs| {
+                    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                    AdError::Internal(format!(
+                        "derived code failed verification: {}",
+                        text.join("; ")
+                    ))
+                })?;
         }
         Ok(root)
     }
@@ -904,8 +1066,8 @@ impl Engine {
             locs: Vec::new(),
             reg_names: Vec::new(),
         };
-        self.program.push(placeholder);
-        self.derived_ir.push(ir::Function {
+        Arc::make_mut(&mut self.program).push(placeholder);
+        Arc::make_mut(&mut self.derived_ir).push(ir::Function {
             name,
             params: Vec::new(),
             ret: RetType::Many(Vec::new()),

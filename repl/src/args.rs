@@ -390,6 +390,33 @@ pub fn differentiable_params(f: &vm::ir::Function) -> String {
         .join(", ")
 }
 
+/// The `--json` object of a forward-mode result (`advm jvp`, `advm sweep
+/// --mode jvp`): `value` and `tangent` (`null` for a function with no
+/// result, `unit`), and `arg_tangents` when an `f64[]` parameter was
+/// differentiated.
+pub fn tangent_json(t: &ad::Tangent, unit: bool) -> serde_json::Map<String, Json> {
+    let mut obj = serde_json::Map::new();
+    let value = if unit {
+        Json::Null
+    } else {
+        value_json(&t.value)
+    };
+    obj.insert("value".into(), value);
+    obj.insert(
+        "tangent".into(),
+        t.tangent.as_ref().map_or(Json::Null, value_json),
+    );
+    if t.arg_tangents.iter().any(Option::is_some) {
+        let tangents: Vec<Json> = t
+            .arg_tangents
+            .iter()
+            .map(|v| v.as_ref().map_or(Json::Null, value_json))
+            .collect();
+        obj.insert("arg_tangents".into(), tangents.into());
+    }
+    obj
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

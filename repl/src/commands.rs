@@ -65,7 +65,7 @@ impl From<AdError> for Fail {
 impl Fail {
     /// Name the program file in a trap's message (assembly diagnostics and
     /// usage messages name it already).
-    fn in_file(self, file: &Path) -> Fail {
+    pub fn in_file(self, file: &Path) -> Fail {
         match self {
             Fail::Trap(m) => Fail::Trap(format!("{}: {m}", file.display())),
             other => other,
@@ -141,7 +141,7 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     }
 }
 
-fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
+pub fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
     let written = name.unwrap_or("main");
     // One `@` is optional; what is left must be a name as the language
     // spells it (so `@@z` is refused as written, not looked up as `@z`).
@@ -228,7 +228,7 @@ fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
 }
 
 /// The parameters `--wrt` selects (`None`: every f64 and f64[] one).
-fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option<Vec<bool>>, Fail> {
+pub fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option<Vec<bool>>, Fail> {
     wrt.map(|names| wrt_mask(engine.module().func(f), names).map_err(Fail::Usage))
         .transpose()
 }
@@ -359,28 +359,9 @@ pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
             let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
             let unit = engine.module().func(f).ret == vm::ir::RetType::Unit;
             if a.json {
-                let mut obj = serde_json::Map::new();
-                let value = if unit {
-                    serde_json::Value::Null
-                } else {
-                    value_json(&t.value)
-                };
-                obj.insert("value".into(), value);
-                obj.insert(
-                    "tangent".into(),
-                    t.tangent
-                        .as_ref()
-                        .map_or(serde_json::Value::Null, value_json),
-                );
-                if t.arg_tangents.iter().any(Option::is_some) {
-                    let tangents: Vec<serde_json::Value> = t
-                        .arg_tangents
-                        .iter()
-                        .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
-                        .collect();
-                    obj.insert("arg_tangents".into(), tangents.into());
-                }
-                emit(serde_json::Value::Object(obj))?;
+                emit(serde_json::Value::Object(advm::args::tangent_json(
+                    &t, unit,
+                )))?;
             } else {
                 for line in tangent_lines(&names, &t, None, unit) {
                     emit(line)?;

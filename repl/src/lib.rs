@@ -1,7 +1,7 @@
 //! # advm: the command line, as a library
 //!
 //! The `advm` binary (`src/main.rs`) is the product's command line: `advm
-//! run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl`, to the contract in
+//! run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | sweep | repl`, to the contract in
 //! `../shared/docs/adasm.md` §5. Everything it does goes through
 //! [`ad::Engine`]. This library half holds what the binary shares with the
 //! tests, so that the tests check the very code the command line runs:
@@ -11,6 +11,8 @@
 //! * [`fd`]: the gradient check of `advm check` (central finite
 //!   differences and the tolerance), also used by the program corpus test
 //!   for its `; check:` directives.
+//! * [`points`]: one point of `advm sweep`, a line of JSON arguments to a
+//!   line of JSON results (also used by the `sweep` benchmark).
 //!
 //! ## Exit status of the binary
 //!
@@ -22,7 +24,8 @@
 //! | 3 | `advm check` found an entry where AD and finite differences disagree |
 //! | 64 | bad usage: unknown subcommand or flag, a flag value out of range (`--max-depth 0`), a `--fn` that is not a name (`@@f`) or names no function of the file, `--args` (or an `--args-file`, named in the message) that is not JSON or does not match the parameters (count, kind, a non-integer for an i64), an unreadable file or arguments file; `grad`/`check`/`bench` of a function that cannot be differentiated: one that does not return f64, or one whose derived function needs more registers than a frame holds (`cannot differentiate @f: its derived function @f.rev needs N registers, ...; split @f into smaller functions`) |
 //! | 70 | an internal error of advm (a bug; please report it) |
-//! | 74 | standard output could not be written (other than a closed pipe); also for `--help`, `--version` and the REPL |
+//! | 74 | standard output could not be written (other than a closed pipe); also for `--help`, `--version` and the REPL; for `sweep`, also its `--out` file |
+//! | 130 | `advm sweep` stopped by Ctrl-C (SIGINT); its output holds the results of a complete prefix of its points |
 //!
 //! Output to a closed pipe (`advm run big.adasm | head -1`) is dropped
 //! silently and does not change the status. Nothing ends in a panic.
@@ -76,6 +79,14 @@
 //! * An f64 literal too large for an f64 (`1e999`, in a program or a REPL
 //!   argument) is an error (status 2 in a file), as an out-of-range i64
 //!   literal is, not infinity: `inf` is how infinity is written.
+//! * `advm sweep FILE --fn NAME --points FILE.jsonl [--mode run|grad]
+//!   [--wrt NAMES] [--threads N] [--shard I/N] [--out FILE]` (adasm.md
+//!   §12; `docs/sweep.md`): `--points -` reads standard input; blank lines
+//!   are skipped but counted; `--fn` defaults to `main` and `--mode` to
+//!   `grad`; `--mode jvp|hvp` (and `--dir`) are accepted and refused as not
+//!   available yet (64); a failing point is its `{"i": I, "error": M}`
+//!   line and status 1; Ctrl-C ends with status 130 after the chunk it is
+//!   on (a second one drops that chunk).
 //! * The REPL's `:quit` takes no argument, like `:help` (`:quit now` is an
 //!   error and the session goes on).
 //! * `advm jvp FILE --fn NAME --args JSON --dir JSON [--wrt NAMES]
@@ -108,6 +119,7 @@
 
 pub mod args;
 pub mod fd;
+pub mod points;
 
 use std::io::Read;
 use std::path::Path;

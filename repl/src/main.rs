@@ -1,26 +1,29 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | repl` per the contract
+//! `advm run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | sweep | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
 //! usage (also a function that cannot be differentiated), 70 internal
-//! error, 74 standard output unwritable. Nothing ends in
+//! error, 74 standard output unwritable, 130 a sweep stopped by Ctrl-C.
+//! Nothing ends in
 //! a panic: clap's errors are mapped to 64 (help and version to 0, or 74
 //! when stdout cannot take them), user
 //! data is never unwrapped, and output goes through [`out`].
 //!
 //! Modules: `commands` (one function per subcommand, returning the exit
-//! status), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
+//! status), `sweep` (`advm sweep`), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
 //! `alloc_count` (the counting global allocator `bench` reads), `out`
-//! (stdout without panics); argument conversion and the gradient check
-//! live in the library half (`advm::args`, `advm::fd`).
+//! (stdout without panics); argument conversion, the gradient check and a
+//! sweep's work per point live in the library half (`advm::args`,
+//! `advm::fd`, `advm::points`).
 
 mod alloc_count;
 mod cfg;
 mod commands;
 mod out;
 mod repl;
+mod sweep;
 
 // The library half (`src/lib.rs`), shared with the tests.
 use advm::args;
@@ -125,6 +128,56 @@ pub struct CheckArgs {
     pub full: bool,
 }
 
+/// What `advm sweep` computes at each point.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The value, as `advm run --json`.
+    Run,
+    /// Value and gradient, as `advm grad --json`.
+    Grad,
+    /// Value and tangent along `--dir`, as `advm jvp --json`.
+    Jvp,
+    /// Value, gradient and Hessian-vector product along `--dir` (not
+    /// available yet).
+    Hvp,
+}
+
+/// `advm sweep`: one function at many points.
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// The source file.
+    pub file: PathBuf,
+    /// Function name, with or without `@` (default `main`).
+    #[arg(long = "fn", value_name = "NAME")]
+    pub func: Option<String>,
+    /// The points: a file of one JSON array of arguments per line (like
+    /// --args); `-` reads standard input.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub points: PathBuf,
+    /// What to compute at each point.
+    #[arg(long, value_enum, default_value = "grad")]
+    pub mode: Mode,
+    /// Differentiate with respect to these parameters only (comma-separated
+    /// names; --mode grad and jvp).
+    #[arg(long, value_name = "NAMES")]
+    pub wrt: Option<String>,
+    /// The direction, shaped like the arguments (--mode jvp and hvp).
+    #[arg(long, value_name = "JSON")]
+    pub dir: Option<String>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Only the lines whose index is I modulo N (0 <= I < N); the output
+    /// keeps the global line indices.
+    #[arg(long, value_name = "I/N", value_parser = sweep::parse_shard)]
+    pub shard: Option<(usize, usize)>,
+    /// Write the results to this file instead of standard output.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a function (default `@main`) and print its value.
@@ -173,6 +226,9 @@ enum Command {
     },
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
+    /// One function at many points: one JSON line of arguments in, one
+    /// JSON line of results out, in parallel.
+    Sweep(SweepArgs),
     /// The interactive REPL (also plain `advm`).
     Repl {
         /// A source file to load first.
@@ -232,6 +288,7 @@ fn main() -> ExitCode {
         Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
         Some(Command::Jacobian(a)) => commands::jacobian(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
+        Some(Command::Sweep(a)) => sweep::sweep(&a),
         Some(Command::Disasm {
             file,
             func,

@@ -3,6 +3,7 @@
 
 use super::jvp_function;
 use crate::{check_mask, same_mask, scalar_bits, AdError, Engine, JvpCache};
+use std::sync::Arc;
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
@@ -402,19 +403,21 @@ impl Engine {
                 },
                 e => AdError::Internal(format!("lowering {}: {e}", func.name)),
             })?;
-            self.program
+            Arc::make_mut(&mut self.program)
                 .set(id, bc)
                 .map_err(|e| AdError::Internal(e.to_string()))?;
-            self.derived_ir[id.index() - self.module.funcs.len()] = func;
+            let first_derived = self.module.funcs.len();
+            Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
         }
         for i in first_new..self.program.len() {
-            vm::verify::verify_function(&mut self.program, FuncId(i as u32)).map_err(|errs| {
-                let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                AdError::Internal(format!(
-                    "tangent code failed verification: {}",
-                    text.join("; ")
-                ))
-            })?;
+            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+                .map_err(|errs| {
+                    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                    AdError::Internal(format!(
+                        "tangent code failed verification: {}",
+                        text.join("; ")
+                    ))
+                })?;
         }
         Ok(root)
     }
