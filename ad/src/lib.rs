@@ -41,12 +41,14 @@
 
 pub mod analysis;
 pub mod forward;
+mod hvp;
 mod modes;
 pub mod optimize;
 pub mod rules;
 pub mod transform;
 
 pub use forward::{PreparedJvp, Tangent};
+pub use hvp::{Hessian, Hvp, PreparedHvp};
 pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
@@ -165,6 +167,10 @@ pub struct Engine {
     /// Zeros, for the tangent array of an array parameter given no
     /// direction (kept to avoid an allocation per call).
     zeros: Vec<f64>,
+    /// The tangent function of each derived function (forward function or
+    /// pullback) built so far, by bytecode id: what Hessian-vector
+    /// products run (see [`Engine::hvp`]).
+    derived_tangents: hashbrown::HashMap<FuncId, FuncId>,
 }
 
 /// A gradient of a function of scalar parameters (`f64`, `i64`, `bool`)
@@ -254,6 +260,7 @@ impl Engine {
             jvps: vec![Vec::new(); nfuncs],
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
+            derived_tangents: hashbrown::HashMap::new(),
         })
     }
 
@@ -606,6 +613,8 @@ impl Engine {
         for list in self.jvps.iter_mut() {
             list.retain(|(_, id)| id.index() < first_new);
         }
+        self.derived_tangents
+            .retain(|g, t| g.index() < first_new && t.index() < first_new);
     }
 
     fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
@@ -730,7 +739,13 @@ impl Engine {
                 .collect();
             format!(".wrt.{}", names.join("."))
         };
-        let mut name = format!("{}.{part}{suffix}", func.name);
+        self.push_named_placeholder(format!("{}.{part}{suffix}", func.name));
+    }
+
+    /// One empty function named `name` (followed by `'` as often as needed
+    /// to differ from a user function's name) standing for a derived
+    /// function until it is built.
+    fn push_named_placeholder(&mut self, mut name: String) {
         while self.derived_like.contains(&name) {
             name.push('\'');
         }
