@@ -84,10 +84,23 @@ impl Engine {
         dir: &[Option<Value>],
     ) -> Result<Hvp, AdError> {
         let mut out = Hvp::default();
+        self.hvp_into(f, args, dir, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Engine::hvp`], reusing `out`'s buffers (no heap allocation
+    /// after a warm-up call with the same shapes).
+    pub fn hvp_into(
+        &mut self,
+        f: FuncId,
+        args: &[Value],
+        dir: &[Option<Value>],
+        out: &mut Hvp,
+    ) -> Result<(), AdError> {
         let wrt = self.take_full_mask(f)?;
-        let result = self.hvp_wrt_into(f, args, dir, &wrt, &mut out);
+        let result = self.hvp_wrt_into(f, args, dir, &wrt, out);
         self.full_masks[f.index()] = wrt;
-        result.map(|()| out)
+        result
     }
 
     /// [`Engine::hvp`] with respect to the parameters selected by `wrt`:

@@ -257,3 +257,266 @@ fn hvps_of_random_programs_agree_with_differences_of_gradients() {
          {symmetric} symmetries held, {hessians} Hessians symmetric"
     );
 }
+
+/// Arguments of 0.5 (i64: 3, bool: true, arrays of four).
+fn default_args(types: &[vm::Type]) -> Vec<Value> {
+    types
+        .iter()
+        .map(|t| match t {
+            vm::Type::F64 => Value::F64(0.5),
+            vm::Type::I64 => Value::I64(3),
+            vm::Type::Bool => Value::Bool(true),
+            vm::Type::Arr => Value::Arr(vec![0.5, 0.25, -0.5, 1.0]),
+        })
+        .collect()
+}
+
+fn ones(args: &[Value]) -> Vec<Option<Value>> {
+    args.iter()
+        .map(|a| match a {
+            Value::F64(_) => Some(Value::F64(1.0)),
+            Value::Arr(xs) => Some(Value::Arr(vec![1.0; xs.len()])),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every corpus function with an `f64` result and a differentiable
+/// parameter whose gradient is finite at arguments of 0.5 (i64: 3, arrays
+/// of four): the product along all ones is finite and equals central
+/// differences of the gradient along all ones (summed), and its value and
+/// gradient are reverse mode's.
+#[test]
+fn corpus_hvps_along_ones_equal_differences_of_gradients() {
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in ["programs", "programs/bench"] {
+        let root = testkit::workspace_root().join(dir);
+        for entry in std::fs::read_dir(&root).expect("corpus") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|x| x == "adasm") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let (mut checked, mut unreliable) = (0, 0);
+    let mut failures = Vec::new();
+    for path in &files {
+        let src = std::fs::read_to_string(path).expect("readable");
+        // A stop-gradient is constant in the gradient code too, so the
+        // product differentiates a gradient that differences do not see
+        // (nograd.adasm: f = x·nograd(x) + x has H = 0, while the gradient
+        // nograd(x) + 1 changes with x).
+        if src.contains("nograd") {
+            continue;
+        }
+        let Ok(module) = assembler::assemble(&src, &path.display().to_string()) else {
+            continue; // the corpus holds programs that must fail too
+        };
+        let names: Vec<(String, Vec<vm::Type>)> = module
+            .funcs
+            .iter()
+            .filter(|f| f.ret == vm::ir::RetType::One(vm::Type::F64))
+            .map(|f| (f.name.clone(), f.param_types()))
+            .filter(|(_, t)| t.iter().any(|t| t.is_differentiable()))
+            .collect();
+        let Ok(mut e) = Engine::new(module) else {
+            continue;
+        };
+        e.vm_mut().limits_mut().fuel = Some(50_000_000);
+        for (name, types) in names {
+            let f = e.find(&name).expect("listed");
+            let args = default_args(&types);
+            let Ok(grad) = e.grad(f, &args) else {
+                continue; // traps at this point (a corpus of traps too)
+            };
+            if !dot(&grad.grad, &ones(&args)).1.is_finite() {
+                continue;
+            }
+            let dir = ones(&args);
+            let h = match e.hvp(f, &args, &dir) {
+                Ok(h) => h,
+                Err(err) => {
+                    failures.push(format!("{}: @{name}: {err}", path.display()));
+                    continue;
+                }
+            };
+            let (uhv, scale) = dot(&h.hvp, &dir);
+            if !scale.is_finite()
+                || h.value.to_bits() != grad.value.to_bits()
+                || h.grad != grad.grad
+            {
+                failures.push(format!(
+                    "{}: @{name}: hvp {h:?}, grad {grad:?}",
+                    path.display()
+                ));
+                continue;
+            }
+            match fd_of_gradient(&mut e, f, &args, &dir, &dir, uhv) {
+                Verdict::Agree => {}
+                Verdict::Unreliable(_) => unreliable += 1,
+                Verdict::Disagree(why) => {
+                    failures.push(format!("{}: @{name}: {why}", path.display()))
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 30, "only {checked} corpus functions checked");
+    eprintln!("{checked} corpus functions: hvp along ones = differences of grad ({unreliable} near kinks)");
+}
+
+#[test]
+fn hvp_wrt_is_the_block_of_the_selected_parameters() {
+    // f(x, y, z) = x²·y + sin(y)·z: H = [[2y, 2x, 0], [2x, -sin(y)·z, cos y], [0, cos y, 0]].
+    let mut e = engine(
+        "fn @f(%x: f64, %y: f64, %z: f64) -> f64 {
+entry:
+    %a = mul %x, %x
+    %b = mul %a, %y
+    %s = sin %y
+    %c = mul %s, %z
+    %r = add %b, %c
+    ret %r
+}",
+    );
+    let f = e.find("f").expect("exists");
+    let (x, y, z) = (0.7, -1.3, 2.1);
+    let args = [Value::F64(x), Value::F64(y), Value::F64(z)];
+    let h = e.hessian(f, &args).expect("runs");
+    let want = [
+        [2.0 * y, 2.0 * x, 0.0],
+        [2.0 * x, -y.sin() * z, y.cos()],
+        [0.0, y.cos(), 0.0],
+    ];
+    for i in 0..3 {
+        for j in 0..3 {
+            assert!(
+                (h.hessian[i][j] - want[i][j]).abs() <= 1e-14,
+                "{:?} vs {want:?}",
+                h.hessian
+            );
+        }
+    }
+    // With respect to x and z: the rows and columns of x and z only.
+    let wrt = [true, false, true];
+    let dir = [
+        Some(Value::F64(1.0)),
+        Some(Value::F64(5.0)),
+        Some(Value::F64(2.0)),
+    ];
+    let p = e.hvp_wrt(f, &args, &dir, &wrt).expect("runs");
+    assert_eq!(p.hvp[1], None);
+    assert_eq!(p.grad[1], None);
+    assert_eq!(p.hvp[0], Some(Value::F64(2.0 * y)));
+    assert_eq!(p.hvp[2], Some(Value::F64(0.0)));
+    let hw = e.hessian_wrt(f, &args, &wrt).expect("runs");
+    assert_eq!(hw.hessian, vec![vec![2.0 * y, 0.0], vec![0.0, 0.0]]);
+    // The prepared form gives the same numbers.
+    let prep = e.prepare_hvp(f, &[true; 3]).expect("prepares");
+    let (mut g, mut hv) = ([0.0; 3], [0.0; 3]);
+    let v = e
+        .hvp_prepared(&prep, &args, &[1.0, 0.0, 0.0], &mut g, &mut hv)
+        .expect("runs");
+    assert_eq!(v, x * x * y + y.sin() * z);
+    assert_eq!(hv, [2.0 * y, 2.0 * x, 0.0]);
+    assert_eq!(g[0], 2.0 * x * y);
+    // Bad calls are refused with a message, not a panic.
+    let err = e
+        .hvp_prepared(&prep, &args, &[1.0], &mut g, &mut hv)
+        .expect_err("short direction");
+    assert!(err.to_string().contains("direction"), "{err}");
+    let err = e
+        .hvp(f, &args, &[Some(Value::F64(1.0))])
+        .expect_err("short direction");
+    assert!(err.to_string().contains("direction"), "{err}");
+}
+
+#[test]
+fn hvp_through_calls_recursion_and_arrays() {
+    // A helper called through, recursion, an array read and written in
+    // place: the products agree with differences of gradients.
+    let src = "
+fn @sq(%x: f64) -> f64 {
+entry:
+    %y = mul %x, %x
+    ret %y
+}
+fn @rec(%x: f64, %n: i64) -> f64 {
+entry:
+    %c = gt %n, 0
+    br %c, more, done
+more:
+    %m = sub %n, 1
+    %r = call @rec(%x, %m)
+    %s = sin %r
+    %t = mul %s, %x
+    ret %t
+done:
+    ret %x
+}
+fn @f(%v: f64[], %x: f64) -> f64 {
+entry:
+    %a = aget %v, 0
+    %b = call @sq(%a)
+    %p = mul %b, %x
+    aset %v, 1, %p
+    %q = aget %v, 1
+    %e = exp %q
+    %r = call @rec(%e, 3)
+    %w = aget %v, 2
+    %z = mul %r, %w
+    ret %z
+}";
+    let module = assembler::assemble(src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let f = e.find("f").expect("exists");
+    let args = [Value::Arr(vec![0.3, 0.1, -0.7]), Value::F64(0.4)];
+    let mut rng = Rng::new(7);
+    for _ in 0..5 {
+        let (u, v) = (random_dir(&args, &mut rng), random_dir(&args, &mut rng));
+        let h: Hvp = e.hvp(f, &args, &v).expect("runs");
+        let (uhv, _) = dot(&h.hvp, &u);
+        assert!(uhv != 0.0);
+        let verdict = fd_of_gradient(&mut e, f, &args, &u, &v, uhv);
+        assert_eq!(verdict, Verdict::Agree, "{h:?}");
+    }
+}
+
+/// The opcodes of every function a Hessian-vector product runs.
+fn hvp_ops(e: &mut Engine, name: &str) -> (Vec<Op>, Vec<Op>) {
+    let f = e.find(name).expect("exists");
+    let (fwd, rev) = e
+        .derive_hvp(f, &ad::analysis::all_params(e.module().func(f)))
+        .expect("derives");
+    let ops = |g| e.program().func(g).code.iter().map(|i| i.op).collect();
+    (ops(fwd), ops(rev))
+}
+
+#[test]
+fn hvp_code_of_powloop_pairs_every_push_with_its_tangent() {
+    let mut e = engine(&read("programs/powloop.adasm"));
+    let (fwd, rev) = hvp_ops(&mut e, "pow");
+    let f = e.find("pow").expect("exists");
+    let d = e.derive(f).expect("derives");
+    let count = |ops: &[Op], which: &[Op]| ops.iter().filter(|o| which.contains(o)).count();
+    let pushes = [Op::CommsPush, Op::CommsReserve, Op::CommsPushR, Op::MulPush];
+    let pops = [Op::CommsPop, Op::MulPop, Op::AccMulPop, Op::AccMulPopMul];
+    let fwd0: Vec<Op> = e.program().func(d.fwd).code.iter().map(|i| i.op).collect();
+    // Two places push an f64 (the loop's product, and `x` at `ret`; the
+    // counters are i64): with tangents, one more push each.
+    assert_eq!(
+        count(&fwd0, &pushes) + 2,
+        count(&fwd, &pushes),
+        "{fwd0:?}\n{fwd:?}"
+    );
+    assert!(count(&rev, &pops) >= 3, "{rev:?}");
+    // No interpreter of dual numbers: plain opcodes, the tangent products
+    // strong-zero ones.
+    assert!(
+        rev.contains(&Op::AccMul) || rev.contains(&Op::AccMulPop),
+        "{rev:?}"
+    );
+    assert!(!fwd.contains(&Op::CallAcc) && !rev.contains(&Op::CallN));
+}
