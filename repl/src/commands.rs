@@ -250,7 +250,7 @@ pub fn run(a: &CallArgs) -> u8 {
         (|| {
             if a.wrt.is_some() {
                 return Err(Fail::Usage(
-                    "--wrt applies to grad, jvp, vjp, jacobian, check and bench, not to run".into(),
+                    "--wrt applies to grad, jvp, vjp, hvp, hessian, jacobian, check and bench, not to run".into(),
                 ));
             }
             let (mut engine, f, args) = prepare(a)?;
@@ -431,6 +431,100 @@ pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
     )
 }
 
+/// `advm hvp`: value, gradient and Hessian-vector product along `--dir`
+/// by forward-over-reverse (adasm.md §8).
+pub fn hvp(a: &CallArgs, dir: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let names = param_names(&engine, f);
+            let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
+            let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
+            if a.json {
+                emit(json!({
+                    "value": float_json(h.value),
+                    "grad": gradient_json(&h.grad),
+                    "hvp": gradient_json(&h.hvp),
+                }))?;
+            } else {
+                emit(format_args!(
+                    "value = {}",
+                    value_text(&Value::F64(h.value), None)
+                ))?;
+                for ((n, g), hv) in names.iter().zip(&h.grad).zip(&h.hvp) {
+                    match (g, hv) {
+                        (Some(g), Some(hv)) => emit(format_args!(
+                            "∂{n} = {}    (H·dir)_{n} = {}",
+                            value_text(g, None),
+                            value_text(hv, None)
+                        ))?,
+                        _ => emit(format_args!("∂{n} = -    (H·dir)_{n} = -"))?,
+                    }
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// A gradient-shaped list as JSON (`null` for parameters without one).
+fn gradient_json(g: &[Option<Value>]) -> Vec<serde_json::Value> {
+    g.iter()
+        .map(|g| g.as_ref().map_or(serde_json::Value::Null, value_json))
+        .collect()
+}
+
+/// `advm hessian`: value, gradient and the dense Hessian over the
+/// flattened inputs, one Hessian-vector product per input (adasm.md §8).
+pub fn hessian(a: &CallArgs) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let h = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => engine.hessian_wrt(f, &args, &mask)?,
+                None => engine.hessian(f, &args)?,
+            };
+            if a.json {
+                let rows: Vec<serde_json::Value> = h
+                    .hessian
+                    .iter()
+                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
+                    .collect();
+                emit(json!({
+                    "value": float_json(h.value),
+                    "grad": gradient_json(&h.grad),
+                    "hessian": rows,
+                }))?;
+            } else {
+                emit(format_args!(
+                    "value = {}",
+                    value_text(&Value::F64(h.value), None)
+                ))?;
+                for (n, g) in param_names(&engine, f).iter().zip(&h.grad) {
+                    match g {
+                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
+                        None => emit(format_args!("∂{n} = -"))?,
+                    }
+                }
+                let n = h.hessian.len();
+                emit(format_args!(
+                    "hessian ({n} × {n} over the flattened inputs) ="
+                ))?;
+                for row in &h.hessian {
+                    emit(value_text(&Value::Arr(row.clone()), None))?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
 /// `advm jacobian`: the dense Jacobian by forward mode (adasm.md §8).
 pub fn jacobian(a: &CallArgs) -> u8 {
     finish(
@@ -580,6 +674,26 @@ pub fn check(a: &CallArgs) -> u8 {
         Ok(false) => EXIT_CHECK_FAILED,
         Err(f) => f.report(),
     }
+}
+
+/// `advm disasm --fn NAME --hvp`: the function, then the bytecode its
+/// Hessian-vector products run (the tangents of its forward function and
+/// pullback, and of every derived function they call).
+pub fn disasm_hvp(file: &Path, func: Option<&str>, wrt: Option<&str>) -> u8 {
+    finish((|| {
+        let mut engine = load(file)?;
+        // `--hvp` requires `--fn` (clap checks it).
+        let f = pick(&engine, func, file)?;
+        emit(vm::disasm::function_in(
+            engine.program().func(f),
+            Some(engine.program()),
+        ))?;
+        let mask = match selection(&engine, f, wrt)? {
+            Some(mask) => mask,
+            None => ad::analysis::all_params(engine.module().func(f)),
+        };
+        emit_raw(engine.disasm_hvp_wrt(f, &mask)?)
+    })())
 }
 
 pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<&str>) -> u8 {

@@ -218,10 +218,11 @@ impl Jvp<'_> {
         for (i, param) in p.params.iter().enumerate() {
             let ty = p.ty(*param);
             if ty.is_differentiable() && wrt.get(i).copied().unwrap_or(false) {
+                let prefix = if self.mode == Mode::Primal { "d" } else { "t" };
                 let name = p.values[param.index()]
                     .name
                     .as_ref()
-                    .map(|n| format!("d.{n}"));
+                    .map(|n| format!("{prefix}.{n}"));
                 let t = self.out.new_value(ty, name);
                 self.out.params.push(t);
                 self.tan[param.index()] = Some(t);
@@ -528,7 +529,10 @@ impl Jvp<'_> {
     /// A new value for the tangent of `v`, named after it.
     fn tangent_value(&mut self, v: ValueId) -> ValueId {
         let data = &self.p.values[v.index()];
-        let name = data.name.as_ref().map(|n| format!("d.{n}"));
+        // Derived code has cotangents named `d.x` already: its tangents
+        // are `t.x`, `t.d.x`.
+        let prefix = if self.mode == Mode::Primal { "d" } else { "t" };
+        let name = data.name.as_ref().map(|n| format!("{prefix}.{n}"));
         self.out.new_value(data.ty, name)
     }
 
