@@ -558,6 +558,27 @@ pub fn jacobian(a: &CallArgs) -> u8 {
     )
 }
 
+/// The gradient of `f` at a finite-difference probe `at` (see
+/// [`probe_value`]).
+fn probe_gradient(
+    engine: &mut Engine,
+    f: FuncId,
+    probe: &[Value],
+    mask: &[bool],
+    at: &str,
+) -> Result<Vec<Option<Value>>, Fail> {
+    match engine.grad_wrt(f, probe, mask) {
+        Ok(g) => Ok(g.grad),
+        Err(e) => Err(match Fail::from(e) {
+            Fail::Trap(t) => Fail::Trap(format!(
+                "{t}\nnote: in a finite-difference gradient, with {at}; at the point itself \
+                 the function and its Hessian-vector product ran (`advm hvp`)"
+            )),
+            other => other,
+        }),
+    }
+}
+
 /// The value of `f` at a finite-difference probe `at` (a neighbour of the
 /// point, which itself ran: a trap here says so).
 fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Result<f64, Fail> {
@@ -576,7 +597,7 @@ fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Res
     }
 }
 
-pub fn check(a: &CallArgs) -> u8 {
+pub fn check(a: &CallArgs, order: u8) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
@@ -614,7 +635,21 @@ pub fn check(a: &CallArgs) -> u8 {
                 ok,
             });
         }
-        let all_ok = rows.iter().all(|r| r.ok);
+        // Second order: the Hessian-vector product along the same
+        // direction against central differences of the gradient.
+        let mut hvp_rows = Vec::new();
+        if order >= 2 && gradient_rows > 0 {
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir = fd::check_direction(&args, &mask);
+            let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
+            hvp_rows = fd::hvp_rows(&args, &dir, &h.hvp, &names, |probe, at| {
+                probe_gradient(&mut engine, f, probe, &mask, at)
+            })?;
+        }
+        let all_ok = rows.iter().chain(&hvp_rows).all(|r| r.ok);
         if a.json {
             let entries: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
@@ -634,10 +669,23 @@ pub fn check(a: &CallArgs) -> u8 {
                     json!({"ad": float_json(ad), "fd": float_json(fd), "ok": ok}),
                 );
             }
+            if let (true, Some(o)) = (order >= 2, obj.as_object_mut()) {
+                let hvp: Vec<serde_json::Value> = hvp_rows
+                    .iter()
+                    .map(|r| {
+                        json!({"param": r.name.trim_start_matches("H·d "), "ad": float_json(r.ad),
+                               "fd": float_json(r.fd), "ok": r.ok})
+                    })
+                    .collect();
+                o.insert("hvp".into(), hvp.into());
+            }
             emit(obj)?;
         } else {
             emit(format_args!("value = {}", g.value))?;
             emit(format_args!("tolerance: {}", fd::RULE))?;
+            if order >= 2 {
+                rows.extend(hvp_rows);
+            }
             let width = rows
                 .iter()
                 .map(|r| r.name.chars().count())
@@ -660,6 +708,10 @@ pub fn check(a: &CallArgs) -> u8 {
                 ))?;
             }
             let bad = rows.iter().filter(|r| !r.ok).count();
+            if order >= 2 {
+                emit("H·d: the Hessian-vector product along d = max(1, |x|) per input, against \
+                      central differences of the gradient along d")?;
+            }
             emit(if bad == 0 {
                 format!("all {} entries agree", rows.len())
             } else {
@@ -837,8 +889,20 @@ pub fn bench(a: &CallArgs) -> u8 {
                     .jvp_wrt_into(f, &args, &dir, &mask, &mut t)
                     .map_err(Fail::from)
             })?;
+            // Hessian-vector products along the same direction, where the
+            // function can be differentiated twice that way.
+            let mut h = ad::Hvp::default();
+            let hvp = match engine.hvp_wrt_into(f, &args, &dir, &mask, &mut h) {
+                Ok(()) => Some(time_calls(|| {
+                    engine
+                        .hvp_wrt_into(f, &args, &dir, &mask, &mut h)
+                        .map_err(Fail::from)
+                })?),
+                Err(AdError::NotDifferentiable(_)) => None,
+                Err(e) => return Err(e.into()),
+            };
             if a.json {
-                emit(json!({
+                let mut obj = json!({
                     "primal_ns": primal_ns,
                     "grad_ns": grad_ns,
                     "ratio": ratio,
@@ -846,7 +910,12 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "allocs_per_grad": allocs_grad,
                     "jvp_ns": jvp_ns,
                     "allocs_per_jvp": allocs_jvp,
-                }))?;
+                });
+                if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
+                    o.insert("hvp_ns".into(), json!(hvp_ns));
+                    o.insert("allocs_per_hvp".into(), json!(allocs_hvp));
+                }
+                emit(obj)?;
             } else {
                 emit(format_args!(
                 "primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call"
@@ -859,6 +928,12 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
                      (direction: all ones)"
                 ))?;
+                if let Some((hvp_ns, allocs_hvp)) = hvp {
+                    emit(format_args!(
+                        "hvp:    {hvp_ns:.1} ns per call (median), {allocs_hvp} allocations per \
+                         call (direction: all ones)"
+                    ))?;
+                }
             }
             Ok(())
         })()

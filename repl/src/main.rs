@@ -114,7 +114,15 @@ enum Command {
     /// Print the value and the gradient.
     Grad(CallArgs),
     /// Compare the AD gradient with central finite differences.
-    Check(CallArgs),
+    Check {
+        #[command(flatten)]
+        call: CallArgs,
+        /// 2: also compare the Hessian-vector product along max(1, |x|)
+        /// per input with central differences of the gradient along it.
+        #[arg(long, value_name = "N", default_value_t = 1,
+              value_parser = clap::value_parser!(u8).range(1..=2))]
+        order: u8,
+    },
     /// Forward mode: the value and its derivative along --dir.
     Jvp {
         #[command(flatten)]
@@ -214,7 +222,7 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
-        Some(Command::Check(a)) => commands::check(&a),
+        Some(Command::Check { call, order }) => commands::check(&call, order),
         Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
         Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
         Some(Command::Hvp { call, dir }) => commands::hvp(&call, &dir),
