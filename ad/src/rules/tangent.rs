@@ -6,7 +6,12 @@
 //! [`Emit`] (`ẏ` from the operands' tangents `ȧ`, `ḃ` and the primal
 //! values), or says why there is none.
 //!
-//! A rule runs only for an instruction that activity analysis marks as
+//! The reverse-mode opcodes have rules too: Hessian-vector products apply
+//! this transform to reverse mode's forward function and pullback
+//! ([`crate::forward::derived_tangent`], `docs/ad.md`, "Hessian-vector
+//! products"), where every non-constant value is active.
+//!
+//! In a user function, a rule runs only for an instruction that activity analysis marks as
 //! carrying a derivative (an active result, an `aset` into an active array,
 //! a call differentiated through); operands that are inactive have no
 //! tangent (`e.t(k)` is `None`) and contribute no code, so a zero tangent
@@ -34,9 +39,11 @@ pub enum Rule {
     Effect,
     /// A call: the transform calls the callee's tangent function instead.
     Call,
-    /// The opcode cannot appear in a primal function: reverse-mode code,
-    /// an opcode only the lowering makes, or a terminator (terminators are
-    /// not instructions of the IR). The text says which.
+    /// The opcode cannot appear in the code the transform reads (a user
+    /// function, or a derived one): an opcode only the lowering makes, a
+    /// terminator (terminators are not instructions of the IR), `call.n`
+    /// (tangent code), or a fused pop the derived mode splits first. The
+    /// text says which.
     NotPrimal(&'static str),
 }
 
