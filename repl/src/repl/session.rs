@@ -1221,13 +1221,12 @@ impl Session {
 
     /// The call, direction and selection of `cmd @f(args) dir [d1, ...]
     /// [wrt x, y]` (`jvp`, `hvp`).
-    #[allow(clippy::type_complexity)]
     fn call_dir(
         &mut self,
         line: &str,
         rest_at: usize,
         cmd: &str,
-    ) -> Result<(FuncId, Vec<Value>, Vec<Option<Value>>, Mask), Problem> {
+    ) -> Result<(FuncId, Vec<Value>, Direction, Mask), Problem> {
         let Some((call_end, dir_at, dir_end)) = split_dir(line, rest_at) else {
             let end = line.len();
             return Err(Problem::at(
@@ -1412,6 +1411,9 @@ pub fn signature(f: &vm::ir::Function) -> String {
 
 /// Which parameters to differentiate with respect to (one flag each).
 type Mask = Vec<bool>;
+
+/// A direction: one entry per parameter (`None`: zero).
+type Direction = Vec<Option<Value>>;
 
 /// Where a call `@f(args)` starting at `start` ends and where the names of
 /// a following `wrt NAMES` start, if there is such a clause: the call ends
