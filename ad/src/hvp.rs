@@ -429,7 +429,7 @@ impl Engine {
             )));
         }
         let first_new = self.program.len();
-        let result = self.derive_tangents(&[d.fwd, d.rev]);
+        let result = self.derive_tangents(f, &[d.fwd, d.rev]);
         if result.is_err() {
             self.rollback(first_new);
         }
@@ -443,9 +443,10 @@ impl Engine {
         }
     }
 
-    /// Build the tangent function of each derived function of `roots` and
-    /// of every derived function they call, lowered and verified.
-    fn derive_tangents(&mut self, roots: &[FuncId]) -> Result<(), AdError> {
+    /// Build the tangent function of each derived function of `roots` (of
+    /// user function `f`) and of every derived function they call, lowered
+    /// and verified.
+    fn derive_tangents(&mut self, f: FuncId, roots: &[FuncId]) -> Result<(), AdError> {
         let first_new = self.program.len();
         let first_derived = self.module.funcs.len();
         let mut work: Vec<(FuncId, FuncId)> = Vec::new();
@@ -497,7 +498,7 @@ impl Engine {
             func.name = self.program.func(id).name.clone();
             let bc = vm::lower::lower_function(&func).map_err(|e| match e {
                 vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
-                    func: ir.name.clone(),
+                    func: self.module.func(f).name.clone(),
                     derived: func.name.clone(),
                     registers: needed,
                 },

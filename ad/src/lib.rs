@@ -13,7 +13,11 @@
 //! which computes the primal and its directional derivative in one pass,
 //! with tangent values beside active values and tangent arrays beside
 //! active arrays ([`Engine::jvp`], [`Engine::jacobian`]); [`Engine::vjp`]
-//! runs the reverse pair with a given output cotangent.
+//! runs the reverse pair with a given output cotangent. Applied to the
+//! forward function and the pullback themselves
+//! ([`forward::derived_tangent`]), the same transform gives Hessian-vector
+//! products and Hessians by forward-over-reverse ([`Engine::hvp`],
+//! [`Engine::hessian`]).
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
 //! VM and the cache of derived functions (built lazily, on the first gradient
