@@ -112,14 +112,14 @@ enum Mode {
 /// parameter, after the parameters, in order:
 ///
 /// ```text
-/// f.fwd.jvp(p1, ..., pn, ṗ1, ...) -> (y, ẏ)      pushes v, v̇ for each push of v
-/// f.rev.jvp(seed, ṡeed)       -> (x̄1, ..., x̄k, x̄̇1, ..., x̄̇k)   pops v̇, v
+/// f.fwd.jvp(p1, ..., pn, t.p1, ...) -> (y, t.y)   pushes v, t.v for each push of v
+/// f.rev.jvp(seed, t.seed)           -> (x̄1, ..., x̄k, t.x̄1, ..., t.x̄k)   pops t.v, v
 /// ```
 ///
 /// The comms stack carries each pushed f64 value's tangent right after it
 /// (an array's tangent array after the array); i64 and bool values carry
 /// none. Shadow arrays need no stack: the tangent of `shadow(a)` is
-/// `shadow(ȧ)`. `derived(g)` names the tangent function of a derived
+/// `shadow(t.a)`. `derived(g)` names the tangent function of a derived
 /// callee `g` (`None` for a user function, called as it is: such a call is
 /// inactive and pushes nothing). The pops that the reverse clean-up fused
 /// into products (`acc.mul.pop`, `mul.pop`) are split again first
