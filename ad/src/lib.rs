@@ -13,7 +13,11 @@
 //! which computes the primal and its directional derivative in one pass,
 //! with tangent values beside active values and tangent arrays beside
 //! active arrays ([`Engine::jvp`], [`Engine::jacobian`]); [`Engine::vjp`]
-//! runs the reverse pair with a given output cotangent.
+//! runs the reverse pair with a given output cotangent. Applied to the
+//! forward function and the pullback themselves
+//! ([`forward::derived_tangent`]), the same transform gives Hessian-vector
+//! products and Hessians by forward-over-reverse ([`Engine::hvp`],
+//! [`Engine::hessian`]).
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
 //! VM and the cache of derived functions (built lazily, on the first gradient
@@ -41,12 +45,14 @@
 
 pub mod analysis;
 pub mod forward;
+mod hvp;
 mod modes;
 pub mod optimize;
 pub mod rules;
 pub mod transform;
 
 pub use forward::{PreparedJvp, Tangent};
+pub use hvp::{Hessian, Hvp, PreparedHvp};
 pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
@@ -198,6 +204,10 @@ pub struct Engine {
     total_size: usize,
     /// User functions by name (the first of a name, as `Module::find`).
     by_name: hashbrown::HashMap<String, FuncId>,
+    /// The tangent function of each derived function (forward function or
+    /// pullback) built so far, by bytecode id: what Hessian-vector
+    /// products run (see [`Engine::hvp`]).
+    derived_tangents: hashbrown::HashMap<FuncId, FuncId>,
 }
 
 impl Clone for Engine {
@@ -229,6 +239,7 @@ impl Clone for Engine {
             budget: self.budget,
             total_size: self.total_size,
             by_name: self.by_name.clone(),
+            derived_tangents: self.derived_tangents.clone(),
         }
     }
 }
@@ -333,6 +344,7 @@ impl Engine {
             budget,
             total_size,
             by_name: hashbrown::HashMap::new(),
+            derived_tangents: hashbrown::HashMap::new(),
         })
         .map(|mut e| {
             e.index_names(0);
@@ -920,6 +932,8 @@ impl Engine {
         for list in self.jvps.iter_mut() {
             list.retain(|(_, id)| id.index() < first_new);
         }
+        self.derived_tangents
+            .retain(|g, t| g.index() < first_new && t.index() < first_new);
     }
 
     fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
@@ -1048,7 +1062,13 @@ impl Engine {
                 .collect();
             format!(".wrt.{}", names.join("."))
         };
-        let mut name = format!("{}.{part}{suffix}", func.name);
+        self.push_named_placeholder(format!("{}.{part}{suffix}", func.name));
+    }
+
+    /// One empty function named `name` (followed by `'` as often as needed
+    /// to differ from a user function's name) standing for a derived
+    /// function until it is built.
+    fn push_named_placeholder(&mut self, mut name: String) {
         while self.derived_like.contains(&name) {
             name.push('\'');
         }

@@ -183,3 +183,71 @@ done:
         assert!(out.tangent.is_some(), "@{name}: {:?}", out.tangent);
     }
 }
+
+#[test]
+fn prepared_hvp_allocates_nothing_after_warm_up() {
+    for (file, name, n) in [
+        ("programs/bench/powloop.adasm", "pow", 10_000),
+        ("programs/bench/recursion.adasm", "rec", 100),
+    ] {
+        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let mut e = Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        let p = e.prepare_hvp(f, &[true, false]).expect("prepares");
+        let args = [Value::F64(0.9999), Value::I64(n)];
+        let (mut g, mut h) = ([0.0; 2], [0.0; 2]);
+        e.hvp_prepared(&p, &args, &[1.0, 0.0], &mut g, &mut h)
+            .expect("warm-up");
+        let before = allocs();
+        let y = e
+            .hvp_prepared(&p, &args, &[1.0, 0.0], &mut g, &mut h)
+            .expect("second call");
+        let after = allocs();
+        assert_eq!(
+            after - before,
+            0,
+            "{file}: allocations in the second prepared hvp"
+        );
+        assert!(
+            y.is_finite() && g[0] != 0.0 && h[0] != 0.0,
+            "{y} {g:?} {h:?}"
+        );
+    }
+}
+
+#[test]
+fn array_hvp_allocates_nothing_after_warm_up() {
+    let module = assembler::assemble(
+        &program("programs/bench/logsumexp.adasm"),
+        "logsumexp.adasm",
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
+    let mut e = Engine::new(module).expect("verifies");
+    let f = e.module().funcs[0].name.clone();
+    let f = e.find(&f).expect("exists");
+    let types = e.module().func(f).param_types();
+    let args: Vec<Value> = types
+        .iter()
+        .map(|t| match t {
+            vm::Type::Arr => Value::Arr(vec![0.5; 64]),
+            vm::Type::F64 => Value::F64(0.5),
+            vm::Type::I64 => Value::I64(3),
+            vm::Type::Bool => Value::Bool(true),
+        })
+        .collect();
+    let dir: Vec<Option<Value>> = args
+        .iter()
+        .map(|a| match a {
+            Value::Arr(xs) => Some(Value::Arr(vec![1.0; xs.len()])),
+            Value::F64(_) => Some(Value::F64(1.0)),
+            _ => None,
+        })
+        .collect();
+    let mut out = ad::Hvp::default();
+    e.hvp_into(f, &args, &dir, &mut out).expect("warm-up");
+    let before = allocs();
+    e.hvp_into(f, &args, &dir, &mut out).expect("second call");
+    let after = allocs();
+    assert_eq!(after - before, 0, "allocations in the second array hvp");
+    assert!(out.hvp.iter().any(|h| h.is_some()));
+}

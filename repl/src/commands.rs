@@ -253,7 +253,7 @@ pub fn run(a: &CallArgs) -> u8 {
         (|| {
             if a.wrt.is_some() {
                 return Err(Fail::Usage(
-                    "--wrt applies to grad, jvp, vjp, jacobian, check and bench, not to run".into(),
+                    "--wrt applies to grad, jvp, vjp, hvp, hessian, jacobian, check and bench, not to run".into(),
                 ));
             }
             let (mut engine, f, args) = prepare(a)?;
@@ -415,6 +415,100 @@ pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
     )
 }
 
+/// `advm hvp`: value, gradient and Hessian-vector product along `--dir`
+/// by forward-over-reverse (adasm.md §8).
+pub fn hvp(a: &CallArgs, dir: &str) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let mask = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => mask,
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let names = param_names(&engine, f);
+            let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
+            let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
+            if a.json {
+                emit(json!({
+                    "value": float_json(h.value),
+                    "grad": gradient_json(&h.grad),
+                    "hvp": gradient_json(&h.hvp),
+                }))?;
+            } else {
+                emit(format_args!(
+                    "value = {}",
+                    value_text(&Value::F64(h.value), None)
+                ))?;
+                for ((n, g), hv) in names.iter().zip(&h.grad).zip(&h.hvp) {
+                    match (g, hv) {
+                        (Some(g), Some(hv)) => emit(format_args!(
+                            "∂{n} = {}    (H·dir)_{n} = {}",
+                            value_text(g, None),
+                            value_text(hv, None)
+                        ))?,
+                        _ => emit(format_args!("∂{n} = -    (H·dir)_{n} = -"))?,
+                    }
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
+/// A gradient-shaped list as JSON (`null` for parameters without one).
+fn gradient_json(g: &[Option<Value>]) -> Vec<serde_json::Value> {
+    g.iter()
+        .map(|g| g.as_ref().map_or(serde_json::Value::Null, value_json))
+        .collect()
+}
+
+/// `advm hessian`: value, gradient and the dense Hessian over the
+/// flattened inputs, one Hessian-vector product per input (adasm.md §8).
+pub fn hessian(a: &CallArgs) -> u8 {
+    finish(
+        (|| {
+            let (mut engine, f, args) = prepare(a)?;
+            let h = match selection(&engine, f, a.wrt.as_deref())? {
+                Some(mask) => engine.hessian_wrt(f, &args, &mask)?,
+                None => engine.hessian(f, &args)?,
+            };
+            if a.json {
+                let rows: Vec<serde_json::Value> = h
+                    .hessian
+                    .iter()
+                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
+                    .collect();
+                emit(json!({
+                    "value": float_json(h.value),
+                    "grad": gradient_json(&h.grad),
+                    "hessian": rows,
+                }))?;
+            } else {
+                emit(format_args!(
+                    "value = {}",
+                    value_text(&Value::F64(h.value), None)
+                ))?;
+                for (n, g) in param_names(&engine, f).iter().zip(&h.grad) {
+                    match g {
+                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
+                        None => emit(format_args!("∂{n} = -"))?,
+                    }
+                }
+                let n = h.hessian.len();
+                emit(format_args!(
+                    "hessian ({n} × {n} over the flattened inputs) ="
+                ))?;
+                for row in &h.hessian {
+                    emit(value_text(&Value::Arr(row.clone()), None))?;
+                }
+            }
+            Ok(())
+        })()
+        .map_err(|f: Fail| f.in_file(&a.file)),
+    )
+}
+
 /// `advm jacobian`: the dense Jacobian by forward mode (adasm.md §8).
 pub fn jacobian(a: &CallArgs) -> u8 {
     finish(
@@ -448,6 +542,27 @@ pub fn jacobian(a: &CallArgs) -> u8 {
     )
 }
 
+/// The gradient of `f` at a finite-difference probe `at` (see
+/// [`probe_value`]).
+fn probe_gradient(
+    engine: &mut Engine,
+    f: FuncId,
+    probe: &[Value],
+    mask: &[bool],
+    at: &str,
+) -> Result<Vec<Option<Value>>, Fail> {
+    match engine.grad_wrt(f, probe, mask) {
+        Ok(g) => Ok(g.grad),
+        Err(e) => Err(match Fail::from(e) {
+            Fail::Trap(t) => Fail::Trap(format!(
+                "{t}\nnote: in a finite-difference gradient, with {at}; at the point itself \
+                 the function and its Hessian-vector product ran (`advm hvp`)"
+            )),
+            other => other,
+        }),
+    }
+}
+
 /// The value of `f` at a finite-difference probe `at` (a neighbour of the
 /// point, which itself ran: a trap here says so).
 fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Result<f64, Fail> {
@@ -466,7 +581,7 @@ fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Res
     }
 }
 
-pub fn check(a: &CallArgs, full: bool) -> u8 {
+pub fn check(a: &CallArgs, full: bool, order: u8) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a)?;
         let names = param_names(&engine, f);
@@ -512,7 +627,21 @@ pub fn check(a: &CallArgs, full: bool) -> u8 {
                 ok,
             });
         }
-        let all_ok = rows.iter().all(|r| r.ok);
+        // Second order: the Hessian-vector product along the same
+        // direction against central differences of the gradient.
+        let mut hvp_rows = Vec::new();
+        if order >= 2 && gradient_rows > 0 {
+            let mask = match &wrt {
+                Some(mask) => mask.clone(),
+                None => ad::analysis::all_params(engine.module().func(f)),
+            };
+            let dir = fd::check_direction(&args, &mask);
+            let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
+            hvp_rows = fd::hvp_rows(&args, &dir, &h.hvp, &names, |probe, at| {
+                probe_gradient(&mut engine, f, probe, &mask, at)
+            })?;
+        }
+        let all_ok = rows.iter().chain(&hvp_rows).all(|r| r.ok);
         if a.json {
             let rows_json: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
@@ -533,6 +662,16 @@ pub fn check(a: &CallArgs, full: bool) -> u8 {
                     json!({"ad": float_json(ad), "fd": float_json(fd), "ok": ok}),
                 );
             }
+            if let (true, Some(o)) = (order >= 2, obj.as_object_mut()) {
+                let hvp: Vec<serde_json::Value> = hvp_rows
+                    .iter()
+                    .map(|r| {
+                        json!({"param": r.name.trim_start_matches("H·d "), "ad": float_json(r.ad),
+                               "fd": float_json(r.fd), "ok": r.ok})
+                    })
+                    .collect();
+                o.insert("hvp".into(), hvp.into());
+            }
             emit(obj)?;
         } else {
             emit(format_args!("value = {}", g.value))?;
@@ -543,6 +682,9 @@ pub fn check(a: &CallArgs, full: bool) -> u8 {
                      (--full compares each entry)",
                     fd::DIRECTIONS
                 ))?;
+            }
+            if order >= 2 {
+                rows.extend(hvp_rows);
             }
             let width = rows
                 .iter()
@@ -573,6 +715,10 @@ pub fn check(a: &CallArgs, full: bool) -> u8 {
                 (true, false) => "directions",
                 (true, true) => "comparisons (directions and the tangent)",
             };
+            if order >= 2 {
+                emit("H·d: the Hessian-vector product along d (each input moved by its own \
+                      step), against central differences of the gradient along d")?;
+            }
             emit(if bad == 0 {
                 format!("all {} {what} agree", rows.len())
             } else {
@@ -587,6 +733,26 @@ pub fn check(a: &CallArgs, full: bool) -> u8 {
         Ok(false) => EXIT_CHECK_FAILED,
         Err(f) => f.report(),
     }
+}
+
+/// `advm disasm --fn NAME --hvp`: the function, then the bytecode its
+/// Hessian-vector products run (the tangents of its forward function and
+/// pullback, and of every derived function they call).
+pub fn disasm_hvp(file: &Path, func: Option<&str>, wrt: Option<&str>) -> u8 {
+    finish((|| {
+        let mut engine = load(file)?;
+        // `--hvp` requires `--fn` (clap checks it).
+        let f = pick(&engine, func, file)?;
+        emit(vm::disasm::function_in(
+            engine.program().func(f),
+            Some(engine.program()),
+        ))?;
+        let mask = match selection(&engine, f, wrt)? {
+            Some(mask) => mask,
+            None => ad::analysis::all_params(engine.module().func(f)),
+        };
+        emit_raw(engine.disasm_hvp_wrt(f, &mask)?)
+    })())
 }
 
 pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<&str>) -> u8 {
@@ -730,8 +896,20 @@ pub fn bench(a: &CallArgs) -> u8 {
                     .jvp_wrt_into(f, &args, &dir, &mask, &mut t)
                     .map_err(Fail::from)
             })?;
+            // Hessian-vector products along the same direction, where the
+            // function can be differentiated twice that way.
+            let mut h = ad::Hvp::default();
+            let hvp = match engine.hvp_wrt_into(f, &args, &dir, &mask, &mut h) {
+                Ok(()) => Some(time_calls(|| {
+                    engine
+                        .hvp_wrt_into(f, &args, &dir, &mask, &mut h)
+                        .map_err(Fail::from)
+                })?),
+                Err(AdError::NotDifferentiable(_)) => None,
+                Err(e) => return Err(e.into()),
+            };
             if a.json {
-                emit(json!({
+                let mut obj = json!({
                     "primal_ns": primal_ns,
                     "grad_ns": grad_ns,
                     "ratio": ratio,
@@ -739,7 +917,12 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "allocs_per_grad": allocs_grad,
                     "jvp_ns": jvp_ns,
                     "allocs_per_jvp": allocs_jvp,
-                }))?;
+                });
+                if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
+                    o.insert("hvp_ns".into(), json!(hvp_ns));
+                    o.insert("allocs_per_hvp".into(), json!(allocs_hvp));
+                }
+                emit(obj)?;
             } else {
                 emit(format_args!(
                 "primal: {primal_ns:.1} ns per call (median), {allocs_primal} allocations per call"
@@ -752,6 +935,12 @@ pub fn bench(a: &CallArgs) -> u8 {
                     "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
                      (direction: all ones)"
                 ))?;
+                if let Some((hvp_ns, allocs_hvp)) = hvp {
+                    emit(format_args!(
+                        "hvp:    {hvp_ns:.1} ns per call (median), {allocs_hvp} allocations per \
+                         call (direction: all ones)"
+                    ))?;
+                }
             }
             Ok(())
         })()

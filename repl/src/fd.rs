@@ -299,6 +299,66 @@ pub fn directional<E>(
     Ok((up - down) / (2.0 * STEP))
 }
 
+/// Second order (`advm check --order 2`): the Hessian-vector product
+/// `hvp` (shaped like a gradient) along `dir` against central differences
+/// of the gradient along `dir`, `(∇f(x + h d) - ∇f(x - h d)) / 2h` with
+/// `h = STEP`, entry by entry (named `H·d x`, `H·d v[2]`). `grad_at` gives
+/// the gradient at a probe (its error ends the comparison).
+pub fn hvp_rows<E>(
+    args: &[Value],
+    dir: &[Option<Value>],
+    hvp: &[Option<Value>],
+    names: &[String],
+    mut grad_at: impl FnMut(&[Value], &str) -> Result<Vec<Option<Value>>, E>,
+) -> Result<Vec<Entry>, E> {
+    let along = |t: f64| -> Vec<Value> {
+        args.iter()
+            .zip(dir.iter().chain(std::iter::repeat(&None)))
+            .map(|(a, d)| match (a, d) {
+                (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
+                (Value::Arr(xs), Some(Value::Arr(ds))) => {
+                    Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
+                }
+                (a, _) => a.clone(),
+            })
+            .collect()
+    };
+    let up = grad_at(&along(STEP), "every input moved by +h along the direction")?;
+    let down = grad_at(&along(-STEP), "every input moved by -h along the direction")?;
+    let mut out = Vec::new();
+    for (i, h) in hvp.iter().enumerate() {
+        let base = names.get(i).cloned().unwrap_or_else(|| format!("arg{i}"));
+        let (u, d) = (up.get(i).cloned().flatten(), down.get(i).cloned().flatten());
+        let entries: Vec<(Option<usize>, f64, f64, f64)> = match (h, u, d) {
+            (Some(Value::F64(h)), Some(Value::F64(u)), Some(Value::F64(d))) => {
+                vec![(None, *h, u, d)]
+            }
+            (Some(Value::Arr(hs)), Some(Value::Arr(us)), Some(Value::Arr(ds))) => hs
+                .iter()
+                .zip(us.iter().zip(&ds))
+                .enumerate()
+                .map(|(j, (h, (u, d)))| (Some(j), *h, *u, *d))
+                .collect(),
+            _ => continue,
+        };
+        for (j, ad, u, d) in entries {
+            let fd = (u - d) / (2.0 * STEP);
+            out.push(Entry {
+                param: i,
+                element: j,
+                name: match j {
+                    Some(j) => format!("H·d {base}[{j}]"),
+                    None => format!("H·d {base}"),
+                },
+                ad,
+                fd,
+                ok: agree(ad, fd),
+            });
+        }
+    }
+    Ok(out)
+}
+
 fn set(v: &mut Value, element: Option<usize>, x: f64) {
     match (v, element) {
         (Value::F64(y), None) => *y = x,
@@ -465,6 +525,33 @@ mod tests {
         let dir = check_direction(&args, &[true]);
         let fd = directional(&args, &dir, |a, _| f(a)).expect("evaluates");
         assert!(agree(3.0 * 1.5 * 1.5 * 1.5, fd), "{fd}");
+    }
+
+    #[test]
+    fn hvp_rows_are_differences_of_gradients() {
+        // f = x³ + v0·v1: ∇f = (3x², v1, v0), H·d = (6x·dx, dv1, dv0).
+        let grad = |a: &[Value]| match a {
+            [Value::F64(x), Value::Arr(v)] => vec![
+                Some(Value::F64(3.0 * x * x)),
+                Some(Value::Arr(vec![v[1], v[0]])),
+            ],
+            _ => Vec::new(),
+        };
+        let args = [Value::F64(1.5), Value::Arr(vec![2.0, -4.0])];
+        let dir = check_direction(&args, &[true, true]);
+        let good = [
+            Some(Value::F64(6.0 * 1.5 * 1.5)),
+            Some(Value::Arr(vec![4.0, 2.0])),
+        ];
+        let names = ["x".to_string(), "v".to_string()];
+        let rows = hvp_rows(&args, &dir, &good, &names, |a, _| Ok::<_, ()>(grad(a))).expect("runs");
+        let shown: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(shown, ["H·d x", "H·d v[0]", "H·d v[1]"]);
+        assert!(rows.iter().all(|r| r.ok), "{rows:?}");
+        let bad = [Some(Value::F64(13.5 * 1.001)), None];
+        let rows = hvp_rows(&args, &dir, &bad, &names, |a, _| Ok::<_, ()>(grad(a))).expect("runs");
+        assert_eq!(rows.len(), 1);
+        assert!(!rows[0].ok, "{rows:?}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! # advm: the command line
 //!
-//! `advm run | grad | jvp | vjp | jacobian | check | disasm | bench | cfg | sweep | repl` per the contract
+//! `advm run | grad | jvp | vjp | hvp | hessian | jacobian | check | disasm | bench | cfg |
+//! sweep | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
 //! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
@@ -108,7 +109,7 @@ pub struct CallArgs {
     #[arg(long)]
     pub json: bool,
     /// Differentiate with respect to these parameters only (comma-separated
-    /// names; grad, jvp, vjp, jacobian, check and bench). The others get no
+    /// names; grad, jvp, vjp, hvp, hessian, jacobian, check and bench). The others get no
     /// gradient.
     #[arg(long, value_name = "NAMES")]
     pub wrt: Option<String>,
@@ -126,6 +127,11 @@ pub struct CheckArgs {
     /// pseudo-random directions (two runs each) instead.
     #[arg(long)]
     pub full: bool,
+    /// 2: also compare the Hessian-vector product along max(1, |x|) per
+    /// input with central differences of the gradient along it.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub order: u8,
 }
 
 /// What `advm sweep` computes at each point.
@@ -195,6 +201,18 @@ enum Command {
         #[arg(long, value_name = "JSON")]
         dir: String,
     },
+    /// Hessian-vector product along --dir (forward-over-reverse), with the
+    /// value and the gradient.
+    Hvp {
+        #[command(flatten)]
+        call: CallArgs,
+        /// The direction, a JSON array shaped like --args (null for i64
+        /// and bool parameters, null or 0 for those outside --wrt).
+        #[arg(long, value_name = "JSON")]
+        dir: String,
+    },
+    /// The dense Hessian over the flattened inputs, with value and gradient.
+    Hessian(CallArgs),
     /// Reverse mode with a given output cotangent (grad is vjp with seed 1).
     Vjp {
         #[command(flatten)]
@@ -219,7 +237,11 @@ enum Command {
         /// With --fn: the tangent (forward-mode) bytecode.
         #[arg(long, requires = "func")]
         jvp: bool,
-        /// With --fn and --ad or --jvp: derive with respect to these
+        /// With --fn: the bytecode of Hessian-vector products (the tangents
+        /// of the forward and reverse functions).
+        #[arg(long, requires = "func", conflicts_with_all = ["ad", "jvp"])]
+        hvp: bool,
+        /// With --fn and --ad, --jvp or --hvp: derive with respect to these
         /// parameters only.
         #[arg(long, value_name = "NAMES", requires = "func")]
         wrt: Option<String>,
@@ -283,9 +305,11 @@ fn main() -> ExitCode {
     let status = match cli.command {
         Some(Command::Run(a)) => commands::run(&a),
         Some(Command::Grad(a)) => commands::grad(&a),
-        Some(Command::Check(a)) => commands::check(&a.call, a.full),
+        Some(Command::Check(a)) => commands::check(&a.call, a.full, a.order),
         Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
         Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
+        Some(Command::Hvp { call, dir }) => commands::hvp(&call, &dir),
+        Some(Command::Hessian(a)) => commands::hessian(&a),
         Some(Command::Jacobian(a)) => commands::jacobian(&a),
         Some(Command::Bench(a)) => commands::bench(&a),
         Some(Command::Sweep(a)) => sweep::sweep(&a),
@@ -294,13 +318,18 @@ fn main() -> ExitCode {
             func,
             ad,
             jvp,
+            hvp,
             wrt,
         }) => {
-            if wrt.is_some() && !ad && !jvp {
-                let e = "--wrt on disasm needs --ad or --jvp";
+            if wrt.is_some() && !ad && !jvp && !hvp {
+                let e = "--wrt on disasm needs --ad, --jvp or --hvp";
                 return ExitCode::from(commands::Fail::Usage(e.into()).report_code());
             }
-            commands::disasm(&file, func.as_deref(), ad, jvp, wrt.as_deref())
+            if hvp {
+                commands::disasm_hvp(&file, func.as_deref(), wrt.as_deref())
+            } else {
+                commands::disasm(&file, func.as_deref(), ad, jvp, wrt.as_deref())
+            }
         }
         Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), &limits),
         Some(Command::Cfg {

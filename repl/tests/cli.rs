@@ -1352,3 +1352,200 @@ fn check_at_a_tiny_input_has_no_false_failure() {
     // The gradient entry and the tangent (forward mode).
     assert!(out.ends_with("all 2 entries agree\n"), "{out}");
 }
+
+#[test]
+fn hvp_and_hessian_text_and_json() {
+    // pow(x, 4) = x⁴: gradient 4x³, Hessian 12x².
+    let args = [
+        "hvp",
+        POW,
+        "--fn",
+        "pow",
+        "--args",
+        "[1.5, 4]",
+        "--dir",
+        "[2.0, null]",
+    ];
+    assert_eq!(
+        ok(&args),
+        "value = 5.0625\n∂x = 13.5    (H·dir)_x = 54\n∂n = -    (H·dir)_n = -\n"
+    );
+    let j = ok_json(&[&args[..], &["--json"]].concat());
+    assert_eq!(
+        j,
+        serde_json::json!({"value": 5.0625, "grad": [13.5, null], "hvp": [54.0, null]})
+    );
+    let j = ok_json(&[&args[..], &["--wrt", "x", "--json"]].concat());
+    assert_eq!(j["hvp"], serde_json::json!([54.0, null]));
+
+    // f = s² Σ v² (array_param.adasm scales v by s in place first):
+    // H_vv = 2s² I, H_vs = 4s v, H_ss = 2 Σ v².
+    let arr = [
+        "programs/array_param.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[[1, 2, 3], 2.0]",
+    ];
+    let j = ok_json(&[&["hvp"], &arr[..], &["--dir", "[[1, 0, 0], 0.5]", "--json"]].concat());
+    assert_eq!(
+        j,
+        serde_json::json!({"value": 56.0, "grad": [[8.0, 16.0, 24.0], 56.0],
+                           "hvp": [[12.0, 8.0, 12.0], 22.0]})
+    );
+    let j = ok_json(&[&["hessian"], &arr[..], &["--json"]].concat());
+    assert_eq!(
+        j["hessian"],
+        serde_json::json!([
+            [8.0, 0.0, 0.0, 8.0],
+            [0.0, 8.0, 0.0, 16.0],
+            [0.0, 0.0, 8.0, 24.0],
+            [8.0, 16.0, 24.0, 28.0]
+        ])
+    );
+    assert_eq!(j["grad"], serde_json::json!([[8.0, 16.0, 24.0], 56.0]));
+    // With respect to s only: one row, `null` for v.
+    let j = ok_json(&[&["hessian"], &arr[..], &["--wrt", "s", "--json"]].concat());
+    assert_eq!(j["hessian"], serde_json::json!([[28.0]]));
+    assert_eq!(j["grad"], serde_json::json!([null, 56.0]));
+    let out = ok(&[&["hessian"], &arr[..]].concat());
+    assert!(
+        out.contains("hessian (4 × 4 over the flattened inputs) =\n[8, 0, 0, 8]\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn hvp_and_hessian_usage_errors_exit_64() {
+    for (args, says) in [
+        // No --dir.
+        (
+            vec!["hvp", POW, "--fn", "pow", "--args", "[1.5, 4]"],
+            "--dir",
+        ),
+        (
+            vec![
+                "hvp", POW, "--fn", "pow", "--args", "[1.5, 4]", "--dir", "[2.0]",
+            ],
+            "--dir has 1 entries",
+        ),
+        (
+            vec![
+                "hvp", POW, "--fn", "pow", "--args", "[1.5, 4]", "--dir", "[2.0, 1]",
+            ],
+            "write null",
+        ),
+        (
+            vec![
+                "hessian", POW, "--fn", "pow", "--args", "[1.5, 4]", "--wrt", "n",
+            ],
+            "not f64 or f64[]",
+        ),
+        (
+            vec!["hessian", POW, "--fn", "nope", "--args", "[1.5, 4]"],
+            "nope",
+        ),
+        (
+            vec![
+                "hvp",
+                "programs/array_return.adasm",
+                "--fn",
+                "powers",
+                "--args",
+                "[2.0, 4]",
+                "--dir",
+                "[1, null]",
+            ],
+            "returns f64[], not f64",
+        ),
+        (
+            vec![
+                "check", POW, "--fn", "pow", "--args", "[1.5, 4]", "--order", "3",
+            ],
+            "--order",
+        ),
+    ] {
+        let o = advm(&args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{args:?}: {}",
+            text(&o.stderr)
+        );
+        assert_eq!(text(&o.stdout), "", "{args:?}");
+    }
+    // A trap while computing the product is a trap (status 1).
+    let o = advm(&[
+        "hvp",
+        "programs/traps.adasm",
+        "--fn",
+        "pick",
+        "--args",
+        "[[1, 2], 5]",
+        "--dir",
+        "[[1, 1], null]",
+    ]);
+    assert_eq!(status(&o), 1, "{}", text(&o.stderr));
+}
+
+#[test]
+fn check_order_2_compares_hvps_with_differences_of_gradients() {
+    let out = ok(&[
+        "check",
+        "programs/bench/logsumexp.adasm",
+        "--fn",
+        "logsumexp",
+        "--args",
+        "[[1, 2, 3]]",
+        "--order",
+        "2",
+    ]);
+    for row in ["ok   H·d v[0]", "ok   H·d v[2]", "all 7 entries agree"] {
+        assert!(out.contains(row), "{out}");
+    }
+    let j = ok_json(&[
+        "check", POW, "--fn", "pow", "--args", "[1.5, 4]", "--order", "2", "--json",
+    ]);
+    assert_eq!(j["ok"], true, "{j}");
+    assert_eq!(j["hvp"][0]["param"], "x", "{j}");
+    // Along max(1, |x|) = 1.5: H·d = 12 x² · 1.5.
+    assert_eq!(j["hvp"][0]["ad"], 12.0 * 1.5 * 1.5 * 1.5, "{j}");
+    // Order 1 (the default) has no second-order rows.
+    let j = ok_json(&["check", POW, "--fn", "pow", "--args", "[1.5, 4]", "--json"]);
+    assert!(j.get("hvp").is_none(), "{j}");
+    // A stop-gradient: first and second order disagree with differences
+    // on purpose (exit 3), the second-order row named.
+    let o = advm(&[
+        "check",
+        "programs/nograd.adasm",
+        "--fn",
+        "f",
+        "--args",
+        "[3.0]",
+        "--order",
+        "2",
+    ]);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("FAIL H·d x"),
+        "{}",
+        text(&o.stdout)
+    );
+}
+
+#[test]
+fn disasm_hvp_and_bench_hvp_ns() {
+    let out = ok(&["disasm", POW, "--fn", "pow", "--hvp"]);
+    for head in ["fn @pow(", "fn @pow.fwd.jvp(", "fn @pow.rev.jvp("] {
+        assert!(out.contains(head), "{out}");
+    }
+    // The tangent of the pullback pops each tangent and value.
+    assert!(out.contains("comms.pop   %t.x"), "{out}");
+    let o = advm(&["disasm", POW, "--hvp"]);
+    assert_eq!(status(&o), 64, "--hvp needs --fn");
+    let o = advm(&["disasm", POW, "--fn", "pow", "--hvp", "--ad"]);
+    assert_eq!(status(&o), 64, "--hvp and --ad conflict");
+    let j = ok_json(&["bench", POW, "--fn", "pow", "--args", "[1.5, 4]", "--json"]);
+    assert!(j["hvp_ns"].as_f64().is_some_and(|x| x > 0.0), "{j}");
+    assert_eq!(j["allocs_per_hvp"], 0.0, "{j}");
+}

@@ -435,6 +435,9 @@ fn no_input_crashes_it() {
         b"grad ",
         b"jvp ",
         b":jvp ",
+        b"hvp ",
+        b"hessian ",
+        b":hvp ",
         b" dir ",
         b" wrt ",
         b"null",
@@ -1002,6 +1005,62 @@ jvp @sq(3.0)
     assert!(err.contains("the direction has 2 entries"), "{err}");
     assert!(
         err.contains("expected `jvp @f(args) dir [d1, d2, ...]`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn hvp_and_hessian_print_products_and_list_their_code() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "\
+fn @g(%x: f64, %y: f64) -> f64 {
+entry:
+    %p = mul %x, %y
+    %q = mul %p, %x
+    ret %q
+}
+hvp @g(2.0, 3.0) dir [1.0, 0.0]
+hvp @g(2.0, 3.0) dir [null, 1.0] wrt y
+hessian @g(2.0, 3.0)
+hessian @g(2.0, 3.0) wrt x
+hvp @g(2.0, 3.0) dir [1.0]
+hvp @g(2.0, 3.0)
+:hvp @g
+";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    // g = x²y: ∇g = (2xy, x²), H = [[2y, 2x], [2x, 0]].
+    assert_eq!(
+        &lines[..18],
+        [
+            "defined @g",
+            "value = 12",
+            "∂x = 12    (H·dir)_x = 6",
+            "∂y = 4    (H·dir)_y = 4",
+            "value = 12",
+            "∂x = -    (H·dir)_x = -",
+            "∂y = 4    (H·dir)_y = 0",
+            "value = 12",
+            "∂x = 12",
+            "∂y = 4",
+            "hessian (2 × 2 over the flattened inputs) =",
+            "[6, 4]",
+            "[4, 0]",
+            "value = 12",
+            "∂x = 12",
+            "∂y = -",
+            "hessian (1 × 1 over the flattened inputs) =",
+            "[6]",
+        ]
+    );
+    assert!(
+        out.contains("fn @g.fwd.jvp(") && out.contains("fn @g.rev.jvp("),
+        "{out}"
+    );
+    assert!(err.contains("the direction has 1 entries"), "{err}");
+    assert!(
+        err.contains("expected `hvp @f(args) dir [d1, d2, ...]`"),
         "{err}"
     );
 }

@@ -197,7 +197,7 @@ impl Engine {
     /// Check a direction against the arguments: one entry per parameter;
     /// for a selected parameter, `None` or a value of its type (an array
     /// of the argument's length).
-    fn check_dir(
+    pub(crate) fn check_dir(
         &self,
         f: FuncId,
         args: &[Value],
@@ -448,7 +448,7 @@ impl Engine {
 
     /// Derived functions reachable from `root` through call sites, `root`
     /// first, each once, depth first with callees in id order.
-    fn reachable_calls(&self, root: FuncId) -> Vec<FuncId> {
+    pub(crate) fn reachable_calls(&self, root: FuncId) -> Vec<FuncId> {
         let first_derived = self.module.funcs.len();
         let mut seen = vec![false; self.program.len()];
         let mut out = Vec::new();

@@ -75,23 +75,134 @@ pub fn jvp_function(
     let p = module.func(f);
     let active = activity(p, wrt);
     let mut t = Jvp {
-        module,
+        module: Some(module),
         p,
         active,
+        mode: Mode::Primal,
         out: p.clone(),
         tan: vec![None; p.values.len()],
         consts: HashMap::new(),
     };
     t.out.name = format!("{}.jvp", p.name);
     t.out.ret = jvp_ret(&p.ret)?;
-    t.build(wrt, derived)?;
+    let mut callees = |g: FuncId, w: Vec<bool>| Some(derived(g, w));
+    t.build(wrt, &mut callees)?;
     Ok(t.out)
 }
 
+/// What the transform differentiates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// A user function (SSA), with respect to selected parameters.
+    Primal,
+    /// A forward function of reverse mode (`f.fwd`, SSA): every value
+    /// carries a tangent.
+    Forward,
+    /// A reverse function of reverse mode (`f.rev`, not SSA: accumulators
+    /// written many times): every non-constant f64 value and array has one
+    /// tangent register, written wherever the value is.
+    Reverse,
+}
+
+/// The tangent of a function derived by reverse mode: its forward function
+/// (`f.fwd`) or its pullback (`f.rev`, recognised by its several results),
+/// for Hessian-vector products by forward-over-reverse (see `docs/ad.md`,
+/// "Hessian-vector products"). Every `f64` and `f64[]` value is active (the
+/// direction decides what is zero) and every such parameter gets a tangent
+/// parameter, after the parameters, in order:
+///
+/// ```text
+/// f.fwd.jvp(p1, ..., pn, t.p1, ...) -> (y, t.y)   pushes v, t.v for each push of v
+/// f.rev.jvp(seed, t.seed)           -> (x̄1, ..., x̄k, t.x̄1, ..., t.x̄k)   pops t.v, v
+/// ```
+///
+/// The comms stack carries each pushed f64 value's tangent right after it
+/// (an array's tangent array after the array); i64 and bool values carry
+/// none. Shadow arrays need no stack: the tangent of `shadow(a)` is
+/// `shadow(t.a)`. `derived(g)` names the tangent function of a derived
+/// callee `g` (`None` for a user function, called as it is: such a call is
+/// inactive and pushes nothing). The pops that the reverse clean-up fused
+/// into products (`acc.mul.pop`, `mul.pop`) are split again first
+/// ([`unfuse`]).
+pub fn derived_tangent(
+    f: &Function,
+    derived: &mut dyn FnMut(FuncId) -> Option<FuncId>,
+) -> Result<Function, String> {
+    let reverse = matches!(f.ret, RetType::Many(_));
+    let p = if reverse { unfuse(f) } else { f.clone() };
+    let active: Vec<bool> = p
+        .values
+        .iter()
+        .map(|v| v.konst.is_none() && v.ty.is_differentiable())
+        .collect();
+    let wrt: Vec<bool> = p.params.iter().map(|v| active[v.index()]).collect();
+    let mut out = p.clone();
+    out.name = format!("{}.jvp", p.name);
+    out.ret = match &p.ret {
+        RetType::Many(ts) => {
+            if ts.iter().any(|t| *t != Type::F64) {
+                return Err("a pullback returns only f64 values".into());
+            }
+            RetType::Many(ts.iter().chain(ts).copied().collect())
+        }
+        r => jvp_ret(r)?,
+    };
+    let mut t = Jvp {
+        module: None,
+        p: &p,
+        active,
+        mode: if reverse {
+            Mode::Reverse
+        } else {
+            Mode::Forward
+        },
+        out,
+        tan: vec![None; p.values.len()],
+        consts: HashMap::new(),
+    };
+    let mut callees = |g: FuncId, _: Vec<bool>| derived(g);
+    t.build(&wrt, &mut callees)?;
+    Ok(t.out)
+}
+
+/// `acc.mul.pop r, a` and `d = mul.pop a` as the pop and the product they
+/// were fused from (`t = comms.pop; acc.mul r, a, t`), so that the popped
+/// factor is a register with a tangent.
+pub fn unfuse(f: &Function) -> Function {
+    let mut g = f.clone();
+    for bi in 0..g.blocks.len() {
+        let insts = std::mem::take(&mut g.blocks[bi].insts);
+        let mut out = Vec::with_capacity(insts.len());
+        for inst in insts {
+            match (inst.op, inst.args.as_slice()) {
+                (Op::AccMulPop, [r, a]) => {
+                    let t = g.new_value(Type::F64, None);
+                    out.push(Inst::new(Op::CommsPop, Some(t), Vec::new(), inst.loc));
+                    out.push(Inst::new(Op::AccMul, None, vec![*r, *a, t], inst.loc));
+                }
+                (Op::MulPop, [a]) => {
+                    let t = g.new_value(Type::F64, None);
+                    out.push(Inst::new(Op::CommsPop, Some(t), Vec::new(), inst.loc));
+                    out.push(Inst::new(Op::MulZ, inst.dst, vec![*a, t], inst.loc));
+                }
+                _ => out.push(inst),
+            }
+        }
+        g.blocks[bi].insts = out;
+    }
+    g
+}
+
+/// The callback naming a callee's tangent function (`None`: call the
+/// callee as it is).
+type Callees<'c> = dyn FnMut(FuncId, Vec<bool>) -> Option<FuncId> + 'c;
+
 struct Jvp<'a> {
-    module: &'a Module,
+    /// The module of a user function (`None` for derived functions).
+    module: Option<&'a Module>,
     p: &'a Function,
     active: Vec<bool>,
+    mode: Mode,
     /// The tangent function: the primal's values (same ids) and blocks,
     /// extended.
     out: Function,
@@ -101,23 +212,31 @@ struct Jvp<'a> {
 }
 
 impl Jvp<'_> {
-    fn build(
-        &mut self,
-        wrt: &[bool],
-        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
-    ) -> Result<(), String> {
+    fn build(&mut self, wrt: &[bool], derived: &mut Callees<'_>) -> Result<(), String> {
         let p = self.p;
         // Tangent parameters, after the primal ones.
         for (i, param) in p.params.iter().enumerate() {
             let ty = p.ty(*param);
             if ty.is_differentiable() && wrt.get(i).copied().unwrap_or(false) {
+                let prefix = if self.mode == Mode::Primal { "d" } else { "t" };
                 let name = p.values[param.index()]
                     .name
                     .as_ref()
-                    .map(|n| format!("d.{n}"));
+                    .map(|n| format!("{prefix}.{n}"));
                 let t = self.out.new_value(ty, name);
                 self.out.params.push(t);
                 self.tan[param.index()] = Some(t);
+            }
+        }
+        // In a pullback, every non-constant f64 value and array has one
+        // tangent register from the start (registers start at zero, like
+        // the cotangents they are tangents of).
+        if self.mode == Mode::Reverse {
+            for v in 0..p.values.len() {
+                if self.active[v] && self.tan[v].is_none() {
+                    let t = self.tangent_value(ValueId(v as u32));
+                    self.tan[v] = Some(t);
+                }
             }
         }
         // Tangent phis are named before any block is translated: a loop's
@@ -186,6 +305,15 @@ impl Jvp<'_> {
                 };
                 self.out.blocks[bi].term = Term::RetN(list);
             }
+            // A pullback's results (cotangents), then their tangents.
+            if let (Term::RetN(vs), Mode::Reverse) = (&b.term, self.mode) {
+                let mut list = vs.clone();
+                for v in vs {
+                    let tv = self.tan_or_zero(*v, b.term_loc, &mut blocks_insts[bi]);
+                    list.push(tv);
+                }
+                self.out.blocks[bi].term = Term::RetN(list);
+            }
         }
         for (bi, (insts, phis)) in blocks_insts.into_iter().zip(tphis).enumerate() {
             let block = &mut self.out.blocks[bi];
@@ -202,13 +330,16 @@ impl Jvp<'_> {
         &mut self,
         inst: &Inst,
         out: &mut Vec<Inst>,
-        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+        derived: &mut Callees<'_>,
     ) -> Result<(), String> {
         let p = self.p;
-        let involved = match inst.op {
-            Op::ASet => inst.args.first().is_some_and(|a| self.active[a.index()]),
-            Op::Call => call_is_active(p, inst, &self.active),
-            _ => inst.dst.is_some_and(|d| self.active[d.index()]),
+        let involved = match (self.mode, inst.op) {
+            // Derived code: every instruction has its rule (most say
+            // there is nothing to do).
+            (Mode::Forward | Mode::Reverse, _) => true,
+            (Mode::Primal, Op::ASet) => inst.args.first().is_some_and(|a| self.active[a.index()]),
+            (Mode::Primal, Op::Call) => call_is_active(p, inst, &self.active),
+            (Mode::Primal, _) => inst.dst.is_some_and(|d| self.active[d.index()]),
         };
         if !involved {
             if inst.op.is_lowering_only() {
@@ -232,6 +363,23 @@ impl Jvp<'_> {
             let rule = rules::tangent::tangent(&mut e, inst.op);
             (rule, e.reads_y)
         };
+        // In a pullback the result's tangent register is fixed: the rule's
+        // tangent is copied into it (or it is zeroed).
+        let fixed = match (self.mode, inst.dst) {
+            (Mode::Reverse, Some(d)) => self.tan[d.index()],
+            _ => None,
+        };
+        if let Some(ft) = fixed {
+            match rule {
+                Rule::Tangent(t) if t != ft => {
+                    tail.push(Inst::new(Op::Mov, Some(ft), vec![t], inst.loc));
+                }
+                Rule::Zero if self.out.ty(ft) == Type::F64 => {
+                    tail.push(Inst::new(Op::Zero, Some(ft), Vec::new(), inst.loc));
+                }
+                _ => {}
+            }
+        }
         // Tangent code that does not read the result goes before the
         // instruction: it reads the operands, and a loop-carried operand
         // (`r = r * x` of a phi `r`) is then dead once the result is
@@ -248,12 +396,13 @@ impl Jvp<'_> {
         match rule {
             Rule::Tangent(t) => {
                 emit(out);
-                if let Some(d) = inst.dst {
+                if let (Some(d), None) = (inst.dst, fixed) {
                     self.tan[d.index()] = Some(t);
                 }
             }
             Rule::Zero | Rule::NoDerivative | Rule::Effect => emit(out),
-            Rule::Call => self.call(inst, out, derived)?,
+            Rule::Call if self.mode == Mode::Primal => self.call(inst, out, derived)?,
+            Rule::Call => self.derived_call(inst, out, derived)?,
             Rule::NotPrimal(why) => {
                 return Err(format!("{} is {why}", inst.op.mnemonic()));
             }
@@ -268,11 +417,12 @@ impl Jvp<'_> {
         &mut self,
         inst: &Inst,
         out: &mut Vec<Inst>,
-        derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
+        derived: &mut Callees<'_>,
     ) -> Result<(), String> {
         let g = inst.callee.ok_or("call without a callee")?;
         let callee = self
             .module
+            .ok_or("a user call outside a user function")?
             .funcs
             .get(g.index())
             .ok_or_else(|| format!("call of missing function {g}"))?;
@@ -294,8 +444,84 @@ impl Jvp<'_> {
             }
         }
         let mut call = Inst::new(Op::CallN, None, args, inst.loc);
-        call.callee = Some(derived(g, cw));
+        call.callee = Some(derived(g, cw).ok_or("a callee without a tangent function")?);
         call.accs = accs;
+        out.push(call);
+        Ok(())
+    }
+
+    /// A call in derived code. Of a derived callee (its forward function or
+    /// pullback): a call of that callee's tangent function with the
+    /// tangents of every f64 and array argument appended; a forward call
+    /// (`call`) becomes `call.n` into the result and its tangent, a
+    /// pullback's (`call.acc`) adds the returned cotangents and their
+    /// tangents to the accumulators and theirs. Of a user function (a call
+    /// reverse mode left inactive): the call as it is, its result's tangent
+    /// zero.
+    fn derived_call(
+        &mut self,
+        inst: &Inst,
+        out: &mut Vec<Inst>,
+        derived: &mut Callees<'_>,
+    ) -> Result<(), String> {
+        let g = inst.callee.ok_or("call without a callee")?;
+        let Some(tg) = derived(g, Vec::new()) else {
+            out.push(inst.clone());
+            if let Some(d) = inst.dst {
+                match (self.mode, self.tan[d.index()]) {
+                    (Mode::Reverse, Some(td)) if self.out.ty(td) == Type::F64 => {
+                        out.push(Inst::new(Op::Zero, Some(td), Vec::new(), inst.loc));
+                    }
+                    (Mode::Reverse, Some(_)) => {
+                        return Err("a user call into an array in a pullback".into())
+                    }
+                    _ => self.tan[d.index()] = None,
+                }
+            }
+            return Ok(());
+        };
+        let mut args = inst.args.clone();
+        for a in &inst.args {
+            if self.out.ty(*a).is_differentiable() {
+                let t = self.tan_or_zero(*a, inst.loc, out);
+                args.push(t);
+            }
+        }
+        let mut call = match inst.op {
+            Op::CallAcc => {
+                let mut accs = inst.accs.clone();
+                for a in &inst.accs {
+                    let t = match self.tan[a.index()] {
+                        Some(t) => t,
+                        // A register to absorb what nothing reads.
+                        None => self.out.new_value(Type::F64, None),
+                    };
+                    accs.push(t);
+                }
+                let mut c = Inst::new(Op::CallAcc, None, args, inst.loc);
+                c.accs = accs;
+                c
+            }
+            _ => {
+                let dst = inst.dst.ok_or("call without a result")?;
+                let mut accs = vec![dst];
+                if self.out.ty(dst).is_differentiable() {
+                    let td = match (self.mode, self.tan[dst.index()]) {
+                        (Mode::Reverse, Some(td)) => td,
+                        _ => {
+                            let td = self.tangent_value(dst);
+                            self.tan[dst.index()] = Some(td);
+                            td
+                        }
+                    };
+                    accs.push(td);
+                }
+                let mut c = Inst::new(Op::CallN, None, args, inst.loc);
+                c.accs = accs;
+                c
+            }
+        };
+        call.callee = Some(tg);
         out.push(call);
         Ok(())
     }
@@ -303,7 +529,10 @@ impl Jvp<'_> {
     /// A new value for the tangent of `v`, named after it.
     fn tangent_value(&mut self, v: ValueId) -> ValueId {
         let data = &self.p.values[v.index()];
-        let name = data.name.as_ref().map(|n| format!("d.{n}"));
+        // Derived code has cotangents named `d.x` already: its tangents
+        // are `t.x`, `t.d.x`.
+        let prefix = if self.mode == Mode::Primal { "d" } else { "t" };
+        let name = data.name.as_ref().map(|n| format!("{prefix}.{n}"));
         self.out.new_value(data.ty, name)
     }
 
@@ -394,6 +623,17 @@ impl Emit<'_, '_> {
     pub fn y(&mut self) -> ValueId {
         self.reads_y = true;
         self.inst.dst.unwrap_or(ValueId(0))
+    }
+
+    /// Place the rule's code after the instruction (as reading the result
+    /// does): a `comms.push`'s tangent follows the value.
+    pub fn after(&mut self) {
+        self.reads_y = true;
+    }
+
+    /// The type of value `v`.
+    pub fn ty(&self, v: ValueId) -> Type {
+        self.t.out.ty(v)
     }
 
     /// The result's type.

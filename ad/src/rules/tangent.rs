@@ -6,7 +6,12 @@
 //! [`Emit`] (`ẏ` from the operands' tangents `ȧ`, `ḃ` and the primal
 //! values), or says why there is none.
 //!
-//! A rule runs only for an instruction that activity analysis marks as
+//! The reverse-mode opcodes have rules too: Hessian-vector products apply
+//! this transform to reverse mode's forward function and pullback
+//! ([`crate::forward::derived_tangent`], `docs/ad.md`, "Hessian-vector
+//! products"), where every non-constant value is active.
+//!
+//! In a user function, a rule runs only for an instruction that activity analysis marks as
 //! carrying a derivative (an active result, an `aset` into an active array,
 //! a call differentiated through); operands that are inactive have no
 //! tangent (`e.t(k)` is `None`) and contribute no code, so a zero tangent
@@ -34,9 +39,11 @@ pub enum Rule {
     Effect,
     /// A call: the transform calls the callee's tangent function instead.
     Call,
-    /// The opcode cannot appear in a primal function: reverse-mode code,
-    /// an opcode only the lowering makes, or a terminator (terminators are
-    /// not instructions of the IR). The text says which.
+    /// The opcode cannot appear in the code the transform reads (a user
+    /// function, or a derived one): an opcode only the lowering makes, a
+    /// terminator (terminators are not instructions of the IR), `call.n`
+    /// (tangent code), or a fused pop the derived mode splits first. The
+    /// text says which.
     NotPrimal(&'static str),
 }
 
@@ -49,7 +56,8 @@ impl From<Option<vm::ir::ValueId>> for Rule {
     }
 }
 
-const REVERSE: &str = "reverse-mode code, not a primal instruction";
+const TANGENT: &str = "tangent code, not a primal or derived instruction";
+const FUSED: &str = "a fused form the derived mode splits before it runs";
 const LOWERING: &str = "made by the lowering, not an IR instruction";
 const TERMINATOR: &str = "a terminator, not an IR instruction";
 
@@ -382,26 +390,125 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
 
         // ---- control -------------------------------------------------------------
         Op::Call => Rule::Call,
-        Op::Ret | Op::RetN | Op::Jmp | Op::JmpIf | Op::JmpIfNot => Rule::NotPrimal(TERMINATOR),
-        Op::CallAcc | Op::CallN => Rule::NotPrimal(REVERSE),
+        // A pullback's call of a callee's pullback: the transform calls the
+        // tangent of that pullback instead, which returns the cotangents
+        // and their tangents, added to the accumulators and their tangents.
+        Op::CallAcc => Rule::Call,
+        Op::Ret | Op::RetN | Op::Jmp | Op::JmpIf | Op::JmpIfNot | Op::BlkPop => {
+            Rule::NotPrimal(TERMINATOR)
+        }
+        Op::CallN => Rule::NotPrimal(TANGENT),
 
-        // ---- reverse-mode support ----------------------------------------------------
-        Op::BlkPush
-        | Op::BlkPop
-        | Op::CommsPush
-        | Op::CommsPop
-        | Op::Acc
-        | Op::AccNeg
-        | Op::AccMul
-        | Op::AccMulPop
-        | Op::MulPop
-        | Op::MulZ
-        | Op::DivZ
-        | Op::Zero
-        | Op::ShadowAcc
-        | Op::ShadowAccMul
-        | Op::ShadowTake
-        | Op::Take => Rule::NotPrimal(REVERSE),
+        // ---- reverse-mode support (derived code: Hessian-vector products) -----------
+        // These occur in the forward and reverse functions of reverse mode,
+        // which the transform differentiates again in its derived mode
+        // (`crate::forward::derived_tangent`): every non-constant f64 value
+        // and array there has a tangent register, written in place like the
+        // value.
+        // Block ids are control: no tangent.
+        Op::BlkPush => Rule::Effect,
+        // Push the value, then its tangent (the tangent array of an array);
+        // the tangent of the reverse function pops them in the opposite
+        // order. i64 and bool values carry none.
+        Op::CommsPush => {
+            let a = e.a(0);
+            if e.ty(a).is_differentiable() {
+                e.after();
+                let ta = e.t_or_zero(0);
+                e.effect(Op::CommsPush, &[ta]);
+            }
+            Rule::Effect
+        }
+        // The tangent was pushed last: pop it first (before the value).
+        Op::CommsPop => {
+            let ty = e.y_ty();
+            if ty.is_differentiable() {
+                Rule::Tangent(e.op(Op::CommsPop, ty, &[]))
+            } else {
+                Rule::NoDerivative
+            }
+        }
+        // ṙ += v̇
+        Op::Acc | Op::AccNeg => {
+            if let (Some(tr), Some(tv)) = (e.t(0), e.t(1)) {
+                e.effect(op, &[tr, tv]);
+            }
+            Rule::Effect
+        }
+        // ṙ += ȧ⊙b + a⊙ḃ (strong-zero products, like the value's)
+        Op::AccMul => {
+            if let Some(tr) = e.t(0) {
+                let (a, b) = (e.a(1), e.a(2));
+                if let Some(ta) = e.t(1) {
+                    e.effect(Op::AccMul, &[tr, ta, b]);
+                }
+                if let Some(tb) = e.t(2) {
+                    e.effect(Op::AccMul, &[tr, a, tb]);
+                }
+            }
+            Rule::Effect
+        }
+        // Made from a pop and a product by the reverse clean-up; the
+        // derived mode unfuses them first (`crate::forward::unfuse`), so
+        // that the popped factor has a register and its tangent a pop.
+        Op::AccMulPop | Op::MulPop => Rule::NotPrimal(FUSED),
+        // ẏ = ȧ⊙b + a⊙ḃ
+        Op::MulZ => {
+            let (a, b) = (e.a(0), e.a(1));
+            let (ta, tb) = (e.t(0), e.t(1));
+            let p = e.scale(ta, b);
+            let q = tb.map(|tb| e.op(Op::MulZ, F64, &[a, tb]));
+            e.add(p, q).into()
+        }
+        // y = a ⊘ b (zero when a is): ẏ = (ȧ − (a ⊘ b)⊙ḃ) ⊘ b, computed
+        // before the instruction (the result's register may be an operand's).
+        Op::DivZ => {
+            let (a, b) = (e.a(0), e.a(1));
+            let (ta, tb) = (e.t(0), e.t(1));
+            let q = tb.map(|tb| {
+                let y = e.op(Op::DivZ, F64, &[a, b]);
+                e.op(Op::MulZ, F64, &[y, tb])
+            });
+            let num = e.sub(ta, q);
+            e.divide(num, b).into()
+        }
+        // ṙ = 0
+        Op::Zero => Rule::Zero,
+        // shadow(ȧ)[i] += v̇: the tangent of shadow(a) is the shadow of a's
+        // tangent array.
+        Op::ShadowAcc => {
+            if let (Some(ta), Some(tv)) = (e.t(0), e.t(2)) {
+                let i = e.a(1);
+                e.effect(Op::ShadowAcc, &[ta, i, tv]);
+            }
+            Rule::Effect
+        }
+        // shadow(ȧ)[i] += v̇⊙w + v⊙ẇ
+        Op::ShadowAccMul => {
+            if let Some(ta) = e.t(0) {
+                let (i, v, w) = (e.a(1), e.a(2), e.a(3));
+                if let Some(tv) = e.t(2) {
+                    e.effect(Op::ShadowAccMul, &[ta, i, tv, w]);
+                }
+                if let Some(tw) = e.t(3) {
+                    e.effect(Op::ShadowAccMul, &[ta, i, v, tw]);
+                }
+            }
+            Rule::Effect
+        }
+        // ẏ = shadow(ȧ)[i], which it zeroes.
+        Op::ShadowTake => match e.t(0) {
+            Some(ta) => {
+                let i = e.a(1);
+                Rule::Tangent(e.op(Op::ShadowTake, F64, &[ta, i]))
+            }
+            None => Rule::Zero,
+        },
+        // ẏ = ṙ, ṙ = 0
+        Op::Take => match e.t(0) {
+            Some(tr) => Rule::Tangent(e.op(Op::Take, F64, &[tr])),
+            None => Rule::Zero,
+        },
 
         // ---- made by the lowering ------------------------------------------------------
         Op::JmpLtI

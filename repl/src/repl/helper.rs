@@ -58,9 +58,12 @@ impl Completer for AdvmHelper {
         let mut out = Vec::new();
         let name_wanted = word.starts_with('@')
             || (word.is_empty() || !word.starts_with(':'))
-                && [":disasm", ":ad", ":jvp", ":cfg", "grad", "jvp", ":time"]
-                    .iter()
-                    .any(|c| trimmed.starts_with(&format!("{c} ")))
+                && [
+                    ":disasm", ":ad", ":jvp", ":hvp", ":cfg", "grad", "jvp", "hvp", "hessian",
+                    ":time",
+                ]
+                .iter()
+                .any(|c| trimmed.starts_with(&format!("{c} ")))
                 && !trimmed.contains('(');
         if name_wanted {
             let prefix = word.strip_prefix('@').unwrap_or(word);

@@ -48,6 +48,17 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "value and derivative along a direction",
     ),
     (":jvp", " @f", "tangent (forward-mode) bytecode"),
+    (
+        "hvp",
+        " @f(args) dir [d1, ...] [wrt x, y]",
+        "value, gradient and Hessian-vector product",
+    ),
+    (
+        "hessian",
+        " @f(args) [wrt x, y]",
+        "value, gradient and Hessian",
+    ),
+    (":hvp", " @f", "Hessian-vector product bytecode"),
 ];
 
 pub const HELP: &str = "\
@@ -59,11 +70,16 @@ pub const HELP: &str = "\
   jvp @f(args) dir [d1, ...] [wrt x, y]
                               value and derivative along the direction (one
                               entry per parameter, null for i64 and bool)
+  hvp @f(args) dir [d1, ...] [wrt x, y]
+                              value, gradient and Hessian-vector product
+                              along the direction (forward-over-reverse)
+  hessian @f(args) [wrt x, y] value, gradient and the dense Hessian
   :time @f(args)              median time per call after warm-up
   :time grad @f(args)         the same for the gradient
   :disasm [@f]                bytecode
   :ad @f                      forward and reverse bytecode
   :jvp @f                     tangent (forward-mode) bytecode
+  :hvp @f                     Hessian-vector product bytecode
   :cfg @f                     write f.dot and f.ad.dot (CFG pictures) here,
                               and f.svg, f.ad.svg if Graphviz is installed
   :load FILE                  load (or replace) the functions of FILE
@@ -433,6 +449,11 @@ impl Session {
             ":time" => self.time(line, rest_at),
             "grad" | ":grad" => self.grad(line, rest_at),
             "jvp" => self.jvp(line, rest_at),
+            "hvp" => self.hvp(line, rest_at),
+            "hessian" => self.hessian(line, rest_at),
+            ":hvp" => self
+                .func_arg(line, rest_at, ":hvp")
+                .and_then(|f| self.engine_mut()?.disasm_hvp(f).map_err(ad_problem)),
             ":jvp" => self
                 .func_arg(line, rest_at, ":jvp")
                 .and_then(|f| self.engine_mut()?.disasm_jvp(f).map_err(ad_problem)),
@@ -1478,13 +1499,76 @@ impl Session {
         Ok(out.join("\n"))
     }
 
+    /// `hvp @f(args) dir [d1, ...] [wrt x, y]`.
+    fn hvp(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let (f, args, dir, mask) = self.call_dir(line, rest_at, "hvp")?;
+        let engine = self.engine_mut()?;
+        let h = engine.hvp_wrt(f, &args, &dir, &mask).map_err(ad_problem)?;
+        let names = param_names(engine.module().func(f));
+        let mut out = vec![format!("value = {}", h.value)];
+        for ((n, g), hv) in names.iter().zip(&h.grad).zip(&h.hvp) {
+            match (g, hv) {
+                (Some(g), Some(hv)) => out.push(format!(
+                    "∂{n} = {}    (H·dir)_{n} = {}",
+                    crate::args::value_text(g, Some(8)),
+                    crate::args::value_text(hv, Some(8))
+                )),
+                _ => out.push(format!("∂{n} = -    (H·dir)_{n} = -")),
+            }
+        }
+        Ok(out.join("\n"))
+    }
+
+    /// `hessian @f(args) [wrt x, y]`.
+    fn hessian(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let (f, args, wrt) = self.call_wrt(line, rest_at)?;
+        let engine = self.engine_mut()?;
+        let h = match &wrt {
+            Some(mask) => engine.hessian_wrt(f, &args, mask),
+            None => engine.hessian(f, &args),
+        }
+        .map_err(ad_problem)?;
+        let names = param_names(engine.module().func(f));
+        let g = Gradient {
+            value: h.value,
+            grad: h.grad.clone(),
+        };
+        let mut out = vec![format!("value = {}", h.value)];
+        out.extend(gradient_lines(&names, &g, Some(8)));
+        let n = h.hessian.len();
+        out.push(format!("hessian ({n} × {n} over the flattened inputs) ="));
+        for row in &h.hessian {
+            out.push(crate::args::value_text(&Value::Arr(row.clone()), Some(8)));
+        }
+        Ok(out.join("\n"))
+    }
+
     /// `jvp @f(args) dir [d1, ...] [wrt x, y]`.
     fn jvp(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let (f, args, dir, mask) = self.call_dir(line, rest_at, "jvp")?;
+        let engine = self.engine_mut()?;
+        let func = engine.module().func(f);
+        let names = param_names(func);
+        let unit = func.ret == vm::ir::RetType::Unit;
+        let t = engine.jvp_wrt(f, &args, &dir, &mask).map_err(ad_problem)?;
+        Ok(commands::tangent_lines(&names, &t, Some(8), unit).join("\n"))
+    }
+
+    /// The call, direction and selection of `cmd @f(args) dir [d1, ...]
+    /// [wrt x, y]` (`jvp`, `hvp`).
+    fn call_dir(
+        &mut self,
+        line: &str,
+        rest_at: usize,
+        cmd: &str,
+    ) -> Result<(FuncId, Vec<Value>, Direction, Mask), Problem> {
         let Some((call_end, dir_at, dir_end)) = split_dir(line, rest_at) else {
             let end = line.len();
             return Err(Problem::at(
-                "expected `jvp @f(args) dir [d1, d2, ...]`: the direction has one entry per \
-                 parameter (null for i64 and bool ones)",
+                format!(
+                    "expected `{cmd} @f(args) dir [d1, d2, ...]`: the direction has one entry \
+                     per parameter (null for i64 and bool ones)"
+                ),
                 end..end,
             ));
         };
@@ -1511,9 +1595,7 @@ impl Session {
         let json = crate::args::literal_list_to_json(&line[dir_at..dir_end]);
         let dir = crate::args::parse_json_dir(&json, &args, &mask, &names, "the direction")
             .map_err(|m| Problem::at(m, dir_at..dir_end))?;
-        let unit = func.ret == vm::ir::RetType::Unit;
-        let t = engine.jvp_wrt(f, &args, &dir, &mask).map_err(ad_problem)?;
-        Ok(commands::tangent_lines(&names, &t, Some(8), unit).join("\n"))
+        Ok((f, args, dir, mask))
     }
 
     fn time(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
@@ -1664,6 +1746,9 @@ pub fn signature(f: &vm::ir::Function) -> String {
 
 /// Which parameters to differentiate with respect to (one flag each).
 type Mask = Vec<bool>;
+
+/// A direction: one entry per parameter (`None`: zero).
+type Direction = Vec<Option<Value>>;
 
 /// Where a call `@f(args)` starting at `start` ends and where the names of
 /// a following `wrt NAMES` start, if there is such a clause: the call ends
