@@ -143,8 +143,8 @@ pub enum Mode {
     Grad,
     /// Value and tangent along `--dir`, as `advm jvp --json`.
     Jvp,
-    /// Value, gradient and Hessian-vector product along `--dir` (not
-    /// available yet).
+    /// Value, gradient and Hessian-vector product along `--dir`, as `advm
+    /// hvp --json`.
     Hvp,
 }
 

@@ -28,6 +28,13 @@ pub enum Job {
         dir: String,
         names: Vec<String>,
     },
+    /// Value, gradient and Hessian-vector product along `dir`, as `advm
+    /// hvp --json` (the direction as for [`Job::Jvp`]).
+    Hvp {
+        mask: Vec<bool>,
+        dir: String,
+        names: Vec<String>,
+    },
 }
 
 /// What every point of a sweep shares: the function, its parameters'
@@ -131,6 +138,26 @@ impl Worker {
                 let text = obj.to_string();
                 out.push(',');
                 out.push_str(text.strip_prefix('{').unwrap_or(&text));
+            }
+            Job::Hvp { mask, dir, names } => {
+                let dir = crate::args::parse_json_dir(dir, &args, mask, names, "--dir")?;
+                let h = self
+                    .engine
+                    .hvp_wrt(task.f, &args, &dir, mask)
+                    .map_err(message)?;
+                let list = |vs: &[Option<vm::Value>]| -> Json {
+                    vs.iter()
+                        .map(|v| v.as_ref().map_or(Json::Null, value_json))
+                        .collect::<Vec<Json>>()
+                        .into()
+                };
+                let _ = write!(
+                    out,
+                    ",\"value\":{},\"grad\":{},\"hvp\":{}}}",
+                    float_json(h.value),
+                    list(&h.grad),
+                    list(&h.hvp)
+                );
             }
         }
         Ok(())

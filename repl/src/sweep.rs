@@ -74,7 +74,7 @@ fn check_flags(a: &SweepArgs) -> Result<(), Fail> {
     }
     if a.mode == Mode::Run && a.wrt.is_some() {
         return Err(Fail::Usage(
-            "--wrt applies to --mode grad and jvp, not to run".into(),
+            "--wrt applies to --mode grad, jvp and hvp, not to run".into(),
         ));
     }
     if a.threads == Some(0) {
@@ -253,16 +253,23 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
         }
         // Each mode to come is one arm here (its `Job`) and one in
         // `advm::points::Worker::result_line` (its fields).
-        Mode::Jvp => {
+        Mode::Jvp | Mode::Hvp => {
             let mask = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(m) => m,
                 None => ad::analysis::all_params(engine.module().func(f)),
             };
             let Some(dir) = a.dir.clone() else {
-                return Err(Fail::Usage("--mode jvp needs --dir JSON".into()));
+                return Err(Fail::Usage(format!(
+                    "--mode {} needs --dir JSON",
+                    if a.mode == Mode::Jvp { "jvp" } else { "hvp" }
+                )));
             };
             // Derived once, before the engine is cloned (as for grad).
-            engine.derive_jvp(f, &mask)?;
+            if a.mode == Mode::Jvp {
+                engine.derive_jvp(f, &mask)?;
+            } else {
+                engine.derive_hvp(f, &mask)?;
+            }
             let func = engine.module().func(f);
             let names = func
                 .params
@@ -275,9 +282,12 @@ fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
                         .unwrap_or_else(|| i.to_string())
                 })
                 .collect();
-            Job::Jvp { mask, dir, names }
+            if a.mode == Mode::Jvp {
+                Job::Jvp { mask, dir, names }
+            } else {
+                Job::Hvp { mask, dir, names }
+            }
         }
-        Mode::Hvp => return Err(Fail::Usage("mode hvp is not available yet".into())),
     };
     let task = Task::new(&engine, f, job);
 

@@ -159,6 +159,24 @@ fn jvp_lines_equal_single_jvp_calls() {
 }
 
 #[test]
+fn hvp_lines_equal_single_hvp_calls() {
+    agrees_with_single_calls(
+        POW,
+        "pow",
+        "hvp",
+        &["--dir", "[1.0, null]"],
+        &["[2.0, 10]", "[1.0001, 1000]", "[-0.5, 3]"],
+    );
+    agrees_with_single_calls(
+        ARRAYS,
+        "dot",
+        "hvp",
+        &["--dir", "[[1.0, 0.5], [2.0, -1.0]]"],
+        &["[[1.0, 2.0], [4.0, 5.0]]", "[[0.5, 3.0], [2.0, 0.25]]"],
+    );
+}
+
+#[test]
 fn run_lines_equal_single_run_calls() {
     agrees_with_single_calls(
         TRAPS,
@@ -336,7 +354,7 @@ fn usage_errors() {
     let no_dir = dir.path().join("no/such/dir/out.jsonl");
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--mode", "jvp"], "--mode jvp needs --dir JSON"),
-        (vec!["--mode", "hvp"], "mode hvp is not available yet"),
+        (vec!["--mode", "hvp"], "--mode hvp needs --dir JSON"),
         (
             vec!["--mode", "grad", "--dir", "[1.0, null]"],
             "--dir applies to --mode jvp and hvp",
