@@ -56,10 +56,10 @@
 //! the limit, and once more when the entry function returns (so a run that
 //! executed more than the limit never succeeds).
 
-use crate::bytecode::{Function, Instr, Program, Reg};
+use crate::bytecode::{Function, Instr, Program};
 use crate::heap::Heap;
 use crate::ir::{FuncId, Loc, RetType};
-use crate::math::{div_z, mul_z};
+use crate::math::{div_z, mul_z, mul_z2};
 use crate::op::Op;
 use crate::regs::{
     copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
@@ -265,6 +265,10 @@ pub struct Vm {
     args: Vec<u64>,
     interrupt: Arc<AtomicBool>,
     peak_stack: usize,
+    /// The limits were set or may have been changed ([`Vm::limits_mut`])
+    /// since the stores were last brought within them: the next call does
+    /// so first ([`Vm::apply_limits`]), the others skip that work.
+    limits_changed: bool,
     /// `W` times the instructions executed by the last call: the
     /// interpreter's step count in bytes of code, kept as it is so that
     /// leaving the interpreter costs no division ([`Vm::executed`] divides).
@@ -290,6 +294,7 @@ impl Vm {
             args: Vec::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             peak_stack: 0,
+            limits_changed: true,
             executed_bytes: 0,
         }
     }
@@ -299,6 +304,7 @@ impl Vm {
     }
 
     pub fn limits_mut(&mut self) -> &mut Limits {
+        self.limits_changed = true;
         &mut self.limits
     }
 
@@ -319,17 +325,25 @@ impl Vm {
     #[inline]
     pub fn begin(&mut self, ad_mode: bool) {
         self.heap.begin(ad_mode);
-        if self.heap.held_bytes() > self.limits.max_heap_bytes {
-            // The limit was lowered since the heap grew: give back the
-            // buffers kept for reuse.
-            self.heap.release_spare();
-        }
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
+        if self.limits_changed {
+            self.apply_limits();
+        }
+    }
+
+    /// Bring the stores within limits that may have changed: a heap or
+    /// memory limit lowered since they grew gives back what no call holds
+    /// now, and the heap learns the memory budget. (Every store that grows
+    /// tells the heap itself, so this runs only after the limits change.)
+    #[cold]
+    #[inline(never)]
+    fn apply_limits(&mut self) {
+        if self.heap.held_bytes() > self.limits.max_heap_bytes {
+            self.heap.release_spare();
+        }
         if self.memory_bytes() > self.limits.max_memory_bytes {
-            // The memory budget was lowered since the VM grew: give back
-            // what no call holds now.
             self.heap.release_spare();
             self.regs = Vec::new();
             self.frames = Vec::new();
@@ -337,12 +351,15 @@ impl Vm {
             self.blk = Vec::new();
         }
         self.sync_memory();
+        self.limits_changed = false;
     }
 
     /// Copy `data` (an argument array) into a new heap array; returns its
     /// handle. Bounded by `max_array_len` and `max_heap_bytes` like `anew`.
     pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
-        self.sync_memory();
+        if self.limits_changed {
+            self.apply_limits();
+        }
         if data.len() > self.limits.max_array_len {
             return Err(host_trap(TrapKind::ArgArrayTooLarge {
                 len: data.len(),
@@ -473,7 +490,9 @@ impl Vm {
     /// `args` included, happens in one call of the interpreter.
     #[inline]
     pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
-        self.sync_memory();
+        if self.limits_changed {
+            self.apply_limits();
+        }
         self.exec(prog, f, args)
     }
 
@@ -1125,16 +1144,24 @@ impl Vm {
                     // accumulators; the loop's `advance` moves past it.
                     cur = Cursor::at_offset(&f.code, frame.call);
                     let site = verified(&f.sites, cur.ins().x);
-                    if cur.ins().op == Op::CallN {
-                        // Out of line: a bigger handler here costs the
-                        // dispatch replication of most others (see
-                        // `scripts/callgrind.sh`).
-                        write_results(list, &site.rets, &callee, &mut w);
+                    // `call.n` writes the results as they are (any types:
+                    // the verifier matched the site's registers to the
+                    // callee's return types), `call.acc` adds them to its
+                    // accumulators. Two loops, one of them empty, rather
+                    // than a branch between them: a branch here undoes
+                    // LLVM's replication of the dispatch into most
+                    // handlers (see `scripts/callgrind.sh`).
+                    let written = if cur.ins().op == Op::CallN {
+                        list.len()
                     } else {
-                        for (r, acc) in list.iter().zip(&site.rets) {
-                            let v = f64::from_bits(callee.get(*r as u32));
-                            setf!(*acc, fr!(*acc) + v);
-                        }
+                        0
+                    };
+                    for (r, dst) in list[..written].iter().zip(&site.rets) {
+                        w.set(u32::from(*dst), callee.get(u32::from(*r)));
+                    }
+                    for (r, acc) in list[written..].iter().zip(&site.rets) {
+                        let v = f64::from_bits(callee.get(*r as u32));
+                        setf!(*acc, fr!(*acc) + v);
                     }
                     meter = done.wrapping_sub(cur.addr()).wrapping_sub(W);
                 }
@@ -1263,8 +1290,8 @@ impl Vm {
                     // Every read before either write: `r2` is usually `r1`
                     // itself (the cotangent renamed in place).
                     let g = fr!(ins.r1);
-                    let product = mul_z(g, fr!(ins.x));
-                    let acc = fr!(ins.r0) + mul_z(g, f64::from_bits(v));
+                    let (product, term) = mul_z2(g, fr!(ins.x), f64::from_bits(v));
+                    let acc = fr!(ins.r0) + term;
                     setf!(ins.r2, product);
                     setf!(ins.r0, acc);
                     // The length read before the writes, as in `comms.pop`:
@@ -1448,17 +1475,6 @@ fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
             String::new()
         },
         loc,
-    }
-}
-
-/// `call.n`'s return: each result of the callee's `ret.n` list is written
-/// to the matching register of the caller's site as it is (any types: the
-/// verifier matched the site's registers to the callee's return types).
-#[cold]
-#[inline(never)]
-fn write_results(list: &[Reg], rets: &[Reg], callee: &Window, w: &mut Window) {
-    for (r, dst) in list.iter().zip(rets) {
-        w.set(u32::from(*dst), callee.get(u32::from(*r)));
     }
 }
 

@@ -34,6 +34,17 @@ fn mul_z_nan(a: f64, b: f64, p: f64) -> f64 {
     }
 }
 
+/// `(g ⊙ a, g ⊙ b)`: two strong-zero products of one factor, with one test
+/// on the common path (a nan in either product makes their sum nan).
+#[inline(always)]
+pub fn mul_z2(g: f64, a: f64, b: f64) -> (f64, f64) {
+    let (p, q) = (g * a, g * b);
+    if (p + q).is_nan() {
+        return (mul_z(g, a), mul_z(g, b));
+    }
+    (p, q)
+}
+
 /// `a / b`, but `0` when `a` is zero (even where `b` is zero or nan).
 #[inline(always)]
 pub fn div_z(a: f64, b: f64) -> f64 {
@@ -70,5 +81,18 @@ mod tests {
         assert_eq!(div_z(1.0, 0.0), f64::INFINITY);
         assert_eq!(mul_z(3.0, 0.5).to_bits(), (3.0f64 * 0.5).to_bits());
         assert_eq!(mul_z(-0.0, 2.0).to_bits(), (-0.0f64).to_bits());
+        // Two products of one factor: each as `mul_z` would give it,
+        // including when only their sum is nan (inf and -inf).
+        for (g, a, b) in [
+            (0.0, f64::INFINITY, 2.0),
+            (2.0, f64::INFINITY, f64::NEG_INFINITY),
+            (0.0, f64::NAN, f64::NAN),
+            (1.5, -2.0, 4.0),
+            (f64::NAN, 1.0, 0.0),
+        ] {
+            let (p, q) = mul_z2(g, a, b);
+            assert_eq!(p.to_bits(), mul_z(g, a).to_bits(), "{g} {a}");
+            assert_eq!(q.to_bits(), mul_z(g, b).to_bits(), "{g} {b}");
+        }
     }
 }
