@@ -600,8 +600,9 @@ pub fn check(a: &CallArgs, full: bool, order: u8) -> u8 {
             })?
         };
         let gradient_rows = rows.len();
-        // Forward mode too: the tangent along s = max(1, |x|) per
-        // differentiated input against the central difference along s.
+        // Forward mode too: the tangent along the direction that moves each
+        // differentiated input by its own step, against the central
+        // difference along it.
         let mut tangent = None;
         if gradient_rows > 0 {
             let mask = match &wrt {

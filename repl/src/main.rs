@@ -127,8 +127,9 @@ pub struct CheckArgs {
     /// pseudo-random directions (two runs each) instead.
     #[arg(long)]
     pub full: bool,
-    /// 2: also compare the Hessian-vector product along max(1, |x|) per
-    /// input with central differences of the gradient along it.
+    /// 2: also compare the Hessian-vector product, along the direction that
+    /// moves each input by its own step, with central differences of the
+    /// gradient along it.
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u8).range(1..=2))]
     pub order: u8,
