@@ -1,6 +1,6 @@
 //! Bit sets over value indices, for the dataflow analyses of the lowering
-//! (phi coalescing by liveness, `lower.rs`) and of the AD stage's clean-up
-//! of reverse code (`ad/src/optimize.rs`).
+//! (phi coalescing by liveness, `lower/coalesce.rs`) and of the AD stage's clean-up
+//! of reverse code (`ad/src/optimize/`).
 //!
 //! [`Bits`] is one set; [`has`] and [`insert`] work on any word slice, so
 //! an analysis can keep one flat vector of `blocks * words` (one row per

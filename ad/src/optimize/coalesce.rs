@@ -1,4 +1,5 @@
-//! Pass 6, coalescing: a copy between registers whose live ranges do not overlap merges them.
+//! Pass 6, coalescing: a copy between registers whose live ranges do not
+//! overlap merges them.
 
 use super::*;
 

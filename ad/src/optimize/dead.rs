@@ -1,4 +1,5 @@
-//! Pass 4, dead code: pure instructions whose results nobody reads disappear (and the dead half of a `take`).
+//! Pass 4, dead code: pure instructions whose results nobody reads disappear
+//! (and the dead half of a `take`).
 
 use super::*;
 

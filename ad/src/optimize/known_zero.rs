@@ -1,4 +1,6 @@
-//! Pass 2, known zeros: a forward must-analysis of the registers holding zero; accumulations into them become writes, zeroings of them disappear, and adding a known zero disappears.
+//! Pass 2, known zeros: a forward must-analysis of the registers holding zero;
+//! accumulations into them become writes, zeroings of them disappear, and
+//! adding a known zero disappears.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Pass 9, layout: blocks in chains along preferred fall-through edges, each loop's test after its body.
+//! Pass 9, layout: blocks in chains along preferred fall-through edges, each
+//! loop's test after its body.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Liveness of registers (backward, per block and per instruction): what dead-code removal, coalescing and the fusions ask.
+//! Liveness of registers (backward, per block and per instruction): what dead-
+//! code removal, coalescing and the fusions ask.
 
 use super::*;
 

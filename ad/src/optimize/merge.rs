@@ -1,4 +1,6 @@
-//! Pass 1, block merging: a block that jumps to a block with no other predecessor absorbs it; jumps to empty blocks go where those go; a jump to a block that only returns becomes that return.
+//! Pass 1, block merging: a block that jumps to a block with no other
+//! predecessor absorbs it; jumps to empty blocks go where those go; a jump to a
+//! block that only returns becomes that return.
 
 use super::*;
 

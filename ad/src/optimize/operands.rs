@@ -1,4 +1,5 @@
-//! Which registers an instruction reads and writes, the CFG's successors, and removing marked instructions: what every pass asks of the code.
+//! Which registers an instruction reads and writes, the CFG's successors, and
+//! removing marked instructions: what every pass asks of the code.
 
 use super::*;
 

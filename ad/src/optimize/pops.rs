@@ -1,4 +1,6 @@
-//! Pass 7, pop fusion: pops sink to their first reader, and a pop read once, right after, as a factor of an `acc.mul` or `mul.z` becomes part of it (`acc.mul.pop`, `mul.pop`).
+//! Pass 7, pop fusion: pops sink to their first reader, and a pop read once,
+//! right after, as a factor of an `acc.mul` or `mul.z` becomes part of it
+//! (`acc.mul.pop`, `mul.pop`).
 
 use super::*;
 

@@ -1,4 +1,6 @@
-//! Pass 8, shadow products: a `shadow.acc` that starts a join moves into its predecessors, and a `mul.z` whose product only a later `shadow.acc` reads becomes part of it (`shadow.acc.mul`).
+//! Pass 8, shadow products: a `shadow.acc` that starts a join moves into its
+//! predecessors, and a `mul.z` whose product only a later `shadow.acc` reads
+//! becomes part of it (`shadow.acc.mul`).
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Pass 5, write sinking: a write to the source of a copy moves below the copy's last reader when nothing in between depends on it.
+//! Pass 5, write sinking: a write to the source of a copy moves below the
+//! copy's last reader when nothing in between depends on it.
 
 use super::*;
 

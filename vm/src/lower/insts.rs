@@ -1,0 +1,261 @@
+//! Instructions, and the look-back peepholes that fuse them with what the
+//! straight-line run just emitted: compare-and-branch, `sincos`, multiply-add,
+//! fused products, `aget.add`, and counter steps.
+
+use super::*;
+
+impl Lowerer<'_> {
+    pub(super) fn inst(&mut self, inst: &ir::Inst, block: &str) -> Result<(), LowerError> {
+        let mut regs: Vec<u32> = Vec::with_capacity(4);
+        let mut args = inst.args.iter();
+        let mut x = 0u32;
+        for operand in inst.op.operands() {
+            match operand {
+                Operand::Def(_) => {
+                    let d = inst.dst.ok_or_else(|| {
+                        self.bad(block, format!("{} needs a destination", inst.op.mnemonic()))
+                    })?;
+                    regs.push(self.r(d) as u32);
+                }
+                Operand::Use(_) | Operand::InOut(_) => {
+                    let a = args.next().ok_or_else(|| {
+                        self.bad(
+                            block,
+                            format!("{} is missing an operand", inst.op.mnemonic()),
+                        )
+                    })?;
+                    regs.push(self.r(*a) as u32);
+                }
+                Operand::Site => {
+                    let callee = inst
+                        .callee
+                        .ok_or_else(|| self.bad(block, "call without a callee".into()))?;
+                    // For calls, `args` are the call arguments, not operands.
+                    self.sites.push(CallSite {
+                        func: callee,
+                        args: inst.args.iter().map(|a| self.r(*a)).collect(),
+                        rets: inst.accs.iter().map(|a| self.r(*a)).collect(),
+                    });
+                    x = self.sites.len() as u32 - 1;
+                }
+                Operand::Imm => x = inst.imm,
+                Operand::Target | Operand::Table | Operand::List => {
+                    return Err(self.bad(block, format!("{} is a terminator", inst.op.mnemonic())));
+                }
+            }
+        }
+        let reg = |i: usize| regs.get(i).copied().unwrap_or(0);
+        if regs.len() == 4 {
+            x = reg(3);
+        }
+        let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
+        if self.mul_add(i, inst) {
+            return Ok(());
+        }
+        if let Some(fused) = self.fuse(i, inst) {
+            // In place of the block's last instruction, whose location it
+            // keeps (for a push or pop, the half that can trap) except for
+            // an indexed load, where it is the `aget` that can.
+            if let Some(last) = self.code.last_mut() {
+                *last = fused;
+            }
+            if fused.op == Op::AGetAdd {
+                if let Some(loc) = self.locs.last_mut() {
+                    *loc = inst.loc;
+                }
+            }
+            return Ok(());
+        }
+        self.emit(i, inst.loc);
+        Ok(())
+    }
+
+    /// Fusion with the block's last emitted instruction, for `i` about to
+    /// be emitted right after it; `None` where nothing fuses.
+    ///
+    /// * Products: `comms.push %a; mul.f %d, %a, %b` becomes `mul.push %d,
+    ///   %a, %b`, and `acc.mul.pop %s, %g; mul.f %d, %g, %c` becomes
+    ///   `acc.mul.pop.mul %s, %g, %d, %c` (when `%s` is none of `%g`, `%d`,
+    ///   `%c`). Only with the shared register as the first factor, so that
+    ///   the product is computed exactly as written. A reserved push
+    ///   (`comms.reserve`, `comms.push.r`) is left alone.
+    /// * Fused math: `sin %s, %x; cos %c, %x` (in either order) becomes
+    ///   `sincos %s, %c, %x` if that computes the same as the two in turn:
+    ///   the first must not write `%x` (`sincos` reads it before writing),
+    ///   and the two must write different registers.
+    /// * Indexed load: `add.i %k, %a, %b; aget %d, %arr, %k` becomes
+    ///   `aget.add %d, %arr, %a, %b` when the `aget` is the only reader of
+    ///   `%k` (IR `inst`'s index argument): `%k`'s register is its own (a
+    ///   value shares a phi's register only if the phi is its one reader),
+    ///   so no one misses the write left out.
+    pub(super) fn fuse(&self, i: Instr, inst: &ir::Inst) -> Option<Instr> {
+        if self.code.len() <= self.block_start {
+            return None;
+        }
+        let last = *self.code.last()?;
+        match (last.op, i.op) {
+            (Op::AddI, Op::AGet)
+                if last.r0 == i.r2
+                    && inst
+                        .args
+                        .get(1)
+                        .is_some_and(|k| self.uses.get(k.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(
+                    Op::AGetAdd,
+                    i.r0,
+                    i.r1,
+                    last.r1,
+                    u32::from(last.r2),
+                ));
+            }
+            (Op::Sin, Op::Cos) | (Op::Cos, Op::Sin)
+                if last.r1 == i.r1 && last.r0 != last.r1 && last.r0 != i.r0 =>
+            {
+                let (s, c) = if last.op == Op::Sin {
+                    (last.r0, i.r0)
+                } else {
+                    (i.r0, last.r0)
+                };
+                return Some(Instr::new(Op::SinCos, s, c, i.r1, 0));
+            }
+            (_, Op::MulF | Op::MulZ) => {}
+            _ => return None,
+        }
+        match last.op {
+            Op::CommsPush if i.op == Op::MulF && last.r0 == i.r1 => {
+                Some(Instr::new(Op::MulPush, i.r0, i.r1, i.r2, 0))
+            }
+            // The accumulator must be none of the other registers (the
+            // interpreter reads every operand before writing). Both
+            // products are strong-zero ones.
+            Op::AccMulPop
+                if i.op == Op::MulZ
+                    && last.r1 == i.r1
+                    && last.r0 != i.r1
+                    && last.r0 != i.r2
+                    && last.r0 != i.r0 =>
+            {
+                Some(Instr::new(
+                    Op::AccMulPopMul,
+                    last.r0,
+                    last.r1,
+                    i.r0,
+                    u32::from(i.r2),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Multiply-add, for `i` = `add.f %acc, %acc, %p` about to be emitted:
+    /// if `%p` is written by a `mul.f %p, %a, %b` earlier in the block's
+    /// straight-line run and the `add.f` is `%p`'s only reader (a dot
+    /// product's step), that `mul.f` becomes `add.mul.f %acc, %a, %b` and
+    /// `i` is not emitted (`true`). `add.mul.f` computes `%acc + %a * %b`
+    /// with two roundings, as the pair does (Rust does not contract it to
+    /// a fused multiply-add), and reads every operand before it writes;
+    /// only the form with `%acc` first, the order `add.mul.f` adds in.
+    ///
+    /// Between the two may stand `blk.push`es and comms pushes that read
+    /// neither `%acc` nor `%p` (the derived forward code records a block
+    /// id or a value there): they touch no other register, so the sum
+    /// done before them is not seen by them, and nothing moves (no jump
+    /// target or pending jump changes). `%acc` is not `%p`: the product's
+    /// one reader is this `add.f`, so its register is its own.
+    pub(super) fn mul_add(&mut self, i: Instr, inst: &ir::Inst) -> bool {
+        let (acc, p) = (i.r1, i.r2);
+        let once = inst
+            .args
+            .get(1)
+            .is_some_and(|v| self.uses.get(v.index()) == Some(&1));
+        if i.op != Op::AddF || i.r0 != acc || p == acc || !once {
+            return false;
+        }
+        for at in (self.block_start..self.code.len()).rev() {
+            let c = self.code[at];
+            match c.op {
+                Op::MulF if c.r0 == p => {
+                    self.code[at] = Instr::new(Op::MulAddF, acc, c.r1, c.r2, 0);
+                    return true;
+                }
+                Op::BlkPush => {}
+                Op::CommsPush | Op::CommsPushR | Op::CommsReserve if c.r0 != acc && c.r0 != p => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Step-and-branch fusion, for the compare-and-branch `a cc b` about to
+    /// be emitted: if the block's last emitted instruction is a counter
+    /// step `add.i %c, %c, %s` or `sub.i %c, %c, %s` and the comparison
+    /// reads `%c`, take the step back and return the step-and-branch
+    /// `jmp.step.if.<cc>.i %c, %s, other` (condition swapped if `%c` is the
+    /// right operand, inverted if `negate`; target left to the caller). `blk.push`es after the step, which touch no
+    /// register, stay where they are and so run before it.
+    ///
+    /// Decided on registers, not SSA facts, so it also fires on the
+    /// counters of reverse code, which are written many times.
+    pub(super) fn take_step(
+        &mut self,
+        fused: Fused,
+        cc: Cond,
+        a: Reg,
+        b: Reg,
+        negate: bool,
+    ) -> Option<Instr> {
+        if fused != Fused::CmpI {
+            return None;
+        }
+        let mut at = self.code.len();
+        while at > self.block_start && self.code[at - 1].op == Op::BlkPush {
+            at -= 1;
+        }
+        if at == self.block_start {
+            return None;
+        }
+        let step = self.code[at - 1];
+        // The step register: as is for `add.i`; for `sub.i` by a constant,
+        // the constant's negation (anything else stays unfused).
+        let by = match step.op {
+            Op::AddI => step.r2,
+            Op::SubI => self
+                .neg_steps
+                .iter()
+                .find(|(k, _)| *k == step.r2)
+                .map(|(_, neg)| *neg)?,
+            _ => return None,
+        };
+        let c = step.r0;
+        if step.r1 != c {
+            return None;
+        }
+        let (cc, other) = if a == c {
+            (cc, b)
+        } else if b == c {
+            (cc.swapped(), a)
+        } else {
+            return None;
+        };
+        // The instructions after the step move up by one: nothing may jump
+        // to them (nothing jumps into the middle of a block) or be one of
+        // the jumps still to patch (the block has emitted none).
+        if self.fixups.last().is_some_and(|(pc, _)| *pc >= at - 1) {
+            return None;
+        }
+        self.code.remove(at - 1);
+        self.locs.remove(at - 1);
+        // The mark of a block that continues the run after the step (a
+        // copy, or a block no jump reaches; see `block`) moves up with its
+        // instructions. Such a block's start is no jump target.
+        for m in self.marks.iter_mut().rev() {
+            if (m.start as usize) < at {
+                break;
+            }
+            m.start -= 1;
+        }
+        let op = Op::fused_branch(Fused::StepI, cc, negate);
+        Some(Instr::new(op, c, by, other, 0))
+    }
+}
