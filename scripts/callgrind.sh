@@ -45,7 +45,7 @@ if command -v objdump >/dev/null; then
   # exec's start, and the next symbol's start as its end.
   read -r start stop < <(nm -C -n "$bin" | awk '
     found && $1 != start {print "0x" start, "0x" $1; exit}
-    / vm::interp::Vm::exec$/ {start = $1; found = 1}')
+    / vm::interp::(exec::<impl vm::interp::Vm>|Vm)::exec$/ {start = $1; found = 1}')
   jumps=$(objdump -d --no-show-raw-insn --start-address="$start" --stop-address="$stop" "$bin" |
     grep -c 'jmp  *\*' || true)
   echo "indirect jumps in vm::interp::Vm::exec: $jumps"

@@ -1,541 +1,12 @@
-//! The register interpreter.
-//!
-//! One `match` on the opcode in a loop over the current function's code.
-//! Calls push a `Frame` record on an explicit frame stack (never Rust
-//! recursion), and every frame's registers are a window of one shared
-//! register stack, as in Lua. Everything the VM holds (register stack, frame
-//! stack, AD stacks, array heap, result buffer) keeps its capacity between
-//! calls, so after a warm-up call a run allocates nothing.
-//!
-//! ## Safety precondition, enforced
-//! Only verified functions are entered: [`Vm::call_raw`] and every `call`
-//! check [`Program::is_verified`] (a flag only [`crate::verify`] sets and
-//! that replacing a function clears) and trap with
-//! [`TrapKind::NotVerified`] otherwise, so running an unverified program is
-//! a trap, never undefined behaviour. A call site fits its callee's
-//! signature (argument count, kind of return) because the verifier checked
-//! it against the callee and replacing or removing the callee since
-//! unverifies the caller too ([`Program::set`], [`Program::truncate`]); the
-//! program cannot change while it runs (`exec` borrows it). See `verify.rs`
-//! for what verification proves and `regs.rs` for the unchecked register
-//! access it allows.
-//!
-//! ## Two APIs
-//! * [`Vm::run`]: host [`Value`]s in and out; checks the arguments, copies
-//!   arrays into the heap and the result out, resets the heap afterwards.
-//! * For the AD driver: [`Vm::begin`] (reset heap and stacks; AD mode gives
-//!   every array a zeroed shadow), [`Vm::alloc_array`], [`Vm::call_raw`]
-//!   (raw 64-bit arguments; results in [`Vm::results`]; the heap and the AD
-//!   stacks survive between calls, so a forward and a reverse call share
-//!   them), [`Vm::array`], [`Vm::shadow`], [`Vm::comms_len`],
-//!   [`Vm::blk_len`], [`Vm::peak_stack_bytes`].
-//!
-//! ## Calls
-//! A call pushes the caller's `Frame` (function, register base, and where
-//! its `call` instruction is, whose operands say where the results go)
-//! and loads the callee's frame image ([`Program::frame_init`]) after the
-//! caller's registers; a return pops it and resumes after that `call`. One
-//! compare covers both the depth limit and the frame stack's capacity (the
-//! smaller of the two, `room` in `exec`); past it a cold path tells them
-//! apart. Side-table indices and callees are verified, so a call and a
-//! return look them up without bounds checks (`regs::verified`). A call
-//! from the host ([`Vm::call_raw`], inlined into the host's code) is one
-//! call of `exec`, which makes the entry checks, loads the entry frame,
-//! and at the end (return or trap) samples the AD stacks' peak.
-//!
-//! ## Limits
-//! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
-//! not recurse on the Rust stack), fuel, array length, AD stack bytes,
-//! heap bytes (checked by `heap.rs` before each allocation).
-//! Fuel counts executed instructions: each straight-line run is charged
-//! when it ends (taken jump, call, return, trap), which costs a subtract
-//! per taken jump (see `exec`). Fuel and the interrupt flag are looked at
-//! only at taken jumps and calls, and only once the step count passes a
-//! threshold (one compare in the hot path): the interrupt flag about every
-//! 4096 instructions, fuel exactly at the first taken jump or call past
-//! the limit, and once more when the entry function returns (so a run that
-//! executed more than the limit never succeeds).
+//! The interpreter loop (`Vm::exec`) and what it calls on its paths: entering a
+//! frame, growing the frame, register and AD stacks within the limits and the
+//! memory budget, looking at fuel and the interrupt flag, and building a trap.
+//! Kept in one file so that these stay in the interpreter loop's codegen unit
+//! (see `scripts/callgrind.sh`).
 
-use crate::bytecode::{Function, Instr, Program};
-use crate::heap::Heap;
-use crate::ir::{FuncId, Loc, RetType};
-use crate::math::{div_z, mul_z, mul_z2};
-use crate::op::Op;
-use crate::regs::{
-    copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
-};
-use crate::types::{Type, Value};
-use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-
-/// Bytes of code per instruction: the unit of the interpreter's step count.
-const W: u64 = std::mem::size_of::<Instr>() as u64;
-
-/// Instructions between two looks at the interrupt flag (at the first
-/// taken jump or call after that many). Fuel is checked exactly: the
-/// next look is never later than the fuel limit.
-const POLL_INSTRS: u64 = 4096;
-
-/// Resource limits. Each has a command-line flag in `advm`.
-///
-/// The defaults fit a machine with a few GiB of memory: at most 4 GiB of
-/// arrays, 2 GiB of AD stacks; one array of the largest length
-/// (2^27 elements, 1 GiB) fits the heap limit with its shadow in a
-/// gradient, and twice over in a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Most active frames, the entry function's included (`--max-depth`):
-    /// 1 allows no call; 0 allows no frame at all, so every call traps with
-    /// [`TrapKind::CallDepth`] at the entry function.
-    pub max_call_depth: usize,
-    /// Instructions one top-level call may execute (`--fuel`); `None` is
-    /// unlimited.
-    pub fuel: Option<u64>,
-    /// Largest array `anew` may create, and largest argument array, in
-    /// elements (`--max-array`).
-    pub max_array_len: usize,
-    /// Bytes the comms and block stacks may hold together during one
-    /// gradient call (`--max-stack-bytes`).
-    pub max_stack_bytes: usize,
-    /// Bytes all arrays live at once may hold during one top-level call
-    /// (a run, or a gradient's forward and reverse calls together),
-    /// argument arrays included: 8 per element, 16 in a gradient (data and
-    /// shadow), plus 48 per array (`--max-heap-bytes`). The buffers the VM
-    /// keeps for reuse stay within it too (see `heap.rs`).
-    pub max_heap_bytes: usize,
-    /// Bytes the VM may hold in all (`--max-memory`): registers, suspended
-    /// frames, AD stacks and arrays (buffers kept for reuse included),
-    /// counted by capacity. Checked wherever one of them grows; the other
-    /// limits still hold within it.
-    pub max_memory_bytes: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_call_depth: 100_000,
-            fuel: None,
-            max_array_len: 1 << 27,
-            max_stack_bytes: 1 << 31,
-            max_heap_bytes: 1 << 32,
-            max_memory_bytes: 1 << 32,
-        }
-    }
-}
-
-/// What went wrong at run time.
-///
-/// `ArrayTooLarge` is an `anew` longer than `Limits::max_array_len`,
-/// `ArgArrayTooLarge` an argument array (from the host) longer than it;
-/// `HeapLimit` a new array that would take the bytes of the live arrays
-/// (elements, shadows, slots) to `needed`, past `Limits::max_heap_bytes`;
-/// `MemoryLimit` registers, frames, AD stacks and arrays together past
-/// `Limits::max_memory_bytes`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TrapKind {
-    DivByZero,
-    RemByZero,
-    OutOfBounds { index: i64, len: usize },
-    NegativeLength(i64),
-    ArrayTooLarge { len: i64, limit: usize },
-    ArgArrayTooLarge { len: usize, limit: usize },
-    HeapLimit { needed: usize, limit: usize },
-    FtoiInvalid(f64),
-    CallDepth { limit: usize },
-    OutOfFuel { limit: u64 },
-    Interrupted,
-    StackLimit { limit: usize },
-    MemoryLimit { limit: usize },
-    OutOfMemory,
-    StackUnderflow,
-    BadHandle,
-    NoShadow,
-    BadBlockId(u32),
-    NotVerified,
-    ArgMismatch(String),
-}
-
-impl fmt::Display for TrapKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TrapKind::DivByZero => write!(f, "integer division by zero"),
-            TrapKind::RemByZero => write!(f, "integer remainder by zero"),
-            TrapKind::OutOfBounds { index, len } => {
-                write!(f, "array index {index} out of bounds for length {len}")
-            }
-            TrapKind::NegativeLength(n) => write!(f, "anew with negative length {n}"),
-            TrapKind::ArrayTooLarge { len, limit } => write!(
-                f,
-                "anew of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
-            ),
-            TrapKind::ArgArrayTooLarge { len, limit } => write!(
-                f,
-                "argument array of {len} elements exceeds the array limit of {limit} (raise it with --max-array)"
-            ),
-            TrapKind::HeapLimit { needed, limit } => write!(
-                f,
-                "arrays exceed the heap limit of {limit} bytes: the live arrays would hold {needed} (raise it with --max-heap-bytes)"
-            ),
-            TrapKind::FtoiInvalid(x) => write!(f, "ftoi of {x}: not representable as i64"),
-            TrapKind::CallDepth { limit } => {
-                write!(f, "call depth exceeded (limit {limit}; raise it with --max-depth)")
-            }
-            TrapKind::OutOfFuel { limit } => {
-                write!(f, "out of fuel: more than {limit} instructions (raise the limit with --fuel)")
-            }
-            TrapKind::Interrupted => write!(f, "interrupted"),
-            TrapKind::StackLimit { limit } => write!(
-                f,
-                "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
-            ),
-            TrapKind::MemoryLimit { limit } => write!(
-                f,
-                "memory exceeds the limit of {limit} bytes (registers, frames, AD stacks and \
-                 arrays together; raise it with --max-memory)"
-            ),
-            TrapKind::OutOfMemory => write!(f, "out of memory"),
-            TrapKind::StackUnderflow => write!(f, "comms or block stack underflow"),
-            TrapKind::BadHandle => write!(f, "invalid array handle"),
-            TrapKind::NoShadow => write!(f, "array has no shadow (not inside a gradient call)"),
-            TrapKind::BadBlockId(id) => write!(f, "block id {id} outside the dispatch table"),
-            TrapKind::NotVerified => write!(f, "function has not passed the verifier"),
-            TrapKind::ArgMismatch(m) => write!(f, "{m}"),
-        }
-    }
-}
-
-/// A runtime trap: what happened and where.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Trap {
-    pub kind: TrapKind,
-    /// The function whose code trapped (for inlined code, the function it
-    /// was inlined from: `loc` is a line of its text).
-    pub func: String,
-    /// For inlined code, the function it was inlined into (the one that
-    /// was running; `block`, `pc` and `instr` are in its bytecode). A
-    /// boxed `str`, so that a `Trap` stays within 128 bytes.
-    pub inlined_into: Option<Box<str>>,
-    pub block: String,
-    pub pc: u32,
-    /// The disassembled instruction.
-    pub instr: String,
-    pub loc: Loc,
-}
-
-impl fmt::Display for Trap {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "trap: {}", self.kind)?;
-        if !self.func.is_empty() {
-            write!(f, " in @{}", self.func)?;
-            if let Some(into) = &self.inlined_into {
-                write!(f, " (inlined into @{into})")?;
-            }
-            write!(f, ", block {}, at `{}`", self.block, self.instr)?;
-            if self.loc.line > 0 {
-                write!(f, " (line {})", self.loc.line)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for Trap {}
-
-/// A suspended caller.
-#[derive(Clone, Copy, Debug)]
-struct Frame {
-    func: FuncId,
-    base: usize,
-    /// Where the caller's `call` or `call.acc` is, as a byte offset into
-    /// its code ([`Cursor::offset`]): the return reads the result register
-    /// (`r0`) or the call site (`x`) there, then resumes after it.
-    call: usize,
-}
-
-/// The virtual machine: reusable state for running programs.
-pub struct Vm {
-    limits: Limits,
-    regs: Vec<u64>,
-    frames: Vec<Frame>,
-    comms: Vec<u64>,
-    blk: Vec<u32>,
-    heap: Heap,
-    results: Vec<u64>,
-    args: Vec<u64>,
-    interrupt: Arc<AtomicBool>,
-    peak_stack: usize,
-    /// The limits were set or may have been changed ([`Vm::limits_mut`])
-    /// since the stores were last brought within them: the next call does
-    /// so first ([`Vm::apply_limits`]), the others skip that work.
-    limits_changed: bool,
-    /// `W` times the instructions executed by the last call: the
-    /// interpreter's step count in bytes of code, kept as it is so that
-    /// leaving the interpreter costs no division ([`Vm::executed`] divides).
-    executed_bytes: u64,
-}
-
-impl Default for Vm {
-    fn default() -> Vm {
-        Vm::new(Limits::default())
-    }
-}
+use super::*;
 
 impl Vm {
-    pub fn new(limits: Limits) -> Vm {
-        Vm {
-            limits,
-            regs: Vec::new(),
-            frames: Vec::new(),
-            comms: Vec::new(),
-            blk: Vec::new(),
-            heap: Heap::default(),
-            results: Vec::new(),
-            args: Vec::new(),
-            interrupt: Arc::new(AtomicBool::new(false)),
-            peak_stack: 0,
-            limits_changed: true,
-            executed_bytes: 0,
-        }
-    }
-
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
-    pub fn limits_mut(&mut self) -> &mut Limits {
-        self.limits_changed = true;
-        &mut self.limits
-    }
-
-    /// Setting this flag makes the running call trap with
-    /// [`TrapKind::Interrupted`] at its next taken jump or call. The VM
-    /// does not clear it.
-    pub fn interrupt_handle(&self) -> Arc<AtomicBool> {
-        self.interrupt.clone()
-    }
-
-    /// Use `flag` as the interrupt flag (so that one Ctrl-C handler can
-    /// serve VMs created later).
-    pub fn set_interrupt_handle(&mut self, flag: Arc<AtomicBool>) {
-        self.interrupt = flag;
-    }
-
-    /// Forget arrays and stacks; in AD mode arrays get shadows.
-    #[inline]
-    pub fn begin(&mut self, ad_mode: bool) {
-        self.heap.begin(ad_mode);
-        self.comms.clear();
-        self.blk.clear();
-        self.peak_stack = 0;
-        if self.limits_changed {
-            self.apply_limits();
-        }
-    }
-
-    /// Bring the stores within limits that may have changed: a heap or
-    /// memory limit lowered since they grew gives back what no call holds
-    /// now, and the heap learns the memory budget. (Every store that grows
-    /// tells the heap itself, so this runs only after the limits change.)
-    #[cold]
-    #[inline(never)]
-    fn apply_limits(&mut self) {
-        if self.heap.held_bytes() > self.limits.max_heap_bytes {
-            self.heap.release_spare();
-        }
-        if self.memory_bytes() > self.limits.max_memory_bytes {
-            self.heap.release_spare();
-            self.regs = Vec::new();
-            self.frames = Vec::new();
-            self.comms = Vec::new();
-            self.blk = Vec::new();
-        }
-        self.sync_memory();
-        self.limits_changed = false;
-    }
-
-    /// Copy `data` (an argument array) into a new heap array; returns its
-    /// handle. Bounded by `max_array_len` and `max_heap_bytes` like `anew`.
-    pub fn alloc_array(&mut self, data: &[f64]) -> Result<u64, Trap> {
-        if self.limits_changed {
-            self.apply_limits();
-        }
-        if data.len() > self.limits.max_array_len {
-            return Err(host_trap(TrapKind::ArgArrayTooLarge {
-                len: data.len(),
-                limit: self.limits.max_array_len,
-            }));
-        }
-        let h = self
-            .heap
-            .alloc(data.len(), self.limits.max_heap_bytes)
-            .map_err(host_trap)?;
-        if let Some(a) = self.heap.get_mut(h) {
-            a.copy_from_slice(data);
-        }
-        Ok(h)
-    }
-
-    pub fn array(&self, h: u64) -> Option<&[f64]> {
-        self.heap.get(h)
-    }
-
-    pub fn shadow(&self, h: u64) -> Option<&[f64]> {
-        self.heap.shadow(h)
-    }
-
-    /// The shadow (cotangent) array of array `h`, to write (AD mode only):
-    /// how a host seeds the cotangent of an `f64[]` result before running
-    /// a pullback.
-    pub fn shadow_mut(&mut self, h: u64) -> Option<&mut [f64]> {
-        self.heap.shadow_mut(h)
-    }
-
-    /// Values returned by the last [`Vm::call_raw`]: the `ret` value or the
-    /// `ret.n` list.
-    pub fn results(&self) -> &[u64] {
-        &self.results
-    }
-
-    pub fn comms_len(&self) -> usize {
-        self.comms.len()
-    }
-
-    pub fn blk_len(&self) -> usize {
-        self.blk.len()
-    }
-
-    /// The most bytes the comms (8 per entry) and block (4 per entry)
-    /// stacks held together since [`Vm::begin`], sampled when each
-    /// [`Vm::call_raw`] ends. That is the true peak for the AD stage, whose
-    /// forward calls only push and whose reverse calls only pop.
-    pub fn peak_stack_bytes(&self) -> usize {
-        self.peak_stack
-    }
-
-    /// Instructions executed by the last call.
-    pub fn executed(&self) -> u64 {
-        self.executed_bytes / W
-    }
-
-    /// Run `f` on host values: a fresh heap, the result converted back.
-    pub fn run(&mut self, prog: &Program, f: FuncId, args: &[Value]) -> Result<Value, Trap> {
-        let func = prog
-            .get(f)
-            .ok_or_else(|| host_trap(TrapKind::ArgMismatch(format!("no function {f}"))))?;
-        if func.param_types.len() != args.len() {
-            return Err(host_trap(TrapKind::ArgMismatch(format!(
-                "@{} takes {} argument(s), got {}",
-                func.name,
-                func.param_types.len(),
-                args.len()
-            ))));
-        }
-        self.begin(false);
-        let mut raw = std::mem::take(&mut self.args);
-        raw.clear();
-        for (i, (a, t)) in args.iter().zip(&func.param_types).enumerate() {
-            if a.ty() != *t {
-                self.args = raw;
-                return Err(host_trap(TrapKind::ArgMismatch(format!(
-                    "argument {} of @{} must be {t}, got {}",
-                    i + 1,
-                    func.name,
-                    a.ty()
-                ))));
-            }
-            let bits = match a {
-                Value::F64(x) => x.to_bits(),
-                Value::I64(i) => *i as u64,
-                Value::Bool(b) => *b as u64,
-                Value::Arr(xs) => match self.alloc_array(xs) {
-                    Ok(h) => h,
-                    Err(t) => {
-                        self.args = raw;
-                        return Err(t);
-                    }
-                },
-            };
-            raw.push(bits);
-        }
-        let result = self.call_raw(prog, f, &raw);
-        self.args = raw;
-        if let Err(t) = result {
-            self.heap.begin(false);
-            return Err(t);
-        }
-        let bits = self.results.first().copied().unwrap_or(0);
-        let value = match &func.ret {
-            RetType::One(Type::F64) => Value::F64(f64::from_bits(bits)),
-            // A function with no result returns an unused i64 zero.
-            RetType::One(Type::I64) | RetType::Unit => Value::I64(bits as i64),
-            RetType::One(Type::Bool) => Value::Bool(bits != 0),
-            RetType::One(Type::Arr) => {
-                Value::Arr(self.heap.get(bits).map(|a| a.to_vec()).unwrap_or_default())
-            }
-            RetType::Many(_) => {
-                Value::Arr(self.results.iter().map(|b| f64::from_bits(*b)).collect())
-            }
-        };
-        // The arrays of this run are dead (their buffers are kept).
-        self.heap.begin(false);
-        Ok(value)
-    }
-
-    /// Call `f` with raw 64-bit arguments, keeping the heap and stacks as
-    /// they are (the AD driver runs a forward and a reverse call in one
-    /// [`Vm::begin`]). Results are in [`Vm::results`].
-    ///
-    /// Inlined into the host's code: everything, the checks of `f` and
-    /// `args` included, happens in one call of the interpreter.
-    #[inline]
-    pub fn call_raw(&mut self, prog: &Program, f: FuncId, args: &[u64]) -> Result<(), Trap> {
-        if self.limits_changed {
-            self.apply_limits();
-        }
-        self.exec(prog, f, args)
-    }
-
-    /// The checks of a call from the host, in order, before anything runs:
-    /// `f` exists and takes `args`, it is verified, and the depth limit
-    /// allows its frame. `Some` of its function and frame image if they
-    /// pass.
-    #[inline(always)]
-    fn entry<'p>(
-        &self,
-        prog: &'p Program,
-        f: FuncId,
-        args: &[u64],
-    ) -> Option<(&'p Function, &'p [u64])> {
-        let func = prog.get(f)?;
-        if func.param_types.len() != args.len() || self.limits.max_call_depth == 0 {
-            return None;
-        }
-        Some((func, prog.frame_init(f)?))
-    }
-
-    /// Why [`Vm::entry`] refused a call from the host.
-    #[cold]
-    #[inline(never)]
-    fn entry_trap(&self, prog: &Program, f: FuncId, args: &[u64]) -> Trap {
-        let Some(func) = prog.get(f) else {
-            return host_trap(TrapKind::ArgMismatch(format!("no function {f}")));
-        };
-        if func.param_types.len() != args.len() {
-            return host_trap(TrapKind::ArgMismatch(format!(
-                "@{} takes {} argument(s), got {}",
-                func.name,
-                func.param_types.len(),
-                args.len()
-            )));
-        }
-        if !prog.is_verified(f) {
-            return trap_at(prog, func, 0, TrapKind::NotVerified);
-        }
-        // Not even the entry function's frame is allowed.
-        trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 })
-    }
-
     /// Prepare a frame whose registers past the parameters start at
     /// `start`: they exist and hold `init`, the callee's
     /// [`Program::frame_init`] (constants, then zeros; the parameters are
@@ -545,7 +16,7 @@ impl Vm {
     /// copy has one of a few fixed lengths for most frames.
     /// The register stack grows within the memory budget.
     #[inline(always)]
-    fn enter(&mut self, start: usize, init: &[u64]) -> Result<(), TrapKind> {
+    pub(super) fn enter(&mut self, start: usize, init: &[u64]) -> Result<(), TrapKind> {
         let max = self.limits.max_memory_bytes;
         let (frames, comms, blk, heap) = (&self.frames, &self.comms, &self.blk, &mut self.heap);
         load_frame(&mut self.regs, start, init, |regs, end| {
@@ -560,7 +31,7 @@ impl Vm {
     /// within the memory budget.
     #[cold]
     #[inline(never)]
-    fn grow_frames(&mut self) -> Result<(), TrapKind> {
+    pub(super) fn grow_frames(&mut self) -> Result<(), TrapKind> {
         let max = self.limits.max_memory_bytes;
         let size = std::mem::size_of::<Frame>();
         let others = self
@@ -580,20 +51,20 @@ impl Vm {
     }
 
     /// Bytes the VM holds: what `Limits::max_memory_bytes` bounds.
-    fn memory_bytes(&self) -> usize {
+    pub(super) fn memory_bytes(&self) -> usize {
         stores_bytes(self.regs.capacity(), &self.frames, &self.comms, &self.blk)
             .saturating_add(self.heap.held_bytes())
     }
 
     /// Tell the heap what the other stores hold of the memory budget.
-    fn sync_memory(&mut self) {
+    pub(super) fn sync_memory(&mut self) {
         let others = stores_bytes(self.regs.capacity(), &self.frames, &self.comms, &self.blk);
         self.heap.set_memory(self.limits.max_memory_bytes, others);
     }
 
     /// The byte limit for the AD stacks: `max_stack_bytes`, or what the
     /// memory budget leaves them if that is less (`true`).
-    fn stack_budget(&self) -> (usize, bool) {
+    pub(super) fn stack_budget(&self) -> (usize, bool) {
         let max = self.limits.max_memory_bytes;
         let stacks = self.stack_capacity_bytes();
         let left = max.saturating_sub(self.memory_bytes().saturating_sub(stacks));
@@ -606,7 +77,7 @@ impl Vm {
 
     /// A stack limit trap from a limit the memory budget set is a memory
     /// limit trap.
-    fn stack_trap(&self, by_memory: bool, k: TrapKind) -> TrapKind {
+    pub(super) fn stack_trap(&self, by_memory: bool, k: TrapKind) -> TrapKind {
         match k {
             TrapKind::StackLimit { .. } if by_memory => TrapKind::MemoryLimit {
                 limit: self.limits.max_memory_bytes,
@@ -617,7 +88,7 @@ impl Vm {
 
     #[cold]
     #[inline(never)]
-    fn trap(&mut self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
+    pub(super) fn trap(&mut self, prog: &Program, f: FuncId, pc: usize, kind: TrapKind) -> Trap {
         self.sample_peak();
         trap_at(prog, prog.func(f), pc, kind)
     }
@@ -625,7 +96,7 @@ impl Vm {
     /// Note the bytes the AD stacks hold now, at the end of a call from
     /// the host (see [`Vm::peak_stack_bytes`]).
     #[inline(always)]
-    fn sample_peak(&mut self) {
+    pub(super) fn sample_peak(&mut self) {
         let bytes = self.comms.len() * 8 + self.blk.len() * 4;
         self.peak_stack = self.peak_stack.max(bytes);
     }
@@ -635,7 +106,7 @@ impl Vm {
     /// `comms.reserve %v, n`.
     #[cold]
     #[inline(never)]
-    fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
+    pub(super) fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
         let (limit, by_memory) = self.stack_budget();
         let r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
         self.sync_memory();
@@ -643,7 +114,7 @@ impl Vm {
     }
 
     #[cold]
-    fn grow_blk(&mut self) -> Result<(), TrapKind> {
+    pub(super) fn grow_blk(&mut self) -> Result<(), TrapKind> {
         let (limit, by_memory) = self.stack_budget();
         let r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
         self.sync_memory();
@@ -651,7 +122,7 @@ impl Vm {
     }
 
     /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
-    fn stack_capacity_bytes(&self) -> usize {
+    pub(super) fn stack_capacity_bytes(&self) -> usize {
         self.comms.capacity() * 8 + self.blk.capacity() * 4
     }
 
@@ -659,7 +130,7 @@ impl Vm {
     /// returns (its results in `self.results`) or a trap. Either way the
     /// peak of the AD stacks is sampled at the end.
     #[inline(never)]
-    fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
+    pub(super) fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
         let Some((mut f, init)) = self.entry(prog, entry, args) else {
             return Err(self.entry_trap(prog, entry, args));
         };
@@ -1336,7 +807,12 @@ impl Vm {
 }
 
 /// Bytes the register stack, the frame stack and the AD stacks reserve.
-fn stores_bytes(regs: usize, frames: &Vec<Frame>, comms: &Vec<u64>, blk: &Vec<u32>) -> usize {
+pub(super) fn stores_bytes(
+    regs: usize,
+    frames: &Vec<Frame>,
+    comms: &Vec<u64>,
+    blk: &Vec<u32>,
+) -> usize {
     regs.saturating_mul(8)
         .saturating_add(frames.capacity() * std::mem::size_of::<Frame>())
         .saturating_add(comms.capacity() * 8)
@@ -1349,7 +825,7 @@ fn stores_bytes(regs: usize, frames: &Vec<Frame>, comms: &Vec<u64>, blk: &Vec<u3
 /// allocation failure.
 #[cold]
 #[inline(never)]
-fn grow_regs_within(
+pub(super) fn grow_regs_within(
     regs: &mut Vec<u64>,
     end: usize,
     max: usize,
@@ -1372,7 +848,7 @@ fn grow_regs_within(
 /// aborting on allocation failure.
 #[cold]
 #[inline(never)]
-fn grow_regs(regs: &mut Vec<u64>, end: usize) -> Result<(), TrapKind> {
+pub(super) fn grow_regs(regs: &mut Vec<u64>, end: usize) -> Result<(), TrapKind> {
     regs.try_reserve(end - regs.len())
         .map_err(|_| TrapKind::OutOfMemory)?;
     regs.resize(end, 0);
@@ -1385,7 +861,7 @@ fn grow_regs(regs: &mut Vec<u64>, end: usize) -> Result<(), TrapKind> {
 #[cold]
 #[inline(never)]
 #[cfg_attr(feature = "no-interrupt-check", allow(unused_variables))]
-fn poll(steps: u64, fuel: u64, interrupt: &AtomicBool) -> Result<u64, TrapKind> {
+pub(super) fn poll(steps: u64, fuel: u64, interrupt: &AtomicBool) -> Result<u64, TrapKind> {
     if steps > fuel {
         return Err(TrapKind::OutOfFuel { limit: fuel });
     }
@@ -1405,7 +881,7 @@ fn poll(steps: u64, fuel: u64, interrupt: &AtomicBool) -> Result<u64, TrapKind> 
 /// stands for would take the stacks past it); spare capacity of `other` is
 /// given back first if that is what stands in the way.
 #[cold]
-fn grow_stack<T, U>(
+pub(super) fn grow_stack<T, U>(
     stack: &mut Vec<T>,
     other: &mut Vec<U>,
     n: usize,
@@ -1442,40 +918,6 @@ fn grow_stack<T, U>(
     stack
         .try_reserve_exact(want)
         .map_err(|_| TrapKind::OutOfMemory)
-}
-
-/// A trap raised outside any function (bad host arguments, allocation).
-fn host_trap(kind: TrapKind) -> Trap {
-    Trap {
-        kind,
-        func: String::new(),
-        inlined_into: None,
-        block: String::new(),
-        pc: 0,
-        instr: String::new(),
-        loc: Loc::default(),
-    }
-}
-
-/// A trap at `pc` of `f`, a function of `prog` (which names the callee of
-/// a `call`). Cold: only ever built when a call ends in a trap.
-#[cold]
-fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
-    let loc = f.locs.get(pc).copied().unwrap_or_default();
-    let origin = loc.inlined_from().and_then(|g| prog.get(g));
-    Trap {
-        kind,
-        func: origin.map_or(&f.name, |g| &g.name).clone(),
-        inlined_into: origin.map(|_| f.name.as_str().into()),
-        block: f.block_of(pc).to_string(),
-        pc: pc as u32,
-        instr: if pc < f.code.len() {
-            crate::disasm::instr_in_program(f, pc, prog)
-        } else {
-            String::new()
-        },
-        loc,
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,118 @@
+//! The register interpreter.
+//!
+//! One `match` on the opcode in a loop over the current function's code.
+//! Calls push a `Frame` record on an explicit frame stack (never Rust
+//! recursion), and every frame's registers are a window of one shared
+//! register stack, as in Lua. Everything the VM holds (register stack, frame
+//! stack, AD stacks, array heap, result buffer) keeps its capacity between
+//! calls, so after a warm-up call a run allocates nothing.
+//!
+//! ## Safety precondition, enforced
+//! Only verified functions are entered: [`Vm::call_raw`] and every `call`
+//! check [`Program::is_verified`] (a flag only [`crate::verify`] sets and
+//! that replacing a function clears) and trap with
+//! [`TrapKind::NotVerified`] otherwise, so running an unverified program is
+//! a trap, never undefined behaviour. A call site fits its callee's
+//! signature (argument count, kind of return) because the verifier checked
+//! it against the callee and replacing or removing the callee since
+//! unverifies the caller too ([`Program::set`], [`Program::truncate`]); the
+//! program cannot change while it runs (`exec` borrows it). See `verify.rs`
+//! for what verification proves and `regs.rs` for the unchecked register
+//! access it allows.
+//!
+//! ## Two APIs
+//! * [`Vm::run`]: host [`Value`]s in and out; checks the arguments, copies
+//!   arrays into the heap and the result out, resets the heap afterwards.
+//! * For the AD driver: [`Vm::begin`] (reset heap and stacks; AD mode gives
+//!   every array a zeroed shadow), [`Vm::alloc_array`], [`Vm::call_raw`]
+//!   (raw 64-bit arguments; results in [`Vm::results`]; the heap and the AD
+//!   stacks survive between calls, so a forward and a reverse call share
+//!   them), [`Vm::array`], [`Vm::shadow`], [`Vm::comms_len`],
+//!   [`Vm::blk_len`], [`Vm::peak_stack_bytes`].
+//!
+//! ## Calls
+//! A call pushes the caller's `Frame` (function, register base, and where
+//! its `call` instruction is, whose operands say where the results go)
+//! and loads the callee's frame image ([`Program::frame_init`]) after the
+//! caller's registers; a return pops it and resumes after that `call`. One
+//! compare covers both the depth limit and the frame stack's capacity (the
+//! smaller of the two, `room` in `exec`); past it a cold path tells them
+//! apart. Side-table indices and callees are verified, so a call and a
+//! return look them up without bounds checks (`regs::verified`). A call
+//! from the host ([`Vm::call_raw`], inlined into the host's code) is one
+//! call of `exec`, which makes the entry checks, loads the entry frame,
+//! and at the end (return or trap) samples the AD stacks' peak.
+//!
+//! ## Limits
+//! [`Limits`]: call depth (a trap, never a Rust stack overflow: calls do
+//! not recurse on the Rust stack), fuel, array length, AD stack bytes,
+//! heap bytes (checked by `heap.rs` before each allocation).
+//! Fuel counts executed instructions: each straight-line run is charged
+//! when it ends (taken jump, call, return, trap), which costs a subtract
+//! per taken jump (see `exec`). Fuel and the interrupt flag are looked at
+//! only at taken jumps and calls, and only once the step count passes a
+//! threshold (one compare in the hot path): the interrupt flag about every
+//! 4096 instructions, fuel exactly at the first taken jump or call past
+//! the limit, and once more when the entry function returns (so a run that
+//! executed more than the limit never succeeds).
+
+mod api;
+mod exec;
+mod traps;
+
+#[allow(unused_imports)]
+use self::{exec::*, traps::*};
+use crate::bytecode::{Function, Instr, Program};
+use crate::heap::Heap;
+use crate::ir::{FuncId, Loc, RetType};
+use crate::math::{div_z, mul_z, mul_z2};
+use crate::op::Op;
+use crate::regs::{
+    copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
+};
+use crate::types::{Type, Value};
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+pub use traps::{Limits, Trap, TrapKind};
+
+/// Bytes of code per instruction: the unit of the interpreter's step count.
+const W: u64 = std::mem::size_of::<Instr>() as u64;
+
+/// Instructions between two looks at the interrupt flag (at the first
+/// taken jump or call after that many). Fuel is checked exactly: the
+/// next look is never later than the fuel limit.
+const POLL_INSTRS: u64 = 4096;
+
+/// A suspended caller.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    func: FuncId,
+    base: usize,
+    /// Where the caller's `call` or `call.acc` is, as a byte offset into
+    /// its code ([`Cursor::offset`]): the return reads the result register
+    /// (`r0`) or the call site (`x`) there, then resumes after it.
+    call: usize,
+}
+
+/// The virtual machine: reusable state for running programs.
+pub struct Vm {
+    limits: Limits,
+    regs: Vec<u64>,
+    frames: Vec<Frame>,
+    comms: Vec<u64>,
+    blk: Vec<u32>,
+    heap: Heap,
+    results: Vec<u64>,
+    args: Vec<u64>,
+    interrupt: Arc<AtomicBool>,
+    peak_stack: usize,
+    /// The limits were set or may have been changed ([`Vm::limits_mut`])
+    /// since the stores were last brought within them: the next call does
+    /// so first ([`Vm::apply_limits`]), the others skip that work.
+    limits_changed: bool,
+    /// `W` times the instructions executed by the last call: the
+    /// interpreter's step count in bytes of code, kept as it is so that
+    /// leaving the interpreter costs no division ([`Vm::executed`] divides).
+    executed_bytes: u64,
+}
