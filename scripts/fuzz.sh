@@ -5,7 +5,7 @@
 #
 # Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
-# target checks is in fuzz/src/checks.rs (the same checks run in CI, without
+# target checks is in testkit/src/checks.rs (the same checks run in CI, without
 # cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: programs/**/*.adasm
 # for `assemble`; bytecode that verifies (from the smoke test) for `verify`;
 # a few fixed seeds for `run_grad`. Corpora grow in

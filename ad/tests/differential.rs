@@ -6,7 +6,7 @@
 //! Two families of programs:
 //! * `testkit::gen` (default `Config`): smooth f64 programs with branches,
 //!   loops, early returns, calls, recursion and arrays;
-//! * `intgen` (`fuzz/src/intgen.rs`, shared with the fuzz targets):
+//! * `intgen` (`testkit::intgen`, shared with the fuzz targets):
 //!   integer-heavy programs with wrapping arithmetic, `div`/`rem` (by zero
 //!   too), `min`/`max`, `select` on i64, `ftoi` of nan/inf/huge values,
 //!   arrays of data-dependent length and index, recursion past the depth
@@ -17,11 +17,8 @@
 //! seed, so `ADVM_DIFF_SEED=<seed> ADVM_DIFF_CASES=1 cargo test -p ad --test
 //! differential` reproduces it.
 
-#[path = "../../fuzz/src/checks.rs"]
-#[allow(dead_code)]
-mod checks;
-#[path = "../../fuzz/src/intgen.rs"]
-mod intgen;
+use testkit::checks;
+use testkit::intgen;
 
 use ad::Engine;
 use checks::Outcome;

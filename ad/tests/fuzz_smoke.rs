@@ -1,4 +1,4 @@
-//! The fuzz targets' checks (`fuzz/src/checks.rs`) on a few thousand
+//! The fuzz targets' checks (`testkit::checks`) on a few thousand
 //! deterministic pseudo-random inputs, so that CI exercises them without
 //! cargo-fuzz or a nightly toolchain. Real fuzzing: `scripts/fuzz.sh`.
 //!
@@ -7,12 +7,8 @@
 //!
 //! `ADVM_SMOKE_CASES` multiplies the number of inputs (default 1).
 
-#[path = "../../fuzz/src/checks.rs"]
-#[allow(dead_code)]
-mod checks;
-#[path = "../../fuzz/src/intgen.rs"]
-#[allow(dead_code)]
-mod intgen;
+use testkit::checks;
+use testkit::intgen;
 
 use testkit::gen::Rng;
 

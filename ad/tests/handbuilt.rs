@@ -1,14 +1,11 @@
 //! AD of hand-built IR (independent of the assembler).
 
-#[path = "../../vm/tests/common_ir/mod.rs"]
-mod common_ir;
-
 use ad::Engine;
 use vm::Value;
 
 #[test]
 fn powloop_gradient() {
-    let mut e = Engine::new(common_ir::powloop()).expect("verifies");
+    let mut e = Engine::new(testkit::ir::powloop()).expect("verifies");
     let g = e
         .grad(vm::ir::FuncId(0), &[Value::F64(2.0), Value::I64(10)])
         .expect("grad");
@@ -19,14 +16,14 @@ fn powloop_gradient() {
 
 #[test]
 fn fib_swap_gradient_is_zero_but_runs() {
-    let mut e = Engine::new(common_ir::fib()).expect("verifies");
+    let mut e = Engine::new(testkit::ir::fib()).expect("verifies");
     let g = e.grad(vm::ir::FuncId(0), &[Value::I64(10)]).expect("grad");
     assert_eq!(g.value, 55.0);
 }
 
 #[test]
 fn recursion_gradient_runs() {
-    let mut e = Engine::new(common_ir::deep()).expect("verifies");
+    let mut e = Engine::new(testkit::ir::deep()).expect("verifies");
     let g = e.grad(vm::ir::FuncId(0), &[Value::I64(50)]).expect("grad");
     assert_eq!(g.value, 50.0);
 }

@@ -1,7 +1,7 @@
-//! Shared logic of the fuzz targets (see `checks`) and the integer-heavy
-//! program generator (`intgen`). Both files are also compiled into the
-//! workspace's tests with `#[path]` (`ad/tests/differential.rs`,
-//! `ad/tests/fuzz_smoke.rs`), so CI runs the same checks without cargo-fuzz.
+//! The fuzz targets' shared logic lives in `testkit` (feature `engine`):
+//! `testkit::checks` (what each target checks, as plain functions of the
+//! input bytes) and `testkit::intgen` (the integer-heavy program
+//! generator), so that the workspace's tests (`ad/tests/differential.rs`,
+//! `ad/tests/fuzz_smoke.rs`) run the same checks without cargo-fuzz.
 
-pub mod checks;
-pub mod intgen;
+pub use testkit::{checks, intgen};

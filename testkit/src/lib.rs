@@ -3,13 +3,24 @@
 //! * [`gen`]: a seeded generator of random well-formed `.adasm` programs,
 //!   shared by the property tests and the fuzz targets.
 //! * [`fd`]: central finite differences to check gradients against.
+//! * [`ir`]: a builder of SSA IR by hand, and small modules built with it.
+//! * `checks`, `intgen` (feature `engine`): what the fuzz targets check, as
+//!   plain functions of their input bytes, and an integer-heavy program
+//!   generator; the fuzz crate (`fuzz/`) and the workspace's smoke and
+//!   differential tests (`ad/tests/fuzz_smoke.rs`, `differential.rs`) run
+//!   the same code.
 //! * [`refeval`]: an independent reference evaluator of the SSA IR, for
 //!   differential testing against the VM.
 //! * [`suite`]: the benchmark programs' inputs and reference values.
 
 pub mod alloc;
+#[cfg(feature = "engine")]
+pub mod checks;
 pub mod fd;
 pub mod gen;
+#[cfg(feature = "engine")]
+pub mod intgen;
+pub mod ir;
 pub mod refeval;
 pub mod suite;
 

@@ -14,9 +14,6 @@
 //! and then runs the criterion group (its median divided by the same count
 //! gives the same figure).
 
-#[path = "../tests/common_ir/mod.rs"]
-mod common_ir;
-
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -82,14 +79,14 @@ fn bench_program(c: &mut Criterion, name: &str, p: &Program, args: &[u64]) {
 fn interp(c: &mut Criterion) {
     // Check each program before timing it.
     let mut vm = Vm::default();
-    let pow = load(&common_ir::powloop());
+    let pow = load(&testkit::ir::powloop());
     assert_eq!(
         vm.run(&pow, FuncId(0), &[Value::F64(2.0), Value::I64(10)])
             .expect("runs"),
         Value::F64(1024.0)
     );
     bench_program(c, "powloop_1000", &pow, &[1.0001f64.to_bits(), 1000]);
-    let sumsin = load(&common_ir::sumsin());
+    let sumsin = load(&testkit::ir::sumsin());
     let want: f64 = (0..1000).map(|i| (i as f64).sin()).sum();
     assert_eq!(
         vm.run(&sumsin, FuncId(0), &[Value::I64(1000)])

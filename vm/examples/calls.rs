@@ -5,10 +5,7 @@
 //! Subtract the count of `calls 0` and divide by `N * 16 000` for the x86
 //! instructions of one call and its return, loop included.
 
-#[path = "../tests/common_ir/mod.rs"]
-mod common_ir;
-
-use common_ir::B;
+use testkit::ir::B;
 use vm::ir::{FuncId, Term};
 use vm::Type::{Bool, F64, I64};
 
@@ -48,7 +45,7 @@ fn main() {
     let e = many.block("entry");
     let y = many.p(0);
     many.term(e, Term::RetN(vec![y]));
-    let p = common_ir::load(&common_ir::module(vec![f, id, many]));
+    let p = testkit::ir::load(&testkit::ir::module(vec![f, id, many]));
     let mut vm = vm::Vm::default();
     let mut sum = 0.0;
     for _ in 0..runs {

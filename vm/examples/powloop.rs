@@ -1,11 +1,8 @@
 //! powloop (n = 1000) run 1000 times: a fixed workload for instruction
 //! counts under `valgrind --tool=callgrind` (docs/benchmarks.md).
 
-#[path = "../tests/common_ir/mod.rs"]
-mod common_ir;
-
 fn main() {
-    let mut p = vm::lower::lower_module(&common_ir::powloop()).expect("lowers");
+    let mut p = vm::lower::lower_module(&testkit::ir::powloop()).expect("lowers");
     vm::verify::verify_program(&mut p).expect("verifies");
     let mut vm = vm::Vm::default();
     let mut sum = 0.0;

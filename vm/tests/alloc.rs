@@ -2,10 +2,8 @@
 //! same function again (with arguments of the same shapes) allocates
 //! nothing. Counted by a global allocator wrapper, per thread.
 
-mod common_ir;
-
-use common_ir::*;
 use testkit::alloc::allocs;
+use testkit::ir::*;
 use vm::ir::{FuncId, Term};
 use vm::op::Op;
 use vm::{Type, Value, Vm};

@@ -1,8 +1,6 @@
 //! The disassembler: exact, deterministic listings.
 
-mod common_ir;
-
-use common_ir::*;
+use testkit::ir::*;
 use vm::disasm;
 use vm::ir::{FuncId, Term};
 use vm::op::Op;

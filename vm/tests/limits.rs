@@ -2,9 +2,7 @@
 //! limit, the exact meaning of the depth limit, and what their traps say.
 //! The same limits through the `advm` binary: `repl/tests/limits.rs`.
 
-mod common_ir;
-
-use common_ir::*;
+use testkit::ir::*;
 use vm::bytecode::Program;
 use vm::interp::{Limits, TrapKind, Vm};
 use vm::ir::FuncId;

@@ -2,10 +2,8 @@
 //! non-SSA code, side tables and debug tables, and errors instead of panics
 //! on malformed IR.
 
-mod common_ir;
-
-use common_ir::*;
 use proptest::prelude::*;
+use testkit::ir::*;
 use vm::bytecode::Program;
 use vm::interp::Vm;
 use vm::ir::{BlockId, FuncId, Module, Term, ValueId};

@@ -1,8 +1,6 @@
 //! Running hand-built programs: semantics, traps and limits.
 
-mod common_ir;
-
-use common_ir::*;
+use testkit::ir::*;
 use vm::bytecode::Program;
 use vm::interp::{TrapKind, Vm};
 use vm::ir::FuncId;

@@ -1,9 +1,7 @@
 //! The semantics of every opcode (adasm.md §3 and the docs in `op.rs`) and
 //! the interpreter's traps, on hand-built IR.
 
-mod common_ir;
-
-use common_ir::*;
+use testkit::ir::*;
 use vm::interp::{Trap, TrapKind, Vm};
 use vm::ir::{FuncId, Term};
 use vm::op::{Fused, Op};

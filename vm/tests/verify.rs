@@ -2,8 +2,6 @@
 //! listed in `verify.rs`), and arbitrary instruction words never make it,
 //! or the interpreter on what passes, panic.
 
-mod common_ir;
-
 use proptest::prelude::*;
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};
 use vm::ir::{FuncId, Loc, RetType};

@@ -1,6 +1,6 @@
-//! Hand-built IR for vm tests (the vm crate does not depend on the
-//! assembler).
-#![allow(dead_code)]
+//! Hand-built IR for tests, benches and examples of crates that do not
+//! depend on the assembler (`vm`), and small modules several of them share
+//! (powloop, fib, a deep recursion).
 
 use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
 use vm::op::Op;

@@ -1,7 +1,6 @@
 //! What the fuzz targets check, as plain functions of their input bytes, so
 //! that the same logic runs under libFuzzer (`fuzz/fuzz_targets/*.rs`) and
-//! as a deterministic smoke test in CI (`ad/tests/fuzz_smoke.rs`, which
-//! includes this file with `#[path]`). Every function panics, with a message
+//! as a deterministic smoke test in CI (`ad/tests/fuzz_smoke.rs`). Every function panics, with a message
 //! that says how to reproduce, when a property fails.
 //!
 //! * [`assemble_input`]: arbitrary text through the assembler: never a panic;
@@ -12,16 +11,16 @@
 //! * [`verify_input`]: arbitrary bytecode words through `vm::verify::decode`
 //!   and `verify_function`: never a panic; what verifies runs under fuel
 //!   with `Vm::call_raw`, in plain and in AD mode, without a panic.
-//! * [`run_grad_input`]: programs from `testkit::gen` and from the
+//! * [`run_grad_input`]: programs from `crate::gen` and from the
 //!   integer-heavy [`crate::intgen`] chosen by the input: the VM agrees with
 //!   the reference evaluator, a gradient's forward value equals the primal
 //!   value, and the gradient with respect to a subset of the f64 / f64[]
 //!   parameters (chosen by the input) is those entries of the full one.
 
 use crate::intgen;
+use crate::refeval::{self, vm_class, RefLimits};
+use crate::same_gradient;
 use ad::{AdError, Engine, Gradient};
-use testkit::refeval::{self, vm_class, RefLimits};
-use testkit::same_gradient;
 use vm::bytecode::{BlockMark, CallSite, Function, Program};
 use vm::ir::{FuncId, Module, RetType};
 use vm::{Limits, Type, Value};
@@ -370,7 +369,7 @@ pub fn verify_input(data: &[u8]) -> bool {
 /// terminator, and a `comms.push.r` mostly follows a `comms.reserve`. For
 /// the smoke test, where uniformly random words would
 /// almost never pass the verifier.
-pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
+pub fn plausible_bytecode(rng: &mut crate::gen::Rng) -> Vec<u8> {
     use vm::op::{Op, Operand, Ty};
     let nregs = 1 + rng.below(10);
     let mut head = [0u8; 8];
@@ -383,7 +382,7 @@ pub fn plausible_bytecode(rng: &mut testkit::gen::Rng) -> Vec<u8> {
         .map(|i| ty(head[2].wrapping_add((i as u8).wrapping_mul(head[3]))))
         .collect();
     let mut out = head.to_vec();
-    let of_type = |rng: &mut testkit::gen::Rng, t: Option<Type>| -> u16 {
+    let of_type = |rng: &mut crate::gen::Rng, t: Option<Type>| -> u16 {
         let fit: Vec<usize> = (0..nregs)
             .filter(|i| t.is_none_or(|t| reg_types[*i] == t))
             .collect();
@@ -493,12 +492,12 @@ pub fn run_grad_input(data: &[u8]) {
             &format!("intgen seed {seed} mask {mask:#x}"),
         );
     } else {
-        let cfg = testkit::gen::Config {
+        let cfg = crate::gen::Config {
             statements: 4 + (knob >> 1) as usize % 8,
             depth: 1 + data.get(9).copied().unwrap_or(0) as usize % 3,
             kinks: true,
         };
-        let g = testkit::gen::program(seed, &cfg);
+        let g = crate::gen::program(seed, &cfg);
         differential(
             &g.source,
             &g.entry,

@@ -1,5 +1,5 @@
 //! A second family of random `.adasm` programs, integer-heavy, to reach what
-//! `testkit::gen` (smooth f64 programs for gradient checks) does not:
+//! `crate::gen` (smooth f64 programs for gradient checks) does not:
 //! wrapping `mul`, `div` and `rem` (by zero, and `i64::MIN / -1`), i64
 //! `min`/`max` ties, `select` on i64, `ftoi` of nan/inf/huge values, `itof`,
 //! f64 division by zero (inf, nan), arrays of data-dependent length (negative
@@ -10,10 +10,10 @@
 //!
 //! `program(seed)` is a pure function of the seed. This file is shared by
 //! the fuzz crate (`fuzz/src/lib.rs`) and the tests that include it with
-//! `#[path]` (`ad/tests/differential.rs`, `ad/tests/fuzz_smoke.rs`).
+//! the fuzz crate and the workspace tests (`ad/tests/differential.rs`, `ad/tests/fuzz_smoke.rs`).
 
+use crate::gen::Rng;
 use std::fmt::Write;
-use testkit::gen::Rng;
 use vm::Value;
 
 /// A generated program and the arguments to run its entry with.
