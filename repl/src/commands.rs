@@ -846,7 +846,7 @@ pub fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f6
     }
     let batch = probe.max(1);
     let mut samples = Vec::with_capacity(256);
-    let allocs_before = crate::alloc_count::allocations();
+    let allocs_before = vm::alloc_count::total();
     let mut calls = 0u64;
     let total = Instant::now();
     while samples.len() < 15 || (total.elapsed().as_millis() < 500 && samples.len() < 200) {
@@ -857,7 +857,7 @@ pub fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f6
         samples.push(t.elapsed().as_nanos() as f64 / batch as f64);
         calls += batch;
     }
-    let allocs = (crate::alloc_count::allocations() - allocs_before) as f64 / calls as f64;
+    let allocs = (vm::alloc_count::total() - allocs_before) as f64 / calls as f64;
     samples.sort_by(|a, b| a.total_cmp(b));
     Ok((samples[samples.len() / 2], allocs))
 }

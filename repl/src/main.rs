@@ -14,12 +14,11 @@
 //!
 //! Modules: `commands` (one function per subcommand, returning the exit
 //! status), `sweep` (`advm sweep`), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
-//! `alloc_count` (the counting global allocator `bench` reads), `out`
+//! `out`
 //! (stdout without panics); argument conversion, the gradient check and a
 //! sweep's work per point live in the library half (`advm::args`,
 //! `advm::fd`, `advm::points`).
 
-mod alloc_count;
 mod cfg;
 mod commands;
 mod out;
@@ -33,7 +32,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[global_allocator]
-static GLOBAL: alloc_count::Counting = alloc_count::Counting;
+static GLOBAL: vm::alloc_count::Counting = vm::alloc_count::Counting;
 
 #[derive(Parser, Debug)]
 #[command(

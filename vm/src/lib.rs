@@ -24,10 +24,12 @@
 //! * [`dom`]: dominator trees (used by the assembler's SSA checks and the
 //!   AD stage's loop analysis).
 //!
-//! `unsafe` lives only in the private `regs` module (unchecked register
+//! `unsafe` lives only in the private `regs` module (and in [`alloc_count`],
+//! a counting global allocator that forwards to the system's) (unchecked register
 //! access, instruction fetch and reserved comms push, justified by the
 //! verifier).
 
+pub mod alloc_count;
 pub mod bits;
 pub mod bytecode;
 pub mod disasm;
