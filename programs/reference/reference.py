@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""Independent reference values for the corpus's `; run:` and `; grad:`
-directives.
+"""Independent reference values for the corpus's `; run:`, `; grad:`,
+`; jvp:` and `; hvp:` directives.
 
 Every program under programs/ is re-implemented here directly in Python
 (standard library only), and derivatives come from forward-mode dual
-numbers, never from advm. Each value in a directive was copied from this
-script's output (full precision, repr()).
+numbers, never from advm: gradients from one dual component per scalar
+input, directional derivatives (jvp) from one component seeded with the
+direction, Hessian-vector products (hvp) from nested duals (duals whose
+components are duals: the inner level carries the direction, the outer one
+the unit vectors). Each value in a directive was copied from this script's
+output (full precision, repr()).
 
     python3 reference.py            print the directive lines per program
     python3 reference.py --check    read every .adasm under programs/ and
-                                    compare each run/grad/trap directive with
-                                    this script's own computation; exit 1 on
-                                    any mismatch, or on a directive naming a
-                                    function this script does not implement
+                                    compare each run/grad/jvp/hvp/trap
+                                    directive with this script's own
+                                    computation; exit 1 on any mismatch, on
+                                    a directive naming a function this
+                                    script does not implement, or when a
+                                    math function's nested-dual second
+                                    derivative disagrees with differences of
+                                    its first derivative
 
 `repl/tests/corpus.rs` runs `--check`, so the directives cannot drift from
 the reference. Semantics follow adasm.md §3: i64 division and remainder
@@ -1170,8 +1178,56 @@ def check_directive(rel, kind, body):
     return None
 
 
+# Each math function at points inside its domain, for `nested_duals_agree`
+# (not nograd, whose derivative differences contradict on purpose, nor pow
+# at a <= 0, whose b-partial is 0 by the rule above; the corpus has both).
+UNARY_POINTS = [
+    (sin, 0.7), (cos, 0.7), (tan, 0.4), (exp, 0.3), (log, 1.7), (sqrt, 2.5),
+    (tanh, 0.6), (fabs, -1.3), (erf, 0.4), (erfc, -0.6), (atan, 1.2),
+    (asin, 0.3), (acos, -0.4), (sinh, 0.8), (cosh, -0.9), (log1p, 0.5),
+    (expm1, -0.7), (log2, 3.0), (log10, 0.2), (cbrt, -2.0), (fsqrt, 0.8),
+    (flog, 2.2), (iexp, 1.1), (floor, 1.5), (ceil, 1.5), (fround, 1.2),
+    (trunc, -1.7),
+]
+BINARY_POINTS = [
+    (atan2, 0.6, -1.1), (hypot, -0.8, 1.3), (fpow, 1.7, 2.3), (fpow, 0.6, -1.4),
+    (fdiv, 0.9, -1.6), (fmin, 0.4, 0.9), (fmax, 0.4, 0.9),
+    (lambda a, b: a * b - b, 1.2, -0.7), (lambda a, b: a if a > b else b * b, 0.3, 0.8),
+]
+
+
+def nested_duals_agree():
+    """Every math function on nested duals: the second derivatives of
+    `hessian_vector` agree with central differences of first-order
+    duals' derivatives (h = 1e-6, relative 1e-6), the first derivatives
+    with differences of values, and nested values with plain floats. The
+    messages of the disagreements."""
+    h, bad = 1e-6, []
+
+    def near(a, b):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+    cases = [(f, [x]) for f, x in UNARY_POINTS] + [(f, [a, b]) for f, a, b in BINARY_POINTS]
+    for f, args in cases:
+        name = getattr(f, "__name__", "?")
+        n = len(args)
+        for i in range(n):
+            unit = [1.0 if j == i else 0.0 for j in range(n)]
+            v, g, hv = hessian_vector(f, args, unit)
+            plus = [a + h * u for a, u in zip(args, unit)]
+            minus = [a - h * u for a, u in zip(args, unit)]
+            fd_g = (f(*plus) - f(*minus)) / (2 * h)
+            gp, gm = gradient(f, plus)[1], gradient(f, minus)[1]
+            fd_h = [(p - q) / (2 * h) for p, q in zip(gp, gm)]
+            row = [hv[j] for j in range(n)]
+            if v != f(*args) or not near(g[i], fd_g) or not all(map(near, row, fd_h)):
+                bad.append(f"nested duals: {name}{tuple(args)} along e{i}: value {v}, "
+                           f"gradient {g}, product {row}; differences {fd_g}, {fd_h}")
+    return bad
+
+
 def check():
-    failures, count = [], 0
+    failures, count = nested_duals_agree(), 0
     for rel, path in corpus_files():
         with open(path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
