@@ -708,3 +708,95 @@ fn inlining_changes_no_result_of_the_corpus() {
         paths.len()
     );
 }
+
+/// The jvp and hvp directives fail on a wrong tangent or product and say
+/// why on malformed text (no panic): checked on f(x, v, n) = x²·Σv with
+/// its derivatives written out by hand.
+#[test]
+fn jvp_and_hvp_directives_reject_wrong_values_and_bad_text() {
+    let src = "fn @f(%x: f64, %v: f64[], %n: i64) -> f64 {
+entry:
+    %len = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %len
+    br %c, body, done
+body:
+    %e = aget %v, %i
+    %s2 = add %s, %e
+    %i2 = add %i, 1
+    jmp head
+done:
+    %xx = mul %x, %x
+    %r = mul %xx, %s
+    ret %r
+}
+";
+    let module = assembler::assemble(src, "t.adasm").expect("the test program assembles");
+    let mut engine = Engine::new(module).expect("an engine");
+    let mut ctx = Ctx {
+        engine: &mut engine,
+    };
+    // x = 2, v = [1, 2] (Σv = 3), direction (dx, dv) = (0.5, [1, -0.25]):
+    // value 12; tangent 2x·Σv·dx + x²·Σdv = 6 + 3 = 9;
+    // H·dir: ∂x: 2Σv·dx + 2x·Σdv = 3 + 3 = 6, ∂v_k: 2x·dx = 2.
+    let call = "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0, -0.25], null]";
+    let ok = [
+        ("jvp", format!("{call} => 12.0 ; 9.0")),
+        ("hvp", format!("{call} => 12.0 ; [6.0, [2.0, 2.0], null]")),
+    ];
+    for (kind, body) in &ok {
+        assert_eq!(ctx.directive(kind, body), Ok(()), "{kind}: {body}");
+    }
+    let wrong = [
+        ("jvp", format!("{call} => 12.0 ; 9.001"), "tangent"),
+        ("jvp", format!("{call} => 12.5 ; 9.0"), "value"),
+        (
+            "hvp",
+            format!("{call} => 12.0 ; [6.0, [2.0, 2.1], null]"),
+            "entry 1",
+        ),
+        (
+            "hvp",
+            format!("{call} => 12.0 ; [6.0, [2.0, 2.0]]"),
+            "entries expected",
+        ),
+        ("jvp", "@f(2.0, [1.0, 2.0], 7) => 12.0 ; 9.0".into(), "dir"),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5] => 12.0 ; 9.0".into(),
+            "3 parameters",
+        ),
+        (
+            "hvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, 1.0, null] => 12.0 ; [0, 0, null]".into(),
+            "entry 1",
+        ),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0], null] => 12.0 ; 9.0".into(),
+            "1 element",
+        ),
+        (
+            "hvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0, 2.0], null] => 12.0".into(),
+            "missing",
+        ),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir {} => 12.0 ; 9.0".into(),
+            "JSON array",
+        ),
+    ];
+    for (kind, body, why) in &wrong {
+        match ctx.directive(kind, body) {
+            Ok(()) => panic!("{kind}: {body} holds, but it should not"),
+            Err(e) => assert!(
+                e.contains(why),
+                "{kind}: {body}: `{e}` does not say `{why}`"
+            ),
+        }
+    }
+}
