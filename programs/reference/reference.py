@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
-"""Independent reference values for the corpus's `; run:` and `; grad:`
-directives.
+"""Independent reference values for the corpus's `; run:`, `; grad:`,
+`; jvp:` and `; hvp:` directives.
 
 Every program under programs/ is re-implemented here directly in Python
 (standard library only), and derivatives come from forward-mode dual
-numbers, never from advm. Each value in a directive was copied from this
-script's output (full precision, repr()).
+numbers, never from advm: gradients from one dual component per scalar
+input, directional derivatives (jvp) from one component seeded with the
+direction, Hessian-vector products (hvp) from nested duals (duals whose
+components are duals: the inner level carries the direction, the outer one
+the unit vectors). Each value in a directive was copied from this script's
+output (full precision, repr()).
 
     python3 reference.py            print the directive lines per program
     python3 reference.py --check    read every .adasm under programs/ and
-                                    compare each run/grad/trap directive with
-                                    this script's own computation; exit 1 on
-                                    any mismatch, or on a directive naming a
-                                    function this script does not implement
+                                    compare each run/grad/jvp/hvp/trap
+                                    directive with this script's own
+                                    computation; exit 1 on any mismatch, on
+                                    a directive naming a function this
+                                    script does not implement, or when a
+                                    math function's nested-dual second
+                                    derivative disagrees with differences of
+                                    its first derivative
 
 `repl/tests/corpus.rs` runs `--check`, so the directives cannot drift from
 the reference. Semantics follow adasm.md §3: i64 division and remainder
@@ -37,10 +45,14 @@ class Trap(Exception):
 
 
 class D:
-    """Dual number: value `v` and partial derivatives `d` (a tuple)."""
+    """Dual number: value `v` and partial derivatives `d` (a tuple). The
+    components are floats, or duals themselves (nested duals, for second
+    derivatives: see `hessian_vector`); every operation and math function
+    below works on both, recursively."""
 
     def __init__(self, v, d):
-        self.v, self.d = float(v), tuple(d)
+        self.v = v if isinstance(v, D) else float(v)
+        self.d = tuple(d)
 
     def lift(self, o):
         return o if isinstance(o, D) else D(o, (0.0,) * len(self.d))
@@ -81,14 +93,30 @@ class D:
     def __le__(s, o): return val(s) <= val(o)
     def __gt__(s, o): return val(s) > val(o)
     def __ge__(s, o): return val(s) >= val(o)
+    def __eq__(s, o): return val(s) == val(o)
+    def __ne__(s, o): return val(s) != val(o)
+    __hash__ = None
 
 
 def val(x):
-    return x.v if isinstance(x, D) else x
+    """The plain float (or int, bool) value, through every level of nesting."""
+    while isinstance(x, D):
+        x = x.v
+    return x
+
+
+def is_zero(t):
+    """A tangent that is exactly zero, at every level of nesting."""
+    if isinstance(t, D):
+        return is_zero(t.v) and all(is_zero(a) for a in t.d)
+    return t == 0.0
 
 
 def fdiv(a, b):
-    """IEEE division (Python raises on division by zero)."""
+    """IEEE division (Python raises on division by zero); duals divide as
+    duals."""
+    if isinstance(a, D) or isinstance(b, D):
+        return (a if isinstance(a, D) else b.lift(a)) / b
     try:
         return a / b
     except ZeroDivisionError:
@@ -98,21 +126,24 @@ def fdiv(a, b):
 
 
 def unary(f, df):
+    """A math function: `f` on floats; on a dual, itself applied to the
+    value and `df` (written with these same functions, so that it works on
+    a dual value too: nested duals) times each partial."""
     def g(x):
         if isinstance(x, D):
             dv = df(x.v)
-            return D(f(x.v), [dv * a for a in x.d])
+            return D(g(x.v), [dv * a for a in x.d])
         return f(x)
     return g
 
 
-sin = unary(math.sin, math.cos)
-cos = unary(math.cos, lambda v: -math.sin(v))
-tan = unary(math.tan, lambda v: 1.0 + math.tan(v) ** 2)
-exp = unary(math.exp, math.exp)
-log = unary(math.log, lambda v: 1.0 / v)
-sqrt = unary(math.sqrt, lambda v: 0.5 / math.sqrt(v))
-tanh = unary(math.tanh, lambda v: 1.0 - math.tanh(v) ** 2)
+sin = unary(math.sin, lambda v: cos(v))
+cos = unary(math.cos, lambda v: -sin(v))
+tan = unary(math.tan, lambda v: 1.0 + tan(v) * tan(v))
+exp = unary(math.exp, lambda v: exp(v))
+log = unary(math.log, lambda v: fdiv(1.0, v))
+sqrt = unary(math.sqrt, lambda v: fdiv(0.5, sqrt(v)))
+tanh = unary(math.tanh, lambda v: 1.0 - tanh(v) * tanh(v))
 fabs = unary(abs, lambda v: 1.0 if v > 0 else (-1.0 if v < 0 else 0.0))
 
 
@@ -138,33 +169,36 @@ def ieee(f):
 
 TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
-erf = unary(math.erf, lambda v: TWO_OVER_SQRT_PI * math.exp(-v * v))
-erfc = unary(math.erfc, lambda v: -TWO_OVER_SQRT_PI * math.exp(-v * v))
+erf = unary(math.erf, lambda v: TWO_OVER_SQRT_PI * exp(-v * v))
+erfc = unary(math.erfc, lambda v: -TWO_OVER_SQRT_PI * exp(-v * v))
 atan = unary(math.atan, lambda v: fdiv(1.0, 1.0 + v * v))
-asin = unary(ieee(math.asin), lambda v: fdiv(1.0, ieee(math.sqrt)((1.0 - v) * (1.0 + v))))
-acos = unary(ieee(math.acos), lambda v: -fdiv(1.0, ieee(math.sqrt)((1.0 - v) * (1.0 + v))))
-sinh = unary(ieee(math.sinh), ieee(math.cosh))
-cosh = unary(ieee(math.cosh), ieee(math.sinh))
+asin = unary(ieee(math.asin), lambda v: fdiv(1.0, fsqrt((1.0 - v) * (1.0 + v))))
+acos = unary(ieee(math.acos), lambda v: -fdiv(1.0, fsqrt((1.0 - v) * (1.0 + v))))
+sinh = unary(ieee(math.sinh), lambda v: cosh(v))
+cosh = unary(ieee(math.cosh), lambda v: sinh(v))
 log1p = unary(lambda v: -math.inf if v == -1.0 else ieee(math.log1p)(v),
               lambda v: fdiv(1.0, 1.0 + v))
-expm1 = unary(ieee(math.expm1), ieee(math.exp))
+iexp = unary(ieee(math.exp), lambda v: iexp(v))
+expm1 = unary(ieee(math.expm1), lambda v: iexp(v))
 log2 = unary(ieee(math.log2), lambda v: fdiv(1.0, v * math.log(2.0)))
 log10 = unary(ieee(math.log10), lambda v: fdiv(1.0, v * math.log(10.0)))
-cbrt = unary(math.cbrt, lambda v: fdiv(1.0, 3.0 * math.cbrt(v) ** 2))
-fsqrt = unary(ieee(math.sqrt), lambda v: fdiv(0.5, ieee(math.sqrt)(v)))
+cbrt = unary(math.cbrt, lambda v: fdiv(1.0, 3.0 * (cbrt(v) * cbrt(v))))
+fsqrt = unary(ieee(math.sqrt), lambda v: fdiv(0.5, fsqrt(v)))
 
 
-def flog(x):
+def _ln(v):
     """`log` with IEEE values at 0 (-inf) and below (nan)."""
-    def ln(v):
-        if v == 0.0:
-            return -math.inf
-        return ieee(math.log)(v)
-    return unary(ln, lambda v: fdiv(1.0, v))(x)
+    if v == 0.0:
+        return -math.inf
+    return ieee(math.log)(v)
+
+
+flog = unary(_ln, lambda v: fdiv(1.0, v))
 
 
 def binary(f, da, db):
-    """A function of two f64 with partials da(a, b), db(a, b)."""
+    """A function of two f64 with partials da(a, b), db(a, b) (written with
+    the functions of this file, so that they take duals too)."""
     def g(a, b):
         if not isinstance(a, D) and not isinstance(b, D):
             return f(a, b)
@@ -172,26 +206,26 @@ def binary(f, da, db):
         a = a if isinstance(a, D) else D(a, (0.0,) * n)
         b = b if isinstance(b, D) else D(b, (0.0,) * n)
         pa, pb = da(a.v, b.v), db(a.v, b.v)
-        return D(f(a.v, b.v), [pa * x + pb * y for x, y in zip(a.d, b.d)])
+        return D(g(a.v, b.v), [pa * x + pb * y for x, y in zip(a.d, b.d)])
     return g
 
 
 def _atan2_partials(a, b):
     """(∂/∂a, ∂/∂b) of atan2(a, b) = (b, -a)/(a² + b²), scaled so that
     1e±200 does not overflow; 0 at the origin."""
-    m = max(abs(a), abs(b))
+    m = fmax(fabs(a), fabs(b))
     if m == 0.0:
         return 0.0, 0.0
-    sa, sb = a / m, b / m
+    sa, sb = fdiv(a, m), fdiv(b, m)
     r = (sa * sa + sb * sb) * m
-    return sb / r, -sa / r
+    return fdiv(sb, r), -fdiv(sa, r)
 
 
 def _hypot_partials(a, b):
-    h = math.hypot(a, b)
+    h = hypot(a, b)
     if h == 0.0:
         return 0.0, 0.0
-    return a / h, b / h
+    return fdiv(a, h), fdiv(b, h)
 
 
 atan2 = binary(math.atan2, lambda a, b: _atan2_partials(a, b)[0],
@@ -242,15 +276,15 @@ def fpow(a, b):
     n = len((a if isinstance(a, D) else b).d)
     a = a if isinstance(a, D) else D(a, (0.0,) * n)
     b = b if isinstance(b, D) else D(b, (0.0,) * n)
-    y = ipow(a.v, b.v)
-    da = b.v * ipow(a.v, b.v - 1.0)
-    db = y * math.log(a.v) if a.v > 0 else 0.0
+    y = fpow(a.v, b.v)
+    da = b.v * fpow(a.v, b.v - 1.0)
+    db = y * flog(a.v) if a.v > 0 else 0.0
     # Each operand contributes only along the directions it depends on, as
     # the reverse rule adds to each operand's cotangent separately: an
     # infinite or nan partial times a zero tangent adds 0, not nan (so the
     # b-cotangent is 0 wherever a <= 0, even when y is infinite).
     def term(partial, tangent):
-        return partial * tangent if tangent != 0.0 else 0.0
+        return 0.0 if is_zero(tangent) else partial * tangent
     return D(y, [term(da, p) + term(db, q) for p, q in zip(a.d, b.d)])
 
 
@@ -265,7 +299,8 @@ def fmax(a, b):
 
 
 def nograd(x):
-    return D(x.v, (0.0,) * len(x.d)) if isinstance(x, D) else x
+    """A constant at every level of nesting."""
+    return val(x)
 
 
 def ftoi(x):
@@ -860,6 +895,80 @@ def gradient(f, args):
     return val(y), grads
 
 
+def jacobian_vector(f, args, dirs):
+    """Value and directional derivative of f at args along dirs (one entry
+    per argument: a float per f64, a list per f64[], None for i64/bool or a
+    zero direction): one pass of single-level duals seeded with the
+    direction. The tangent is a float for an f64 result, a list for an
+    f64[] result."""
+    seeds = []
+    for a, t in zip(args, dirs):
+        if is_float(a):
+            seeds.append(D(a, (0.0 if t is None else float(t),)))
+        elif isinstance(a, list):
+            ts = [0.0] * len(a) if t is None else [float(x) for x in t]
+            if len(ts) != len(a):
+                raise ValueError(f"direction of length {len(ts)} for an array of {len(a)}")
+            seeds.append([D(x, (u,)) for x, u in zip(a, ts)])
+        else:
+            seeds.append(a)
+    y = f(*seeds)
+
+    def tangent(x):
+        return x.d[0] if isinstance(x, D) else 0.0
+    if isinstance(y, list):
+        return [val(x) for x in y], [tangent(x) for x in y]
+    return val(y), tangent(y)
+
+
+def hessian_vector(f, args, dirs):
+    """Value, gradient and Hessian-vector product H·dirs of f at args, from
+    nested duals (duals whose components are duals): each scalar input x_i
+    is D(D(x_i, [dir_i]), [D(e_i[j], [0]) for each j]) -- the inner level
+    carries the direction, the outer one the unit vectors -- so that the
+    result's outer partial j is D(∂f/∂x_j, [(H·dir)_j]). Shaped like
+    `gradient`: None for i64/bool arguments."""
+    n = sum(1 if is_float(a) else len(a) if isinstance(a, list) else 0 for a in args)
+    seeds, k = [], 0
+
+    def seed(x, t):
+        nonlocal k
+        d = [D(1.0 if j == k else 0.0, (0.0,)) for j in range(n)]
+        k += 1
+        return D(D(x, (t,)), d)
+
+    for a, t in zip(args, dirs):
+        if is_float(a):
+            seeds.append(seed(a, 0.0 if t is None else float(t)))
+        elif isinstance(a, list):
+            ts = [0.0] * len(a) if t is None else [float(x) for x in t]
+            if len(ts) != len(a):
+                raise ValueError(f"direction of length {len(ts)} for an array of {len(a)}")
+            seeds.append([seed(x, u) for x, u in zip(a, ts)])
+        else:
+            seeds.append(a)
+    y = f(*seeds)
+    zero = D(0.0, (0.0,))
+    outer = y.d if isinstance(y, D) else (zero,) * n
+    lift = [p if isinstance(p, D) else D(p, (0.0,)) for p in outer]
+    grad = [val(p) for p in lift]
+    hv = [val(p.d[0]) for p in lift]
+    grads, hvps, k = [], [], 0
+    for a in args:
+        if is_float(a):
+            grads.append(grad[k])
+            hvps.append(hv[k])
+            k += 1
+        elif isinstance(a, list):
+            grads.append(grad[k:k + len(a)])
+            hvps.append(hv[k:k + len(a)])
+            k += len(a)
+        else:
+            grads.append(None)
+            hvps.append(None)
+    return val(y), grads, hvps
+
+
 # ---- the directive syntax (assembler::parse_call literals) ------------------------
 
 TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?inf|nan)|"
@@ -976,7 +1085,34 @@ def parse_json_grad(text):
 # ---- driver ------------------------------------------------------------------------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIRECTIVE = re.compile(r"^; (run|grad|trap|check|check-fails): (.*)$")
+DIRECTIVE = re.compile(r"^; (run|grad|jvp|hvp|trap|check|check-fails): (.*)$")
+DIR_CALL = re.compile(r"^(.*\))\s+dir\s+(\[.*\])\s*$")
+
+
+def split_dir(call):
+    """`@f(ARGS) dir [D, ...]` -> (`@f(ARGS)`, the JSON direction list)."""
+    import json
+    m = DIR_CALL.match(call.strip())
+    if not m:
+        raise ValueError(f"expected `@f(ARGS) dir [D, ...]`, found `{call.strip()}`")
+    dirs = json.loads(m.group(2))
+    if not isinstance(dirs, list):
+        raise ValueError("the direction must be a JSON list")
+    return m.group(1), dirs
+
+
+def directional(rel, kind, call):
+    """A jvp or hvp directive's call recomputed: (value, tangent or
+    product, the call without its direction, the direction's text)."""
+    call_text, dirs = split_dir(call)
+    name, args, f = compute(rel, call_text)
+    if len(dirs) != len(args):
+        raise ValueError(f"{len(dirs)} direction entries for {len(args)} arguments")
+    if kind == "jvp":
+        v, t = jacobian_vector(f, args, dirs)
+        return v, t
+    v, _, hv = hessian_vector(f, args, dirs)
+    return v, hv
 
 
 def corpus_files():
@@ -1002,6 +1138,17 @@ def check_directive(rel, kind, body):
         compute(rel, body)  # the function must at least be known
         return None
     call, _, rest = body.partition("=>")
+    if kind in ("jvp", "hvp"):
+        value_text, _, want_text = rest.partition(";")
+        got_value, got = directional(rel, kind, call)
+        want_value = parse_literals(value_text)
+        want = parse_json_grad(want_text)
+        if len(want_value) != 1 or not same_value(got_value, want_value[0]):
+            return f"reference value {show_value(got_value)}, directive says {value_text.strip()}"
+        if not same_grad_entry(got, want):
+            what = "tangent" if kind == "jvp" else "Hessian-vector product"
+            return f"reference {what} {show_json(got)}, directive says {want_text.strip()}"
+        return None
     name, args, f = compute(rel, call)
     if kind == "trap":
         try:
@@ -1031,8 +1178,56 @@ def check_directive(rel, kind, body):
     return None
 
 
+# Each math function at points inside its domain, for `nested_duals_agree`
+# (not nograd, whose derivative differences contradict on purpose, nor pow
+# at a <= 0, whose b-partial is 0 by the rule above; the corpus has both).
+UNARY_POINTS = [
+    (sin, 0.7), (cos, 0.7), (tan, 0.4), (exp, 0.3), (log, 1.7), (sqrt, 2.5),
+    (tanh, 0.6), (fabs, -1.3), (erf, 0.4), (erfc, -0.6), (atan, 1.2),
+    (asin, 0.3), (acos, -0.4), (sinh, 0.8), (cosh, -0.9), (log1p, 0.5),
+    (expm1, -0.7), (log2, 3.0), (log10, 0.2), (cbrt, -2.0), (fsqrt, 0.8),
+    (flog, 2.2), (iexp, 1.1), (floor, 1.5), (ceil, 1.5), (fround, 1.2),
+    (trunc, -1.7),
+]
+BINARY_POINTS = [
+    (atan2, 0.6, -1.1), (hypot, -0.8, 1.3), (fpow, 1.7, 2.3), (fpow, 0.6, -1.4),
+    (fdiv, 0.9, -1.6), (fmin, 0.4, 0.9), (fmax, 0.4, 0.9),
+    (lambda a, b: a * b - b, 1.2, -0.7), (lambda a, b: a if a > b else b * b, 0.3, 0.8),
+]
+
+
+def nested_duals_agree():
+    """Every math function on nested duals: the second derivatives of
+    `hessian_vector` agree with central differences of first-order
+    duals' derivatives (h = 1e-6, relative 1e-6), the first derivatives
+    with differences of values, and nested values with plain floats. The
+    messages of the disagreements."""
+    h, bad = 1e-6, []
+
+    def near(a, b):
+        return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+    cases = [(f, [x]) for f, x in UNARY_POINTS] + [(f, [a, b]) for f, a, b in BINARY_POINTS]
+    for f, args in cases:
+        name = getattr(f, "__name__", "?")
+        n = len(args)
+        for i in range(n):
+            unit = [1.0 if j == i else 0.0 for j in range(n)]
+            v, g, hv = hessian_vector(f, args, unit)
+            plus = [a + h * u for a, u in zip(args, unit)]
+            minus = [a - h * u for a, u in zip(args, unit)]
+            fd_g = (f(*plus) - f(*minus)) / (2 * h)
+            gp, gm = gradient(f, plus)[1], gradient(f, minus)[1]
+            fd_h = [(p - q) / (2 * h) for p, q in zip(gp, gm)]
+            row = [hv[j] for j in range(n)]
+            if v != f(*args) or not near(g[i], fd_g) or not all(map(near, row, fd_h)):
+                bad.append(f"nested duals: {name}{tuple(args)} along e{i}: value {v}, "
+                           f"gradient {g}, product {row}; differences {fd_g}, {fd_h}")
+    return bad
+
+
 def check():
-    failures, count = [], 0
+    failures, count = nested_duals_agree(), 0
     for rel, path in corpus_files():
         with open(path, encoding="utf-8") as fh:
             for lineno, line in enumerate(fh, 1):
@@ -1059,10 +1254,14 @@ def show():
         with open(path, encoding="utf-8") as fh:
             for line in fh:
                 m = DIRECTIVE.match(line.rstrip("\n"))
-                if not m or m.group(1) not in ("run", "grad"):
+                if not m or m.group(1) not in ("run", "grad", "jvp", "hvp"):
                     continue
                 call = m.group(2).partition("=>")[0].strip()
                 try:
+                    if m.group(1) in ("jvp", "hvp"):
+                        v, t = directional(rel, m.group(1), call)
+                        print(f"; {m.group(1)}: {call} => {show_value(v)} ; {show_json(t)}")
+                        continue
                     name, args, f = compute(rel, call)
                     if m.group(1) == "run":
                         print(f"; run: {call} => {show_value(f(*args))}")

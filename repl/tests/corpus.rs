@@ -13,6 +13,16 @@
 //!                                       "inf"/"-inf"/"nan" strings, "_" to
 //!                                       skip an entry; each number within
 //!                                       1e-9 relative + 1e-12 absolute)
+//! ; jvp: @f(ARGS) dir [D, ...] => VALUE ; T
+//!                                       value and tangent of `Engine::jvp`
+//!                                       along the direction (JSON shaped like
+//!                                       ARGS: a number per f64, an array per
+//!                                       f64[], null per i64/bool); T a number
+//!                                       (f64 result) or an array (f64[])
+//! ; hvp: @f(ARGS) dir [D, ...] => VALUE ; [H, ...]
+//!                                       value and Hessian-vector product of
+//!                                       `Engine::hvp`, shaped like a gradient;
+//!                                       tolerances as for `grad`
 //! ; check: @f(ARGS)                     AD agrees with central finite
 //!                                       differences, exactly as `advm check`
 //!                                       decides (`advm::fd`)
@@ -25,12 +35,15 @@
 //! directives themselves the corpus must: have at least 25 programs in
 //! `programs/` itself; give every file a directive; give every function that
 //! a directive calls, returns f64 and has an f64 or f64[] parameter at least
-//! one `grad` and one `check` (or `check-fails`) directive; and, together,
-//! use every instruction of the language.
+//! one `grad`, one `check` (or `check-fails`), one `jvp` and one `hvp`
+//! directive (`hvp` not in [`NO_HVP`]); and, together, use every
+//! instruction of the language.
 //!
 //! Expected values come from an independent implementation,
 //! `programs/reference/reference.py`, never from advm; the last test runs
-//! its `--check` mode, which recomputes every run/grad/trap directive.
+//! its `--check` mode, which recomputes every run/grad/jvp/hvp/trap
+//! directive (jvp from dual numbers seeded with the direction, hvp from
+//! nested dual numbers).
 
 use ad::Engine;
 use assembler::{literals_to_values, parse_call, Literal};
@@ -40,7 +53,14 @@ use std::path::{Path, PathBuf};
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
-const KINDS: [&str; 5] = ["run", "grad", "check", "check-fails", "trap"];
+const KINDS: [&str; 7] = ["run", "grad", "jvp", "hvp", "check", "check-fails", "trap"];
+
+/// Programs exempt from the rule that every differentiable function has an
+/// `hvp` directive: `nograd` keeps its input constant in the product (the
+/// Hessian of `x·nograd(x) + x` is 0, docs/ad.md), which differences of
+/// the gradient contradict on purpose, as `check-fails` shows at first
+/// order.
+const NO_HVP: [&str; 1] = ["programs/nograd.adasm"];
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -59,8 +79,18 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The workspace this test was compiled from (its own manifest's parent,
+/// not `testkit::workspace_root`, which is fixed when `testkit` compiles
+/// and names another checkout when several share one target directory).
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
 fn corpus() -> (PathBuf, Vec<PathBuf>) {
-    let root = testkit::workspace_root();
+    let root = workspace_root();
     let mut paths = Vec::new();
     files(&root.join("programs"), &mut paths);
     (root, paths)
@@ -146,6 +176,66 @@ fn grad_entry_matches(got: &Option<Value>, want: &Json) -> bool {
     }
 }
 
+/// The call of a directive body: before `=>`, and for jvp/hvp before
+/// ` dir [...]`.
+fn call_text<'a>(kind: &str, body: &'a str) -> &'a str {
+    let call = body.split_once("=>").map_or(body, |(c, _)| c);
+    if kind == "jvp" || kind == "hvp" {
+        split_dir(call).map_or(call, |(c, _)| c)
+    } else {
+        call
+    }
+}
+
+/// `@f(ARGS) dir [D, ...]` -> (`@f(ARGS)`, the direction's JSON text).
+fn split_dir(call: &str) -> Result<(&str, &str), String> {
+    let close = call.rfind(')').ok_or("expected `@f(ARGS) dir [D, ...]`")?;
+    let (head, tail) = call.split_at(close + 1);
+    let dir = tail.trim().strip_prefix("dir ").ok_or(format!(
+        "expected ` dir [D, ...]` after the call, found `{}`",
+        tail.trim()
+    ))?;
+    Ok((head, dir.trim()))
+}
+
+/// A direction in JSON (one entry per parameter: a number for f64, an array
+/// of numbers for f64[], null for i64/bool or a zero direction) as
+/// `Engine::jvp`/`hvp` take it.
+fn direction(text: &str, params: &[Type]) -> Result<Vec<Option<Value>>, String> {
+    let j: Json = serde_json::from_str(text).map_err(|e| format!("bad direction JSON: {e}"))?;
+    let Json::Array(entries) = j else {
+        return Err("the direction must be a JSON array".into());
+    };
+    if entries.len() != params.len() {
+        return Err(format!(
+            "{} direction entries for {} parameters",
+            entries.len(),
+            params.len()
+        ));
+    }
+    entries
+        .iter()
+        .zip(params)
+        .enumerate()
+        .map(|(i, (e, t))| match (e, t) {
+            (Json::Null, _) => Ok(None),
+            (Json::Number(n), Type::F64) => n
+                .as_f64()
+                .map(|x| Some(Value::F64(x)))
+                .ok_or(format!("direction entry {i}: not an f64")),
+            (Json::Array(xs), Type::Arr) => xs
+                .iter()
+                .map(|x| x.as_f64())
+                .collect::<Option<Vec<f64>>>()
+                .map(|v| Some(Value::Arr(v)))
+                .ok_or(format!("direction entry {i}: not an array of numbers")),
+            (other, t) => Err(format!(
+                "direction entry {i}: {other} does not fit a {t} parameter"
+            )),
+        })
+        .collect()
+}
+
 fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
     let func = engine.module().func(f);
     func.params
@@ -176,9 +266,8 @@ impl Ctx<'_> {
     }
 
     /// The function a directive calls (for the coverage rule).
-    fn target(&self, body: &str) -> Option<FuncId> {
-        let call = body.split_once("=>").map_or(body, |(c, _)| c);
-        let (name, _) = parse_call(call.trim()).ok()?;
+    fn target(&self, kind: &str, body: &str) -> Option<FuncId> {
+        let (name, _) = parse_call(call_text(kind, body).trim()).ok()?;
         self.engine.find(&name)
     }
 
@@ -248,6 +337,58 @@ impl Ctx<'_> {
                 }
                 let bad: Vec<String> = g
                     .grad
+                    .iter()
+                    .zip(&want)
+                    .enumerate()
+                    .filter(|(_, (got, w))| !grad_entry_matches(got, w))
+                    .map(|(i, (got, w))| format!("entry {i}: got {got:?}, expected {w}"))
+                    .collect();
+                if bad.is_empty() {
+                    Ok(())
+                } else {
+                    Err(bad.join("; "))
+                }
+            }
+            "jvp" | "hvp" => {
+                let (call, rest) = body.split_once("=>").ok_or("missing `=>`")?;
+                let (value, expect) = rest.split_once(';').ok_or(if kind == "jvp" {
+                    "missing `; TANGENT`"
+                } else {
+                    "missing `; [product]`"
+                })?;
+                let (call, dir) = split_dir(call)?;
+                let (f, args) = self.call(call)?;
+                let dir = direction(dir, &self.engine.module().func(f).param_types())?;
+                let want_value = literal(value.trim())?;
+                let want: Json = serde_json::from_str(expect.trim())
+                    .map_err(|e| format!("bad JSON after `;`: {e}"))?;
+                if kind == "jvp" {
+                    let t = self.engine.jvp(f, &args, &dir).map_err(|e| e.to_string())?;
+                    if !matches_literal(&t.value, &want_value) {
+                        return Err(format!("value {} expected {}", t.value, value.trim()));
+                    }
+                    return if grad_entry_matches(&t.tangent, &want) {
+                        Ok(())
+                    } else {
+                        Err(format!("tangent {:?}, expected {want}", t.tangent))
+                    };
+                }
+                let Json::Array(want) = want else {
+                    return Err("the Hessian-vector product must be a JSON array".into());
+                };
+                let h = self.engine.hvp(f, &args, &dir).map_err(|e| e.to_string())?;
+                if !matches_literal(&Value::F64(h.value), &want_value) {
+                    return Err(format!("value {} expected {}", h.value, value.trim()));
+                }
+                if want.len() != h.hvp.len() {
+                    return Err(format!(
+                        "{} product entries expected, got {}",
+                        want.len(),
+                        h.hvp.len()
+                    ));
+                }
+                let bad: Vec<String> = h
+                    .hvp
                     .iter()
                     .zip(&want)
                     .enumerate()
@@ -343,8 +484,9 @@ fn corpus_directives_hold() {
         if found.is_empty() {
             failures.push(format!("{rel}: no directives"));
         }
-        // Function -> (has grad, has check or check-fails, first line).
-        let mut coverage: BTreeMap<u32, (bool, bool, usize)> = BTreeMap::new();
+        // Function -> which of grad, check (or check-fails), jvp, hvp it
+        // has, and its first line.
+        let mut coverage: BTreeMap<u32, ([bool; 4], usize)> = BTreeMap::new();
         for &(line, kind, body) in &found {
             checked += 1;
             if let Err(e) = ctx.directive(kind, body) {
@@ -353,25 +495,31 @@ fn corpus_directives_hold() {
             if kind == "trap" {
                 continue;
             }
-            if let Some(f) = ctx.target(body) {
-                let entry = coverage.entry(f.0).or_insert((false, false, line));
-                entry.0 |= kind == "grad";
-                entry.1 |= kind == "check" || kind == "check-fails";
+            if let Some(f) = ctx.target(kind, body) {
+                let (has, _) = coverage.entry(f.0).or_insert(([false; 4], line));
+                has[0] |= kind == "grad";
+                has[1] |= kind == "check" || kind == "check-fails";
+                has[2] |= kind == "jvp";
+                has[3] |= kind == "hvp";
             }
         }
-        for (f, (has_grad, has_check, line)) in coverage {
+        let hvp_exempt = NO_HVP.contains(&rel.as_str());
+        for (f, (mut has, line)) in coverage {
             let func = ctx.engine.module().func(FuncId(f));
             let differentiable = func.ret == RetType::One(Type::F64)
                 && func.param_types().iter().any(|t| t.is_differentiable());
-            if differentiable && !(has_grad && has_check) {
+            has[3] |= hvp_exempt;
+            let missing: Vec<&str> = ["`grad:`", "`check:`", "`jvp:`", "`hvp:`"]
+                .into_iter()
+                .zip(has)
+                .filter(|&(_, h)| !h)
+                .map(|(k, _)| k)
+                .collect();
+            if differentiable && !missing.is_empty() {
                 failures.push(format!(
-                    "{rel}:{line}: @{} returns f64 from differentiable parameters but has no {}",
+                    "{rel}:{line}: @{} returns f64 from differentiable parameters but has no {} directive",
                     func.name,
-                    match (has_grad, has_check) {
-                        (false, false) => "`grad:` and no `check:` directive",
-                        (false, _) => "`grad:` directive",
-                        _ => "`check:` directive",
-                    }
+                    missing.join(", no ")
                 ));
             }
         }
@@ -438,7 +586,7 @@ fn corpus_uses_every_instruction() {
 }
 
 /// The expected values are the reference implementation's: its `--check`
-/// mode recomputes every run/grad/trap directive in Python. Skipped (with a
+/// mode recomputes every run/grad/jvp/hvp/trap directive in Python. Skipped (with a
 /// note) only where no `python3` can be started.
 #[test]
 fn directives_agree_with_the_reference_implementation() {
@@ -520,8 +668,8 @@ fn inlining_changes_no_result_of_the_corpus() {
         if with.module() != without.module() {
             inlined += 1;
         }
-        for (line, _, body) in directives(&src) {
-            let call = body.split_once("=>").map_or(body, |(c, _)| c);
+        for (line, kind, body) in directives(&src) {
+            let call = call_text(kind, body);
             let Ok((f, args)) = (Ctx { engine: &mut with }).call(call) else {
                 continue;
             };
@@ -559,4 +707,96 @@ fn inlining_changes_no_result_of_the_corpus() {
         "{compared} calls in {} programs, {inlined} with inlined calls",
         paths.len()
     );
+}
+
+/// The jvp and hvp directives fail on a wrong tangent or product and say
+/// why on malformed text (no panic): checked on f(x, v, n) = x²·Σv with
+/// its derivatives written out by hand.
+#[test]
+fn jvp_and_hvp_directives_reject_wrong_values_and_bad_text() {
+    let src = "fn @f(%x: f64, %v: f64[], %n: i64) -> f64 {
+entry:
+    %len = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %len
+    br %c, body, done
+body:
+    %e = aget %v, %i
+    %s2 = add %s, %e
+    %i2 = add %i, 1
+    jmp head
+done:
+    %xx = mul %x, %x
+    %r = mul %xx, %s
+    ret %r
+}
+";
+    let module = assembler::assemble(src, "t.adasm").expect("the test program assembles");
+    let mut engine = Engine::new(module).expect("an engine");
+    let mut ctx = Ctx {
+        engine: &mut engine,
+    };
+    // x = 2, v = [1, 2] (Σv = 3), direction (dx, dv) = (0.5, [1, -0.25]):
+    // value 12; tangent 2x·Σv·dx + x²·Σdv = 6 + 3 = 9;
+    // H·dir: ∂x: 2Σv·dx + 2x·Σdv = 3 + 3 = 6, ∂v_k: 2x·dx = 2.
+    let call = "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0, -0.25], null]";
+    let ok = [
+        ("jvp", format!("{call} => 12.0 ; 9.0")),
+        ("hvp", format!("{call} => 12.0 ; [6.0, [2.0, 2.0], null]")),
+    ];
+    for (kind, body) in &ok {
+        assert_eq!(ctx.directive(kind, body), Ok(()), "{kind}: {body}");
+    }
+    let wrong = [
+        ("jvp", format!("{call} => 12.0 ; 9.001"), "tangent"),
+        ("jvp", format!("{call} => 12.5 ; 9.0"), "value"),
+        (
+            "hvp",
+            format!("{call} => 12.0 ; [6.0, [2.0, 2.1], null]"),
+            "entry 1",
+        ),
+        (
+            "hvp",
+            format!("{call} => 12.0 ; [6.0, [2.0, 2.0]]"),
+            "entries expected",
+        ),
+        ("jvp", "@f(2.0, [1.0, 2.0], 7) => 12.0 ; 9.0".into(), "dir"),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5] => 12.0 ; 9.0".into(),
+            "3 parameters",
+        ),
+        (
+            "hvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, 1.0, null] => 12.0 ; [0, 0, null]".into(),
+            "entry 1",
+        ),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0], null] => 12.0 ; 9.0".into(),
+            "1 element",
+        ),
+        (
+            "hvp",
+            "@f(2.0, [1.0, 2.0], 7) dir [0.5, [1.0, 2.0], null] => 12.0".into(),
+            "missing",
+        ),
+        (
+            "jvp",
+            "@f(2.0, [1.0, 2.0], 7) dir {} => 12.0 ; 9.0".into(),
+            "JSON array",
+        ),
+    ];
+    for (kind, body, why) in &wrong {
+        match ctx.directive(kind, body) {
+            Ok(()) => panic!("{kind}: {body} holds, but it should not"),
+            Err(e) => assert!(
+                e.contains(why),
+                "{kind}: {body}: `{e}` does not say `{why}`"
+            ),
+        }
+    }
 }
