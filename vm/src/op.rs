@@ -479,7 +479,7 @@ ops! {
     // library's `sincos` (LLVM merges `sin` and `cos` of one value), for
     // about the cost of one of them. The AD stage writes such pairs: the
     // pullback of `sin a` needs `cos a` and that of `cos a` needs `sin a`,
-    // which the forward code computes beside it (see `ad/src/transform.rs`).
+    // which the forward code computes beside it (see `ad/src/transform/translate.rs`).
     /// `r0 = sin(r2); r1 = cos(r2)`: `r2` is read before either is written.
     SinCos = "sincos" [Def(F), Def(F), Use(F)] lowering().pure();
 

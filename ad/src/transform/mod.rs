@@ -1,0 +1,341 @@
+//! The reverse-mode transform: one primal SSA function in, a forward
+//! function and a reverse (pullback) function out, both in the IR that
+//! [`vm::lower`] turns into bytecode.
+//!
+//! The design follows Mooncake's reverse mode (see
+//! `../shared/seeds/mooncake-reverse-mode-design.txt`), with our IR in place
+//! of Julia's IRCode:
+//!
+//! 1. **Analyse** the primal ([`crate::analysis`]): predecessors, loops,
+//!    which blocks lie on cycles, the `ret` blocks, and activity with respect
+//!    to the selected parameters.
+//! 2. **Translate** each instruction into a reverse fragment and the primal
+//!    values that fragment reads (`Transform::reverse_inst`). The forward
+//!    fragment is the primal instruction itself, except that active calls
+//!    call the callee's forward function, `aset` first reads the element
+//!    it overwrites, and an active `sin` or `cos` is followed by the other
+//!    function of its operand, the factor its pullback multiplies by
+//!    (`Transform::factor`). For every value a fragment reads,
+//!    `Transform::supply` decides how the reverse code gets it (see `Supply`): rebuilt as a
+//!    constant, popped once per call (values of the entry block), read from
+//!    a loop's counter, popped once per execution of a loop (values defined
+//!    before the loop), recomputed in the reverse block, or, only when none
+//!    of these applies, pushed by the forward block and popped by its
+//!    reverse.
+//! 3. **Assemble** the reverse CFG: a prologue that pops the entry values and
+//!    dispatches on the returning block; one reverse block per primal block
+//!    (pop its values, recompute what it recomputes, run its fragments
+//!    backwards, then go to the predecessor it was entered from: statically
+//!    when unique, by the loop counter at the header of a [`Counted`] loop,
+//!    else by `blk.pop`); edge blocks that pop what a loop exit pushed and
+//!    move phi cotangents to the incoming values of the edge actually taken;
+//!    and an exit returning the parameters' cotangents (`ret.n`).
+//! 4. **Assemble** the forward CFG: the primal blocks with the `comms.push`es
+//!    of step 2; `blk.push` only on edges into blocks with several
+//!    predecessors that are not the header of a counted loop; at every exit
+//!    of a counted loop, its counter and the values defined before it that
+//!    its reverse needs; at `ret`, the entry values and then the returning
+//!    block's index (when there are several).
+//!
+//! The reverse function is then cleaned up by [`crate::optimize`] before it
+//! is lowered.
+//!
+//! Cotangents live in one register per active f64 value of the reverse
+//! frame (registers start at zero). A fragment reads the cotangent of the
+//! value it defines, adds into its operands' cotangents and, when the
+//! defining block lies on a cycle, zeroes it, so that the previous
+//! iteration's instance starts from zero. Arrays carry their cotangents in
+//! the VM's shadow arrays, addressed by handle.
+//!
+//! [`Counted`]: crate::analysis::Counted
+
+mod emit;
+mod forward_cfg;
+mod reverse_cfg;
+mod single;
+mod supply;
+mod translate;
+mod values;
+
+#[allow(unused_imports)]
+use self::{single::*, values::*};
+use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
+use crate::rules::{self, reverse::NoRule};
+pub(crate) use emit::Emit;
+use hashbrown::HashMap;
+use vm::ir::{Block, BlockId, FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
+use vm::op::{Op, Remat};
+use vm::Type;
+
+/// The forward and reverse functions of one primal function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub fwd: FuncId,
+    pub rev: FuncId,
+}
+
+/// How deep a recomputation in the reverse code may go: a value may be
+/// recomputed from values that are themselves recomputed, but no further.
+const MAX_REMAT_DEPTH: u32 = 2;
+
+/// Build the forward and reverse IR of `module.funcs[f]`, differentiating
+/// with respect to the parameters selected by `wrt` (one flag per
+/// parameter). `derived(g, wrt)` gives the (possibly not yet built) derived
+/// functions of a callee `g` with respect to the call's active arguments.
+/// `cleanup`: run the reverse function's clean-up ([`crate::optimize`]);
+/// off only to show what the rules and the assembly of step 3 produce.
+pub fn transform(
+    module: &Module,
+    f: FuncId,
+    wrt: &[bool],
+    derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
+    cleanup: bool,
+) -> Result<(Function, Function), NoRule> {
+    let p = module.func(f);
+    let mut t = Transform::new(module, p, wrt);
+    t.translate(derived)?;
+    t.order_needs();
+    t.assemble_reverse();
+    t.assemble_forward();
+    if cleanup {
+        crate::optimize::reverse(&mut t.rev);
+    }
+    Ok((t.fwd, t.rev))
+}
+
+/// How the reverse code obtains a forward value that a fragment reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Supply {
+    /// A constant, rebuilt in the reverse function.
+    Const,
+    /// Defined in the entry block (parameters included): pushed once, at
+    /// `ret`, and popped by the reverse prologue.
+    Entry,
+    /// The counter of counted loop `l` (its induction variable), which the
+    /// reverse code counts down itself.
+    Counter(usize),
+    /// Defined before counted loop `l`, the outermost loop around the reader
+    /// that does not contain the definition: pushed at each exit of the loop,
+    /// popped when the reverse code enters the loop.
+    Invariant(usize),
+    /// Recomputed at the top of the reader's reverse block from operands that
+    /// are themselves available there without a push (a pure, cheap
+    /// instruction; array reads only when nothing in the function can write
+    /// an array).
+    Remat,
+    /// Pushed by the reader's forward block, popped by its reverse block.
+    Push,
+}
+
+/// A counted loop as the reverse code sees it.
+struct LoopState {
+    /// Reverse register holding the loop's induction variable, counted down.
+    ctr: ValueId,
+    /// Forward value pushed at every exit as the counter's start: the
+    /// induction-variable phi, or the counter the forward code adds.
+    iv: ValueId,
+    /// The induction variable's value in the first iteration (forward).
+    init: ValueId,
+    step: i64,
+    /// Reverse register (or constant) holding `init - step`: the counter's
+    /// value after leaving the first iteration backwards.
+    lim: ValueId,
+    lim_const: bool,
+    /// Where the reverse code reads `init` (to compute `lim`).
+    init_reg: Option<ValueId>,
+    /// Forward values pushed at every exit (before `iv`), popped when the
+    /// reverse code enters the loop.
+    invariants: Vec<ValueId>,
+    /// Added forward counter: `(latch block, increment instruction)`.
+    synthetic: Option<(usize, Inst)>,
+}
+
+struct Transform<'a> {
+    module: &'a Module,
+    p: &'a Function,
+    cfg: Cfg,
+    active: Vec<bool>,
+    /// The forward function: a copy of the primal, extended.
+    fwd: Function,
+    /// The block defining each forward value (extends `cfg.def_block`).
+    fwd_def: Vec<Option<BlockId>>,
+    /// The primal instruction `(block, index)` defining each value.
+    def_inst: Vec<Option<(usize, usize)>>,
+    /// Counted loops, by loop index (`None` for the others).
+    loops: Vec<Option<LoopState>>,
+    /// No instruction of the function can change an array element while it
+    /// runs (no `aset`, no call that receives an array), so an element read
+    /// can be repeated in the reverse code with the same result. (Callers'
+    /// later writes are undone by their own reverse code before this
+    /// function's reverse runs.)
+    arrays_immutable: bool,
+    /// For each `aset` (block, index), the forward value holding the element
+    /// it overwrites.
+    overwritten: HashMap<(usize, usize), ValueId>,
+    /// For each call (block, index) differentiated through, the callee's
+    /// derived functions.
+    calls: HashMap<(usize, usize), Derived>,
+    /// For each active `sin` and `cos` (block, index), the forward value
+    /// holding the other function of its operand (`cos a` for `sin a`,
+    /// `sin a` for `cos a`): the factor its pullback needs, computed by the
+    /// forward code right after it (see [`Transform::factor`]).
+    factors: HashMap<(usize, usize), ValueId>,
+    rev: Function,
+    /// Reverse-frame copy of each forward value the reverse code pops.
+    mirror: Vec<Option<ValueId>>,
+    /// Cotangent register of each active f64 primal value.
+    cot: Vec<Option<ValueId>>,
+    consts: HashMap<(Type, u64), ValueId>,
+    seed: Option<ValueId>,
+    sink: Option<ValueId>,
+    /// Forward values each primal block pushes for its reverse block, in
+    /// first-use order, deduplicated.
+    needs: Vec<Vec<ValueId>>,
+    /// Recomputations at the top of each reverse block, in dependency order.
+    remat: Vec<Vec<Inst>>,
+    remat_memo: HashMap<(usize, ValueId), ValueId>,
+    /// Reverse fragments of each primal block, already in reverse order.
+    frags: Vec<Vec<Inst>>,
+    /// Needed values defined in the entry block: pushed once at `ret`.
+    entry_values: Vec<ValueId>,
+    /// Reverse registers (cotangents) that receive exactly one
+    /// contribution per instance of their value.
+    set_once: Vec<bool>,
+}
+
+impl<'a> Transform<'a> {
+    fn new(module: &'a Module, p: &'a Function, wrt: &[bool]) -> Transform<'a> {
+        let cfg = Cfg::new(p);
+        let active = activity(p, wrt);
+        let mut fwd = p.clone();
+        fwd.name = format!("{}.fwd", p.name);
+        let n_f64 = p.params.iter().filter(|v| p.ty(**v) == Type::F64).count();
+        let mut rev = Function {
+            name: format!("{}.rev", p.name),
+            params: Vec::new(),
+            ret: RetType::Many(vec![Type::F64; n_f64]),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: p.loc,
+        };
+        let seed = (p.ret == RetType::One(Type::F64)).then(|| {
+            let s = rev.new_value(Type::F64, Some("seed".into()));
+            rev.params.push(s);
+            s
+        });
+        let mut cot = vec![None; p.values.len()];
+        for (i, v) in p.values.iter().enumerate() {
+            if active[i] && v.ty == Type::F64 {
+                let name = v.name.as_ref().map(|n| format!("d.{n}"));
+                cot[i] = Some(rev.new_value(Type::F64, name));
+            }
+        }
+        let mut fwd_def = cfg.def_block.clone();
+        let mut def_inst = vec![None; p.values.len()];
+        let mut arrays_immutable = true;
+        for (bi, b) in p.blocks.iter().enumerate() {
+            for (ii, inst) in b.insts.iter().enumerate() {
+                if let Some(d) = inst.dst {
+                    def_inst[d.index()] = Some((bi, ii));
+                }
+                let writes = inst.op == Op::ASet
+                    || (inst.op == Op::Call && inst.args.iter().any(|a| p.ty(*a) == Type::Arr));
+                arrays_immutable &= !writes;
+            }
+        }
+        let mut loops = Vec::with_capacity(cfg.loops.len());
+        for l in &cfg.loops {
+            let Some(c) = &l.counted else {
+                loops.push(None);
+                continue;
+            };
+            let hname = &p.blocks[l.header.index()].name;
+            let ctr = rev.new_value(Type::I64, Some(format!("iv.{hname}")));
+            let (iv, init, step, synthetic) = match c.iv {
+                Some(iv) => (iv.phi, iv.init, iv.step, None),
+                None => {
+                    // No induction variable: count iterations in the forward
+                    // code (an `add` per iteration instead of a `blk.push`).
+                    let zero = fwd.new_const(Type::I64, 0);
+                    let one = fwd.new_const(Type::I64, 1);
+                    let cnt = fwd.new_value(Type::I64, Some(format!("trip.{hname}")));
+                    let next = fwd.new_value(Type::I64, None);
+                    fwd.blocks[l.header.index()].phis.push(Phi {
+                        dst: cnt,
+                        incoming: vec![(c.entry, zero), (c.latch, next)],
+                        loc: Loc::default(),
+                    });
+                    fwd_def.extend([Some(l.header), Some(c.latch)]);
+                    fwd_def.resize(fwd.values.len(), None);
+                    let inc = Inst::new(Op::AddI, Some(next), vec![cnt, one], Loc::default());
+                    (cnt, zero, 1, Some((c.latch.index(), inc)))
+                }
+            };
+            let (lim, lim_const) = match fwd.values[init.index()].konst {
+                Some(k) => {
+                    let bits = (k as i64).wrapping_sub(step) as u64;
+                    (konst_in(&mut rev, Type::I64, bits), true)
+                }
+                None => (
+                    rev.new_value(Type::I64, Some(format!("lim.{hname}"))),
+                    false,
+                ),
+            };
+            loops.push(Some(LoopState {
+                ctr,
+                iv,
+                init,
+                step,
+                lim,
+                lim_const,
+                init_reg: None,
+                invariants: Vec::new(),
+                synthetic,
+            }));
+        }
+        fwd_def.resize(fwd.values.len(), None);
+        let mut set_once = vec![false; rev.values.len()];
+        for (v, once) in single_contribution(p, &cfg, &active)
+            .into_iter()
+            .enumerate()
+        {
+            if let (true, Some(c)) = (once, cot[v]) {
+                set_once[c.index()] = true;
+            }
+        }
+        let nblocks = p.blocks.len();
+        let mut t = Transform {
+            module,
+            p,
+            cfg,
+            active,
+            fwd,
+            fwd_def,
+            def_inst,
+            loops,
+            arrays_immutable,
+            overwritten: HashMap::new(),
+            calls: HashMap::new(),
+            factors: HashMap::new(),
+            rev,
+            mirror: Vec::new(),
+            cot,
+            consts: HashMap::new(),
+            seed,
+            sink: None,
+            needs: vec![Vec::new(); nblocks],
+            remat: vec![Vec::new(); nblocks],
+            remat_memo: HashMap::new(),
+            frags: vec![Vec::new(); nblocks],
+            entry_values: Vec::new(),
+            set_once,
+        };
+        // Constants made while setting up the loops are shared from now on.
+        for (i, v) in t.rev.values.iter().enumerate() {
+            if let Some(k) = v.konst {
+                t.consts.insert((v.ty, k), ValueId(i as u32));
+            }
+        }
+        t
+    }
+}

@@ -1,0 +1,146 @@
+//! How the reverse code gets each forward value a fragment reads (a `Supply`):
+//! a constant, an entry value, a loop counter, a value pushed at a loop's
+//! exits, a recomputation, or a push by the forward block; and the order of
+//! each block's pushes.
+
+use super::*;
+
+impl<'a> Transform<'a> {
+    /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
+    /// `depth` counts nested recomputations.
+    pub(super) fn supply(&self, b: BlockId, v: ValueId, depth: u32) -> Supply {
+        if self.fwd.values[v.index()].konst.is_some() {
+            return Supply::Const;
+        }
+        let def = self.fwd_def.get(v.index()).copied().flatten();
+        if def == Some(BlockId(0)) {
+            return Supply::Entry;
+        }
+        let mut invariant = None;
+        for l in self.cfg.loops_around(b) {
+            let Some(s) = &self.loops[l] else { continue };
+            if s.iv == v {
+                return Supply::Counter(l);
+            }
+            if def.is_some_and(|d| !self.cfg.loops[l].contains(d)) {
+                invariant = Some(l);
+            }
+        }
+        if let Some(l) = invariant {
+            return Supply::Invariant(l);
+        }
+        if depth < MAX_REMAT_DEPTH {
+            if let Some(inst) = self.remat_inst(v) {
+                let available = inst
+                    .args
+                    .iter()
+                    .all(|a| self.supply(b, *a, depth + 1) != Supply::Push);
+                if available {
+                    return Supply::Remat;
+                }
+            }
+        }
+        Supply::Push
+    }
+
+    /// The primal instruction defining `v`, if the reverse code may simply
+    /// run it again: pure, cheap, and reading nothing that can have changed
+    /// (see [`Transform::arrays_immutable`]). A repeated instruction sees
+    /// the operands it saw in the forward code, so it cannot trap.
+    pub(super) fn remat_inst(&self, v: ValueId) -> Option<&'a Inst> {
+        let (b, i) = self.def_inst.get(v.index()).copied().flatten()?;
+        let inst = &self.p.blocks[b].insts[i];
+        let cheap = match inst.op.facts().remat {
+            Remat::Cheap => true,
+            Remat::CheapUnlessArraysChange => self.arrays_immutable,
+            Remat::Never => false,
+        };
+        cheap.then_some(inst)
+    }
+
+    /// The reverse register from which the reverse block of `b` reads
+    /// forward value `v`, arranging for it to be there.
+    pub(super) fn supply_reg(&mut self, b: BlockId, v: ValueId) -> ValueId {
+        match self.supply(b, v, 0) {
+            Supply::Const => {
+                let data = &self.fwd.values[v.index()];
+                let (ty, bits) = (data.ty, data.konst.unwrap_or(0));
+                self.konst(ty, bits)
+            }
+            Supply::Entry => {
+                if !self.entry_values.contains(&v) {
+                    self.entry_values.push(v);
+                }
+                self.mirror_of(v)
+            }
+            Supply::Counter(l) => self.loops[l].as_ref().map_or(v, |s| s.ctr),
+            Supply::Invariant(l) => {
+                if let Some(s) = &mut self.loops[l] {
+                    if !s.invariants.contains(&v) {
+                        s.invariants.push(v);
+                    }
+                }
+                self.mirror_of(v)
+            }
+            Supply::Remat => self.rematerialize(b, v),
+            Supply::Push => {
+                let needs = &mut self.needs[b.index()];
+                if !needs.contains(&v) {
+                    needs.push(v);
+                }
+                self.mirror_of(v)
+            }
+        }
+    }
+
+    /// Recompute `v` at the top of `b`'s reverse block (once per block).
+    pub(super) fn rematerialize(&mut self, b: BlockId, v: ValueId) -> ValueId {
+        if let Some(r) = self.remat_memo.get(&(b.index(), v)) {
+            return *r;
+        }
+        let Some(inst) = self.remat_inst(v) else {
+            return self.mirror_of(v);
+        };
+        let args: Vec<ValueId> = inst.args.iter().map(|a| self.supply_reg(b, *a)).collect();
+        let data = &self.fwd.values[v.index()];
+        let dst = self.rev.new_value(data.ty, data.name.clone());
+        self.remat[b.index()].push(Inst::new(inst.op, Some(dst), args, inst.loc));
+        self.remat_memo.insert((b.index(), v), dst);
+        dst
+    }
+
+    /// Put each block's pushes in the order the forward code makes them:
+    /// values defined before the block first (pushed on entry), then values
+    /// the block defines, each pushed right after its definition. Pushing
+    /// early ends the value's use in the forward code as soon as possible,
+    /// which lets the lowering coalesce loop-carried values into their phis'
+    /// registers. The reverse block pops in the opposite order.
+    pub(super) fn order_needs(&mut self) {
+        for b in 0..self.p.blocks.len() {
+            let mut late = Vec::new();
+            for (i, inst) in self.p.blocks[b].insts.iter().enumerate() {
+                if let Some(old) = self.overwritten.get(&(b, i)) {
+                    late.push(*old);
+                }
+                // A factor before its instruction's result: the reverse
+                // code reads the result first (in the fragments of later
+                // readers) and the factor last (in the instruction's own
+                // fragment), so popping in that order lets both pops fuse.
+                if let Some(f) = self.factors.get(&(b, i)) {
+                    late.push(*f);
+                }
+                if let Some(d) = inst.dst {
+                    late.push(d);
+                }
+            }
+            let needs = &self.needs[b];
+            let mut ordered: Vec<ValueId> = needs
+                .iter()
+                .copied()
+                .filter(|v| !late.contains(v))
+                .collect();
+            ordered.extend(late.into_iter().filter(|v| needs.contains(v)));
+            self.needs[b] = ordered;
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The reverse function's values and blocks: constants, the reverse-frame copy
+//! of a forward value, new blocks.
+
+use super::*;
+
+impl Transform<'_> {
+    pub(super) fn kf(&mut self, x: f64) -> ValueId {
+        self.konst(Type::F64, x.to_bits())
+    }
+
+    pub(super) fn konst(&mut self, ty: Type, bits: u64) -> ValueId {
+        if let Some(v) = self.consts.get(&(ty, bits)) {
+            return *v;
+        }
+        let v = self.rev.new_const(ty, bits);
+        self.consts.insert((ty, bits), v);
+        v
+    }
+
+    pub(super) fn mirror_of(&mut self, v: ValueId) -> ValueId {
+        if self.mirror.len() < self.fwd.values.len() {
+            self.mirror.resize(self.fwd.values.len(), None);
+        }
+        if let Some(m) = self.mirror[v.index()] {
+            return m;
+        }
+        let data = &self.fwd.values[v.index()];
+        let m = self.rev.new_value(data.ty, data.name.clone());
+        self.mirror[v.index()] = Some(m);
+        m
+    }
+
+    pub(super) fn new_block(&mut self, name: String) -> BlockId {
+        self.rev.blocks.push(Block {
+            name,
+            phis: Vec::new(),
+            insts: Vec::new(),
+            term: Term::RetN(Vec::new()),
+            term_loc: Loc::default(),
+        });
+        BlockId(self.rev.blocks.len() as u32 - 1)
+    }
+
+    /// Whether block `b` has an active f64 phi (its incoming edges then need
+    /// reverse edge blocks).
+    pub(super) fn has_active_phis(&self, b: usize) -> bool {
+        self.p.blocks[b]
+            .phis
+            .iter()
+            .any(|phi| self.cot[phi.dst.index()].is_some())
+    }
+}
+
+/// A constant of `f` (used while the transform's constant table does not
+/// exist yet).
+pub(super) fn konst_in(f: &mut Function, ty: Type, bits: u64) -> ValueId {
+    match f
+        .values
+        .iter()
+        .position(|v| v.ty == ty && v.konst == Some(bits))
+    {
+        Some(i) => ValueId(i as u32),
+        None => f.new_const(ty, bits),
+    }
+}
+
+pub(super) fn blk_push(k: u32) -> Inst {
+    let mut i = Inst::new(Op::BlkPush, None, Vec::new(), Loc::default());
+    i.imm = k;
+    i
+}
