@@ -1,0 +1,336 @@
+//! Deriving: building (lazily, callees included, so that recursion works) the
+//! forward and reverse functions of a function with respect to a selection of
+//! parameters, the placeholders that reserve their ids, the rollback of a
+//! failed derivation, and the listings of derived code.
+
+use crate::*;
+
+impl Engine {
+    /// The derived pair of `f` with respect to `wrt` if it is built and `f`
+    /// is a gradient target: what [`Engine::derive_wrt`] returns then.
+    #[inline]
+    pub(crate) fn built(&self, f: FuncId, wrt: &[bool]) -> Option<Derived> {
+        let func = self.module.funcs.get(f.index())?;
+        if func.ret != RetType::One(Type::F64) {
+            return None;
+        }
+        lookup(&self.derived, f, wrt)
+    }
+
+    /// The forward and reverse functions of `f` with respect to every `f64`
+    /// and `f64[]` parameter, building them (and those of every function
+    /// they call through) on first use.
+    pub fn derive(&mut self, f: FuncId) -> Result<Derived, AdError> {
+        let wrt = self.take_full_mask(f)?;
+        let result = self.derive_wrt(f, &wrt);
+        self.full_masks[f.index()] = wrt;
+        result
+    }
+
+    /// The forward and reverse functions of `f` with respect to the
+    /// parameters selected by `wrt` (one flag per parameter), building them
+    /// on first use. Callees are derived with respect to the arguments that
+    /// are active at each call.
+    pub fn derive_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        // Only valid masks are ever cached, so a hit needs no check. (A
+        // function that returns no f64 may have been derived as a callee,
+        // but is no gradient target: `built` checks that before the cache.)
+        if let Some(d) = self.built(f, wrt) {
+            return Ok(d);
+        }
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        if func.ret != RetType::One(Type::F64) {
+            return Err(AdError::NotDifferentiable(format!(
+                "@{} returns {}, not f64",
+                func.name,
+                ret_text(&func.ret)
+            )));
+        }
+        self.derive_any(f, wrt)
+    }
+
+    /// [`Engine::derive_wrt`] for a function of any result (an `f64[]`
+    /// result's cotangent is its shadow array, see [`Engine::vjp_wrt`]).
+    pub(crate) fn derive_any(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        if let Some(d) = lookup(&self.derived, f, wrt) {
+            return Ok(d);
+        }
+        let func = self
+            .module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        check_mask(func, wrt)?;
+        let first_new = self.program.len();
+        let result = self.derive_all(f, wrt);
+        if result.is_err() {
+            self.rollback(first_new);
+        }
+        result
+    }
+
+    /// Forget every derived function from bytecode id `first_new` on: what
+    /// a failed derivation leaves behind.
+    pub(crate) fn rollback(&mut self, first_new: usize) {
+        Arc::make_mut(&mut self.program).truncate(first_new);
+        Arc::make_mut(&mut self.derived_ir).truncate(first_new - self.module.funcs.len());
+        for list in self.derived.iter_mut() {
+            list.retain(|(_, d)| d.fwd.index() < first_new);
+        }
+        for list in self.jvps.iter_mut() {
+            list.retain(|(_, id)| id.index() < first_new);
+        }
+        self.derived_tangents
+            .retain(|g, t| g.index() < first_new && t.index() < first_new);
+    }
+
+    pub(crate) fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
+        let first_new = self.program.len();
+        let mut work = Vec::new();
+        let root = self.reserve(f, wrt.into(), &mut work);
+        while let Some((g, gw)) = work.pop() {
+            let mut pending = Vec::new();
+            let (fwd, rev) = {
+                let program_len = &mut self.program.len();
+                let derived = &mut self.derived;
+                let mut ids = |h: FuncId, hw: Vec<bool>| {
+                    if let Some(d) = lookup(derived, h, &hw) {
+                        return d;
+                    }
+                    let d = Derived {
+                        fwd: FuncId(*program_len as u32),
+                        rev: FuncId(*program_len as u32 + 1),
+                    };
+                    *program_len += 2;
+                    let hw = hw.into_boxed_slice();
+                    derived[h.index()].push((hw.clone(), d));
+                    pending.push((h, hw));
+                    d
+                };
+                transform(&self.module, g, &gw, &mut ids, self.cleanup).map_err(|NoRule(op)| {
+                    AdError::NotDifferentiable(format!(
+                        "@{} contains `{}`, which has no reverse-mode rule: only the AD stage \
+                         or the lowering writes it",
+                        self.module.func(g).name,
+                        op.mnemonic()
+                    ))
+                })?
+            };
+            // Placeholders for functions reserved while transforming `g`.
+            for (h, hw) in pending {
+                self.push_placeholders(h, &hw);
+                work.push((h, hw));
+            }
+            let d = lookup(&self.derived, g, &gw)
+                .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
+            for (id, mut func) in [(d.fwd, fwd), (d.rev, rev)] {
+                func.name = self.program.func(id).name.clone();
+                let bc = vm::lower::lower_function(&func).map_err(|e| match e {
+                    // A limit of the VM a large user function can reach:
+                    // tell the user, it is no bug.
+                    vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
+                        func: self.module.func(g).name.clone(),
+                        derived: func.name.clone(),
+                        registers: needed,
+                    },
+                    e => AdError::Internal(format!("lowering {}: {e}", func.name)),
+                })?;
+                Arc::make_mut(&mut self.program)
+                    .set(id, bc)
+                    .map_err(|e| AdError::Internal(e.to_string()))?;
+                let first_derived = self.module.funcs.len();
+                Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
+            }
+        }
+        for i in first_new..self.program.len() {
+            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+                .map_err(|errs| {
+                    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
+                    AdError::Internal(format!(
+                        "derived code failed verification: {}",
+                        text.join("; ")
+                    ))
+                })?;
+        }
+        Ok(root)
+    }
+
+    /// Reserve ids for `f`'s derived pair with respect to `wrt` and queue it.
+    pub(crate) fn reserve(
+        &mut self,
+        f: FuncId,
+        wrt: Box<[bool]>,
+        work: &mut Vec<(FuncId, Box<[bool]>)>,
+    ) -> Derived {
+        let n = self.program.len() as u32;
+        let d = Derived {
+            fwd: FuncId(n),
+            rev: FuncId(n + 1),
+        };
+        self.derived[f.index()].push((wrt.clone(), d));
+        self.push_placeholders(f, &wrt);
+        work.push((f, wrt));
+        d
+    }
+
+    /// Empty functions standing for `f`'s derived pair until it is built,
+    /// named `f.fwd` / `f.rev`, or `f.fwd.wrt.a.b` / `f.rev.wrt.a.b` when
+    /// only parameters `a` and `b` are selected; followed by `'` (which no
+    /// user function's name contains) as often as needed to differ from a
+    /// user function of that name, so that listings and trap messages
+    /// name one function each.
+    pub(crate) fn push_placeholders(&mut self, f: FuncId, wrt: &[bool]) {
+        for part in ["fwd", "rev"] {
+            self.push_placeholder(f, wrt, part);
+        }
+    }
+
+    /// One empty function standing for a derived function of `f` (`part`
+    /// is `fwd`, `rev` or `jvp`), named as [`Engine::push_placeholders`]
+    /// says.
+    pub(crate) fn push_placeholder(&mut self, f: FuncId, wrt: &[bool], part: &str) {
+        let func = self.module.func(f);
+        // (Not `full_masks`, which a caller may have taken out for the call.)
+        let full = *analysis::all_params(func) == *wrt;
+        let suffix = if full {
+            String::new()
+        } else {
+            let names: Vec<String> = func
+                .params
+                .iter()
+                .zip(wrt)
+                .enumerate()
+                .filter(|(_, (_, w))| **w)
+                .map(|(i, (p, _))| {
+                    func.values[p.index()]
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| i.to_string())
+                })
+                .collect();
+            format!(".wrt.{}", names.join("."))
+        };
+        self.push_named_placeholder(format!("{}.{part}{suffix}", func.name));
+    }
+
+    /// One empty function named `name` (followed by `'` as often as needed
+    /// to differ from a user function's name) standing for a derived
+    /// function until it is built.
+    pub(crate) fn push_named_placeholder(&mut self, mut name: String) {
+        while self.derived_like.contains(&name) {
+            name.push('\'');
+        }
+        let placeholder = vm::bytecode::Function {
+            name: name.clone(),
+            param_types: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            reg_types: Vec::new(),
+            consts: Vec::new(),
+            code: Vec::new(),
+            sites: Vec::new(),
+            tables: Vec::new(),
+            lists: Vec::new(),
+            blocks: Vec::new(),
+            locs: Vec::new(),
+            reg_names: Vec::new(),
+        };
+        Arc::make_mut(&mut self.program).push(placeholder);
+        Arc::make_mut(&mut self.derived_ir).push(ir::Function {
+            name,
+            params: Vec::new(),
+            ret: RetType::Many(Vec::new()),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Default::default(),
+        });
+    }
+
+    /// The IR of a derived function (forward or reverse), by bytecode id.
+    pub fn derived_ir(&self, id: FuncId) -> Option<&ir::Function> {
+        id.index()
+            .checked_sub(self.module.funcs.len())
+            .and_then(|i| self.derived_ir.get(i))
+    }
+
+    /// Forward and reverse bytecode of `f` and of every function derived
+    /// with it, as text.
+    pub fn disasm_ad(&mut self, f: FuncId) -> Result<String, AdError> {
+        let d = self.derive(f)?;
+        Ok(self.disasm_derived(d))
+    }
+
+    /// Like [`Engine::disasm_ad`], with respect to the parameters selected
+    /// by `wrt`.
+    pub fn disasm_ad_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<String, AdError> {
+        let d = self.derive_wrt(f, wrt)?;
+        Ok(self.disasm_derived(d))
+    }
+
+    /// The derived functions reachable from `d`, as text, callees named.
+    pub(crate) fn disasm_derived(&self, d: Derived) -> String {
+        let mut out = String::new();
+        for g in self.reachable_from(d) {
+            out.push_str(&vm::disasm::function_in(
+                self.program.func(g),
+                Some(&self.program),
+            ));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Derived functions reachable from `f`'s pair (with respect to every
+    /// parameter) through call sites, in order of discovery (forward then
+    /// reverse of each). Empty if that pair is not built yet.
+    pub fn reachable_derived(&self, f: FuncId) -> Vec<FuncId> {
+        let full = self.full_masks.get(f.index()).map(|m| &**m).unwrap_or(&[]);
+        match lookup(&self.derived, f, full) {
+            Some(d) => self.reachable_from(d),
+            None => Vec::new(),
+        }
+    }
+
+    /// Derived functions reachable from the pair `d` through call sites, in
+    /// order of discovery (forward then reverse of each).
+    pub fn reachable_from(&self, d: Derived) -> Vec<FuncId> {
+        self.reachable_from_all(&[d])
+    }
+
+    /// Derived functions reachable from the pairs `roots` through call
+    /// sites, each once: depth first from each root in turn (its forward,
+    /// then its reverse function), callees in id order, skipping functions
+    /// listed already. Linear in the derived functions and call sites.
+    pub fn reachable_from_all(&self, roots: &[Derived]) -> Vec<FuncId> {
+        let first_derived = self.module.funcs.len();
+        let mut seen = vec![false; self.program.len()];
+        let mut out = Vec::new();
+        for d in roots {
+            let mut stack = vec![d.rev, d.fwd];
+            while let Some(g) = stack.pop() {
+                match seen.get_mut(g.index()) {
+                    Some(s) if !*s => *s = true,
+                    _ => continue,
+                }
+                out.push(g);
+                let mut callees: Vec<FuncId> = self
+                    .program
+                    .func(g)
+                    .sites
+                    .iter()
+                    .map(|s| s.func)
+                    .filter(|c| {
+                        c.index() >= first_derived && !seen.get(c.index()).copied().unwrap_or(true)
+                    })
+                    .collect();
+                callees.sort();
+                callees.dedup();
+                stack.extend(callees.into_iter().rev());
+            }
+        }
+        out
+    }
+}

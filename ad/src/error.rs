@@ -1,0 +1,66 @@
+//! Why a run or a derivative could not be computed: `AdError`.
+
+use crate::*;
+
+/// Why a gradient (or a run) could not be computed.
+#[derive(Debug)]
+pub enum AdError {
+    /// The program trapped (forward or reverse).
+    Trap(Trap),
+    /// The function cannot be differentiated (e.g. it does not return f64).
+    NotDifferentiable(String),
+    /// The arguments do not match the parameters.
+    Args(String),
+    /// A derived function of `func` (`derived`, its forward or reverse
+    /// function) needs more registers than a bytecode frame holds. A limit
+    /// of advm, not a bug: the reverse function keeps about two registers
+    /// per active value, so a function with more than about 32 000 active
+    /// values must be split into smaller ones.
+    TooLarge {
+        func: String,
+        derived: String,
+        registers: usize,
+    },
+    /// The module given to [`Engine::new`] is not valid: malformed IR
+    /// (ids out of range, a call to no function, ...) or bytecode the
+    /// verifier refuses. A library user's error; the assembler's modules
+    /// are always valid.
+    InvalidModule(String),
+    /// A derived function failed lowering or verification: a bug in advm.
+    Internal(String),
+}
+
+impl fmt::Display for AdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AdError::Trap(t) => write!(f, "{t}"),
+            AdError::NotDifferentiable(m) => write!(f, "cannot differentiate: {m}"),
+            AdError::Args(m) => write!(f, "bad arguments: {m}"),
+            AdError::TooLarge {
+                func,
+                derived,
+                registers,
+            } => write!(
+                f,
+                "cannot differentiate @{func}: its derived function @{derived} needs {registers} \
+                 registers, more than a frame holds (at most {FRAME_REGISTERS}); split @{func} \
+                 into smaller functions (the reverse function needs about two registers per \
+                 active value)"
+            ),
+            AdError::InvalidModule(m) => write!(f, "invalid module: {m}"),
+            AdError::Internal(m) => write!(f, "internal error (please report): {m}"),
+        }
+    }
+}
+
+impl std::error::Error for AdError {}
+
+/// Registers one bytecode frame can hold (register operands are `u16`), as
+/// `vm::lower::LowerError::TooManyRegisters` says.
+pub const FRAME_REGISTERS: usize = u16::MAX as usize;
+
+impl From<Trap> for AdError {
+    fn from(t: Trap) -> AdError {
+        AdError::Trap(t)
+    }
+}

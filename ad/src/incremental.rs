@@ -1,0 +1,109 @@
+//! Adding functions to an engine that has run (the REPL's definitions): only
+//! the new functions are inlined, lowered and verified.
+
+use crate::*;
+
+impl Engine {
+    /// Append user functions, with ids from the number of functions on:
+    /// their calls name functions by those ids (the new ones included).
+    /// Every derived function is dropped (as in a fresh engine), and
+    /// [`Prepared`] gradients of this engine are no longer valid. The new
+    /// functions are checked, inlined, lowered and verified as
+    /// [`Engine::with_inlining`] would (the same code, unless the module's
+    /// growth budget for inlining ran out); the others are left as they
+    /// are, so adding `k` functions costs time in `k`, not in the size of
+    /// the module. On an error the engine is as it was, but for its
+    /// derived functions, which may have been dropped.
+    pub fn add_functions(&mut self, funcs: Vec<ir::Function>) -> Result<(), AdError> {
+        let n = self.module.funcs.len();
+        let inlining = self.policy != Policy::NONE;
+        let added = funcs.len();
+        let given = if inlining {
+            &mut self.original
+        } else {
+            Arc::make_mut(&mut self.module)
+        };
+        given.funcs.extend(funcs);
+        let undo = |e: &mut Engine, err: AdError| {
+            let given = if inlining {
+                &mut e.original
+            } else {
+                Arc::make_mut(&mut e.module)
+            };
+            given.funcs.truncate(n);
+            Arc::make_mut(&mut e.module).funcs.truncate(n);
+            Arc::make_mut(&mut e.program).truncate(n);
+            e.derived.iter_mut().for_each(Vec::clear);
+            Arc::make_mut(&mut e.derived_ir).clear();
+            Err(err)
+        };
+        let given = if inlining {
+            &self.original
+        } else {
+            &self.module
+        };
+        let checked = (n..n + added).try_for_each(|i| {
+            vm::lower::check_function(given, &given.funcs[i])
+                .map_err(|e| AdError::InvalidModule(e.to_string()))
+        });
+        if let Err(e) = checked {
+            return undo(self, e);
+        }
+        let grown: usize = given.funcs[n..].iter().map(vm::inline::size).sum();
+        let (mut budget, total) = (self.budget, self.total_size + grown);
+        if inlining {
+            // The module's budget is the larger of the policy's and its
+            // size: what a larger module adds to it.
+            let growth = self.policy.max_unit_growth;
+            budget += total.max(growth) - self.total_size.max(growth);
+            for i in n..n + added {
+                let f = vm::inline::inline_appended(
+                    &self.original,
+                    FuncId(i as u32),
+                    &self.policy,
+                    &mut budget,
+                );
+                Arc::make_mut(&mut self.module).funcs.push(f);
+            }
+        }
+        // Derived functions follow the user functions in the program.
+        Arc::make_mut(&mut self.program).truncate(n);
+        for i in n..n + added {
+            match vm::lower::lower_function(&self.module.funcs[i]) {
+                Ok(bc) => {
+                    Arc::make_mut(&mut self.program).push(bc);
+                }
+                Err(e) => return undo(self, AdError::InvalidModule(format!("lowering: {e}"))),
+            }
+        }
+        for i in n..n + added {
+            if let Err(errs) =
+                vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+            {
+                let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
+                return undo(
+                    self,
+                    AdError::InvalidModule(format!(
+                        "bytecode failed verification: {}",
+                        text.join("; ")
+                    )),
+                );
+            }
+        }
+        self.budget = budget;
+        self.total_size = total;
+        self.derived.iter_mut().for_each(Vec::clear);
+        self.derived.resize(n + added, Vec::new());
+        Arc::make_mut(&mut self.derived_ir).clear();
+        for f in &self.module.funcs[n..] {
+            self.full_masks
+                .push(analysis::all_params(f).into_boxed_slice());
+            if f.name.contains(".fwd") || f.name.contains(".rev") {
+                Arc::make_mut(&mut self.derived_like).insert(f.name.clone());
+            }
+        }
+        self.id = engine_id();
+        self.index_names(n);
+        Ok(())
+    }
+}
