@@ -170,12 +170,15 @@ struct Sig {
 /// The functions of the module, by name.
 struct Globals<'a> {
     by_name: HashMap<&'a str, u32>,
+    /// The names defined, in order of definition (for suggestions).
+    names: Vec<&'a str>,
     sigs: Vec<Sig>,
 }
 
 impl<'a> Globals<'a> {
     fn new(funcs: &'a [FuncAst], sink: &mut Sink) -> Globals<'a> {
         let mut by_name: HashMap<&'a str, u32> = HashMap::new();
+        let mut names = Vec::new();
         let mut sigs = Vec::new();
         for (i, f) in funcs.iter().enumerate() {
             let params: Vec<Option<Type>> = f.params.iter().map(|p| p.ty).collect();
@@ -200,9 +203,14 @@ impl<'a> Globals<'a> {
                 sink.error(f.name.span, msg);
             } else {
                 by_name.insert(f.name.text.as_str(), i as u32);
+                names.push(f.name.text.as_str());
             }
         }
-        Globals { by_name, sigs }
+        Globals {
+            by_name,
+            names,
+            sigs,
+        }
     }
 }
 
@@ -866,9 +874,10 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     ) -> Option<CInst> {
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
             self.check_dst(line, true);
+            let near = crate::diag::closest(&callee.text, self.globals.names.iter().copied());
             self.error(
                 callee.span,
-                Diagnostic::unknown_function_message(&callee.text),
+                Diagnostic::unknown_function_message(&callee.text, near),
             );
             return self.resolve_only(args);
         };
