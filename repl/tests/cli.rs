@@ -1122,8 +1122,14 @@ fn disasm_jvp_prints_the_tangent_code() {
         "s",
     ]);
     assert!(part.contains("fn @f.jvp.wrt.s("), "{part}");
-    // --jvp needs --fn; --wrt needs --ad or --jvp.
-    assert_eq!(status(&advm(&["disasm", POW, "--jvp"])), 64);
+    // --jvp needs --fn when the file has several functions; --wrt needs
+    // --ad or --jvp.
+    let o = advm(&["disasm", "programs/mutual.adasm", "--jvp"]);
+    assert_eq!(status(&o), 64, "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        "advm: --jvp needs --fn NAME: programs/mutual.adasm defines @even, @odd\n"
+    );
     assert_eq!(
         status(&advm(&["disasm", POW, "--fn", "pow", "--wrt", "x"])),
         64
@@ -1541,8 +1547,13 @@ fn disasm_hvp_and_bench_hvp_ns() {
     }
     // The tangent of the pullback pops each tangent and value.
     assert!(out.contains("comms.pop   %t.x"), "{out}");
-    let o = advm(&["disasm", POW, "--hvp"]);
-    assert_eq!(status(&o), 64, "--hvp needs --fn");
+    let o = advm(&["disasm", "programs/mutual.adasm", "--hvp"]);
+    assert_eq!(status(&o), 64, "--hvp needs --fn with several functions");
+    assert!(
+        text(&o.stderr).contains("--hvp needs --fn NAME"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = advm(&["disasm", POW, "--fn", "pow", "--hvp", "--ad"]);
     assert_eq!(status(&o), 64, "--hvp and --ad conflict");
     let j = ok_json(&["bench", POW, "--fn", "pow", "--args", "[1.5, 4]", "--json"]);
