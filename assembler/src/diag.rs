@@ -75,8 +75,9 @@ impl Diagnostic {
 /// smallest edit distance (insertions, deletions, substitutions and swaps
 /// of two neighbouring characters; a difference of letter case only is
 /// preferred to any other), if that distance is at most a third of
-/// `name`'s length (at least 1). The first of equally close candidates
-/// wins; `name` itself is never suggested.
+/// `name`'s length (at least 1). Of equally close candidates the least in
+/// string order wins (the answer does not depend on the candidates'
+/// order); `name` itself is never suggested.
 ///
 /// ```
 /// let names = ["main", "pow", "power"];
@@ -92,14 +93,18 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             continue;
         }
         if c.eq_ignore_ascii_case(name) {
-            return Some(c);
+            // Closer than any edit: rank it below distance 1.
+            if best.is_none_or(|(b, n)| b > 0 || c < n) {
+                best = Some((0, c));
+            }
+            continue;
         }
         // Too different in length to be within the limit: skip the work.
         if c.chars().count().abs_diff(name.chars().count()) > limit {
             continue;
         }
         let d = edit_distance(name, c);
-        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+        if d <= limit && best.is_none_or(|(b, n)| d < b || (d == b && c < n)) {
             best = Some((d, c));
         }
     }
@@ -508,8 +513,12 @@ mod tests {
         assert_eq!(closest("pow", ["pow"]), None);
         assert_eq!(closest("xyzzy", names), None);
         assert_eq!(closest("x", std::iter::empty()), None);
-        // Short names allow one edit; the first of equals wins.
+        // Short names allow one edit; the least of equals wins, in any
+        // order.
         assert_eq!(closest("g", ["f", "h"]), Some("f"));
+        assert_eq!(closest("g", ["h", "f"]), Some("f"));
+        assert_eq!(closest("ab", ["AB", "Ab"]), Some("AB"));
+        assert_eq!(closest("ab", ["Ab", "AB"]), Some("AB"));
         assert_eq!(closest("ab", ["xy"]), None);
     }
 

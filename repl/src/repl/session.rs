@@ -61,6 +61,14 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     (":hvp", " @f", "Hessian-vector product bytecode"),
 ];
 
+/// `; did you mean `:load`?` when a command of [`COMMANDS`] is close to
+/// the unknown `cmd` (see [`assembler::closest`]), else nothing.
+fn command_like(cmd: &str) -> String {
+    assembler::closest(cmd, COMMANDS.iter().map(|(c, _, _)| *c))
+        .map(|c| format!("; did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
 pub const HELP: &str = "\
   fn @f(%x: f64) -> f64 {     define or replace a function; the input goes on
     ...                       until the braces balance (Ctrl-C abandons it)
@@ -459,11 +467,17 @@ impl Session {
                 .and_then(|f| self.engine_mut()?.disasm_jvp(f).map_err(ad_problem)),
             _ if cmd.starts_with('@') => self.run(line),
             _ if cmd.starts_with(':') => Err(Problem::at(
-                format!("unknown command {cmd} (:help lists them)"),
+                format!(
+                    "unknown command {cmd}{} (:help lists them)",
+                    command_like(cmd)
+                ),
                 0..cmd.len(),
             )),
             _ => Err(Problem::at(
-                "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`",
+                format!(
+                    "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`{}",
+                    command_like(cmd)
+                ),
                 0..cmd.len(),
             )),
         };
@@ -1356,8 +1370,17 @@ impl Session {
             ));
         }
         self.engine_mut()?;
+        let defined: Vec<&str> = self
+            .engine
+            .as_ref()
+            .map(|e| e.module().funcs.iter().map(|f| f.name.as_str()).collect())
+            .unwrap_or_default();
+        let pending = self.pending.iter().map(|p| p.chunk.name.as_str());
+        let near = assembler::closest(bare, defined.into_iter().chain(pending))
+            .map(|n| format!("; did you mean @{n}?"))
+            .unwrap_or_default();
         Err(Problem::at(
-            format!("no function @{bare} (:funcs lists them)"),
+            format!("no function @{bare}{near} (:funcs lists them)"),
             at,
         ))
     }
@@ -1938,6 +1961,27 @@ mod tests {
         );
         let e = err(s.execute(":frobnicate"));
         assert!(e.starts_with("<input>:1:1: error: unknown command"), "{e}");
+        assert!(!e.contains("did you mean"), "{e}");
+        let e = err(s.execute(":laod f.adasm"));
+        assert!(
+            e.starts_with(
+                "<input>:1:1: error: unknown command :laod; did you mean `:load`? (:help lists them)"
+            ),
+            "{e}"
+        );
+        let e = err(s.execute("gard @sq(1.0)"));
+        assert!(e.contains("`:help`; did you mean `grad`?"), "{e}");
+        let e = err(s.execute("load f.adasm"));
+        assert!(e.contains("did you mean `:load`?"), "{e}");
+        let e = err(s.execute("grad @qs(1.0)"));
+        assert!(
+            e.starts_with(
+                "<input>:1:6: error: no function @qs; did you mean @sq? (:funcs lists them)"
+            ),
+            "{e}"
+        );
+        let e = err(s.execute(":ad @Sq"));
+        assert!(e.contains("no function @Sq; did you mean @sq?"), "{e}");
         let e = err(s.execute(":disasm @nope"));
         assert!(e.contains("1:9: error: no function @nope"), "{e}");
         let e = err(s.execute(":ad"));
