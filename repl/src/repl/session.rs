@@ -138,13 +138,35 @@ struct Pending {
 }
 
 impl Pending {
-    /// `@a is pending until @b is defined`
+    /// `@a is pending until @b is defined`, and `; did you mean @c?` when
+    /// a function it waits for is close to a defined one (a misspelt call).
     fn note(&self, engine: Option<&Engine>) -> String {
-        format!(
+        let mut out = format!(
             "@{} is pending until {}",
             self.chunk.name,
             self.until(engine)
-        )
+        );
+        let hints: Vec<String> = engine
+            .map(|e| {
+                let names: Vec<&str> = e.module().funcs.iter().map(|f| f.name.as_str()).collect();
+                self.waits
+                    .iter()
+                    .filter(|w| e.find(w).is_none())
+                    .filter_map(|w| {
+                        let near = assembler::closest(w, names.iter().copied())?;
+                        Some(if self.waits.len() == 1 {
+                            format!("@{near}")
+                        } else {
+                            format!("@{near} for @{w}")
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !hints.is_empty() {
+            out.push_str(&format!("; did you mean {}?", list(&hints)));
+        }
+        out
     }
 
     /// `@b is defined`, `@b and @c are defined`, `@b, @c and @d are
@@ -1881,6 +1903,35 @@ mod tests {
             Reply::Err(s) => s,
             other => panic!("expected an error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_misspelt_call_waits_with_a_suggestion() {
+        let mut s = session();
+        out(s.execute(SQ));
+        let call = |callee: &str| {
+            format!("fn @f(%x: f64) -> f64 {{\nentry:\n    %y = call @{callee}(%x)\n    ret %y\n}}")
+        };
+        assert_eq!(
+            out(s.execute(&call("qs"))),
+            "@f is pending until @qs is defined; did you mean @sq?"
+        );
+        assert_eq!(
+            out(s.execute(":funcs")).lines().last(),
+            Some("; @f is pending until @qs is defined; did you mean @sq?")
+        );
+        // Nothing close: the plain note.
+        assert_eq!(
+            out(s.execute(&call("later"))),
+            "@f is pending until @later is defined"
+        );
+        // Two waits: each hint names its call.
+        let two = "fn @g(%x: f64) -> f64 {\nentry:\n    %y = call @qs(%x)\n    \
+                   %z = call @later(%y)\n    ret %z\n}";
+        assert_eq!(
+            out(s.execute(two)),
+            "@g is pending until @qs and @later are defined; did you mean @sq for @qs?"
+        );
     }
 
     const SQ: &str = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}";
