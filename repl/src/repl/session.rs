@@ -140,6 +140,9 @@ struct Pending {
 impl Pending {
     /// `@a is pending until @b is defined`, and `; did you mean @c?` when
     /// a function it waits for is close to a defined one (a misspelt call).
+    /// Waiting is no error (definitions may come in any order), so only
+    /// names of at least [`HINT_MIN_CHARS`] characters get a hint: one
+    /// edit turns any short name into another.
     fn note(&self, engine: Option<&Engine>) -> String {
         let mut out = format!(
             "@{} is pending until {}",
@@ -148,10 +151,16 @@ impl Pending {
         );
         let hints: Vec<String> = engine
             .map(|e| {
-                let names: Vec<&str> = e.module().funcs.iter().map(|f| f.name.as_str()).collect();
+                let names: Vec<&str> = e
+                    .module()
+                    .funcs
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .filter(|n| *n != self.chunk.name)
+                    .collect();
                 self.waits
                     .iter()
-                    .filter(|w| e.find(w).is_none())
+                    .filter(|w| w.chars().count() >= HINT_MIN_CHARS && e.find(w).is_none())
                     .filter_map(|w| {
                         let near = assembler::closest(w, names.iter().copied())?;
                         Some(if self.waits.len() == 1 {
@@ -192,6 +201,9 @@ impl Pending {
         out
     }
 }
+
+/// The shortest name of a pending definition's callee that gets a hint.
+const HINT_MIN_CHARS: usize = 4;
 
 /// `@a`, `@a and @b`, `@a, @b and @c`
 fn list(names: &[String]) -> String {
@@ -1908,17 +1920,22 @@ mod tests {
     #[test]
     fn a_misspelt_call_waits_with_a_suggestion() {
         let mut s = session();
-        out(s.execute(SQ));
+        out(s.execute(&SQ.replace("@sq", "@square")));
         let call = |callee: &str| {
             format!("fn @f(%x: f64) -> f64 {{\nentry:\n    %y = call @{callee}(%x)\n    ret %y\n}}")
         };
         assert_eq!(
-            out(s.execute(&call("qs"))),
-            "@f is pending until @qs is defined; did you mean @sq?"
+            out(s.execute(&call("sqaure"))),
+            "@f is pending until @sqaure is defined; did you mean @square?"
         );
         assert_eq!(
             out(s.execute(":funcs")).lines().last(),
-            Some("; @f is pending until @qs is defined; did you mean @sq?")
+            Some("; @f is pending until @sqaure is defined; did you mean @square?")
+        );
+        // A short name gets none: it is more likely a later definition.
+        assert_eq!(
+            out(s.execute(&call("sq"))),
+            "@f is pending until @sq is defined"
         );
         // Nothing close: the plain note.
         assert_eq!(
@@ -1926,11 +1943,11 @@ mod tests {
             "@f is pending until @later is defined"
         );
         // Two waits: each hint names its call.
-        let two = "fn @g(%x: f64) -> f64 {\nentry:\n    %y = call @qs(%x)\n    \
+        let two = "fn @g(%x: f64) -> f64 {\nentry:\n    %y = call @squar(%x)\n    \
                    %z = call @later(%y)\n    ret %z\n}";
         assert_eq!(
             out(s.execute(two)),
-            "@g is pending until @qs and @later are defined; did you mean @sq for @qs?"
+            "@g is pending until @squar and @later are defined; did you mean @square for @squar?"
         );
     }
 
