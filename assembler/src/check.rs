@@ -167,11 +167,19 @@ struct Sig {
     complete: bool,
 }
 
+/// How many (unknown callee, defined name) pairs the suggestions of one
+/// module may compare.
+const SUGGEST_BUDGET: usize = 1 << 20;
+
 /// The functions of the module, by name.
 struct Globals<'a> {
     by_name: HashMap<&'a str, u32>,
     /// The names defined, in order of definition (for suggestions).
     names: Vec<&'a str>,
+    /// How many more names the suggestions for unknown callees may
+    /// compare (a file of many unknown calls and many functions stays
+    /// linear to check; the calls past the budget get no suggestion).
+    suggest_budget: std::cell::Cell<usize>,
     sigs: Vec<Sig>,
 }
 
@@ -210,6 +218,7 @@ impl<'a> Globals<'a> {
             by_name,
             names,
             sigs,
+            suggest_budget: std::cell::Cell::new(SUGGEST_BUDGET),
         }
     }
 }
@@ -874,7 +883,15 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     ) -> Option<CInst> {
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
             self.check_dst(line, true);
-            let near = crate::diag::closest(&callee.text, self.globals.names.iter().copied());
+            let names = &self.globals.names;
+            let budget = &self.globals.suggest_budget;
+            let near = match budget.get().checked_sub(names.len()) {
+                Some(left) => {
+                    budget.set(left);
+                    crate::diag::closest(&callee.text, names.iter().copied())
+                }
+                None => None,
+            };
             self.error(
                 callee.span,
                 Diagnostic::unknown_function_message(&callee.text, near),

@@ -77,7 +77,9 @@ impl Diagnostic {
 /// preferred to any other), if that distance is at most a third of
 /// `name`'s length (at least 1). Of equally close candidates the least in
 /// string order wins (the answer does not depend on the candidates'
-/// order); `name` itself is never suggested.
+/// order); `name` itself is never suggested, and a name longer than
+/// [`CLOSEST_MAX_CHARS`] gets no suggestion (which bounds the work per
+/// candidate).
 ///
 /// ```
 /// let names = ["main", "pow", "power"];
@@ -86,7 +88,11 @@ impl Diagnostic {
 /// assert_eq!(assembler::closest("sin", names), None);
 /// ```
 pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (name.chars().count().max(3) / 3).max(1);
+    let chars = name.chars().count();
+    if chars > CLOSEST_MAX_CHARS {
+        return None;
+    }
+    let limit = (chars.max(3) / 3).max(1);
     let mut best: Option<(usize, &'a str)> = None;
     for c in candidates {
         if c == name {
@@ -100,7 +106,7 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             continue;
         }
         // Too different in length to be within the limit: skip the work.
-        if c.chars().count().abs_diff(name.chars().count()) > limit {
+        if c.chars().count().abs_diff(chars) > limit {
             continue;
         }
         let d = edit_distance(name, c);
@@ -110,6 +116,9 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     }
     best.map(|(_, c)| c)
 }
+
+/// The longest name [`closest`] finds a suggestion for, in characters.
+pub const CLOSEST_MAX_CHARS: usize = 64;
 
 /// Optimal string alignment distance between `a` and `b`, in characters.
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -513,6 +522,11 @@ mod tests {
         assert_eq!(closest("pow", ["pow"]), None);
         assert_eq!(closest("xyzzy", names), None);
         assert_eq!(closest("x", std::iter::empty()), None);
+        // A very long name gets none (the limit bounds the work).
+        let long = "a".repeat(CLOSEST_MAX_CHARS);
+        let longer = format!("{long}b");
+        assert_eq!(closest(&long, [longer.as_str()]), Some(longer.as_str()));
+        assert_eq!(closest(&format!("{long}c"), [longer.as_str()]), None);
         // Short names allow one edit; the least of equals wins, in any
         // order.
         assert_eq!(closest("g", ["f", "h"]), Some("f"));
