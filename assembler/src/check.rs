@@ -167,15 +167,26 @@ struct Sig {
     complete: bool,
 }
 
+/// How many (unknown callee, defined name) pairs the suggestions of one
+/// module may compare.
+const SUGGEST_BUDGET: usize = 1 << 20;
+
 /// The functions of the module, by name.
 struct Globals<'a> {
     by_name: HashMap<&'a str, u32>,
+    /// The names defined, in order of definition (for suggestions).
+    names: Vec<&'a str>,
+    /// How many more names the suggestions for unknown callees may
+    /// compare (a file of many unknown calls and many functions stays
+    /// linear to check; the calls past the budget get no suggestion).
+    suggest_budget: std::cell::Cell<usize>,
     sigs: Vec<Sig>,
 }
 
 impl<'a> Globals<'a> {
     fn new(funcs: &'a [FuncAst], sink: &mut Sink) -> Globals<'a> {
         let mut by_name: HashMap<&'a str, u32> = HashMap::new();
+        let mut names = Vec::new();
         let mut sigs = Vec::new();
         for (i, f) in funcs.iter().enumerate() {
             let params: Vec<Option<Type>> = f.params.iter().map(|p| p.ty).collect();
@@ -200,9 +211,15 @@ impl<'a> Globals<'a> {
                 sink.error(f.name.span, msg);
             } else {
                 by_name.insert(f.name.text.as_str(), i as u32);
+                names.push(f.name.text.as_str());
             }
         }
-        Globals { by_name, sigs }
+        Globals {
+            by_name,
+            names,
+            sigs,
+            suggest_budget: std::cell::Cell::new(SUGGEST_BUDGET),
+        }
     }
 }
 
@@ -866,9 +883,18 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
     ) -> Option<CInst> {
         let Some(&fi) = self.globals.by_name.get(callee.text.as_str()) else {
             self.check_dst(line, true);
+            let names = &self.globals.names;
+            let budget = &self.globals.suggest_budget;
+            let near = match budget.get().checked_sub(names.len()) {
+                Some(left) => {
+                    budget.set(left);
+                    crate::diag::closest(&callee.text, names.iter().copied())
+                }
+                None => None,
+            };
             self.error(
                 callee.span,
-                Diagnostic::unknown_function_message(&callee.text),
+                Diagnostic::unknown_function_message(&callee.text, near),
             );
             return self.resolve_only(args);
         };

@@ -48,20 +48,101 @@ pub struct Diagnostics {
 }
 
 impl Diagnostic {
-    /// The message of a call to a function the module does not define.
-    pub(crate) fn unknown_function_message(name: &str) -> String {
-        format!("{UNKNOWN_FUNCTION}`@{name}`")
+    /// The message of a call to a function the module does not define,
+    /// with the closest defined name when one is close (see [`closest`]).
+    pub(crate) fn unknown_function_message(name: &str, near: Option<&str>) -> String {
+        match near {
+            Some(n) => format!("{UNKNOWN_FUNCTION}`@{name}`; did you mean `@{n}`?"),
+            None => format!("{UNKNOWN_FUNCTION}`@{name}`"),
+        }
     }
 
     /// If this diagnostic is a call to a function the module does not
     /// define, that function's name (without `@`). The REPL keeps a
     /// definition whose only errors are such calls until the callee arrives.
     pub fn unknown_function(&self) -> Option<&str> {
-        self.message
+        let rest = self
+            .message
             .strip_prefix(UNKNOWN_FUNCTION)?
-            .strip_prefix("`@")?
-            .strip_suffix('`')
+            .strip_prefix("`@")?;
+        let end = rest.find('`')?;
+        let after = &rest[end + 1..];
+        (after.is_empty() || after.starts_with("; did you mean ")).then(|| &rest[..end])
     }
+}
+
+/// The candidate most likely meant by the misspelt `name`: the one at the
+/// smallest edit distance (insertions, deletions, substitutions and swaps
+/// of two neighbouring characters; a difference of letter case only is
+/// preferred to any other), if that distance is at most a third of
+/// `name`'s length (at least 1). Of equally close candidates the least in
+/// string order wins (the answer does not depend on the candidates'
+/// order); `name` itself is never suggested, and a name longer than
+/// [`CLOSEST_MAX_CHARS`] gets no suggestion (which bounds the work per
+/// candidate).
+///
+/// ```
+/// let names = ["main", "pow", "power"];
+/// assert_eq!(assembler::closest("powr", names), Some("pow"));
+/// assert_eq!(assembler::closest("mian", names), Some("main"));
+/// assert_eq!(assembler::closest("sin", names), None);
+/// ```
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let chars = name.chars().count();
+    if chars > CLOSEST_MAX_CHARS {
+        return None;
+    }
+    let limit = (chars.max(3) / 3).max(1);
+    let mut best: Option<(usize, &'a str)> = None;
+    for c in candidates {
+        if c == name {
+            continue;
+        }
+        if c.eq_ignore_ascii_case(name) {
+            // Closer than any edit: rank it below distance 1.
+            if best.is_none_or(|(b, n)| b > 0 || c < n) {
+                best = Some((0, c));
+            }
+            continue;
+        }
+        // Too different in length to be within the limit: skip the work.
+        if c.chars().count().abs_diff(chars) > limit {
+            continue;
+        }
+        let d = edit_distance(name, c);
+        if d <= limit && best.is_none_or(|(b, n)| d < b || (d == b && c < n)) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// The longest name [`closest`] finds a suggestion for, in characters.
+pub const CLOSEST_MAX_CHARS: usize = 64;
+
+/// Optimal string alignment distance between `a` and `b`, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    // Three rows of the table: two rows back (for swaps), the previous one
+    // and the current one.
+    let mut back: Vec<usize> = vec![0; b.len() + 1];
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur: Vec<usize> = vec![0; b.len() + 1];
+    for i in 1..=a.len() {
+        cur[0] = i;
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut d = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d = d.min(back[j - 2] + 1);
+            }
+            cur[j] = d;
+        }
+        std::mem::swap(&mut back, &mut prev);
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
 }
 
 const UNKNOWN_FUNCTION: &str = "unknown function ";
@@ -406,6 +487,73 @@ mod tests {
         assert!(d
             .render()
             .contains(&format!("{}...", "m".repeat(MESSAGE_CHARS))));
+    }
+
+    #[test]
+    fn edit_distances() {
+        for (a, b, d) in [
+            ("", "", 0),
+            ("", "abc", 3),
+            ("abc", "", 3),
+            ("pow", "pow", 0),
+            ("powr", "pow", 1),
+            ("pow", "pwo", 1),
+            ("laod", "load", 1),
+            ("kitten", "sitting", 3),
+            ("ca", "abc", 3),
+            ("ünï", "uni", 2),
+        ] {
+            assert_eq!(edit_distance(a, b), d, "{a} {b}");
+            assert_eq!(edit_distance(b, a), d, "{b} {a}");
+        }
+    }
+
+    #[test]
+    fn closest_names() {
+        let names = ["main", "pow", "power", "f.rev", "Grad"];
+        assert_eq!(closest("powr", names), Some("pow"));
+        assert_eq!(closest("poewr", names), Some("power"));
+        assert_eq!(closest("mian", names), Some("main"));
+        assert_eq!(closest("MAIN", names), Some("main"));
+        assert_eq!(closest("grad", names), Some("Grad"));
+        assert_eq!(closest("f.reb", names), Some("f.rev"));
+        // Nothing close, the name itself, or nothing at all.
+        assert_eq!(closest("sin", names), None);
+        assert_eq!(closest("pow", ["pow"]), None);
+        assert_eq!(closest("xyzzy", names), None);
+        assert_eq!(closest("x", std::iter::empty()), None);
+        // A very long name gets none (the limit bounds the work).
+        let long = "a".repeat(CLOSEST_MAX_CHARS);
+        let longer = format!("{long}b");
+        assert_eq!(closest(&long, [longer.as_str()]), Some(longer.as_str()));
+        assert_eq!(closest(&format!("{long}c"), [longer.as_str()]), None);
+        // Short names allow one edit; the least of equals wins, in any
+        // order.
+        assert_eq!(closest("g", ["f", "h"]), Some("f"));
+        assert_eq!(closest("g", ["h", "f"]), Some("f"));
+        assert_eq!(closest("ab", ["AB", "Ab"]), Some("AB"));
+        assert_eq!(closest("ab", ["Ab", "AB"]), Some("AB"));
+        assert_eq!(closest("ab", ["xy"]), None);
+    }
+
+    #[test]
+    fn unknown_function_names_with_and_without_a_suggestion() {
+        for near in [None, Some("pow")] {
+            let d = Diagnostic {
+                line: 1,
+                col: 1,
+                message: Diagnostic::unknown_function_message("powr", near),
+                span: Span::default(),
+            };
+            assert_eq!(d.unknown_function(), Some("powr"), "{}", d.message);
+        }
+        let other = Diagnostic {
+            line: 1,
+            col: 1,
+            message: "unknown function `@f` and more".into(),
+            span: Span::default(),
+        };
+        assert_eq!(other.unknown_function(), None);
     }
 
     #[test]

@@ -59,7 +59,7 @@ mod parser;
 mod print;
 mod source;
 
-pub use diag::{Diagnostic, Diagnostics, Span};
+pub use diag::{closest, Diagnostic, Diagnostics, Span};
 pub use literal::{literals_to_values, parse_call, Literal};
 pub use print::print_module;
 pub use source::decode;

@@ -344,3 +344,29 @@ fn decoding_files_skips_one_bom_and_locates_bad_bytes() {
          of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^"
     );
 }
+
+/// Every call of an unknown function is reported; the suggestions share a
+/// budget of comparisons, so many functions with many unknown calls stay
+/// linear to check: the first calls get one, the last ones none.
+#[test]
+fn suggestions_for_unknown_calls_are_bounded() {
+    let n = 3000;
+    let src: String = (0..n)
+        .map(|i| {
+            format!(
+                "fn @f{i}(%x: f64) -> f64 {{\nentry:\n    %y = call @g{i}(%x)\n    ret %y\n}}\n"
+            )
+        })
+        .collect();
+    let start = std::time::Instant::now();
+    let err = assembler::assemble(&src, "many.adasm").expect_err("unknown calls");
+    let took = start.elapsed();
+    assert_eq!(err.items.len(), n);
+    let first = &err.items[0].message;
+    assert_eq!(first, "unknown function `@g0`; did you mean `@f0`?");
+    let last = &err.items[n - 1].message;
+    assert_eq!(last, &format!("unknown function `@g{}`", n - 1));
+    assert!(err.items.iter().all(|d| d.unknown_function().is_some()));
+    // Generous: the whole check is a few milliseconds in a release build.
+    assert!(took.as_secs() < 20, "{took:?}");
+}

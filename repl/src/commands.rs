@@ -141,13 +141,18 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     }
 }
 
+/// The function `--fn` names. Without `--fn`: the file's only function if
+/// it has one, else `@main` (the file's functions listed if it has none).
 pub fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, Fail> {
+    if let Some(f) = name.is_none().then(|| only_function(engine)).flatten() {
+        return Ok(f);
+    }
     let written = name.unwrap_or("main");
     // One `@` is optional; what is left must be a name as the language
     // spells it (so `@@z` is refused as written, not looked up as `@z`).
-    let name = written.strip_prefix('@').unwrap_or(written);
-    let is_name = !name.is_empty()
-        && name
+    let bare = written.strip_prefix('@').unwrap_or(written);
+    let is_name = !bare.is_empty()
+        && bare
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.');
     if !is_name {
@@ -155,24 +160,64 @@ pub fn pick(engine: &Engine, name: Option<&str>, file: &Path) -> Result<FuncId, 
             "--fn `{written}` is not a function name: write NAME or @NAME (letters, digits, `_`, `.`)"
         )));
     }
-    engine.find(name).ok_or_else(|| {
-        let names: Vec<String> = engine
-            .module()
-            .funcs
-            .iter()
-            .map(|f| format!("@{}", f.name))
-            .collect();
+    engine.find(bare).ok_or_else(|| {
+        let near = assembler::closest(bare, engine.module().funcs.iter().map(|f| f.name.as_str()))
+            .map(|n| format!("; did you mean @{n}?"))
+            .unwrap_or_default();
+        let hint = if name.is_none() {
+            ": pass --fn NAME"
+        } else {
+            ""
+        };
         Fail::Usage(format!(
-            "{} has no function @{} (it defines {})",
+            "{} has no function @{bare}{near} (it defines {}){hint}",
             file.display(),
-            name,
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
+            defined(engine)
         ))
     })
+}
+
+/// The function of a command that has no default: the one `--fn` names,
+/// or the file's only function; `what` (`cfg`, `--jvp`, ...) needs `--fn`
+/// when the file has several.
+pub fn pick_required(
+    engine: &Engine,
+    name: Option<&str>,
+    file: &Path,
+    what: &str,
+) -> Result<FuncId, Fail> {
+    match (name, only_function(engine)) {
+        (Some(_), _) => pick(engine, name, file),
+        (None, Some(f)) => Ok(f),
+        (None, None) => Err(Fail::Usage(format!(
+            "{what} needs --fn NAME: {} defines {}",
+            file.display(),
+            defined(engine)
+        ))),
+    }
+}
+
+/// The function of a file that defines exactly one.
+fn only_function(engine: &Engine) -> Option<FuncId> {
+    match engine.module().funcs.as_slice() {
+        [f] => engine.find(&f.name),
+        _ => None,
+    }
+}
+
+/// The file's functions, for messages: `@a, @b` or `no function`.
+fn defined(engine: &Engine) -> String {
+    let names: Vec<String> = engine
+        .module()
+        .funcs
+        .iter()
+        .map(|f| format!("@{}", f.name))
+        .collect();
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
 }
 
 fn param_types(engine: &Engine, f: FuncId) -> Vec<Type> {
@@ -742,8 +787,7 @@ pub fn check(a: &CallArgs, full: bool, order: u8) -> u8 {
 pub fn disasm_hvp(file: &Path, func: Option<&str>, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
-        // `--hvp` requires `--fn` (clap checks it).
-        let f = pick(&engine, func, file)?;
+        let f = pick_required(&engine, func, file, "--hvp")?;
         emit(vm::disasm::function_in(
             engine.program().func(f),
             Some(engine.program()),
@@ -760,8 +804,7 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<
     finish((|| {
         let mut engine = load(file)?;
         if jvp {
-            // `--jvp` requires `--fn` (clap checks it).
-            let f = pick(&engine, func, file)?;
+            let f = pick_required(&engine, func, file, "--jvp")?;
             emit(vm::disasm::function_in(
                 engine.program().func(f),
                 Some(engine.program()),
@@ -781,8 +824,8 @@ pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<
             }
             return emit_raw(engine.disasm_jvp_wrt(f, &mask)?);
         }
-        if let (Some(names), Some(name)) = (wrt, func) {
-            let f = pick(&engine, Some(name), file)?;
+        if let Some(names) = wrt {
+            let f = pick_required(&engine, func, file, "--wrt")?;
             emit(vm::disasm::function_in(
                 engine.program().func(f),
                 Some(engine.program()),
@@ -955,11 +998,11 @@ pub fn repl(file: Option<&Path>, l: &LimitArgs) -> u8 {
     crate::repl::run(file, limits)
 }
 
-/// `advm cfg FILE --fn NAME [--ad]`: Graphviz DOT on stdout.
-pub fn cfg(file: &Path, func: &str, ad: bool, wrt: Option<&str>) -> u8 {
+/// `advm cfg FILE [--fn NAME] [--ad]`: Graphviz DOT on stdout.
+pub fn cfg(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
         let mut engine = load(file)?;
-        let f = pick(&engine, Some(func), file)?;
+        let f = pick_required(&engine, func, file, "cfg")?;
         if !ad {
             return emit_raw(crate::cfg::primal_dot(
                 engine.module(),

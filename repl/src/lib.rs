@@ -34,7 +34,12 @@
 //!
 //! * `--args` accepts the strings `"inf"`, `"-inf"`, `"nan"` for an f64
 //!   (also inside arrays), the spelling `--json` output uses.
-//! * `grad`, `check`, `bench` default `--fn` to `main` like `run`; `check`
+//! * `--fn` may be left out when the file defines exactly one function
+//!   (every command then uses it); with several, `grad`, `check`, `bench`
+//!   (and the other call commands) default `--fn` to `main` like `run`,
+//!   while `cfg` and `disasm --jvp`/`--hvp`/`--wrt` need it. A `--fn`
+//!   naming no function, an unknown subcommand or an unknown flag is told
+//!   the closest name when one is close (`did you mean @pow?`); `check`
 //!   and `bench` accept `--args-file` too.
 //! * `advm check --json` prints `{"value": V, "tolerance": T, "ok": B,
 //!   "entries": [{"param": "x", "ad": A, "fd": F, "ok": B}, ...],

@@ -95,7 +95,8 @@ fn parse_depth(s: &str) -> Result<usize, String> {
 pub struct CallArgs {
     /// The source file.
     pub file: PathBuf,
-    /// Function name, with or without `@`.
+    /// Function name, with or without `@` (default: the file's only
+    /// function, else `main`).
     #[arg(long = "fn", value_name = "NAME")]
     pub func: Option<String>,
     /// Arguments as a JSON array, one entry per parameter.
@@ -153,7 +154,8 @@ pub enum Mode {
 pub struct SweepArgs {
     /// The source file.
     pub file: PathBuf,
-    /// Function name, with or without `@` (default `main`).
+    /// Function name, with or without `@` (default: the file's only
+    /// function, else `main`).
     #[arg(long = "fn", value_name = "NAME")]
     pub func: Option<String>,
     /// The points: a file of one JSON array of arguments per line (like
@@ -234,16 +236,19 @@ enum Command {
         /// that returns f64.
         #[arg(long)]
         ad: bool,
-        /// With --fn: the tangent (forward-mode) bytecode.
-        #[arg(long, requires = "func")]
+        /// The tangent (forward-mode) bytecode of the function --fn names
+        /// (needed unless the file has only one function).
+        #[arg(long)]
         jvp: bool,
-        /// With --fn: the bytecode of Hessian-vector products (the tangents
-        /// of the forward and reverse functions).
-        #[arg(long, requires = "func", conflicts_with_all = ["ad", "jvp"])]
+        /// The bytecode of Hessian-vector products (the tangents of the
+        /// forward and reverse functions) of the function --fn names
+        /// (needed unless the file has only one function).
+        #[arg(long, conflicts_with_all = ["ad", "jvp"])]
         hvp: bool,
-        /// With --fn and --ad, --jvp or --hvp: derive with respect to these
-        /// parameters only.
-        #[arg(long, value_name = "NAMES", requires = "func")]
+        /// With --ad, --jvp or --hvp: derive with respect to these
+        /// parameters only (of the function --fn names, needed unless the
+        /// file has only one function).
+        #[arg(long, value_name = "NAMES")]
         wrt: Option<String>,
     },
     /// Time the primal and the gradient call; count allocations per call.
@@ -263,9 +268,10 @@ enum Command {
     Cfg {
         /// The source file.
         file: PathBuf,
-        /// The function, with or without `@`.
+        /// The function, with or without `@` (needed unless the file has
+        /// only one function).
         #[arg(long = "fn", value_name = "NAME")]
-        func: String,
+        func: Option<String>,
         /// The forward and reverse CFGs instead of the function's own.
         #[arg(long)]
         ad: bool,
@@ -275,10 +281,68 @@ enum Command {
     },
 }
 
+/// Add a "similar subcommand/argument" tip to clap's error for an unknown
+/// subcommand or long flag when clap found none itself (its measure misses
+/// swapped letters, `rnu` for `run`): the closest name by edit distance
+/// ([`assembler::closest`]), among the subcommands, or among the flags of
+/// the subcommand `args` name (and the global ones).
+fn suggest(e: &mut clap::Error, args: impl Iterator<Item = String>) {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let written = |kind| match e.get(kind) {
+        Some(ContextValue::String(s)) => Some(s.clone()),
+        _ => None,
+    };
+    let (written, names, suggested) = match e.kind() {
+        ErrorKind::InvalidSubcommand => {
+            let Some(w) = written(ContextKind::InvalidSubcommand) else {
+                return;
+            };
+            let names: Vec<String> = cmd
+                .get_subcommands()
+                .map(|c| c.get_name().to_string())
+                .collect();
+            (w, names, ContextKind::SuggestedSubcommand)
+        }
+        ErrorKind::UnknownArgument => {
+            let Some(w) = written(ContextKind::InvalidArg) else {
+                return;
+            };
+            let Some(flag) = w.strip_prefix("--") else {
+                return;
+            };
+            let flag = flag.split('=').next().unwrap_or(flag).to_string();
+            let args: Vec<String> = args.collect();
+            let sub = args
+                .iter()
+                .find_map(|a| cmd.get_subcommands().find(|c| c.get_name() == a));
+            let names: Vec<String> = cmd
+                .get_arguments()
+                .chain(sub.into_iter().flat_map(|c| c.get_arguments()))
+                .filter_map(|a| a.get_long().map(str::to_string))
+                .collect();
+            (flag, names, ContextKind::SuggestedArg)
+        }
+        _ => return,
+    };
+    if e.get(suggested).is_some() {
+        return;
+    }
+    if let Some(near) = assembler::closest(&written, names.iter().map(String::as_str)) {
+        let near = match suggested {
+            ContextKind::SuggestedArg => format!("--{near}"),
+            _ => near.to_string(),
+        };
+        e.insert(suggested, ContextValue::String(near));
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) => {
+        Err(mut e) => {
+            suggest(&mut e, std::env::args().skip(1));
             use clap::error::ErrorKind;
             let printed = e
                 .print()
@@ -337,7 +401,7 @@ fn main() -> ExitCode {
             func,
             ad,
             wrt,
-        }) => commands::cfg(&file, &func, ad, wrt.as_deref()),
+        }) => commands::cfg(&file, func.as_deref(), ad, wrt.as_deref()),
         None => commands::repl(None, &LimitArgs::default()),
     };
     ExitCode::from(status)

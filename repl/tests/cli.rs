@@ -933,8 +933,13 @@ fn grad_with_respect_to_some_parameters() {
         "{}",
         text_of(&o)
     );
-    // disasm --wrt needs --ad and --fn.
-    assert_eq!(status(&advm(&["disasm", logreg, "--ad", "--wrt", "w"])), 64);
+    // disasm --wrt needs --ad, and --fn when the file has several
+    // functions (this one has only @logreg).
+    assert_eq!(
+        ok(&["disasm", logreg, "--ad", "--wrt", "w"]),
+        ok(&["disasm", logreg, "--ad", "--wrt", "w", "--fn", "logreg"])
+    );
+    assert_eq!(status(&advm(&["disasm", logreg, "--wrt", "w"])), 64);
 }
 
 fn text_of(o: &Output) -> String {
@@ -1122,8 +1127,14 @@ fn disasm_jvp_prints_the_tangent_code() {
         "s",
     ]);
     assert!(part.contains("fn @f.jvp.wrt.s("), "{part}");
-    // --jvp needs --fn; --wrt needs --ad or --jvp.
-    assert_eq!(status(&advm(&["disasm", POW, "--jvp"])), 64);
+    // --jvp needs --fn when the file has several functions; --wrt needs
+    // --ad or --jvp.
+    let o = advm(&["disasm", "programs/mutual.adasm", "--jvp"]);
+    assert_eq!(status(&o), 64, "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stderr),
+        "advm: --jvp needs --fn NAME: programs/mutual.adasm defines @even, @odd\n"
+    );
     assert_eq!(
         status(&advm(&["disasm", POW, "--fn", "pow", "--wrt", "x"])),
         64
@@ -1541,11 +1552,147 @@ fn disasm_hvp_and_bench_hvp_ns() {
     }
     // The tangent of the pullback pops each tangent and value.
     assert!(out.contains("comms.pop   %t.x"), "{out}");
-    let o = advm(&["disasm", POW, "--hvp"]);
-    assert_eq!(status(&o), 64, "--hvp needs --fn");
+    let o = advm(&["disasm", "programs/mutual.adasm", "--hvp"]);
+    assert_eq!(status(&o), 64, "--hvp needs --fn with several functions");
+    assert!(
+        text(&o.stderr).contains("--hvp needs --fn NAME"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = advm(&["disasm", POW, "--fn", "pow", "--hvp", "--ad"]);
     assert_eq!(status(&o), 64, "--hvp and --ad conflict");
     let j = ok_json(&["bench", POW, "--fn", "pow", "--args", "[1.5, 4]", "--json"]);
     assert!(j["hvp_ns"].as_f64().is_some_and(|x| x > 0.0), "{j}");
     assert_eq!(j["allocs_per_hvp"], 0.0, "{j}");
+}
+
+#[test]
+fn did_you_mean_for_functions_subcommands_and_flags() {
+    let usage = |args: &[&str]| {
+        let o = advm(args);
+        assert_eq!(status(&o), 64, "{args:?}: {}", text(&o.stderr));
+        text(&o.stderr)
+    };
+    // --fn: the closest function, and none when nothing is close.
+    assert_eq!(
+        usage(&["run", POW, "--fn", "powr", "--args", "[2.0, 1]"]),
+        "advm: programs/powloop.adasm has no function @powr; did you mean @pow? \
+         (it defines @pow)\n"
+    );
+    let e = usage(&[
+        "grad",
+        "programs/mutual.adasm",
+        "--fn",
+        "@ood",
+        "--args",
+        "[1.0, 2]",
+    ]);
+    assert!(e.contains("no function @ood; did you mean @odd?"), "{e}");
+    let e = usage(&["run", POW, "--fn", "sin", "--args", "[2.0, 1]"]);
+    assert!(!e.contains("did you mean"), "{e}");
+    // A subcommand with swapped letters (clap's own measure finds none).
+    let e = usage(&["rnu", POW]);
+    assert!(e.contains("tip: a similar subcommand exists: 'run'"), "{e}");
+    let e = usage(&["hesisan", POW]);
+    assert!(
+        e.contains("tip: a similar subcommand exists: 'hessian'"),
+        "{e}"
+    );
+    // Flags: of the subcommand used, and the global ones.
+    let e = usage(&["run", POW, "--fnn", "pow"]);
+    assert!(e.contains("tip: a similar argument exists: '--fn'"), "{e}");
+    let e = usage(&["check", POW, "--odrer", "2"]);
+    assert!(
+        e.contains("tip: a similar argument exists: '--order'"),
+        "{e}"
+    );
+    let e = usage(&["run", POW, "--no-inlien"]);
+    assert!(
+        e.contains("tip: a similar argument exists: '--no-inline'"),
+        "{e}"
+    );
+    // `--points` is sweep's flag, not run's: no tip names it.
+    let e = usage(&["run", POW, "--ponits", "x"]);
+    assert!(!e.contains("--points"), "{e}");
+    let e = usage(&["zzzzzz", POW]);
+    assert!(!e.contains("tip:"), "{e}");
+}
+
+#[test]
+fn an_unknown_function_called_in_a_file_is_located_with_a_suggestion() {
+    let (_dir, path) = temp_program(
+        "fn @square(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}\n\
+         fn @main(%x: f64) -> f64 {\nentry:\n    %y = call @sqaure(%x)\n    ret %y\n}\n",
+    );
+    let p = path.to_str().expect("utf-8");
+    let o = advm(&["run", p, "--args", "[2.0]"]);
+    assert_eq!(status(&o), 2, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr)
+            .contains("p.adasm:8:15: error: unknown function `@sqaure`; did you mean `@square`?"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn fn_is_optional_when_the_file_has_one_function() {
+    // One function: every command uses it, as if --fn named it.
+    let same = |args: &[&str]| {
+        let with: Vec<&str> = args.iter().copied().chain(["--fn", "pow"]).collect();
+        assert_eq!(ok(args), ok(&with), "{args:?}");
+    };
+    same(&["run", POW, "--args", "[2.0, 10]"]);
+    same(&["grad", POW, "--args", "[2.0, 10]", "--json"]);
+    same(&["check", POW, "--args", "[1.5, 3]"]);
+    same(&["jvp", POW, "--args", "[1.5, 3]", "--dir", "[1.0, null]"]);
+    same(&["vjp", POW, "--args", "[1.5, 3]", "--seed", "2.0"]);
+    same(&["hvp", POW, "--args", "[1.5, 3]", "--dir", "[1.0, null]"]);
+    same(&["hessian", POW, "--args", "[1.5, 3]"]);
+    same(&["jacobian", POW, "--args", "[1.5, 3]"]);
+    same(&["disasm", POW, "--jvp"]);
+    same(&["disasm", POW, "--hvp"]);
+    same(&["disasm", POW, "--ad", "--wrt", "x"]);
+    same(&["cfg", POW]);
+    same(&["cfg", POW, "--ad"]);
+    assert_eq!(ok(&["run", POW, "--args", "[2.0, 10]"]), "1024\n");
+
+    // Several functions: `@main` by default; without one, the functions
+    // are listed. Commands with no default need --fn.
+    let (_dir, path) = temp_program(
+        "fn @helper(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}\n\
+         fn @main(%x: f64) -> f64 {\nentry:\n    %y = call @helper(%x)\n    ret %y\n}\n",
+    );
+    let p = path.to_str().expect("utf-8");
+    assert_eq!(ok(&["run", p, "--args", "[3.0]"]), "9\n");
+    assert_eq!(ok(&["run", p, "--fn", "helper", "--args", "[3.0]"]), "9\n");
+    let mutual = "programs/mutual.adasm";
+    for cmd in ["run", "grad", "hessian"] {
+        let o = advm(&[cmd, mutual, "--args", "[1.0, 2]"]);
+        assert_eq!(status(&o), 64, "{cmd}");
+        assert_eq!(
+            text(&o.stderr),
+            "advm: programs/mutual.adasm has no function @main (it defines @even, @odd): \
+             pass --fn NAME\n",
+            "{cmd}"
+        );
+    }
+    for (args, what) in [
+        (&["cfg", mutual][..], "cfg"),
+        (&["cfg", mutual, "--ad"][..], "cfg"),
+        (&["disasm", mutual, "--ad", "--wrt", "x"][..], "--wrt"),
+    ] {
+        let o = advm(args);
+        assert_eq!(status(&o), 64, "{args:?}");
+        assert_eq!(
+            text(&o.stderr),
+            format!("advm: {what} needs --fn NAME: programs/mutual.adasm defines @even, @odd\n")
+        );
+    }
+    // Plain disasm still prints every function.
+    let all = ok(&["disasm", mutual]);
+    assert!(
+        all.contains("fn @even(") && all.contains("fn @odd("),
+        "{all}"
+    );
 }

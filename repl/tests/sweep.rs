@@ -579,3 +579,32 @@ fn a_progress_bar_on_a_terminal() {
     let lines = lines(&std::fs::read_to_string(&out).expect("output"));
     assert_eq!(lines.len(), n);
 }
+
+#[test]
+fn fn_may_be_left_out_for_a_file_of_one_function() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pts = points_file(dir.path(), "p.jsonl", &pow_points(20));
+    let pts = pts.to_str().expect("utf-8 path");
+    let without = advm(&["sweep", POW, "--points", pts, "--threads", "1"]);
+    let with = advm(&[
+        "sweep",
+        POW,
+        "--fn",
+        "pow",
+        "--points",
+        pts,
+        "--threads",
+        "1",
+    ]);
+    assert_eq!(status(&without), 0, "{}", text(&without.stderr));
+    assert_eq!(lines(&text(&without.stdout)).len(), 20);
+    assert_eq!(without.stdout, with.stdout);
+    // Several functions and no @main: bad usage naming them.
+    let o = advm(&["sweep", ARRAYS, "--points", pts]);
+    assert_eq!(status(&o), 64, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("has no function @main (it defines @sum, @dot): pass --fn NAME"),
+        "{}",
+        text(&o.stderr)
+    );
+}

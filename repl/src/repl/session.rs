@@ -61,6 +61,14 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     (":hvp", " @f", "Hessian-vector product bytecode"),
 ];
 
+/// `; did you mean `:load`?` when a command of [`COMMANDS`] is close to
+/// the unknown `cmd` (see [`assembler::closest`]), else nothing.
+fn command_like(cmd: &str) -> String {
+    assembler::closest(cmd, COMMANDS.iter().map(|(c, _, _)| *c))
+        .map(|c| format!("; did you mean `{c}`?"))
+        .unwrap_or_default()
+}
+
 pub const HELP: &str = "\
   fn @f(%x: f64) -> f64 {     define or replace a function; the input goes on
     ...                       until the braces balance (Ctrl-C abandons it)
@@ -130,13 +138,44 @@ struct Pending {
 }
 
 impl Pending {
-    /// `@a is pending until @b is defined`
+    /// `@a is pending until @b is defined`, and `; did you mean @c?` when
+    /// a function it waits for is close to a defined one (a misspelt call).
+    /// Waiting is no error (definitions may come in any order), so only
+    /// names of at least [`HINT_MIN_CHARS`] characters get a hint: one
+    /// edit turns any short name into another.
     fn note(&self, engine: Option<&Engine>) -> String {
-        format!(
+        let mut out = format!(
             "@{} is pending until {}",
             self.chunk.name,
             self.until(engine)
-        )
+        );
+        let hints: Vec<String> = engine
+            .map(|e| {
+                let names: Vec<&str> = e
+                    .module()
+                    .funcs
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .filter(|n| *n != self.chunk.name)
+                    .collect();
+                self.waits
+                    .iter()
+                    .filter(|w| w.chars().count() >= HINT_MIN_CHARS && e.find(w).is_none())
+                    .filter_map(|w| {
+                        let near = assembler::closest(w, names.iter().copied())?;
+                        Some(if self.waits.len() == 1 {
+                            format!("@{near}")
+                        } else {
+                            format!("@{near} for @{w}")
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !hints.is_empty() {
+            out.push_str(&format!("; did you mean {}?", list(&hints)));
+        }
+        out
     }
 
     /// `@b is defined`, `@b and @c are defined`, `@b, @c and @d are
@@ -162,6 +201,9 @@ impl Pending {
         out
     }
 }
+
+/// The shortest name of a pending definition's callee that gets a hint.
+const HINT_MIN_CHARS: usize = 4;
 
 /// `@a`, `@a and @b`, `@a, @b and @c`
 fn list(names: &[String]) -> String {
@@ -459,11 +501,17 @@ impl Session {
                 .and_then(|f| self.engine_mut()?.disasm_jvp(f).map_err(ad_problem)),
             _ if cmd.starts_with('@') => self.run(line),
             _ if cmd.starts_with(':') => Err(Problem::at(
-                format!("unknown command {cmd} (:help lists them)"),
+                format!(
+                    "unknown command {cmd}{} (:help lists them)",
+                    command_like(cmd)
+                ),
                 0..cmd.len(),
             )),
             _ => Err(Problem::at(
-                "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`",
+                format!(
+                    "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`{}",
+                    command_like(cmd)
+                ),
                 0..cmd.len(),
             )),
         };
@@ -1356,8 +1404,17 @@ impl Session {
             ));
         }
         self.engine_mut()?;
+        let defined: Vec<&str> = self
+            .engine
+            .as_ref()
+            .map(|e| e.module().funcs.iter().map(|f| f.name.as_str()).collect())
+            .unwrap_or_default();
+        let pending = self.pending.iter().map(|p| p.chunk.name.as_str());
+        let near = assembler::closest(bare, defined.into_iter().chain(pending))
+            .map(|n| format!("; did you mean @{n}?"))
+            .unwrap_or_default();
         Err(Problem::at(
-            format!("no function @{bare} (:funcs lists them)"),
+            format!("no function @{bare}{near} (:funcs lists them)"),
             at,
         ))
     }
@@ -1860,6 +1917,40 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_misspelt_call_waits_with_a_suggestion() {
+        let mut s = session();
+        out(s.execute(&SQ.replace("@sq", "@square")));
+        let call = |callee: &str| {
+            format!("fn @f(%x: f64) -> f64 {{\nentry:\n    %y = call @{callee}(%x)\n    ret %y\n}}")
+        };
+        assert_eq!(
+            out(s.execute(&call("sqaure"))),
+            "@f is pending until @sqaure is defined; did you mean @square?"
+        );
+        assert_eq!(
+            out(s.execute(":funcs")).lines().last(),
+            Some("; @f is pending until @sqaure is defined; did you mean @square?")
+        );
+        // A short name gets none: it is more likely a later definition.
+        assert_eq!(
+            out(s.execute(&call("sq"))),
+            "@f is pending until @sq is defined"
+        );
+        // Nothing close: the plain note.
+        assert_eq!(
+            out(s.execute(&call("later"))),
+            "@f is pending until @later is defined"
+        );
+        // Two waits: each hint names its call.
+        let two = "fn @g(%x: f64) -> f64 {\nentry:\n    %y = call @squar(%x)\n    \
+                   %z = call @later(%y)\n    ret %z\n}";
+        assert_eq!(
+            out(s.execute(two)),
+            "@g is pending until @squar and @later are defined; did you mean @square for @squar?"
+        );
+    }
+
     const SQ: &str = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}";
     const USE: &str = "fn @use(%x: f64) -> f64 {\nentry:\n    %y = call @sq(%x)\n    ret %y\n}";
 
@@ -1938,6 +2029,27 @@ mod tests {
         );
         let e = err(s.execute(":frobnicate"));
         assert!(e.starts_with("<input>:1:1: error: unknown command"), "{e}");
+        assert!(!e.contains("did you mean"), "{e}");
+        let e = err(s.execute(":laod f.adasm"));
+        assert!(
+            e.starts_with(
+                "<input>:1:1: error: unknown command :laod; did you mean `:load`? (:help lists them)"
+            ),
+            "{e}"
+        );
+        let e = err(s.execute("gard @sq(1.0)"));
+        assert!(e.contains("`:help`; did you mean `grad`?"), "{e}");
+        let e = err(s.execute("load f.adasm"));
+        assert!(e.contains("did you mean `:load`?"), "{e}");
+        let e = err(s.execute("grad @qs(1.0)"));
+        assert!(
+            e.starts_with(
+                "<input>:1:6: error: no function @qs; did you mean @sq? (:funcs lists them)"
+            ),
+            "{e}"
+        );
+        let e = err(s.execute(":ad @Sq"));
+        assert!(e.contains("no function @Sq; did you mean @sq?"), "{e}");
         let e = err(s.execute(":disasm @nope"));
         assert!(e.contains("1:9: error: no function @nope"), "{e}");
         let e = err(s.execute(":ad"));
