@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run fuzz targets with cargo-fuzz (libFuzzer), SECONDS each (default 60):
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: assemble verify run_grad
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: assemble verify run_grad modes
 #
 # Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
@@ -21,16 +21,19 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-  targets=(assemble verify run_grad)
+  targets=(assemble verify run_grad modes)
 fi
 export RUSTC_BOOTSTRAP=1
-mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/logs
+mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/logs
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
 for i in 0 1 2 3 4 5 6 7; do
   # 11-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth,
   # and the mask of the partial gradient (bit k: the k-th f64 / f64[]
   # parameter).
   printf "seed%04d\\x0$i\\x0$((i % 3))\\x0$i" "$i" >"fuzz/corpus/run_grad/seed$i"
+  # 10-byte modes inputs: an 8-byte seed, the size knob (its top bit allows
+  # kinks), the depth.
+  printf "mode%04d\\x0$i\\x0$((i % 2))" "$i" >"fuzz/corpus/modes/seed$i"
 done
 # The `verify` target's seeds: bytecode that passes the verifier, written by
 # the smoke test (random words almost never do).

@@ -173,6 +173,17 @@ fn verify_target_on_random_bytecode() {
     );
 }
 
+/// The modes target: forward against reverse and HVP symmetry on
+/// generated programs (identities, no finite differences).
+#[test]
+fn modes_target_on_seeds() {
+    let mut rng = Rng::new(0x0D0E5);
+    for _ in 0..40 * scale() {
+        let data: Vec<u8> = (0..10).map(|_| rng.next_u64() as u8).collect();
+        checks::modes_input(&data);
+    }
+}
+
 #[test]
 fn run_grad_target_on_seeds() {
     let mut rng = Rng::new(0x5EED);

@@ -11,6 +11,9 @@
 //! * [`verify_input`]: arbitrary bytecode words through `vm::verify::decode`
 //!   and `verify_function`: never a panic; what verifies runs under fuel
 //!   with `Vm::call_raw`, in plain and in AD mode, without a panic.
+//! * [`modes_input`]: the AD modes against each other on generated programs,
+//!   by identities that need no finite differences (tangent = gradient·u;
+//!   vᵀHu = uᵀHv).
 //! * [`run_grad_input`]: programs from `crate::gen` and from the
 //!   integer-heavy [`crate::intgen`] chosen by the input: the VM agrees with
 //!   the reference evaluator, a gradient's forward value equals the primal
@@ -531,4 +534,136 @@ pub fn differential(source: &str, entry: &str, args: &[Value], mask: u64, what: 
         panic!("{what}: gradient on args {args:?}: {m}\n{source}");
     }
     outcome
+}
+
+/// The directions of [`modes_input`]: one entry per parameter, a number per
+/// f64 and one per element of an f64[] (pseudo-random in [-1, 1]), `None`
+/// for i64 and bool.
+fn directions(args: &[Value], rng: &mut crate::gen::Rng) -> Vec<Option<Value>> {
+    args.iter()
+        .map(|a| match a {
+            Value::F64(_) => Some(Value::F64(rng.float(-1.0, 1.0))),
+            Value::Arr(xs) => Some(Value::Arr(
+                xs.iter().map(|_| rng.float(-1.0, 1.0)).collect(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `Σ a·b` over two gradient-shaped lists (f64 entries and f64[] entries
+/// element by element; `None` counts as zero), and `Σ |a·b|` (the scale a
+/// rounding error is measured against).
+fn dot(a: &[Option<Value>], b: &[Option<Value>]) -> (f64, f64) {
+    let (mut s, mut m) = (0.0, 0.0);
+    for (x, y) in a.iter().zip(b) {
+        match (x, y) {
+            (Some(Value::F64(x)), Some(Value::F64(y))) => {
+                s += x * y;
+                m += (x * y).abs();
+            }
+            (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
+                for (x, y) in xs.iter().zip(ys) {
+                    s += x * y;
+                    m += (x * y).abs();
+                }
+            }
+            _ => {}
+        }
+    }
+    (s, m)
+}
+
+/// The AD modes against each other on a generated program chosen by the
+/// input, with identities that need no finite differences (so they hold to
+/// rounding, and a wrong rule in any mode breaks them):
+///
+/// * forward against reverse: the tangent along `u` equals the gradient's
+///   dot product with `u` (`ȳ·(J u) = (Jᵀ ȳ)·u` with `ȳ = 1`);
+/// * second order: `vᵀ H u = uᵀ H v` (the Hessian is symmetric), with both
+///   products computed by forward-over-reverse;
+/// * the value of every mode equals the primal's.
+///
+/// Non-finite values (overflow in a generated program) skip the identity
+/// they would make meaningless. Panics with a message naming the seed when
+/// an identity fails.
+pub fn modes_input(data: &[u8]) {
+    let mut seed = [0u8; 8];
+    for (i, b) in data.iter().take(8).enumerate() {
+        seed[i] = *b;
+    }
+    let seed = u64::from_le_bytes(seed);
+    let knob = data.get(8).copied().unwrap_or(0);
+    let cfg = crate::gen::Config {
+        statements: 3 + (knob as usize) % 6,
+        depth: 1 + data.get(9).copied().unwrap_or(0) as usize % 2,
+        kinks: knob & 0x80 != 0,
+    };
+    let g = crate::gen::program(seed, &cfg);
+    let what = format!("modes: gen seed {seed} {cfg:?}");
+    let module = match assembler::assemble(&g.source, "gen.adasm") {
+        Ok(m) => m,
+        Err(e) => panic!("{what}: a generated program does not assemble: {e}"),
+    };
+    let mut engine = match Engine::new(module) {
+        Ok(e) => e,
+        Err(e) => panic!("{what}: no engine: {e}"),
+    };
+    *engine.vm_mut().limits_mut() = fuzz_limits();
+    let Some(f) = engine.find(&g.entry) else {
+        panic!("{what}: no entry function {}", g.entry)
+    };
+    let args = g.args.clone();
+    let Ok(primal) = engine.run(f, &args) else {
+        return; // a trap (a resource limit): nothing to compare
+    };
+    let grad = match engine.grad(f, &args) {
+        Ok(g) => g,
+        Err(e) => panic!("{what}: the primal ran but the gradient failed: {e}"),
+    };
+    let mut rng = crate::gen::Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    let (u, v) = (directions(&args, &mut rng), directions(&args, &mut rng));
+    let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);
+    // Forward against reverse.
+    let t = match engine.jvp(f, &args, &u) {
+        Ok(t) => t,
+        Err(e) => panic!("{what}: jvp failed where grad ran: {e}"),
+    };
+    assert_eq!(
+        t.value.to_string(),
+        primal.to_string(),
+        "{what}: jvp's value is not the primal's"
+    );
+    if let Some(Value::F64(tangent)) = t.tangent {
+        let (gu, scale) = dot(&grad.grad, &u);
+        if tangent.is_finite() && gu.is_finite() && scale.is_finite() {
+            assert!(
+                close(tangent, gu, scale.max(tangent.abs())),
+                "{what}: the tangent along u is {tangent}, the gradient·u {gu}"
+            );
+        }
+    }
+    // Second order: both products, then the symmetry.
+    let hu = match engine.hvp(f, &args, &u) {
+        Ok(h) => h,
+        Err(e) => panic!("{what}: hvp failed where grad ran: {e}"),
+    };
+    let hv = match engine.hvp(f, &args, &v) {
+        Ok(h) => h,
+        Err(e) => panic!("{what}: hvp failed where grad ran: {e}"),
+    };
+    assert_eq!(
+        hu.value.to_bits(),
+        grad.value.to_bits(),
+        "{what}: hvp's value is not the gradient's"
+    );
+    let (vhu, s1) = dot(&hu.hvp, &v);
+    let (uhv, s2) = dot(&hv.hvp, &u);
+    let scale = s1.max(s2);
+    if vhu.is_finite() && uhv.is_finite() && scale.is_finite() {
+        assert!(
+            (vhu - uhv).abs() <= 1e-8 * scale.max(1.0),
+            "{what}: vᵀHu = {vhu} but uᵀHv = {uhv}"
+        );
+    }
 }
