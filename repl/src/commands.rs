@@ -8,6 +8,7 @@ use advm::args::{
     wrt_mask,
 };
 use advm::fd;
+use advm::Options;
 use serde_json::json;
 use std::fmt::Display;
 use std::path::Path;
@@ -111,12 +112,12 @@ fn finish(r: Result<(), Fail>) -> u8 {
 
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
-pub fn load(file: &Path) -> Result<Engine, Fail> {
-    let bytes = advm::read_file(file).map_err(Fail::Usage)?;
+pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
+    let bytes = advm::read_file(file, opts.max_source_bytes).map_err(Fail::Usage)?;
     let name = file.display().to_string();
     let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
-    advm::engine(module).map_err(Fail::from)
+    advm::engine(module, opts.inlining).map_err(Fail::from)
 }
 
 /// `limits` with the flags `l` gives (the others as they were).
@@ -238,12 +239,17 @@ fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
         .collect()
 }
 
-fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, Fail> {
+fn call_values(
+    a: &CallArgs,
+    opts: &Options,
+    engine: &Engine,
+    f: FuncId,
+) -> Result<Vec<Value>, Fail> {
     let params = param_types(engine, f);
     let (text, what) = match (&a.args, &a.args_file) {
         (Some(t), _) => (t.clone(), "--args".to_string()),
         (None, Some(p)) => (
-            advm::read_file(p)
+            advm::read_file(p, opts.max_source_bytes)
                 .and_then(|b| {
                     String::from_utf8(b).map_err(|e| format!("cannot read {}: {e}", p.display()))
                 })
@@ -264,11 +270,11 @@ fn call_values(a: &CallArgs, engine: &Engine, f: FuncId) -> Result<Vec<Value>, F
 }
 
 /// Engine, function and arguments of a call command.
-fn prepare(a: &CallArgs) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
-    let mut engine = load(&a.file)?;
+fn prepare(a: &CallArgs, opts: &Options) -> Result<(Engine, FuncId, Vec<Value>), Fail> {
+    let mut engine = load(&a.file, opts)?;
     apply_limits(engine.vm_mut().limits_mut(), &a.limits);
     let f = pick(&engine, a.func.as_deref(), &a.file)?;
-    let args = call_values(a, &engine, f)?;
+    let args = call_values(a, opts, &engine, f)?;
     Ok((engine, f, args))
 }
 
@@ -293,7 +299,7 @@ fn gradient(
     Ok(())
 }
 
-pub fn run(a: &CallArgs) -> u8 {
+pub fn run(a: &CallArgs, opts: &Options) -> u8 {
     finish(
         (|| {
             if a.wrt.is_some() {
@@ -301,7 +307,7 @@ pub fn run(a: &CallArgs) -> u8 {
                     "--wrt applies to grad, jvp, vjp, hvp, hessian, jacobian, check and bench, not to run".into(),
                 ));
             }
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let v = engine.run(f, &args)?;
             // A function with no result prints `none` (`null`).
             let unit = engine.module().func(f).ret == vm::ir::RetType::Unit;
@@ -335,10 +341,10 @@ pub fn gradient_lines(names: &[String], g: &Gradient, max: Option<usize>) -> Vec
         .collect()
 }
 
-pub fn grad(a: &CallArgs) -> u8 {
+pub fn grad(a: &CallArgs, opts: &Options) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let wrt = selection(&engine, f, a.wrt.as_deref())?;
             let mut g = Gradient::default();
             gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
@@ -391,10 +397,10 @@ pub fn tangent_lines(
 }
 
 /// `advm jvp`: value and directional derivative (adasm.md §8).
-pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
+pub fn jvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let mask = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(mask) => mask,
                 None => ad::analysis::all_params(engine.module().func(f)),
@@ -419,10 +425,10 @@ pub fn jvp(a: &CallArgs, dir: &str) -> u8 {
 }
 
 /// `advm vjp`: reverse mode with a given output cotangent (adasm.md §8).
-pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
+pub fn vjp(a: &CallArgs, opts: &Options, seed: &str) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let mask = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(mask) => mask,
                 None => ad::analysis::all_params(engine.module().func(f)),
@@ -462,10 +468,10 @@ pub fn vjp(a: &CallArgs, seed: &str) -> u8 {
 
 /// `advm hvp`: value, gradient and Hessian-vector product along `--dir`
 /// by forward-over-reverse (adasm.md §8).
-pub fn hvp(a: &CallArgs, dir: &str) -> u8 {
+pub fn hvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let mask = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(mask) => mask,
                 None => ad::analysis::all_params(engine.module().func(f)),
@@ -510,10 +516,10 @@ fn gradient_json(g: &[Option<Value>]) -> Vec<serde_json::Value> {
 
 /// `advm hessian`: value, gradient and the dense Hessian over the
 /// flattened inputs, one Hessian-vector product per input (adasm.md §8).
-pub fn hessian(a: &CallArgs) -> u8 {
+pub fn hessian(a: &CallArgs, opts: &Options) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let h = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(mask) => engine.hessian_wrt(f, &args, &mask)?,
                 None => engine.hessian(f, &args)?,
@@ -555,10 +561,10 @@ pub fn hessian(a: &CallArgs) -> u8 {
 }
 
 /// `advm jacobian`: the dense Jacobian by forward mode (adasm.md §8).
-pub fn jacobian(a: &CallArgs) -> u8 {
+pub fn jacobian(a: &CallArgs, opts: &Options) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let j = match selection(&engine, f, a.wrt.as_deref())? {
                 Some(mask) => engine.jacobian_wrt(f, &args, &mask)?,
                 None => engine.jacobian(f, &args)?,
@@ -626,9 +632,9 @@ fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Res
     }
 }
 
-pub fn check(a: &CallArgs, full: bool, order: u8) -> u8 {
+pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
     let r = (|| -> Result<bool, Fail> {
-        let (mut engine, f, args) = prepare(a)?;
+        let (mut engine, f, args) = prepare(a, opts)?;
         let names = param_names(&engine, f);
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
@@ -784,9 +790,9 @@ pub fn check(a: &CallArgs, full: bool, order: u8) -> u8 {
 /// `advm disasm --fn NAME --hvp`: the function, then the bytecode its
 /// Hessian-vector products run (the tangents of its forward function and
 /// pullback, and of every derived function they call).
-pub fn disasm_hvp(file: &Path, func: Option<&str>, wrt: Option<&str>) -> u8 {
+pub fn disasm_hvp(file: &Path, opts: &Options, func: Option<&str>, wrt: Option<&str>) -> u8 {
     finish((|| {
-        let mut engine = load(file)?;
+        let mut engine = load(file, opts)?;
         let f = pick_required(&engine, func, file, "--hvp")?;
         emit(vm::disasm::function_in(
             engine.program().func(f),
@@ -800,9 +806,16 @@ pub fn disasm_hvp(file: &Path, func: Option<&str>, wrt: Option<&str>) -> u8 {
     })())
 }
 
-pub fn disasm(file: &Path, func: Option<&str>, ad: bool, jvp: bool, wrt: Option<&str>) -> u8 {
+pub fn disasm(
+    file: &Path,
+    opts: &Options,
+    func: Option<&str>,
+    ad: bool,
+    jvp: bool,
+    wrt: Option<&str>,
+) -> u8 {
     finish((|| {
-        let mut engine = load(file)?;
+        let mut engine = load(file, opts)?;
         if jvp {
             let f = pick_required(&engine, func, file, "--jvp")?;
             emit(vm::disasm::function_in(
@@ -905,10 +918,10 @@ pub fn time_calls(mut call: impl FnMut() -> Result<(), Fail>) -> Result<(f64, f6
     Ok((samples[samples.len() / 2], allocs))
 }
 
-pub fn bench(a: &CallArgs) -> u8 {
+pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
     finish(
         (|| {
-            let (mut engine, f, args) = prepare(a)?;
+            let (mut engine, f, args) = prepare(a, opts)?;
             let wrt = selection(&engine, f, a.wrt.as_deref())?;
             // Fail early with the real error rather than inside the loops.
             engine.run(f, &args)?;
@@ -992,16 +1005,16 @@ pub fn bench(a: &CallArgs) -> u8 {
     )
 }
 
-pub fn repl(file: Option<&Path>, l: &LimitArgs) -> u8 {
+pub fn repl(file: Option<&Path>, opts: &Options, l: &LimitArgs) -> u8 {
     let mut limits = vm::Limits::default();
     apply_limits(&mut limits, l);
-    crate::repl::run(file, limits)
+    crate::repl::run(file, limits, *opts)
 }
 
 /// `advm cfg FILE [--fn NAME] [--ad]`: Graphviz DOT on stdout.
-pub fn cfg(file: &Path, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
+pub fn cfg(file: &Path, opts: &Options, func: Option<&str>, ad: bool, wrt: Option<&str>) -> u8 {
     finish((|| {
-        let mut engine = load(file)?;
+        let mut engine = load(file, opts)?;
         let f = pick_required(&engine, func, file, "cfg")?;
         if !ad {
             return emit_raw(crate::cfg::primal_dot(

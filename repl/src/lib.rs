@@ -128,24 +128,35 @@ pub mod points;
 
 use std::io::Read;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Default of `--max-source-bytes`: 256 MiB.
 pub const DEFAULT_MAX_SOURCE_BYTES: u64 = 1 << 28;
 
-/// The most bytes [`read_file`] reads (`--max-source-bytes`).
-static MAX_SOURCE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_MAX_SOURCE_BYTES);
-
-/// Set the most bytes a source or arguments file may have.
-pub fn set_max_source_bytes(n: u64) {
-    MAX_SOURCE_BYTES.store(n, Ordering::Relaxed);
+/// Options of the command line that hold for a whole invocation (`advm
+/// --no-inline`, `--max-source-bytes`), passed to what loads a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Inline small callees into their callers ([`ad::Policy::default`]);
+    /// off with `--no-inline` ([`ad::Policy::NONE`]).
+    pub inlining: bool,
+    /// The most bytes a source or arguments file may have.
+    pub max_source_bytes: u64,
 }
 
-/// Read a source or arguments file, at most `--max-source-bytes` of it: a
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            inlining: true,
+            max_source_bytes: DEFAULT_MAX_SOURCE_BYTES,
+        }
+    }
+}
+
+/// Read a source or arguments file, at most `limit` bytes of it
+/// (`--max-source-bytes`): a
 /// longer file (or an endless one, `/dev/zero`) is an error naming the
 /// flag, found after reading at most one byte past the limit.
-pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    let limit = MAX_SOURCE_BYTES.load(Ordering::Relaxed);
+pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     let too_large = || {
         format!(
             "{} is larger than {limit} bytes (raise the limit with --max-source-bytes)",
@@ -170,19 +181,10 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// Whether the engines this process builds inline small callees (see
-/// `--no-inline`).
-static INLINING: AtomicBool = AtomicBool::new(true);
-
-/// Turn inlining on or off for the engines built from now on.
-pub fn set_inlining(on: bool) {
-    INLINING.store(on, Ordering::Relaxed);
-}
-
-/// An engine for `module`, inlining as [`set_inlining`] last said
-/// (default: on, [`ad::Policy::default`]).
-pub fn engine(module: vm::ir::Module) -> Result<ad::Engine, ad::AdError> {
-    let policy = if INLINING.load(Ordering::Relaxed) {
+/// An engine for `module`, inlining small callees (default policy,
+/// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]).
+pub fn engine(module: vm::ir::Module, inlining: bool) -> Result<ad::Engine, ad::AdError> {
+    let policy = if inlining {
         ad::Policy::default()
     } else {
         ad::Policy::NONE

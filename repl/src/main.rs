@@ -362,21 +362,24 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    advm::set_inlining(!cli.no_inline);
-    if let Some(n) = cli.max_source_bytes {
-        advm::set_max_source_bytes(n);
-    }
+    let opts = advm::Options {
+        inlining: !cli.no_inline,
+        max_source_bytes: cli
+            .max_source_bytes
+            .unwrap_or(advm::DEFAULT_MAX_SOURCE_BYTES),
+    };
+    let opts = &opts;
     let status = match cli.command {
-        Some(Command::Run(a)) => commands::run(&a),
-        Some(Command::Grad(a)) => commands::grad(&a),
-        Some(Command::Check(a)) => commands::check(&a.call, a.full, a.order),
-        Some(Command::Jvp { call, dir }) => commands::jvp(&call, &dir),
-        Some(Command::Vjp { call, seed }) => commands::vjp(&call, &seed),
-        Some(Command::Hvp { call, dir }) => commands::hvp(&call, &dir),
-        Some(Command::Hessian(a)) => commands::hessian(&a),
-        Some(Command::Jacobian(a)) => commands::jacobian(&a),
-        Some(Command::Bench(a)) => commands::bench(&a),
-        Some(Command::Sweep(a)) => sweep::sweep(&a),
+        Some(Command::Run(a)) => commands::run(&a, opts),
+        Some(Command::Grad(a)) => commands::grad(&a, opts),
+        Some(Command::Check(a)) => commands::check(&a.call, opts, a.full, a.order),
+        Some(Command::Jvp { call, dir }) => commands::jvp(&call, opts, &dir),
+        Some(Command::Vjp { call, seed }) => commands::vjp(&call, opts, &seed),
+        Some(Command::Hvp { call, dir }) => commands::hvp(&call, opts, &dir),
+        Some(Command::Hessian(a)) => commands::hessian(&a, opts),
+        Some(Command::Jacobian(a)) => commands::jacobian(&a, opts),
+        Some(Command::Bench(a)) => commands::bench(&a, opts),
+        Some(Command::Sweep(a)) => sweep::sweep(&a, opts),
         Some(Command::Disasm {
             file,
             func,
@@ -390,19 +393,19 @@ fn main() -> ExitCode {
                 return ExitCode::from(commands::Fail::Usage(e.into()).report_code());
             }
             if hvp {
-                commands::disasm_hvp(&file, func.as_deref(), wrt.as_deref())
+                commands::disasm_hvp(&file, opts, func.as_deref(), wrt.as_deref())
             } else {
-                commands::disasm(&file, func.as_deref(), ad, jvp, wrt.as_deref())
+                commands::disasm(&file, opts, func.as_deref(), ad, jvp, wrt.as_deref())
             }
         }
-        Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), &limits),
+        Some(Command::Repl { file, limits }) => commands::repl(file.as_deref(), opts, &limits),
         Some(Command::Cfg {
             file,
             func,
             ad,
             wrt,
-        }) => commands::cfg(&file, func.as_deref(), ad, wrt.as_deref()),
-        None => commands::repl(None, &LimitArgs::default()),
+        }) => commands::cfg(&file, opts, func.as_deref(), ad, wrt.as_deref()),
+        None => commands::repl(None, opts, &LimitArgs::default()),
     };
     ExitCode::from(status)
 }

@@ -137,11 +137,12 @@ fn status(flow: Flow) -> u8 {
 
 /// Run the REPL; returns the exit status (0 at the end of input, 74 if
 /// standard output cannot be written).
-pub fn run(file: Option<&Path>, limits: vm::Limits) -> u8 {
+pub fn run(file: Option<&Path>, limits: vm::Limits, opts: advm::Options) -> u8 {
     let interactive = std::io::stdin().is_terminal();
     let interrupt = Arc::new(AtomicBool::new(false));
     let known = Rc::new(RefCell::new(Known::default()));
     let mut session = Session::new(interrupt.clone(), known.clone());
+    session.set_options(opts);
     session.set_limits(limits);
     if interactive {
         let banner = format!(

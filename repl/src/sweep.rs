@@ -225,17 +225,17 @@ fn progress(a: &SweepArgs, shard: (usize, usize)) -> Option<indicatif::ProgressB
     Some(pb)
 }
 
-pub fn sweep(a: &SweepArgs) -> u8 {
-    match run_sweep(a) {
+pub fn sweep(a: &SweepArgs, opts: &advm::Options) -> u8 {
+    match run_sweep(a, opts) {
         Ok(code) => code,
         Err(f) => f.in_file(&a.file).report_code(),
     }
 }
 
-fn run_sweep(a: &SweepArgs) -> Result<u8, Fail> {
+fn run_sweep(a: &SweepArgs, opts: &advm::Options) -> Result<u8, Fail> {
     check_flags(a)?;
     let shard = a.shard.unwrap_or((0, 1));
-    let mut engine = load(&a.file)?;
+    let mut engine = load(&a.file, opts)?;
     apply_limits(engine.vm_mut().limits_mut(), &a.limits);
     let f = pick(&engine, a.func.as_deref(), &a.file)?;
     let job = match a.mode {

@@ -402,6 +402,8 @@ pub struct Session {
     engine: Option<Engine>,
     last_file: Option<PathBuf>,
     interrupt: Arc<AtomicBool>,
+    /// The command line's `--no-inline` and `--max-source-bytes`.
+    opts: advm::Options,
     known: Rc<RefCell<Known>>,
     /// Where `:cfg` writes (the current directory unless a test says).
     out_dir: PathBuf,
@@ -429,6 +431,7 @@ impl Session {
             engine: None,
             last_file: None,
             interrupt,
+            opts: advm::Options::default(),
             known,
             out_dir: PathBuf::from("."),
             builds: 0,
@@ -439,6 +442,11 @@ impl Session {
     }
 
     /// The limits of every call from now on.
+    /// Inlining and the source size limit for what is loaded from now on.
+    pub fn set_options(&mut self, opts: advm::Options) {
+        self.opts = opts;
+    }
+
     pub fn set_limits(&mut self, limits: vm::Limits) {
         if let Some(e) = &mut self.engine {
             *e.vm_mut().limits_mut() = limits.clone();
@@ -870,12 +878,13 @@ impl Session {
     /// the old one in doubt).
     pub fn rebuild(&mut self) {
         let chunks = self.chunks.clone();
+        let inlining = self.opts.inlining;
         let combined = Combined::new(&chunks);
         let engine = assembler::assemble(&combined.text, "<session>")
             .ok()
             .and_then(|mut m| {
                 combined.relocate(&mut m, &chunks);
-                advm::engine(m).ok()
+                advm::engine(m, inlining).ok()
             });
         match engine {
             Some(e) => self.set_engine(e),
@@ -1154,10 +1163,11 @@ impl Session {
         match assembled {
             Ok(mut module) => {
                 combined.relocate(&mut module, &order);
+                let inlining = self.opts.inlining;
                 let engine = if combined.text.len() < BACKGROUND_BYTES {
-                    advm::engine(module)
+                    advm::engine(module, inlining)
                 } else {
-                    self.interruptible(move || advm::engine(module))?
+                    self.interruptible(move || advm::engine(module, inlining))?
                 }
                 .map_err(|e| Failure::Engine(e.to_string()))?;
                 Ok((set.to_vec(), engine))
@@ -1306,7 +1316,7 @@ impl Session {
 
     /// `:load` and `:reload`; the startup file too.
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
-        let bytes = advm::read_file(path)?;
+        let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
         let text = assembler::decode(&bytes, &origin).map_err(|d| d.render())?;
         let source = Rc::new(Source {
