@@ -129,3 +129,47 @@ fn threading_a_cycle_of_100_000_empty_blocks() {
     assert!(cycle.insts.is_empty());
     assert_eq!(cycle.term, Term::Jmp(else_));
 }
+
+/// `%c_i = copy %s_i; %s_i' = mul %s_i, 2.0; ...` in one block, N pairs:
+/// the copies a block of N phi moves leaves. Write sinking looked, for each
+/// copy, at the rest of the block (N² / 2 steps, 2·10¹⁰ here); it now looks
+/// a bounded window ahead.
+#[test]
+fn sinking_writes_past_200_000_copies_in_one_block() {
+    const N: usize = 200_000;
+    let mut f = function(2 * N + 1, 1);
+    let r = |i: usize| ValueId(i as u32);
+    let two = f.new_const(Type::F64, 2.0f64.to_bits());
+    let mut insts = Vec::new();
+    for i in 0..N {
+        // c_i = copy s; s = s * 2 (written in place, as reverse code does).
+        insts.push(inst(Op::Mov, r(i + 1), &[r(0)]));
+        insts.push(inst(Op::MulF, r(0), &[r(0), two]));
+    }
+    let sum = (1..=N).fold(r(0), |_, i| r(i));
+    f.blocks.push(block(insts, Term::RetN(vec![sum])));
+    optimize::sink_writes(&mut f);
+    assert_eq!(f.blocks[0].insts.len(), 2 * N);
+}
+
+/// A function whose entry block overwrites one array element 100 000 times:
+/// each `aset` gives the reverse code an entry value (the element it
+/// overwrote), and looking each up in the list of those already there took
+/// N² / 2 steps (5·10⁹ here). Derivation now ends quickly, refused as too
+/// large for a frame (it needs more registers than a frame has).
+#[test]
+fn deriving_100_000_overwrites_in_one_block() {
+    const N: usize = 100_000;
+    let mut src = String::from("fn @g(%x: f64) -> f64 {\nentry:\n    %a = anew 4\n");
+    for i in 0..N {
+        src.push_str(&format!("    aset %a, {}, %x\n", i % 4));
+    }
+    src.push_str("    %r = aget %a, 0\n    ret %r\n}\n");
+    let module = assembler::assemble(&src, "asets.adasm").expect("assembles");
+    let mut engine = ad::Engine::new(module).expect("verifies");
+    let g = engine.find("g").expect("defined");
+    match engine.derive(g) {
+        Err(ad::AdError::TooLarge { .. }) => {}
+        other => panic!("expected a too-large refusal, got {other:?}"),
+    }
+}

@@ -70,10 +70,15 @@ pub(crate) fn mnemonics() -> impl Iterator<Item = (&'static str, Family)> {
     })
 }
 
+/// The family of a mnemonic, looked up in the map built once from the
+/// table (every instruction of a program asks).
 fn family(mnemonic: &str) -> Option<Family> {
-    mnemonics()
-        .find(|(m, _)| *m == mnemonic)
-        .map(|(_, fam)| fam)
+    static FAMILIES: std::sync::OnceLock<HashMap<&'static str, Family>> =
+        std::sync::OnceLock::new();
+    FAMILIES
+        .get_or_init(|| mnemonics().collect())
+        .get(mnemonic)
+        .copied()
 }
 
 /// The `Def` operand's type of an opcode, if it has one.

@@ -3,11 +3,20 @@
 
 use super::*;
 
+/// How far (in instructions) the pass looks from a copy for the write to
+/// its source, and from that write for the copy's last reader: a budget
+/// that keeps the pass linear in a block's length (a block of thousands of
+/// phi moves would otherwise cost the square of that). Moving a write is
+/// sound wherever it stops (`movable` checks everything it passes); the
+/// window only bounds how far it may go.
+const WINDOW: usize = 128;
+
 /// For `copy t, s` followed in the same block by a pure write to `s` and
 /// then more reads of `t`: move the write below the last read of `t` when it
 /// does not depend on, and is not depended on by, anything it passes. The
 /// copy can then be coalesced (`t` and `s` no longer hold different live
-/// values at once).
+/// values at once). Both searches look at most [`WINDOW`] instructions
+/// ahead.
 pub fn sink_writes(f: &mut Function) -> bool {
     let mut changed = false;
     for block in &mut f.blocks {
@@ -19,11 +28,12 @@ pub fn sink_writes(f: &mut Function) -> bool {
                 i += 1;
                 continue;
             };
-            let Some(j) = (i + 1..insts.len()).find(|&j| writes(&insts[j]).contains(&s)) else {
+            let end = insts.len().min(i + 1 + WINDOW);
+            let Some(j) = (i + 1..end).find(|&j| writes(&insts[j]).contains(&s)) else {
                 i += 1;
                 continue;
             };
-            let Some(last) = (j + 1..insts.len())
+            let Some(last) = (j + 1..insts.len().min(j + 1 + WINDOW))
                 .rev()
                 .find(|&k| reads(&insts[k]).contains(&t))
             else {

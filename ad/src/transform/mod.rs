@@ -127,6 +127,17 @@ enum Supply {
     Push,
 }
 
+/// One of the ordered lists of values the reverse code reads once each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Listed {
+    /// `Transform::entry_values`.
+    Entry,
+    /// The `invariants` of counted loop `l`.
+    Invariant(usize),
+    /// The `needs` of block `b`.
+    Need(usize),
+}
+
 /// A counted loop as the reverse code sees it.
 struct LoopState {
     /// Reverse register holding the loop's induction variable, counted down.
@@ -201,6 +212,12 @@ struct Transform<'a> {
     /// Reverse registers (cotangents) that receive exactly one
     /// contribution per instance of their value.
     set_once: Vec<bool>,
+    /// What `entry_values`, each loop's `invariants` and each block's
+    /// `needs` already hold, keyed by list ([`Listed`]) and value: the lists
+    /// keep their order, this answers "already there?" in constant time (a
+    /// function of many entry values would otherwise search them all for
+    /// each one, quadratically).
+    listed: hashbrown::HashSet<(Listed, ValueId)>,
 }
 
 impl<'a> Transform<'a> {
@@ -329,6 +346,7 @@ impl<'a> Transform<'a> {
             frags: vec![Vec::new(); nblocks],
             entry_values: Vec::new(),
             set_once,
+            listed: hashbrown::HashSet::new(),
         };
         // Constants made while setting up the loops are shared from now on.
         for (i, v) in t.rev.values.iter().enumerate() {

@@ -68,7 +68,7 @@ impl<'a> Transform<'a> {
                 self.konst(ty, bits)
             }
             Supply::Entry => {
-                if !self.entry_values.contains(&v) {
+                if self.listed.insert((Listed::Entry, v)) {
                     self.entry_values.push(v);
                 }
                 self.mirror_of(v)
@@ -76,7 +76,7 @@ impl<'a> Transform<'a> {
             Supply::Counter(l) => self.loops[l].as_ref().map_or(v, |s| s.ctr),
             Supply::Invariant(l) => {
                 if let Some(s) = &mut self.loops[l] {
-                    if !s.invariants.contains(&v) {
+                    if self.listed.insert((Listed::Invariant(l), v)) {
                         s.invariants.push(v);
                     }
                 }
@@ -84,9 +84,8 @@ impl<'a> Transform<'a> {
             }
             Supply::Remat => self.rematerialize(b, v),
             Supply::Push => {
-                let needs = &mut self.needs[b.index()];
-                if !needs.contains(&v) {
-                    needs.push(v);
+                if self.listed.insert((Listed::Need(b.index()), v)) {
+                    self.needs[b.index()].push(v);
                 }
                 self.mirror_of(v)
             }
