@@ -1,6 +1,6 @@
 //! Experiment, not part of advm: dispatch by tail calls ("threaded
-//! code"), the interpreter design docs/benchmarks.md (*Session 7*,
-//! *What is left*) weighs against `vm::interp::Vm::exec`'s `match` loop.
+//! code"), the interpreter design docs/benchmarks.md (*Dispatch and code placement*,
+//! *What is left*) weighs against `Vm::exec` (`vm/src/interp/exec.rs`)'s `match` loop.
 //!
 //! Seven opcodes (`copy`, `add.f`, `sub.f`, `mul.f`, a step-and-branch
 //! with a relative target, `call`, `ret`), each a function that ends by
