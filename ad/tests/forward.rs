@@ -8,7 +8,7 @@
 //! `ADVM_PROP_SEED` the first seed, as in `random_programs.rs`.
 
 use ad::{Engine, Policy, Tangent};
-use testkit::fd::{check, Verdict};
+use testkit::fd::{along, check, dot, random_dir, Verdict};
 use testkit::gen::{program, Config, Rng};
 use vm::op::Op;
 use vm::Value;
@@ -27,56 +27,6 @@ fn engine(src: &str) -> Engine {
 
 fn read(file: &str) -> String {
     std::fs::read_to_string(testkit::workspace_root().join(file)).expect("program exists")
-}
-
-/// A direction shaped like `args`: random entries in [-1, 1) for `f64` and
-/// `f64[]` arguments, `None` for the others.
-fn random_dir(args: &[Value], rng: &mut Rng) -> Vec<Option<Value>> {
-    args.iter()
-        .map(|a| match a {
-            Value::F64(_) => Some(Value::F64(rng.float(-1.0, 1.0))),
-            Value::Arr(xs) => Some(Value::Arr(
-                xs.iter().map(|_| rng.float(-1.0, 1.0)).collect(),
-            )),
-            Value::I64(_) | Value::Bool(_) => None,
-        })
-        .collect()
-}
-
-/// `g · d` over the flattened inputs, and the sum of the magnitudes of its
-/// terms (the scale its rounding error is relative to).
-fn dot(grad: &[Option<Value>], dir: &[Option<Value>]) -> (f64, f64) {
-    let (mut s, mut m) = (0.0, 0.0);
-    for (g, d) in grad.iter().zip(dir) {
-        match (g, d) {
-            (Some(Value::F64(g)), Some(Value::F64(d))) => {
-                s += g * d;
-                m += (g * d).abs();
-            }
-            (Some(Value::Arr(gs)), Some(Value::Arr(ds))) => {
-                for (g, d) in gs.iter().zip(ds) {
-                    s += g * d;
-                    m += (g * d).abs();
-                }
-            }
-            _ => {}
-        }
-    }
-    (s, m)
-}
-
-/// `args + t·dir`.
-fn along(args: &[Value], dir: &[Option<Value>], t: f64) -> Vec<Value> {
-    args.iter()
-        .zip(dir)
-        .map(|(a, d)| match (a, d) {
-            (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
-            (Value::Arr(xs), Some(Value::Arr(ds))) => {
-                Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
-            }
-            (a, _) => a.clone(),
-        })
-        .collect()
 }
 
 fn tangent_f64(t: &Tangent) -> f64 {

@@ -20,6 +20,7 @@
 //!   value, and the gradient with respect to a subset of the f64 / f64[]
 //!   parameters (chosen by the input) is those entries of the full one.
 
+use crate::fd::{dot, random_dir};
 use crate::intgen;
 use crate::refeval::{self, vm_class, RefLimits};
 use crate::same_gradient;
@@ -536,44 +537,6 @@ pub fn differential(source: &str, entry: &str, args: &[Value], mask: u64, what: 
     outcome
 }
 
-/// The directions of [`modes_input`]: one entry per parameter, a number per
-/// f64 and one per element of an f64[] (pseudo-random in [-1, 1]), `None`
-/// for i64 and bool.
-fn directions(args: &[Value], rng: &mut crate::gen::Rng) -> Vec<Option<Value>> {
-    args.iter()
-        .map(|a| match a {
-            Value::F64(_) => Some(Value::F64(rng.float(-1.0, 1.0))),
-            Value::Arr(xs) => Some(Value::Arr(
-                xs.iter().map(|_| rng.float(-1.0, 1.0)).collect(),
-            )),
-            _ => None,
-        })
-        .collect()
-}
-
-/// `Σ a·b` over two gradient-shaped lists (f64 entries and f64[] entries
-/// element by element; `None` counts as zero), and `Σ |a·b|` (the scale a
-/// rounding error is measured against).
-fn dot(a: &[Option<Value>], b: &[Option<Value>]) -> (f64, f64) {
-    let (mut s, mut m) = (0.0, 0.0);
-    for (x, y) in a.iter().zip(b) {
-        match (x, y) {
-            (Some(Value::F64(x)), Some(Value::F64(y))) => {
-                s += x * y;
-                m += (x * y).abs();
-            }
-            (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-                for (x, y) in xs.iter().zip(ys) {
-                    s += x * y;
-                    m += (x * y).abs();
-                }
-            }
-            _ => {}
-        }
-    }
-    (s, m)
-}
-
 /// The AD modes against each other on a generated program chosen by the
 /// input, with identities that need no finite differences (so they hold to
 /// rounding, and a wrong rule in any mode breaks them):
@@ -622,7 +585,7 @@ pub fn modes_input(data: &[u8]) {
         Err(e) => panic!("{what}: the primal ran but the gradient failed: {e}"),
     };
     let mut rng = crate::gen::Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
-    let (u, v) = (directions(&args, &mut rng), directions(&args, &mut rng));
+    let (u, v) = (random_dir(&args, &mut rng), random_dir(&args, &mut rng));
     let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);
     // Forward against reverse.
     let t = match engine.jvp(f, &args, &u) {
