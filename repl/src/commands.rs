@@ -284,6 +284,13 @@ pub fn selection(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Option
         .transpose()
 }
 
+/// The parameters `wrt` selects, or every f64 and f64[] parameter of `f`
+/// without `--wrt`.
+pub fn selection_or_all(engine: &Engine, f: FuncId, wrt: Option<&str>) -> Result<Vec<bool>, Fail> {
+    Ok(selection(engine, f, wrt)?
+        .unwrap_or_else(|| ad::analysis::all_params(engine.module().func(f))))
+}
+
 /// Value and gradient of `f`, with respect to the parameters `wrt` selects.
 fn gradient(
     engine: &mut Engine,
@@ -401,10 +408,7 @@ pub fn jvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
     finish(
         (|| {
             let (mut engine, f, args) = prepare(a, opts)?;
-            let mask = match selection(&engine, f, a.wrt.as_deref())? {
-                Some(mask) => mask,
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
+            let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
             let names = param_names(&engine, f);
             let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
             let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
@@ -429,10 +433,7 @@ pub fn vjp(a: &CallArgs, opts: &Options, seed: &str) -> u8 {
     finish(
         (|| {
             let (mut engine, f, args) = prepare(a, opts)?;
-            let mask = match selection(&engine, f, a.wrt.as_deref())? {
-                Some(mask) => mask,
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
+            let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
             let ret = match engine.module().func(f).ret {
                 vm::ir::RetType::One(t) => t,
                 vm::ir::RetType::Unit => {
@@ -472,10 +473,7 @@ pub fn hvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
     finish(
         (|| {
             let (mut engine, f, args) = prepare(a, opts)?;
-            let mask = match selection(&engine, f, a.wrt.as_deref())? {
-                Some(mask) => mask,
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
+            let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
             let names = param_names(&engine, f);
             let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
             let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
@@ -655,11 +653,12 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
         // differentiated input by its own step, against the central
         // difference along it.
         let mut tangent = None;
+        // The differentiated parameters, for the tangent and second order.
+        let mask = match &wrt {
+            Some(mask) => mask.clone(),
+            None => ad::analysis::all_params(engine.module().func(f)),
+        };
         if gradient_rows > 0 {
-            let mask = match &wrt {
-                Some(mask) => mask.clone(),
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
             let dir = fd::check_direction(&args, &mask);
             let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
             let Some(Value::F64(ad)) = t.tangent else {
@@ -683,10 +682,6 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
         // direction against central differences of the gradient.
         let mut hvp_rows = Vec::new();
         if order >= 2 && gradient_rows > 0 {
-            let mask = match &wrt {
-                Some(mask) => mask.clone(),
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
             let dir = fd::check_direction(&args, &mask);
             let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
             hvp_rows = fd::hvp_rows(&args, &dir, &h.hvp, &names, |probe, at| {
@@ -798,10 +793,7 @@ pub fn disasm_hvp(file: &Path, opts: &Options, func: Option<&str>, wrt: Option<&
             engine.program().func(f),
             Some(engine.program()),
         ))?;
-        let mask = match selection(&engine, f, wrt)? {
-            Some(mask) => mask,
-            None => ad::analysis::all_params(engine.module().func(f)),
-        };
+        let mask = selection_or_all(&engine, f, wrt)?;
         emit_raw(engine.disasm_hvp_wrt(f, &mask)?)
     })())
 }
@@ -822,10 +814,7 @@ pub fn disasm(
                 engine.program().func(f),
                 Some(engine.program()),
             ))?;
-            let mask = match selection(&engine, f, wrt)? {
-                Some(mask) => mask,
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
+            let mask = selection_or_all(&engine, f, wrt)?;
             if ad {
                 let d = engine.derive_wrt(f, &mask)?;
                 for g in engine.reachable_from(d) {

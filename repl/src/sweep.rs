@@ -8,7 +8,9 @@
 //! memory held does not grow with the input and an interrupted sweep
 //! leaves a complete prefix of result lines.
 
-use crate::commands::{apply_limits, load, pick, selection, Fail, EXIT_OUTPUT, EXIT_TRAP};
+use crate::commands::{
+    apply_limits, load, pick, selection, selection_or_all, Fail, EXIT_OUTPUT, EXIT_TRAP,
+};
 use crate::out;
 use crate::{Mode, SweepArgs};
 use advm::points::{Job, Task, Worker};
@@ -254,10 +256,7 @@ fn run_sweep(a: &SweepArgs, opts: &advm::Options) -> Result<u8, Fail> {
         // Each mode to come is one arm here (its `Job`) and one in
         // `advm::points::Worker::result_line` (its fields).
         Mode::Jvp | Mode::Hvp => {
-            let mask = match selection(&engine, f, a.wrt.as_deref())? {
-                Some(m) => m,
-                None => ad::analysis::all_params(engine.module().func(f)),
-            };
+            let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
             let Some(dir) = a.dir.clone() else {
                 return Err(Fail::Usage(format!(
                     "--mode {} needs --dir JSON",
