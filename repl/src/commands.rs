@@ -337,10 +337,10 @@ pub fn run(a: &CallArgs, opts: &Options) -> u8 {
 }
 
 /// `∂x = 12` lines for a gradient.
-pub fn gradient_lines(names: &[String], g: &Gradient, max: Option<usize>) -> Vec<String> {
+pub fn gradient_lines(names: &[String], grad: &[Option<Value>], max: Option<usize>) -> Vec<String> {
     names
         .iter()
-        .zip(&g.grad)
+        .zip(grad)
         .map(|(n, v)| match v {
             Some(v) => format!("∂{n} = {}", value_text(v, max)),
             None => format!("∂{n} = -"),
@@ -356,15 +356,10 @@ pub fn grad(a: &CallArgs, opts: &Options) -> u8 {
             let mut g = Gradient::default();
             gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;
             if a.json {
-                let grads: Vec<serde_json::Value> = g
-                    .grad
-                    .iter()
-                    .map(|v| v.as_ref().map_or(serde_json::Value::Null, value_json))
-                    .collect();
-                emit(json!({ "value": float_json(g.value), "grad": grads }))?;
+                emit(json!({ "value": float_json(g.value), "grad": gradient_json(&g.grad) }))?;
             } else {
                 emit(format_args!("value = {}", g.value))?;
-                for line in gradient_lines(&param_names(&engine, f), &g, None) {
+                for line in gradient_lines(&param_names(&engine, f), &g.grad, None) {
                     emit(line)?;
                 }
             }
@@ -446,19 +441,11 @@ pub fn vjp(a: &CallArgs, opts: &Options, seed: &str) -> u8 {
             let seed = parse_json_seed(seed, ret).map_err(Fail::Usage)?;
             let v = engine.vjp_wrt(f, &args, &seed, &mask)?;
             if a.json {
-                let grads: Vec<serde_json::Value> = v
-                    .grad
-                    .iter()
-                    .map(|g| g.as_ref().map_or(serde_json::Value::Null, value_json))
-                    .collect();
-                emit(json!({ "value": value_json(&v.value), "grad": grads }))?;
+                emit(json!({ "value": value_json(&v.value), "grad": gradient_json(&v.grad) }))?;
             } else {
                 emit(format_args!("value = {}", value_text(&v.value, None)))?;
-                for (n, g) in param_names(&engine, f).iter().zip(&v.grad) {
-                    match g {
-                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
-                        None => emit(format_args!("∂{n} = -"))?,
-                    }
+                for line in gradient_lines(&param_names(&engine, f), &v.grad, None) {
+                    emit(line)?;
                 }
             }
             Ok(())
@@ -505,6 +492,13 @@ pub fn hvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
     )
 }
 
+/// A matrix (Hessian, Jacobian) as JSON: an array of rows.
+fn matrix_json(rows: &[Vec<f64>]) -> serde_json::Value {
+    rows.iter()
+        .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
+        .collect()
+}
+
 /// A gradient-shaped list as JSON (`null` for parameters without one).
 fn gradient_json(g: &[Option<Value>]) -> Vec<serde_json::Value> {
     g.iter()
@@ -523,26 +517,18 @@ pub fn hessian(a: &CallArgs, opts: &Options) -> u8 {
                 None => engine.hessian(f, &args)?,
             };
             if a.json {
-                let rows: Vec<serde_json::Value> = h
-                    .hessian
-                    .iter()
-                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
-                    .collect();
                 emit(json!({
                     "value": float_json(h.value),
                     "grad": gradient_json(&h.grad),
-                    "hessian": rows,
+                    "hessian": matrix_json(&h.hessian),
                 }))?;
             } else {
                 emit(format_args!(
                     "value = {}",
                     value_text(&Value::F64(h.value), None)
                 ))?;
-                for (n, g) in param_names(&engine, f).iter().zip(&h.grad) {
-                    match g {
-                        Some(g) => emit(format_args!("∂{n} = {}", value_text(g, None)))?,
-                        None => emit(format_args!("∂{n} = -"))?,
-                    }
+                for line in gradient_lines(&param_names(&engine, f), &h.grad, None) {
+                    emit(line)?;
                 }
                 let n = h.hessian.len();
                 emit(format_args!(
@@ -568,12 +554,9 @@ pub fn jacobian(a: &CallArgs, opts: &Options) -> u8 {
                 None => engine.jacobian(f, &args)?,
             };
             if a.json {
-                let rows: Vec<serde_json::Value> = j
-                    .jacobian
-                    .iter()
-                    .map(|r| serde_json::Value::Array(r.iter().map(|x| float_json(*x)).collect()))
-                    .collect();
-                emit(json!({ "value": value_json(&j.value), "jacobian": rows }))?;
+                emit(
+                    json!({ "value": value_json(&j.value), "jacobian": matrix_json(&j.jacobian) }),
+                )?;
             } else {
                 emit(format_args!("value = {}", value_text(&j.value, None)))?;
                 let cols = j.jacobian.first().map_or(0, Vec::len);

@@ -1562,7 +1562,7 @@ impl Session {
         .map_err(ad_problem)?;
         let names = param_names(engine.module().func(f));
         let mut out = vec![format!("value = {}", g.value)];
-        out.extend(gradient_lines(&names, &g, Some(8)));
+        out.extend(gradient_lines(&names, &g.grad, Some(8)));
         Ok(out.join("\n"))
     }
 
@@ -1601,7 +1601,7 @@ impl Session {
             grad: h.grad.clone(),
         };
         let mut out = vec![format!("value = {}", h.value)];
-        out.extend(gradient_lines(&names, &g, Some(8)));
+        out.extend(gradient_lines(&names, &g.grad, Some(8)));
         let n = h.hessian.len();
         out.push(format!("hessian ({n} × {n} over the flattened inputs) ="));
         for row in &h.hessian {
