@@ -38,11 +38,7 @@ impl Engine {
         if let Some(d) = self.built(f, wrt) {
             return Ok(d);
         }
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let func = self.user_func(f)?;
         if func.ret != RetType::One(Type::F64) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} returns {}, not f64",
@@ -59,11 +55,7 @@ impl Engine {
         if let Some(d) = lookup(&self.derived, f, wrt) {
             return Ok(d);
         }
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let func = self.user_func(f)?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
         let result = self.derive_all(f, wrt);
@@ -127,36 +119,55 @@ impl Engine {
             }
             let d = lookup(&self.derived, g, &gw)
                 .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
-            for (id, mut func) in [(d.fwd, fwd), (d.rev, rev)] {
-                func.name = self.program.func(id).name.clone();
-                let bc = vm::lower::lower_function(&func).map_err(|e| match e {
-                    // A limit of the VM a large user function can reach:
-                    // tell the user, it is no bug.
-                    vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
-                        func: self.module.func(g).name.clone(),
-                        derived: func.name.clone(),
-                        registers: needed,
-                    },
-                    e => AdError::Internal(format!("lowering {}: {e}", func.name)),
-                })?;
-                Arc::make_mut(&mut self.program)
-                    .set(id, bc)
-                    .map_err(|e| AdError::Internal(e.to_string()))?;
-                let first_derived = self.module.funcs.len();
-                Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
-            }
+            self.install_derived(d.fwd, fwd, g)?;
+            self.install_derived(d.rev, rev, g)?;
         }
+        self.verify_new(first_new, "derived")?;
+        Ok(root)
+    }
+
+    /// Lower `func`, derived from user function `of`, into the slot `id`
+    /// reserved for it (taking the slot's name), and keep its IR for
+    /// disassembly and later derivation.
+    pub(crate) fn install_derived(
+        &mut self,
+        id: FuncId,
+        mut func: vm::ir::Function,
+        of: FuncId,
+    ) -> Result<(), AdError> {
+        func.name = self.program.func(id).name.clone();
+        let bc = vm::lower::lower_function(&func).map_err(|e| match e {
+            // A limit of the VM a large user function can reach:
+            // tell the user, it is no bug.
+            vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
+                func: self.module.func(of).name.clone(),
+                derived: func.name.clone(),
+                registers: needed,
+            },
+            e => AdError::Internal(format!("lowering {}: {e}", func.name)),
+        })?;
+        Arc::make_mut(&mut self.program)
+            .set(id, bc)
+            .map_err(|e| AdError::Internal(e.to_string()))?;
+        let first_derived = self.module.funcs.len();
+        Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
+        Ok(())
+    }
+
+    /// Verify every function from `first_new` on (`what` names the kind
+    /// of code in the message): derived code that fails is a bug of advm.
+    pub(crate) fn verify_new(&mut self, first_new: usize, what: &str) -> Result<(), AdError> {
         for i in first_new..self.program.len() {
             vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
                 .map_err(|errs| {
                     let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
                     AdError::Internal(format!(
-                        "derived code failed verification: {}",
+                        "{what} code failed verification: {}",
                         text.join("; ")
                     ))
                 })?;
         }
-        Ok(root)
+        Ok(())
     }
 
     /// Reserve ids for `f`'s derived pair with respect to `wrt` and queue it.

@@ -86,19 +86,36 @@ impl Engine {
         wrt: &[bool],
         grad: &mut Vec<Option<Value>>,
     ) {
-        if grad.len() != args.len() {
-            grad.resize(args.len(), None);
+        self.read_entries(0, &self.handles, args, wrt, grad);
+    }
+
+    /// One entry per argument into `out` (its buffers reused): an `f64`
+    /// parameter's from the results at `first` on, in order; an array
+    /// parameter's from the shadow of its array in `handles`, in order;
+    /// `None` for the parameters not selected by `wrt` and the integers.
+    #[inline]
+    pub(crate) fn read_entries(
+        &self,
+        first: usize,
+        handles: &[u64],
+        args: &[Value],
+        wrt: &[bool],
+        out: &mut Vec<Option<Value>>,
+    ) {
+        if out.len() != args.len() {
+            out.resize(args.len(), None);
         }
+        let results = self.vm.results();
         let (mut fi, mut ai) = (0, 0);
-        for ((slot, a), selected) in grad.iter_mut().zip(args).zip(wrt) {
+        for ((slot, a), selected) in out.iter_mut().zip(args).zip(wrt) {
             match a {
                 Value::F64(_) => {
-                    let g = f64::from_bits(self.vm.results()[fi]);
+                    let g = f64::from_bits(results.get(first + fi).copied().unwrap_or(0));
                     fi += 1;
                     *slot = selected.then_some(Value::F64(g));
                 }
                 Value::Arr(_) => {
-                    let h = self.handles[ai];
+                    let h = handles.get(ai).copied().unwrap_or(0);
                     ai += 1;
                     if !selected {
                         *slot = None;
@@ -125,18 +142,7 @@ impl Engine {
     /// computes value and gradient with none of [`Engine::grad_wrt_into`]'s
     /// per-call lookups and conversions.
     pub fn prepare(&mut self, f: FuncId, wrt: &[bool]) -> Result<Prepared, AdError> {
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
-        if let Some(p) = func.params.iter().find(|p| func.ty(**p) == Type::Arr) {
-            let name = func.values[p.index()].name.clone().unwrap_or_default();
-            return Err(AdError::Args(format!(
-                "@{}: parameter %{name} is an array; a prepared gradient takes scalar parameters only (use grad_wrt)",
-                func.name
-            )));
-        }
+        let func = self.scalar_params_only(f, "gradient", "grad_wrt")?;
         let types = func.params.iter().map(|p| func.ty(*p)).collect();
         let d = self.derive_wrt(f, wrt)?;
         Ok(Prepared {

@@ -16,7 +16,6 @@
 //!    its product the shadow of its tangent array.
 
 use crate::{check_mask, scalar_bits, AdError, Engine};
-use std::sync::Arc;
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
@@ -198,38 +197,8 @@ impl Engine {
     /// from its second half of results (f64 parameters) and the shadows of
     /// the tangent arrays (`self.tangent_handles`).
     fn read_hvp(&self, args: &[Value], wrt: &[bool], hvp: &mut Vec<Option<Value>>) {
-        if hvp.len() != args.len() {
-            hvp.resize(args.len(), None);
-        }
-        let results = self.vm.results();
-        let half = results.len() / 2;
-        let (mut fi, mut ai) = (0, 0);
-        for ((slot, a), selected) in hvp.iter_mut().zip(args).zip(wrt) {
-            match a {
-                Value::F64(_) => {
-                    let h = f64::from_bits(results.get(half + fi).copied().unwrap_or(0));
-                    fi += 1;
-                    *slot = selected.then_some(Value::F64(h));
-                }
-                Value::Arr(_) => {
-                    let h = self.tangent_handles.get(ai).copied().unwrap_or(0);
-                    ai += 1;
-                    if !selected {
-                        *slot = None;
-                        continue;
-                    }
-                    let shadow = self.vm.shadow(h).unwrap_or(&[]);
-                    match slot {
-                        Some(Value::Arr(v)) => {
-                            v.clear();
-                            v.extend_from_slice(shadow);
-                        }
-                        _ => *slot = Some(Value::Arr(shadow.to_vec())),
-                    }
-                }
-                Value::I64(_) | Value::Bool(_) => *slot = None,
-            }
-        }
+        let half = self.vm.results().len() / 2;
+        self.read_entries(half, &self.tangent_handles, args, wrt, hvp);
     }
 
     /// The dense Hessian of `f` at `args` over every `f64` and `f64[]`
@@ -296,18 +265,7 @@ impl Engine {
     /// scalars and whose result must be `f64`, with respect to the
     /// parameters selected by `wrt`: builds the functions that run.
     pub fn prepare_hvp(&mut self, f: FuncId, wrt: &[bool]) -> Result<PreparedHvp, AdError> {
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
-        if let Some(p) = func.params.iter().find(|p| func.ty(**p) == Type::Arr) {
-            let name = func.values[p.index()].name.clone().unwrap_or_default();
-            return Err(AdError::Args(format!(
-                "@{}: parameter %{name} is an array; a prepared hvp takes scalar parameters only (use hvp_wrt)",
-                func.name
-            )));
-        }
+        let func = self.scalar_params_only(f, "hvp", "hvp_wrt")?;
         let types = func.params.iter().map(|p| func.ty(*p)).collect();
         let (fwd, rev) = self.derive_hvp(f, wrt)?;
         Ok(PreparedHvp {
@@ -496,31 +454,9 @@ impl Engine {
                 // A pullback: clean it up as reverse mode does.
                 crate::optimize::reverse(&mut func);
             }
-            func.name = self.program.func(id).name.clone();
-            let bc = vm::lower::lower_function(&func).map_err(|e| match e {
-                vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
-                    func: self.module.func(f).name.clone(),
-                    derived: func.name.clone(),
-                    registers: needed,
-                },
-                e => AdError::Internal(format!("lowering {}: {e}", func.name)),
-            })?;
-            Arc::make_mut(&mut self.program)
-                .set(id, bc)
-                .map_err(|e| AdError::Internal(e.to_string()))?;
-            Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
+            self.install_derived(id, func, f)?;
         }
-        for i in first_new..self.program.len() {
-            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
-                .map_err(|errs| {
-                    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                    AdError::Internal(format!(
-                        "Hessian-vector code failed verification: {}",
-                        text.join("; ")
-                    ))
-                })?;
-        }
-        Ok(())
+        self.verify_new(first_new, "Hessian-vector")
     }
 
     /// The bytecode of `f`'s Hessian-vector products with respect to `wrt`

@@ -391,14 +391,38 @@ impl Engine {
         }
     }
 
+    /// User function `f`, or [`AdError::Args`] if there is none.
+    pub(crate) fn user_func(&self, f: FuncId) -> Result<&vm::ir::Function, AdError> {
+        self.module
+            .funcs
+            .get(f.index())
+            .ok_or_else(|| AdError::Args(format!("no function {f}")))
+    }
+
+    /// User function `f`, which a prepared `what` (gradient, jvp, hvp)
+    /// takes only with scalar parameters: [`AdError::Args`] naming its
+    /// first array parameter and the entry point to use `instead`.
+    pub(crate) fn scalar_params_only(
+        &self,
+        f: FuncId,
+        what: &str,
+        instead: &str,
+    ) -> Result<&vm::ir::Function, AdError> {
+        let func = self.user_func(f)?;
+        if let Some(p) = func.params.iter().find(|p| func.ty(**p) == Type::Arr) {
+            let name = func.values[p.index()].name.clone().unwrap_or_default();
+            return Err(AdError::Args(format!(
+                "@{}: parameter %{name} is an array; a prepared {what} takes scalar parameters only (use {instead})",
+                func.name
+            )));
+        }
+        Ok(func)
+    }
+
     /// What is wrong with the arguments (`Ok` if nothing is).
     #[cold]
     fn arg_error(&self, f: FuncId, args: &[Value]) -> Result<(), AdError> {
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let func = self.user_func(f)?;
         let params = func.params.iter().map(|p| func.ty(*p));
         if params.len() != args.len() {
             return Err(AdError::Args(format!(

@@ -174,11 +174,7 @@ impl Engine {
         args: &[Value],
         wrt: &[bool],
     ) -> Result<Jacobian, AdError> {
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let func = self.user_func(f)?;
         if !matches!(func.ret, RetType::One(Type::F64 | Type::Arr)) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} returns {}, not f64 or f64[]",

@@ -3,7 +3,6 @@
 
 use super::jvp_function;
 use crate::{check_mask, same_mask, scalar_bits, AdError, Engine, JvpCache};
-use std::sync::Arc;
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
@@ -249,18 +248,7 @@ impl Engine {
     /// whose result must be `f64`, with respect to the parameters selected
     /// by `wrt` (`f64` ones only): builds the tangent function.
     pub fn prepare_jvp(&mut self, f: FuncId, wrt: &[bool]) -> Result<PreparedJvp, AdError> {
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
-        if let Some(p) = func.params.iter().find(|p| func.ty(**p) == Type::Arr) {
-            let name = func.values[p.index()].name.clone().unwrap_or_default();
-            return Err(AdError::Args(format!(
-                "@{}: parameter %{name} is an array; a prepared jvp takes scalar parameters only (use jvp_wrt)",
-                func.name
-            )));
-        }
+        let func = self.scalar_params_only(f, "jvp", "jvp_wrt")?;
         if func.ret != RetType::One(Type::F64) {
             return Err(AdError::NotDifferentiable(format!(
                 "@{} does not return f64; a prepared jvp needs an f64 result (use jvp_wrt)",
@@ -344,11 +332,7 @@ impl Engine {
         if let Some(id) = lookup_jvp(&self.jvps, f, wrt) {
             return Ok(id);
         }
-        let func = self
-            .module
-            .funcs
-            .get(f.index())
-            .ok_or_else(|| AdError::Args(format!("no function {f}")))?;
+        let func = self.user_func(f)?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
         let result = self.derive_jvp_all(f, wrt);
@@ -382,7 +366,7 @@ impl Engine {
                 };
                 jvp_function(&self.module, g, &gw, &mut ids)
             };
-            let mut func = func.map_err(|e| {
+            let func = func.map_err(|e| {
                 AdError::Internal(format!(
                     "forward mode of @{}: {e}",
                     self.module.func(g).name
@@ -394,31 +378,9 @@ impl Engine {
                 self.push_placeholder(h, &hw, "jvp");
                 work.push((h, hw, hid));
             }
-            func.name = self.program.func(id).name.clone();
-            let bc = vm::lower::lower_function(&func).map_err(|e| match e {
-                vm::lower::LowerError::TooManyRegisters { needed, .. } => AdError::TooLarge {
-                    func: self.module.func(g).name.clone(),
-                    derived: func.name.clone(),
-                    registers: needed,
-                },
-                e => AdError::Internal(format!("lowering {}: {e}", func.name)),
-            })?;
-            Arc::make_mut(&mut self.program)
-                .set(id, bc)
-                .map_err(|e| AdError::Internal(e.to_string()))?;
-            let first_derived = self.module.funcs.len();
-            Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
+            self.install_derived(id, func, g)?;
         }
-        for i in first_new..self.program.len() {
-            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
-                .map_err(|errs| {
-                    let text: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-                    AdError::Internal(format!(
-                        "tangent code failed verification: {}",
-                        text.join("; ")
-                    ))
-                })?;
-        }
+        self.verify_new(first_new, "tangent")?;
         Ok(root)
     }
 
