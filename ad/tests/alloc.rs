@@ -21,14 +21,10 @@ fn allocations_of_second_call(src: &str, name: &str, args: &[Value]) -> (usize, 
     (after - before, out)
 }
 
-fn program(file: &str) -> String {
-    std::fs::read_to_string(testkit::workspace_root().join(file)).expect("program exists")
-}
-
 #[test]
 fn powloop_gradient_allocates_nothing_after_warm_up() {
     let (n, g) = allocations_of_second_call(
-        &program("programs/bench/powloop.adasm"),
+        &testkit::read_program("programs/bench/powloop.adasm"),
         "pow",
         &[Value::F64(1.0001), Value::I64(10_000)],
     );
@@ -39,7 +35,7 @@ fn powloop_gradient_allocates_nothing_after_warm_up() {
 #[test]
 fn recursive_gradient_allocates_nothing_after_warm_up() {
     let (n, g) = allocations_of_second_call(
-        &program("programs/bench/recursion.adasm"),
+        &testkit::read_program("programs/bench/recursion.adasm"),
         "rec",
         &[Value::F64(0.9), Value::I64(100)],
     );
@@ -51,7 +47,7 @@ fn recursive_gradient_allocates_nothing_after_warm_up() {
 fn array_gradient_allocates_nothing_after_warm_up() {
     let v = Value::Arr(testkit::suite::sines(1000));
     let (n, g) = allocations_of_second_call(
-        &program("programs/bench/logsumexp.adasm"),
+        &testkit::read_program("programs/bench/logsumexp.adasm"),
         "logsumexp",
         &[v],
     );
@@ -78,7 +74,8 @@ fn primal_runs_allocate_nothing_after_warm_up() {
             vec![Value::Arr(testkit::suite::sines(1000))],
         ),
     ] {
-        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let module = assembler::assemble(&testkit::read_program(file), file)
+            .unwrap_or_else(|d| panic!("{d}"));
         let mut e = Engine::new(module).expect("verifies");
         let f = e.find(name).expect("exists");
         e.run(f, &args).expect("warm-up");
@@ -92,8 +89,11 @@ fn primal_runs_allocate_nothing_after_warm_up() {
 
 #[test]
 fn prepared_gradient_allocates_nothing_after_warm_up() {
-    let module = assembler::assemble(&program("programs/bench/recursion.adasm"), "t.adasm")
-        .unwrap_or_else(|d| panic!("{d}"));
+    let module = assembler::assemble(
+        &testkit::read_program("programs/bench/recursion.adasm"),
+        "t.adasm",
+    )
+    .unwrap_or_else(|d| panic!("{d}"));
     let mut e = Engine::new(module).expect("verifies");
     let f = e.find("rec").expect("exists");
     let p = e.prepare(f, &[true, false]).expect("prepares");
@@ -113,7 +113,8 @@ fn prepared_jvp_allocates_nothing_after_warm_up() {
         ("programs/bench/recursion.adasm", "rec"),
         ("programs/bench/powloop.adasm", "pow"),
     ] {
-        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let module = assembler::assemble(&testkit::read_program(file), file)
+            .unwrap_or_else(|d| panic!("{d}"));
         let mut e = Engine::new(module).expect("verifies");
         let f = e.find(name).expect("exists");
         let p = e.prepare_jvp(f, &[true, false]).expect("prepares");
@@ -157,7 +158,10 @@ done:
     ret %out
 }";
     for (src, name) in [
-        (program("programs/bench/logsumexp.adasm"), "logsumexp"),
+        (
+            testkit::read_program("programs/bench/logsumexp.adasm"),
+            "logsumexp",
+        ),
         (src.to_string(), "scale"),
     ] {
         let module = assembler::assemble(&src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
@@ -190,7 +194,8 @@ fn prepared_hvp_allocates_nothing_after_warm_up() {
         ("programs/bench/powloop.adasm", "pow", 10_000),
         ("programs/bench/recursion.adasm", "rec", 100),
     ] {
-        let module = assembler::assemble(&program(file), file).unwrap_or_else(|d| panic!("{d}"));
+        let module = assembler::assemble(&testkit::read_program(file), file)
+            .unwrap_or_else(|d| panic!("{d}"));
         let mut e = Engine::new(module).expect("verifies");
         let f = e.find(name).expect("exists");
         let p = e.prepare_hvp(f, &[true, false]).expect("prepares");
@@ -218,7 +223,7 @@ fn prepared_hvp_allocates_nothing_after_warm_up() {
 #[test]
 fn array_hvp_allocates_nothing_after_warm_up() {
     let module = assembler::assemble(
-        &program("programs/bench/logsumexp.adasm"),
+        &testkit::read_program("programs/bench/logsumexp.adasm"),
         "logsumexp.adasm",
     )
     .unwrap_or_else(|d| panic!("{d}"));

@@ -26,13 +26,6 @@ use std::collections::BTreeMap;
 use testkit::refeval::{self, RefLimits, RefTrapKind};
 use vm::Value;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[derive(Default)]
 struct Tally {
     same_value: u64,
@@ -54,8 +47,8 @@ impl Tally {
 /// Run `check` on every seed of the configured range, collecting panics
 /// (with the seed) rather than stopping at the first.
 fn each_seed(family: &str, mut check: impl FnMut(u64) -> Outcome) -> Tally {
-    let cases = env_u64("ADVM_DIFF_CASES", 300);
-    let first = env_u64("ADVM_DIFF_SEED", 1);
+    let cases = testkit::env_u64("ADVM_DIFF_CASES", 300);
+    let first = testkit::env_u64("ADVM_DIFF_SEED", 1);
     let mut tally = Tally::default();
     let mut failures = Vec::new();
     for seed in first..first + cases {
@@ -98,7 +91,7 @@ fn vm_matches_reference_on_generated_programs() {
         )
     });
     // These programs are total on their arguments: nearly all must compare.
-    let cases = env_u64("ADVM_DIFF_CASES", 300);
+    let cases = testkit::env_u64("ADVM_DIFF_CASES", 300);
     assert!(
         tally.same_value * 10 >= cases * 9,
         "too few values compared"
@@ -118,7 +111,7 @@ fn vm_matches_reference_on_integer_programs() {
         )
     });
     // Both outcomes must be well represented, or the family tests little.
-    let cases = env_u64("ADVM_DIFF_CASES", 300);
+    let cases = testkit::env_u64("ADVM_DIFF_CASES", 300);
     let trapped: u64 = tally.traps.values().sum();
     if cases >= 100 {
         assert!(

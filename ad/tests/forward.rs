@@ -13,20 +13,9 @@ use testkit::gen::{program, Config, Rng};
 use vm::op::Op;
 use vm::Value;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn engine(src: &str) -> Engine {
     let module = assembler::assemble(src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
     Engine::new(module).expect("verifies")
-}
-
-fn read(file: &str) -> String {
-    std::fs::read_to_string(testkit::workspace_root().join(file)).expect("program exists")
 }
 
 fn tangent_f64(t: &Tangent) -> f64 {
@@ -38,8 +27,8 @@ fn tangent_f64(t: &Tangent) -> f64 {
 
 #[test]
 fn tangents_of_random_programs_agree_with_differences_and_gradients() {
-    let cases = env_u64("ADVM_PROP_CASES", 300);
-    let first = env_u64("ADVM_PROP_SEED", 1);
+    let cases = testkit::env_u64("ADVM_PROP_CASES", 300);
+    let first = testkit::env_u64("ADVM_PROP_SEED", 1);
     let cfg = Config::default();
     let (mut agree, mut unreliable, mut identities) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
@@ -297,7 +286,7 @@ entry:
     let cosine = ops.contains(&Op::Cos) || ops.contains(&Op::SinCos);
     assert!(cosine && ops.contains(&Op::RetN), "{ops:?}");
 
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let ops = jvp_ops(&mut e, "pow");
     assert!(no_stack_ops(&ops), "{ops:?}");
     // The loop's tangent: two products (strong-zero, `mul.z`) and a sum
@@ -319,7 +308,7 @@ entry:
 
 #[test]
 fn powloop_tangent_is_n_x_to_the_n_minus_one() {
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let f = e.find("pow").expect("exists");
     let (x, n) = (1.0001f64, 1000);
     let t = e
@@ -407,7 +396,7 @@ entry:
 
 #[test]
 fn recursion_and_mutual_recursion_get_tangents() {
-    let mut e = engine(&read("programs/mutual.adasm"));
+    let mut e = engine(&testkit::read_program("programs/mutual.adasm"));
     let mut n = 0;
     for name in e
         .module()
@@ -444,7 +433,7 @@ fn recursion_and_mutual_recursion_get_tangents() {
 
 #[test]
 fn prepared_jvp_matches_jvp_and_checks_its_input() {
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let f = e.find("pow").expect("exists");
     let p = e.prepare_jvp(f, &[true, false]).expect("prepares");
     assert_eq!(p.arity(), 2);
@@ -463,7 +452,7 @@ fn prepared_jvp_matches_jvp_and_checks_its_input() {
     let err = e.jvp_prepared(&p, &args, &[1.0]).expect_err("refused");
     assert!(err.to_string().contains("direction"), "{err}");
     // A prepared jvp takes scalars and an f64 result only.
-    let mut e2 = engine(&read("programs/array_sum.adasm"));
+    let mut e2 = engine(&testkit::read_program("programs/array_sum.adasm"));
     let g = e2.module().funcs[0].name.clone();
     let g = e2.find(&g).expect("exists");
     let mask = ad::analysis::all_params(e2.module().func(g));
@@ -474,7 +463,7 @@ fn prepared_jvp_matches_jvp_and_checks_its_input() {
 
 #[test]
 fn bad_directions_and_masks_are_refused() {
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let f = e.find("pow").expect("exists");
     let args = [Value::F64(1.5), Value::I64(7)];
     for dir in [
@@ -491,7 +480,7 @@ fn bad_directions_and_masks_are_refused() {
         .expect_err("refused");
     assert!(err.to_string().contains("not f64"), "{err}");
     // A direction of the wrong length for an array.
-    let mut e = engine(&read("programs/bench/logsumexp.adasm"));
+    let mut e = engine(&testkit::read_program("programs/bench/logsumexp.adasm"));
     let f = e.find("logsumexp").expect("exists");
     let err = e
         .jvp(
@@ -604,7 +593,7 @@ fn vjp_and_jvp_of_array_results_satisfy_the_dot_product_identity() {
 
 #[test]
 fn vjp_of_an_f64_result_is_the_seed_times_the_gradient() {
-    let mut e = engine(&read("programs/array_param.adasm"));
+    let mut e = engine(&testkit::read_program("programs/array_param.adasm"));
     let f = e.find("f").expect("exists");
     let args = [Value::Arr(vec![1.0, 2.0, 3.0]), Value::F64(2.0)];
     let g = e.grad(f, &args).expect("grad");
@@ -665,7 +654,7 @@ fn jacobian_columns_are_tangents_and_rows_are_vjps() {
     // Only x: one column. An f64 result: one row, the gradient.
     let j = e.jacobian_wrt(f, &args, &[false, true]).expect("jacobian");
     assert!(j.jacobian.iter().all(|r| r.len() == 1));
-    let mut e = engine(&read("programs/array_param.adasm"));
+    let mut e = engine(&testkit::read_program("programs/array_param.adasm"));
     let f = e.find("f").expect("exists");
     let args = [Value::Arr(vec![1.0, 2.0, 3.0]), Value::F64(2.0)];
     let j = e.jacobian(f, &args).expect("jacobian");

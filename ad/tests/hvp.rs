@@ -14,20 +14,9 @@ use testkit::gen::{program, Config, Rng};
 use vm::op::Op;
 use vm::Value;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn engine(src: &str) -> Engine {
     let module = assembler::assemble(src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
     Engine::new(module).expect("verifies")
-}
-
-fn read(file: &str) -> String {
-    std::fs::read_to_string(testkit::workspace_root().join(file)).expect("program exists")
 }
 
 /// Central differences of `s ↦ u·∇f(args + s·v)` at 0 against `u·(H v)`.
@@ -55,7 +44,7 @@ fn fd_of_gradient(
 
 #[test]
 fn powloop_hvp_is_n_times_n_minus_one_x_to_the_n_minus_two() {
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let f = e.find("pow").expect("exists");
     let (x, n) = (1.0001f64, 1000);
     let h = e
@@ -85,8 +74,8 @@ fn powloop_hvp_is_n_times_n_minus_one_x_to_the_n_minus_two() {
 
 #[test]
 fn hvps_of_random_programs_agree_with_differences_of_gradients() {
-    let cases = env_u64("ADVM_PROP_CASES", 200);
-    let first = env_u64("ADVM_PROP_SEED", 1);
+    let cases = testkit::env_u64("ADVM_PROP_CASES", 200);
+    let first = testkit::env_u64("ADVM_PROP_SEED", 1);
     let cfg = Config::default();
     let (mut agree, mut unreliable, mut symmetric, mut hessians) = (0u64, 0u64, 0u64, 0u64);
     let (mut nonzero, mut with_arrays) = (0u64, 0u64);
@@ -472,7 +461,7 @@ fn hvp_ops(e: &mut Engine, name: &str) -> (Vec<Op>, Vec<Op>) {
 
 #[test]
 fn hvp_code_of_powloop_pairs_every_push_with_its_tangent() {
-    let mut e = engine(&read("programs/powloop.adasm"));
+    let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let (fwd, rev) = hvp_ops(&mut e, "pow");
     let f = e.find("pow").expect("exists");
     let d = e.derive(f).expect("derives");

@@ -308,10 +308,7 @@ static ACCEPTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize
 static GRADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 fn cases() -> u32 {
-    std::env::var("ADVM_PROP_CASES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2_000)
+    u32::try_from(testkit::env_u64("ADVM_PROP_CASES", 2_000)).unwrap_or(2_000)
 }
 
 proptest! {

@@ -13,17 +13,10 @@ use testkit::gen::{program, Config};
 use testkit::same_gradient;
 use vm::Value;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn ad_agrees_with_finite_differences_on_random_programs() {
-    let cases = env_u64("ADVM_PROP_CASES", 300);
-    let first = env_u64("ADVM_PROP_SEED", 1);
+    let cases = testkit::env_u64("ADVM_PROP_CASES", 300);
+    let first = testkit::env_u64("ADVM_PROP_SEED", 1);
     let cfg = Config::default();
     let (mut agree, mut unreliable) = (0u64, 0u64);
     let mut failures = Vec::new();

@@ -200,15 +200,8 @@ pub fn powloop() -> Module {
             else_: done,
         },
     );
-    b.f.blocks[body.index()]
-        .insts
-        .push(Inst::new(Op::MulF, Some(r2), vec![r, x], Loc::default()));
-    b.f.blocks[body.index()].insts.push(Inst::new(
-        Op::SubI,
-        Some(k2),
-        vec![k, ione],
-        Loc::default(),
-    ));
+    b.set(body, Op::MulF, r2, &[r, x]);
+    b.set(body, Op::SubI, k2, &[k, ione]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(r));
     Module { funcs: vec![b.f] }
@@ -241,12 +234,8 @@ pub fn fib() -> Module {
             else_: done,
         },
     );
-    b.f.blocks[body.index()]
-        .insts
-        .push(Inst::new(Op::AddF, Some(s), vec![a, bb], Loc::default()));
-    b.f.blocks[body.index()]
-        .insts
-        .push(Inst::new(Op::AddI, Some(k2), vec![k, i1], Loc::default()));
+    b.set(body, Op::AddF, s, &[a, bb]);
+    b.set(body, Op::AddI, k2, &[k, i1]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(a));
     Module { funcs: vec![b.f] }
@@ -304,12 +293,8 @@ pub fn sumsin() -> Module {
     );
     let x = b.op(body, Op::ItoF, Some(Type::F64), &[i]);
     let y = b.op(body, Op::Sin, Some(Type::F64), &[x]);
-    b.f.blocks[body.index()]
-        .insts
-        .push(Inst::new(Op::AddF, Some(s2), vec![s, y], Loc::default()));
-    b.f.blocks[body.index()]
-        .insts
-        .push(Inst::new(Op::AddI, Some(i2), vec![i, i1], Loc::default()));
+    b.set(body, Op::AddF, s2, &[s, y]);
+    b.set(body, Op::AddI, i2, &[i, i1]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(s));
     Module { funcs: vec![b.f] }

@@ -32,6 +32,23 @@ pub fn workspace_root() -> std::path::PathBuf {
         .unwrap_or_default()
 }
 
+/// The text of a file of the workspace (`programs/...`); panics, naming
+/// the file, if it cannot be read (for tests and benchmarks).
+pub fn read_program(file: &str) -> String {
+    let path = workspace_root().join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The environment variable `name` as a number, `default` if it is unset
+/// or not one (the number of random cases and the first seed of the
+/// property tests: `ADVM_PROP_CASES`, `ADVM_PROP_SEED`, ...).
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Two gradient entries equal up to rounding (relative 1e-12; nan equals
 /// nan, an infinity itself): the derived code of a partial gradient skips
 /// the work of unselected parameters, which can change the order in which
