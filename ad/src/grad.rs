@@ -60,9 +60,18 @@ impl Engine {
             None => self.derive_wrt(f, wrt)?,
         };
         self.vm.begin(true);
+        self.place_arrays(args, arrays)?;
+        out.value = self.forward_reverse(f, d)?;
+        self.read_gradient(args, wrt, &mut out.grad);
+        Ok(())
+    }
+
+    /// After `vm.begin`: the array arguments (if `arrays`) into the heap,
+    /// their handles in `self.handles` and in their places in `self.raw`.
+    #[inline]
+    pub(crate) fn place_arrays(&mut self, args: &[Value], arrays: bool) -> Result<(), AdError> {
         self.handles.clear();
         if arrays {
-            // Array arguments go into the heap `begin` just reset.
             for (bits, a) in self.raw.iter_mut().zip(args) {
                 if let Value::Arr(xs) = a {
                     let h = self.vm.alloc_array(xs)?;
@@ -71,8 +80,46 @@ impl Engine {
                 }
             }
         }
-        out.value = self.forward_reverse(f, d)?;
-        self.read_gradient(args, wrt, &mut out.grad);
+        Ok(())
+    }
+
+    /// The tangent arguments, in parameter order, after the primal ones in
+    /// `self.raw`: the direction of each `f64` and `f64[]` parameter
+    /// selected by `wrt` (zero where `dir` has none), its arrays' handles
+    /// in `self.tangent_handles`. With `every`, the parameters outside
+    /// `wrt` too, with a zero direction (the tangent of a pullback takes
+    /// one per `f64` and `f64[]` parameter).
+    pub(crate) fn push_tangent_args(
+        &mut self,
+        args: &[Value],
+        dir: &[Option<Value>],
+        wrt: &[bool],
+        every: bool,
+    ) -> Result<(), AdError> {
+        self.tangent_handles.clear();
+        for ((a, d), w) in args.iter().zip(dir).zip(wrt) {
+            if !*w && !every {
+                continue;
+            }
+            match (a, d.as_ref().filter(|_| *w)) {
+                (Value::F64(_), Some(Value::F64(x))) => self.raw.push(x.to_bits()),
+                (Value::F64(_), _) => self.raw.push(0),
+                (Value::Arr(_), Some(Value::Arr(xs))) => {
+                    let h = self.vm.alloc_array(xs)?;
+                    self.tangent_handles.push(h);
+                    self.raw.push(h);
+                }
+                (Value::Arr(xs), _) => {
+                    if self.zeros.len() < xs.len() {
+                        self.zeros.resize(xs.len(), 0.0);
+                    }
+                    let h = self.vm.alloc_array(&self.zeros[..xs.len()])?;
+                    self.tangent_handles.push(h);
+                    self.raw.push(h);
+                }
+                (Value::I64(_) | Value::Bool(_), _) => {}
+            }
+        }
         Ok(())
     }
 

@@ -132,39 +132,9 @@ impl Engine {
         let (fwd, rev) = self.derive_hvp(f, wrt)?;
         self.check_dir(f, args, dir, wrt)?;
         self.vm.begin(true);
-        self.handles.clear();
-        self.tangent_handles.clear();
-        if arrays {
-            for (bits, a) in self.raw.iter_mut().zip(args) {
-                if let Value::Arr(xs) = a {
-                    let h = self.vm.alloc_array(xs)?;
-                    self.handles.push(h);
-                    *bits = h;
-                }
-            }
-        }
-        // Every f64 and array parameter has a tangent; the direction
-        // outside `wrt` is zero.
-        for ((a, d), w) in args.iter().zip(dir).zip(wrt) {
-            match (a, d, *w) {
-                (Value::F64(_), Some(Value::F64(x)), true) => self.raw.push(x.to_bits()),
-                (Value::F64(_), _, _) => self.raw.push(0),
-                (Value::Arr(_), Some(Value::Arr(xs)), true) => {
-                    let h = self.vm.alloc_array(xs)?;
-                    self.tangent_handles.push(h);
-                    self.raw.push(h);
-                }
-                (Value::Arr(xs), _, _) => {
-                    if self.zeros.len() < xs.len() {
-                        self.zeros.resize(xs.len(), 0.0);
-                    }
-                    let h = self.vm.alloc_array(&self.zeros[..xs.len()])?;
-                    self.tangent_handles.push(h);
-                    self.raw.push(h);
-                }
-                (Value::I64(_) | Value::Bool(_), _, _) => {}
-            }
-        }
+        self.place_arrays(args, arrays)?;
+        // Every f64 and array parameter has a tangent.
+        self.push_tangent_args(args, dir, wrt, true)?;
         out.value = self.forward_reverse_tangent(f, fwd, rev)?;
         self.read_gradient(args, wrt, &mut out.grad);
         self.read_hvp(args, wrt, &mut out.hvp);

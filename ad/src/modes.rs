@@ -100,16 +100,7 @@ impl Engine {
         };
         let d = self.derive_any(f, wrt)?;
         self.vm.begin(true);
-        self.handles.clear();
-        if arrays {
-            for (bits, a) in self.raw.iter_mut().zip(args) {
-                if let Value::Arr(xs) = a {
-                    let h = self.vm.alloc_array(xs)?;
-                    self.handles.push(h);
-                    *bits = h;
-                }
-            }
-        }
+        self.place_arrays(args, arrays)?;
         self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
         let bits = self.vm.results().first().copied().unwrap_or(0);
         match (ret, seed) {

@@ -273,6 +273,21 @@ pub fn check_direction(args: &[Value], wrt: &[bool]) -> Vec<Option<Value>> {
         .collect()
 }
 
+/// `args + t·dir`, entry by entry (arguments past `dir`'s end, and those
+/// it leaves `None`, unmoved).
+fn along(args: &[Value], dir: &[Option<Value>], t: f64) -> Vec<Value> {
+    args.iter()
+        .zip(dir.iter().chain(std::iter::repeat(&None)))
+        .map(|(a, d)| match (a, d) {
+            (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
+            (Value::Arr(xs), Some(Value::Arr(ds))) => {
+                Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
+            }
+            (a, _) => a.clone(),
+        })
+        .collect()
+}
+
 /// The central difference of `eval` at `args` along `dir`: `(f(x + h d)
 /// - f(x - h d)) / 2h` with `h = STEP`, so that each input moves by its
 /// own step when `dir` is [`check_direction`]'s. `eval` as for
@@ -282,20 +297,14 @@ pub fn directional<E>(
     dir: &[Option<Value>],
     mut eval: impl FnMut(&[Value], &str) -> Result<f64, E>,
 ) -> Result<f64, E> {
-    let along = |t: f64| -> Vec<Value> {
-        args.iter()
-            .zip(dir.iter().chain(std::iter::repeat(&None)))
-            .map(|(a, d)| match (a, d) {
-                (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
-                (Value::Arr(xs), Some(Value::Arr(ds))) => {
-                    Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
-                }
-                (a, _) => a.clone(),
-            })
-            .collect()
-    };
-    let up = eval(&along(STEP), "every input moved by +h along the direction")?;
-    let down = eval(&along(-STEP), "every input moved by -h along the direction")?;
+    let up = eval(
+        &along(args, dir, STEP),
+        "every input moved by +h along the direction",
+    )?;
+    let down = eval(
+        &along(args, dir, -STEP),
+        "every input moved by -h along the direction",
+    )?;
     Ok((up - down) / (2.0 * STEP))
 }
 
@@ -311,20 +320,14 @@ pub fn hvp_rows<E>(
     names: &[String],
     mut grad_at: impl FnMut(&[Value], &str) -> Result<Vec<Option<Value>>, E>,
 ) -> Result<Vec<Entry>, E> {
-    let along = |t: f64| -> Vec<Value> {
-        args.iter()
-            .zip(dir.iter().chain(std::iter::repeat(&None)))
-            .map(|(a, d)| match (a, d) {
-                (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + t * dx),
-                (Value::Arr(xs), Some(Value::Arr(ds))) => {
-                    Value::Arr(xs.iter().zip(ds).map(|(x, dx)| x + t * dx).collect())
-                }
-                (a, _) => a.clone(),
-            })
-            .collect()
-    };
-    let up = grad_at(&along(STEP), "every input moved by +h along the direction")?;
-    let down = grad_at(&along(-STEP), "every input moved by -h along the direction")?;
+    let up = grad_at(
+        &along(args, dir, STEP),
+        "every input moved by +h along the direction",
+    )?;
+    let down = grad_at(
+        &along(args, dir, -STEP),
+        "every input moved by -h along the direction",
+    )?;
     let mut out = Vec::new();
     for (i, h) in hvp.iter().enumerate() {
         let base = names.get(i).cloned().unwrap_or_else(|| format!("arg{i}"));

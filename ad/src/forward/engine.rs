@@ -118,41 +118,8 @@ impl Engine {
         };
         self.check_dir(f, args, dir, wrt)?;
         self.vm.begin(false);
-        self.handles.clear();
-        self.tangent_handles.clear();
-        if arrays {
-            for (bits, a) in self.raw.iter_mut().zip(args) {
-                if let Value::Arr(xs) = a {
-                    let h = self.vm.alloc_array(xs)?;
-                    self.handles.push(h);
-                    *bits = h;
-                }
-            }
-        }
-        // Tangent arguments, in parameter order, after the primal ones.
-        for ((a, d), w) in args.iter().zip(dir).zip(wrt) {
-            if !*w {
-                continue;
-            }
-            match (a, d) {
-                (Value::F64(_), Some(Value::F64(x))) => self.raw.push(x.to_bits()),
-                (Value::F64(_), _) => self.raw.push(0),
-                (Value::Arr(_), Some(Value::Arr(xs))) => {
-                    let h = self.vm.alloc_array(xs)?;
-                    self.tangent_handles.push(h);
-                    self.raw.push(h);
-                }
-                (Value::Arr(xs), _) => {
-                    if self.zeros.len() < xs.len() {
-                        self.zeros.resize(xs.len(), 0.0);
-                    }
-                    let h = self.vm.alloc_array(&self.zeros[..xs.len()])?;
-                    self.tangent_handles.push(h);
-                    self.raw.push(h);
-                }
-                (Value::I64(_) | Value::Bool(_), _) => {}
-            }
-        }
+        self.place_arrays(args, arrays)?;
+        self.push_tangent_args(args, dir, wrt, false)?;
         self.vm.call_raw(&self.program, id, &self.raw)?;
         let ret = match &self.module.func(f).ret {
             RetType::One(t) => *t,
