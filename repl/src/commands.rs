@@ -225,15 +225,16 @@ fn param_types(engine: &Engine, f: FuncId) -> Vec<Type> {
     engine.module().func(f).param_types()
 }
 
-fn param_names(engine: &Engine, f: FuncId) -> Vec<String> {
-    let func = engine.module().func(f);
-    func.params
+/// The names of `f`'s parameters (`arg0`, `arg1`, ... for unnamed ones),
+/// as gradient and check lines show them.
+pub(crate) fn param_names(f: &vm::ir::Function) -> Vec<String> {
+    f.params
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            func.values[p.index()]
-                .name
-                .clone()
+            f.values
+                .get(p.index())
+                .and_then(|v| v.name.clone())
                 .unwrap_or_else(|| format!("arg{i}"))
         })
         .collect()
@@ -359,7 +360,7 @@ pub fn grad(a: &CallArgs, opts: &Options) -> u8 {
                 emit(json!({ "value": float_json(g.value), "grad": gradient_json(&g.grad) }))?;
             } else {
                 emit(format_args!("value = {}", g.value))?;
-                for line in gradient_lines(&param_names(&engine, f), &g.grad, None) {
+                for line in gradient_lines(&param_names(engine.module().func(f)), &g.grad, None) {
                     emit(line)?;
                 }
             }
@@ -404,7 +405,7 @@ pub fn jvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
         (|| {
             let (mut engine, f, args) = prepare(a, opts)?;
             let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
-            let names = param_names(&engine, f);
+            let names = param_names(engine.module().func(f));
             let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
             let t = engine.jvp_wrt(f, &args, &dir, &mask)?;
             let unit = engine.module().func(f).ret == vm::ir::RetType::Unit;
@@ -444,7 +445,7 @@ pub fn vjp(a: &CallArgs, opts: &Options, seed: &str) -> u8 {
                 emit(json!({ "value": value_json(&v.value), "grad": gradient_json(&v.grad) }))?;
             } else {
                 emit(format_args!("value = {}", value_text(&v.value, None)))?;
-                for line in gradient_lines(&param_names(&engine, f), &v.grad, None) {
+                for line in gradient_lines(&param_names(engine.module().func(f)), &v.grad, None) {
                     emit(line)?;
                 }
             }
@@ -461,7 +462,7 @@ pub fn hvp(a: &CallArgs, opts: &Options, dir: &str) -> u8 {
         (|| {
             let (mut engine, f, args) = prepare(a, opts)?;
             let mask = selection_or_all(&engine, f, a.wrt.as_deref())?;
-            let names = param_names(&engine, f);
+            let names = param_names(engine.module().func(f));
             let dir = parse_json_dir(dir, &args, &mask, &names, "--dir").map_err(Fail::Usage)?;
             let h = engine.hvp_wrt(f, &args, &dir, &mask)?;
             if a.json {
@@ -527,7 +528,7 @@ pub fn hessian(a: &CallArgs, opts: &Options) -> u8 {
                     "value = {}",
                     value_text(&Value::F64(h.value), None)
                 ))?;
-                for line in gradient_lines(&param_names(&engine, f), &h.grad, None) {
+                for line in gradient_lines(&param_names(engine.module().func(f)), &h.grad, None) {
                     emit(line)?;
                 }
                 let n = h.hessian.len();
@@ -616,7 +617,7 @@ fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Res
 pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
     let r = (|| -> Result<bool, Fail> {
         let (mut engine, f, args) = prepare(a, opts)?;
-        let names = param_names(&engine, f);
+        let names = param_names(engine.module().func(f));
         let wrt = selection(&engine, f, a.wrt.as_deref())?;
         let mut g = Gradient::default();
         gradient(&mut engine, f, &args, wrt.as_deref(), &mut g)?;

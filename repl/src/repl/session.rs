@@ -14,7 +14,7 @@
 //! linear in its length.
 
 use super::source::{self, call_shape, locate_call_error, Chunk, Combined, Problem, Source};
-use crate::commands::{self, gradient_lines, Fail};
+use crate::commands::{self, gradient_lines, param_names, Fail};
 use ad::{Engine, Gradient};
 use assembler::Diagnostics;
 use std::cell::RefCell;
@@ -1878,19 +1878,6 @@ fn split_dir(line: &str, start: usize) -> Option<(usize, usize, usize)> {
         }
     }
     None
-}
-
-fn param_names(f: &vm::ir::Function) -> Vec<String> {
-    f.params
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            f.values
-                .get(p.index())
-                .and_then(|v| v.name.clone())
-                .unwrap_or_else(|| format!("arg{i}"))
-        })
-        .collect()
 }
 
 fn duration_text(ns: f64) -> String {
