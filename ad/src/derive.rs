@@ -226,6 +226,28 @@ impl Engine {
             format!(".wrt.{}", names.join("."))
         };
         self.push_named_placeholder(format!("{}.{part}{suffix}", func.name));
+        let code = match part {
+            "fwd" => "gradient's forward sweep",
+            "rev" => "gradient's reverse sweep",
+            _ => "tangent code",
+        };
+        self.set_last_origin(f, code.to_string());
+    }
+
+    /// Record that the function pushed last was derived from user function
+    /// `of` and computes `code` (for trap messages, see
+    /// [`vm::bytecode::Origin`]).
+    pub(crate) fn set_last_origin(&mut self, of: FuncId, code: String) {
+        let id = FuncId(self.program.len().saturating_sub(1) as u32);
+        Arc::make_mut(&mut self.program).set_origin(id, vm::bytecode::Origin { of, code });
+    }
+
+    /// Record that the function pushed last is the tangent function of
+    /// derived function `g` (for trap messages).
+    pub(crate) fn set_last_tangent_origin(&mut self, g: FuncId) {
+        if let Some(o) = self.program.origin(g).cloned() {
+            self.set_last_origin(o.of, format!("tangent of the {}", o.code));
+        }
     }
 
     /// One empty function named `name` (followed by `'` as often as needed

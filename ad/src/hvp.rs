@@ -387,6 +387,7 @@ impl Engine {
             self.derived_tangents.insert(*g, id);
             let name = format!("{}.jvp", self.program.func(*g).name);
             self.push_named_placeholder(name);
+            self.set_last_tangent_origin(*g);
             work.push((*g, id));
         }
         while let Some((g, id)) = work.pop() {
@@ -418,6 +419,7 @@ impl Engine {
             for (h, t) in pending {
                 let name = format!("{}.jvp", self.program.func(h).name);
                 self.push_named_placeholder(name);
+                self.set_last_tangent_origin(h);
                 work.push((h, t));
             }
             if matches!(ir.ret, RetType::Many(_)) {

@@ -184,6 +184,19 @@ pub struct Program {
     /// (the verifier refuses one that names no function), and a vector as
     /// long as `FuncId(u32::MAX)` would not fit in memory.
     callers: HashMap<FuncId, Vec<FuncId>>,
+    /// What each derived function (one the AD stage built) was derived
+    /// from, for trap messages ([`Program::set_origin`]).
+    origins: HashMap<FuncId, Origin>,
+}
+
+/// Where a derived function comes from: the user function it was derived
+/// from and what its code computes (`"gradient's forward sweep"`, ...).
+/// Trap messages name the user function and this description instead of
+/// the derived function's own name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    pub of: FuncId,
+    pub code: String,
 }
 
 /// [`Program::set`] of an id that names no function.
@@ -276,11 +289,23 @@ impl Program {
         Ok(())
     }
 
+    /// Record that `id` is derived code ([`Origin`]); `origin.of` should
+    /// be a user function (a function with no origin of its own).
+    pub fn set_origin(&mut self, id: FuncId, origin: Origin) {
+        self.origins.insert(id, origin);
+    }
+
+    /// What `id` was derived from, if it is derived code.
+    pub fn origin(&self, id: FuncId) -> Option<&Origin> {
+        self.origins.get(&id)
+    }
+
     /// Drop every function from `len` on (and unverify the functions that
     /// call one of them: an id may be reused by a later `push`).
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
         self.init.truncate(len);
+        self.origins.retain(|id, _| id.index() < len);
         let mut dropped: Vec<FuncId> = self
             .callers
             .keys()

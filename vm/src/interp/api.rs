@@ -223,6 +223,20 @@ impl Vm {
             self.apply_limits();
         }
         self.exec(prog, f, args)
+            .map_err(|t| self.with_call_stack(prog, t))
+    }
+
+    /// `t` with the calls that led to it (the frames `exec` left suspended
+    /// when it trapped), which are dropped: the call stack is only walked
+    /// on this cold path, never by the interpreter loop.
+    #[cold]
+    #[inline(never)]
+    fn with_call_stack(&mut self, prog: &Program, mut t: Trap) -> Trap {
+        if !self.frames.is_empty() {
+            t.stack = call_stack(prog, &self.frames);
+            self.frames.clear();
+        }
+        t
     }
 
     /// The checks of a call from the host, in order, before anything runs:
@@ -259,9 +273,9 @@ impl Vm {
             )));
         }
         if !prog.is_verified(f) {
-            return trap_at(prog, func, 0, TrapKind::NotVerified);
+            return trap_in(prog, f, 0, TrapKind::NotVerified);
         }
         // Not even the entry function's frame is allowed.
-        trap_at(prog, func, 0, TrapKind::CallDepth { limit: 0 })
+        trap_in(prog, f, 0, TrapKind::CallDepth { limit: 0 })
     }
 }

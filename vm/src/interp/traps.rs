@@ -136,30 +136,102 @@ impl fmt::Display for TrapKind {
 pub struct Trap {
     pub kind: TrapKind,
     /// The function whose code trapped (for inlined code, the function it
-    /// was inlined from: `loc` is a line of its text).
+    /// was inlined from: `loc` is a line of its text; for derived code,
+    /// the user function it was derived from, see `code`).
     pub func: String,
     /// For inlined code, the function it was inlined into (the one that
     /// was running; `block`, `pc` and `instr` are in its bytecode). A
-    /// boxed `str`, so that a `Trap` stays within 128 bytes.
+    /// boxed `str`, so that a `Trap` stays small.
     pub inlined_into: Option<Box<str>>,
+    /// For derived code, what the running function computes
+    /// ([`Origin::code`](crate::bytecode::Origin): `"gradient's forward
+    /// sweep"`, ...); `None` in a user function.
+    pub code: Option<Box<str>>,
     pub block: String,
     pub pc: u32,
     /// The disassembled instruction.
     pub instr: String,
     pub loc: Loc,
+    /// The calls that led to the trapping function, if any.
+    pub stack: Option<Box<CallStack>>,
+}
+
+/// The suspended callers of a trapping function, innermost first.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct CallStack {
+    /// At most [`CALLERS_SHOWN`] callers, the immediate caller first.
+    pub callers: Vec<Caller>,
+    /// How many more (outer) callers there were.
+    pub more: usize,
+}
+
+/// Callers a trap records at most (the innermost ones); the others are
+/// only counted ([`CallStack::more`]).
+pub const CALLERS_SHOWN: usize = 5;
+
+/// One suspended call: which function made it and from which line.
+/// `func`, `inlined_into` and `code` are as in [`Trap`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Caller {
+    pub func: String,
+    pub inlined_into: Option<Box<str>>,
+    pub code: Option<Box<str>>,
+    /// The location of the call.
+    pub loc: Loc,
+}
+
+impl Trap {
+    /// The callers recorded (innermost first); empty for a trap in the
+    /// entry function.
+    pub fn callers(&self) -> &[Caller] {
+        self.stack.as_deref().map_or(&[], |s| &s.callers)
+    }
+}
+
+/// `@f`, `@f (inlined into @g)`, `@f (reverse code)` or `@f (inlined into
+/// @g, reverse code)`.
+fn write_site(
+    f: &mut fmt::Formatter<'_>,
+    func: &str,
+    into: Option<&str>,
+    code: Option<&str>,
+) -> fmt::Result {
+    write!(f, "@{func}")?;
+    match (into, code) {
+        (Some(into), Some(code)) => write!(f, " (inlined into @{into}, {code})"),
+        (Some(into), None) => write!(f, " (inlined into @{into})"),
+        (None, Some(code)) => write!(f, " ({code})"),
+        (None, None) => Ok(()),
+    }
 }
 
 impl fmt::Display for Trap {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "trap: {}", self.kind)?;
         if !self.func.is_empty() {
-            write!(f, " in @{}", self.func)?;
-            if let Some(into) = &self.inlined_into {
-                write!(f, " (inlined into @{into})")?;
-            }
+            f.write_str(" in ")?;
+            write_site(
+                f,
+                &self.func,
+                self.inlined_into.as_deref(),
+                self.code.as_deref(),
+            )?;
             write!(f, ", block {}, at `{}`", self.block, self.instr)?;
             if self.loc.line > 0 {
                 write!(f, " (line {})", self.loc.line)?;
+            }
+        }
+        if let Some(stack) = &self.stack {
+            for c in &stack.callers {
+                f.write_str("\n  called from ")?;
+                write_site(f, &c.func, c.inlined_into.as_deref(), c.code.as_deref())?;
+                if c.loc.line > 0 {
+                    write!(f, ", line {}", c.loc.line)?;
+                }
+            }
+            if stack.more > 0 {
+                let s = if stack.more == 1 { "" } else { "s" };
+                write!(f, "\n  ... and {} more call{s}", stack.more)?;
             }
         }
         Ok(())
@@ -174,10 +246,54 @@ pub(super) fn host_trap(kind: TrapKind) -> Trap {
         kind,
         func: String::new(),
         inlined_into: None,
+        code: None,
         block: String::new(),
         pc: 0,
         instr: String::new(),
         loc: Loc::default(),
+        stack: None,
+    }
+}
+
+/// The names of the code at `pc` of function `id`: the function whose
+/// text it is (the user function it was inlined from or derived from),
+/// the function it was inlined into, what derived code computes, and its
+/// location.
+struct Site {
+    func: String,
+    inlined_into: Option<Box<str>>,
+    code: Option<Box<str>>,
+    loc: Loc,
+}
+
+fn site(prog: &Program, id: FuncId, pc: usize) -> Site {
+    let Some(f) = prog.get(id) else {
+        return Site {
+            func: format!("{id}"),
+            inlined_into: None,
+            code: None,
+            loc: Loc::default(),
+        };
+    };
+    let origin = prog.origin(id);
+    let running = origin
+        .and_then(|o| prog.get(o.of))
+        .map_or(f.name.as_str(), |g| g.name.as_str());
+    let code = origin.map(|o| o.code.as_str().into());
+    let loc = f.locs.get(pc).copied().unwrap_or_default();
+    match loc.inlined_from().and_then(|g| prog.get(g)) {
+        Some(g) => Site {
+            func: g.name.clone(),
+            inlined_into: Some(running.into()),
+            code,
+            loc,
+        },
+        None => Site {
+            func: running.to_string(),
+            inlined_into: None,
+            code,
+            loc,
+        },
     }
 }
 
@@ -185,12 +301,26 @@ pub(super) fn host_trap(kind: TrapKind) -> Trap {
 /// a `call`). Cold: only ever built when a call ends in a trap.
 #[cold]
 pub(super) fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -> Trap {
-    let loc = f.locs.get(pc).copied().unwrap_or_default();
-    let origin = loc.inlined_from().and_then(|g| prog.get(g));
+    let id = prog
+        .funcs()
+        .iter()
+        .position(|g| std::ptr::eq(g, f))
+        .map_or(FuncId(u32::MAX), |i| FuncId(i as u32));
+    trap_in(prog, id, pc, kind)
+}
+
+/// A trap at `pc` of function `id` of `prog`.
+#[cold]
+pub(super) fn trap_in(prog: &Program, id: FuncId, pc: usize, kind: TrapKind) -> Trap {
+    let Some(f) = prog.get(id) else {
+        return host_trap(kind);
+    };
+    let s = site(prog, id, pc);
     Trap {
         kind,
-        func: origin.map_or(&f.name, |g| &g.name).clone(),
-        inlined_into: origin.map(|_| f.name.as_str().into()),
+        func: s.func,
+        inlined_into: s.inlined_into,
+        code: s.code,
         block: f.block_of(pc).to_string(),
         pc: pc as u32,
         instr: if pc < f.code.len() {
@@ -198,6 +328,34 @@ pub(super) fn trap_at(prog: &Program, f: &Function, pc: usize, kind: TrapKind) -
         } else {
             String::new()
         },
-        loc,
+        loc: s.loc,
+        stack: None,
     }
+}
+
+/// The calls suspended in `frames` (outermost first, as the VM keeps
+/// them), innermost first, at most [`CALLERS_SHOWN`] of them.
+#[cold]
+pub(super) fn call_stack(prog: &Program, frames: &[Frame]) -> Option<Box<CallStack>> {
+    if frames.is_empty() {
+        return None;
+    }
+    let callers = frames
+        .iter()
+        .rev()
+        .take(CALLERS_SHOWN)
+        .map(|fr| {
+            let s = site(prog, fr.func, fr.call / W as usize);
+            Caller {
+                func: s.func,
+                inlined_into: s.inlined_into,
+                code: s.code,
+                loc: s.loc,
+            }
+        })
+        .collect();
+    Some(Box::new(CallStack {
+        callers,
+        more: frames.len().saturating_sub(CALLERS_SHOWN),
+    }))
 }
