@@ -30,6 +30,9 @@ pub enum Fail {
     Assembly(String),
     Trap(String),
     Internal(String),
+    /// A trap not printed yet, and a note to print after it: [`Fail::in_file`]
+    /// shows the trapping instruction as its line of the program file.
+    Trapped(Box<vm::Trap>, String),
 }
 
 impl Fail {
@@ -43,6 +46,7 @@ impl Fail {
             Fail::Usage(m) => (EXIT_USAGE, format!("advm: {m}")),
             Fail::Assembly(m) => (EXIT_ASSEMBLY, m),
             Fail::Trap(m) => (EXIT_TRAP, m),
+            Fail::Trapped(t, note) => (EXIT_TRAP, format!("{t}{note}")),
             Fail::Internal(m) => (EXIT_INTERNAL, format!("advm: {m}")),
         };
         out::err(text.trim_end());
@@ -53,7 +57,7 @@ impl Fail {
 impl From<AdError> for Fail {
     fn from(e: AdError) -> Fail {
         match e {
-            AdError::Trap(t) => Fail::Trap(t.to_string()),
+            AdError::Trap(t) => Fail::Trapped(Box::new(t), String::new()),
             // Refusals of the request, decided before anything runs.
             AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
                 Fail::Usage(e.to_string())
@@ -66,13 +70,74 @@ impl From<AdError> for Fail {
 impl Fail {
     /// Name the program file in a trap's message (assembly diagnostics and
     /// usage messages name it already).
+    ///
+    /// The instruction of a trap is shown as the user wrote it: the text
+    /// of its source line, read again from `file` (the bytecode
+    /// instruction stays if the file cannot be read again).
     pub fn in_file(self, file: &Path) -> Fail {
         match self {
             Fail::Trap(m) => Fail::Trap(format!("{}: {m}", file.display())),
+            Fail::Trapped(mut t, note) => {
+                // Only a regular file is read again (a pipe's text is gone).
+                let regular = std::fs::metadata(file).is_ok_and(|m| m.is_file());
+                if let Ok(src) = advm::read_file(file, if regular { REREAD_LIMIT } else { 0 }) {
+                    show_source_line(&mut t, &String::from_utf8_lossy(&src), 1);
+                }
+                Fail::Trap(format!("{}: {t}{note}", file.display()))
+            }
+            other => other,
+        }
+    }
+
+    /// A trap's message with `note` on a line of its own after it.
+    fn with_note(self, note: &str) -> Fail {
+        match self {
+            Fail::Trap(t) => Fail::Trap(format!("{t}\n{note}")),
+            Fail::Trapped(t, mut n) => {
+                n.push('\n');
+                n.push_str(note);
+                Fail::Trapped(t, n)
+            }
             other => other,
         }
     }
 }
+
+/// Replace the instruction of `t` (disassembled bytecode) by the source
+/// line it came from, if `t` has a line: `text` holds lines `first..` of the
+/// program, and the line is shown without its comment, trimmed, its
+/// control characters escaped and cut after [`SOURCE_LINE_CHARS`] characters.
+pub fn show_source_line(t: &mut vm::Trap, text: &str, first: u32) {
+    let Some(k) = t.loc.line.checked_sub(first) else {
+        return;
+    };
+    let Some(line) = text.lines().nth(k as usize) else {
+        return;
+    };
+    let code = line.split(';').next().unwrap_or("").trim();
+    if code.is_empty() {
+        return;
+    }
+    let mut shown = String::new();
+    for (n, c) in code.chars().enumerate() {
+        if n == SOURCE_LINE_CHARS {
+            shown.push_str("...");
+            break;
+        }
+        if c.is_control() {
+            shown.extend(c.escape_default());
+        } else {
+            shown.push(c);
+        }
+    }
+    t.instr = shown;
+}
+
+/// The largest program file read again for a trap's message, in bytes.
+const REREAD_LIMIT: u64 = 1 << 28;
+
+/// Characters of a source line a trap message shows at most.
+pub const SOURCE_LINE_CHARS: usize = 160;
 
 impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +145,7 @@ impl std::fmt::Display for Fail {
             Fail::Usage(m) | Fail::Assembly(m) | Fail::Trap(m) | Fail::Internal(m) => {
                 f.write_str(m)
             }
+            Fail::Trapped(t, note) => write!(f, "{t}{note}"),
         }
     }
 }
@@ -586,25 +652,21 @@ fn probe_gradient(
 ) -> Result<Vec<Option<Value>>, Fail> {
     match engine.grad_wrt(f, probe, mask) {
         Ok(g) => Ok(g.grad),
-        Err(e) => Err(match Fail::from(e) {
-            Fail::Trap(t) => Fail::Trap(format!(
-                "{t}\nnote: in a finite-difference gradient, with {at}; at the point itself \
-                 the function and its Hessian-vector product ran (`advm hvp`)"
-            )),
-            other => other,
-        }),
+        Err(e) => Err(Fail::from(e).with_note(&format!(
+            "note: in a finite-difference gradient, with {at}; at the point itself \
+             the function and its Hessian-vector product ran (`advm hvp`)"
+        ))),
     }
 }
 
 /// The value of `f` at a finite-difference probe `at` (a neighbour of the
 /// point, which itself ran: a trap here says so).
 fn probe_value(engine: &mut Engine, f: FuncId, probe: &[Value], at: &str) -> Result<f64, Fail> {
-    let run = engine.run(f, probe).map_err(|e| match Fail::from(e) {
-        Fail::Trap(t) => Fail::Trap(format!(
-            "{t}\nnote: in a finite-difference run, with {at}; at the point itself \
+    let run = engine.run(f, probe).map_err(|e| {
+        Fail::from(e).with_note(&format!(
+            "note: in a finite-difference run, with {at}; at the point itself \
              the function and its gradient ran (`advm grad`)"
-        )),
-        other => other,
+        ))
     });
     match run? {
         Value::F64(y) => Ok(y),

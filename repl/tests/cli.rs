@@ -1696,3 +1696,134 @@ fn fn_is_optional_when_the_file_has_one_function() {
         "{all}"
     );
 }
+
+/// Three calls deep: `@main` calls `@g` (line 19), which calls `@h` (line
+/// 12), whose `aget` (line 4) reads out of bounds.
+const DEEP: &str = "; a trap three calls deep
+fn @h(%v: f64[], %i: i64) -> f64 {
+entry:
+    %x = aget %v, %i   ; the read
+    %y = mul %x, %x
+    ret %y
+}
+
+fn @g(%v: f64[], %i: i64) -> f64 {
+entry:
+    %j = add %i, 1
+    %y = call @h(%v, %j)
+    %z = mul %y, 2.0
+    ret %z
+}
+
+fn @main(%v: f64[], %i: i64) -> f64 {
+entry:
+    %y = call @g(%v, %i)
+    %z = sin %y
+    ret %z
+}
+";
+
+#[test]
+fn traps_name_the_source_line_and_the_calls_that_led_there() {
+    let (_dir, path) = temp_program(DEEP);
+    let p = path.to_str().expect("utf8");
+    let head = format!("{p}: trap: array index 2 out of bounds for length 2 in @h");
+    let at = ", block entry, at `%x = aget %v, %i` (line 4)";
+    let stack = |code: &str| {
+        format!("\n  called from @g{code}, line 12\n  called from @main{code}, line 19\n")
+    };
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        // Primal code: the instruction as written (no comment), then the
+        // callers, innermost first.
+        (
+            vec!["--no-inline", "run", p, "--args", "[[1.0, 2.0], 1]"],
+            format!("{head}{at}{}", stack("")),
+        ),
+        // Derived code is named by the user's function.
+        (
+            vec!["--no-inline", "grad", p, "--args", "[[1.0, 2.0], 1]"],
+            format!(
+                "{head} (gradient's forward sweep){at}{}",
+                stack(" (gradient's forward sweep)")
+            ),
+        ),
+        (
+            vec![
+                "--no-inline",
+                "jvp",
+                p,
+                "--args",
+                "[[1.0, 2.0], 1]",
+                "--dir",
+                "[[1.0, 0.0], null]",
+            ],
+            format!("{head} (tangent code){at}{}", stack(" (tangent code)")),
+        ),
+        // Inlined, @h's and @g's code runs in @main's frame: no caller.
+        (
+            vec!["run", p, "--args", "[[1.0, 2.0], 1]"],
+            format!("{head} (inlined into @main){at}\n"),
+        ),
+        (
+            vec!["grad", p, "--args", "[[1.0, 2.0], 1]"],
+            format!("{head} (inlined into @main, gradient's forward sweep){at}\n"),
+        ),
+    ];
+    for (args, want) in cases {
+        let o = advm(&args);
+        assert_eq!(status(&o), 1, "{args:?}");
+        assert_eq!(text(&o.stderr), want, "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    // Read from a pipe, the file cannot be read again: the bytecode stays.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_advm"))
+        .args([
+            "--no-inline",
+            "run",
+            "/dev/stdin",
+            "--args",
+            "[[1.0, 2.0], 1]",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("advm runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(DEEP.as_bytes()).expect("writes");
+    }
+    let o = child.wait_with_output().expect("finishes");
+    assert_eq!(status(&o), 1);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("at `aget %x, %v, %i` (line 4)\n  called from @g, line 12\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_deep_recursion_shows_five_callers_and_counts_the_others() {
+    let o = advm(&[
+        "--no-inline",
+        "run",
+        "programs/recursion.adasm",
+        "--max-depth",
+        "50",
+        "--args",
+        "[0.5, 100]",
+    ]);
+    assert_eq!(status(&o), 1);
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(
+        lines[0].starts_with("programs/recursion.adasm: trap: call depth exceeded (limit 50")
+            && lines[0].ends_with(" in @rec, block step, at `%r = call @rec(%x, %m)` (line 19)"),
+        "{err}"
+    );
+    // 49 suspended callers: 5 shown, 44 counted.
+    assert_eq!(&lines[1..6], &["  called from @rec, line 19"; 5], "{err}");
+    assert_eq!(lines[6], "  ... and 44 more calls", "{err}");
+    assert_eq!(lines.len(), 7, "{err}");
+}

@@ -343,6 +343,37 @@ fn traps_and_a_startup_file() {
 }
 
 #[test]
+fn traps_three_calls_deep_name_source_lines_and_callers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("deep.adasm"),
+        "fn @h(%v: f64[], %i: i64) -> f64 {\nentry:\n    %x = aget %v, %i\n    ret %x\n}\n\
+         fn @g(%v: f64[], %i: i64) -> f64 {\nentry:\n    %j = add %i, 1\n    %y = call @h(%v, %j)\n    ret %y\n}\n",
+    )
+    .expect("writes");
+    // @main is typed: its lines are lines of the input.
+    let input = ":load deep.adasm\n\
+                 fn @main(%v: f64[], %i: i64) -> f64 {\nentry:\n    %y = call @g(%v, %i)\n    ret %y\n}\n\
+                 @main([1.0, 2.0], 1)\ngrad @main([1.0, 2.0], 1)\n";
+    let (out, err, code) = session_with(dir.path(), &["--no-inline"], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out, "loaded 2 functions from deep.adasm\ndefined @main\n",
+        "{err}"
+    );
+    let head = "trap: array index 2 out of bounds for length 2 in @h";
+    let at = ", block entry, at `%x = aget %v, %i` (line 3)";
+    let stack = |code: &str| {
+        format!("\n  called from @g{code}, line 9\n  called from @main{code}, line 3\n")
+    };
+    let code = " (gradient's forward sweep)";
+    assert_eq!(
+        err,
+        format!("{head}{at}{}{head}{code}{at}{}", stack(""), stack(code))
+    );
+}
+
+#[test]
 fn unclosed_definitions_are_reported_without_swallowing_the_script() {
     let dir = tempfile::tempdir().expect("temp dir");
     let input = format!(

@@ -526,7 +526,20 @@ impl Session {
         match result {
             Ok(text) if text.trim().is_empty() => Reply::Quiet,
             Ok(text) => Reply::Out(text.trim_end().to_string()),
-            Err(p) => Reply::Err(p.render(line).trim_end().to_string()),
+            Err(mut p) => {
+                if let Some(t) = &mut p.trap {
+                    self.show_source_line(t);
+                }
+                Reply::Err(p.render(line).trim_end().to_string())
+            }
+        }
+    }
+
+    /// Show the instruction of trap `t` as the line the user wrote: a line
+    /// of the file or input that defined the function it names.
+    fn show_source_line(&self, t: &mut vm::Trap) {
+        if let Some(c) = self.chunks.iter().find(|c| c.name == t.func) {
+            commands::show_source_line(t, &c.source.text, 1);
         }
     }
 
@@ -1681,11 +1694,7 @@ impl Session {
             (f, args, None)
         };
         let engine = self.engine_mut()?;
-        let fail = |e: Fail| match e {
-            Fail::Usage(m) | Fail::Assembly(m) | Fail::Trap(m) | Fail::Internal(m) => {
-                Problem::plain(m)
-            }
-        };
+        let fail = |e: Fail| Problem::plain(e.to_string());
         let (ns, allocs) = if is_grad {
             let mut out = Gradient::default();
             let mask = wrt.unwrap_or_else(|| ad::analysis::all_params(engine.module().func(f)));
@@ -1788,7 +1797,13 @@ fn no_argument(line: &str, rest_at: usize, cmd: &str) -> Result<(), Problem> {
 }
 
 fn ad_problem(e: ad::AdError) -> Problem {
-    Problem::plain(e.to_string())
+    match e {
+        ad::AdError::Trap(t) => Problem {
+            trap: Some(Box::new(t)),
+            ..Problem::plain("")
+        },
+        e => Problem::plain(e.to_string()),
+    }
 }
 
 /// `(%x: f64, %n: i64) -> f64`

@@ -363,6 +363,9 @@ impl Combined {
 pub struct Problem {
     pub message: String,
     pub at: Option<Range<usize>>,
+    /// A trap, whose instruction the session shows as the line of source
+    /// it came from before printing it (then `message` is empty).
+    pub trap: Option<Box<vm::Trap>>,
 }
 
 impl Problem {
@@ -370,6 +373,7 @@ impl Problem {
         Problem {
             message: message.into(),
             at: None,
+            trap: None,
         }
     }
 
@@ -377,12 +381,16 @@ impl Problem {
         Problem {
             message: message.into(),
             at: Some(at),
+            trap: None,
         }
     }
 
     /// As the assembler renders diagnostics: `<input>:1:COL: error: ...`,
     /// the line, and a caret under the range.
     pub fn render(&self, line: &str) -> String {
+        if let Some(t) = &self.trap {
+            return t.to_string();
+        }
         let Some(at) = &self.at else {
             return self.message.clone();
         };
