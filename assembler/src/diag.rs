@@ -166,16 +166,102 @@ impl Diagnostics {
     }
 
     /// All diagnostics, each as `FILE:LINE:COL: error: MESSAGE`, then the
-    /// source line and a caret line under the offending span, separated by
-    /// newlines (no newline after the last one).
+    /// source line with its line number in a gutter and a caret line under
+    /// the offending span, separated by newlines (no newline after the last
+    /// one). Plain text: see [`Diagnostics::render_color`] for a terminal.
     pub fn render(&self) -> String {
-        let blocks: Vec<String> = self.items.iter().map(|d| self.render_one(d)).collect();
+        self.render_with(false)
+    }
+
+    /// [`Diagnostics::render`] with ANSI colours (for a terminal: callers
+    /// colour only when standard error is one).
+    pub fn render_color(&self) -> String {
+        self.render_with(true)
+    }
+
+    /// [`Diagnostics::render`] (`color` false) or
+    /// [`Diagnostics::render_color`].
+    pub fn render_with(&self, color: bool) -> String {
+        let blocks: Vec<String> = self
+            .items
+            .iter()
+            .map(|d| self.render_one(d, color))
+            .collect();
         blocks.join("\n")
     }
 
-    fn render_one(&self, d: &Diagnostic) -> String {
-        let src = self.source.as_str();
-        let start = floor_boundary(src, d.span.start);
+    /// One diagnostic, rendered by `codespan-reporting`: its short form
+    /// (`FILE:LINE:COL: error: MESSAGE`, the contract's first line), then
+    /// the snippet of its rich form. The snippet is drawn from the shown
+    /// window of the line ([`Window`]: escaped and cut), so the crate never
+    /// sees the raw source.
+    fn render_one(&self, d: &Diagnostic, color: bool) -> String {
+        use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
+        use codespan_reporting::term::{self, Config, DisplayStyle};
+        let w = Window::new(&self.source, d.span);
+        let mut message = String::new();
+        for (n, c) in d.message.chars().enumerate() {
+            if n == MESSAGE_CHARS {
+                message.push_str(ELLIPSIS);
+                break;
+            }
+            push_shown(&mut message, c);
+        }
+        let file = OneLine {
+            name: &self.file,
+            text: &w.text,
+            line: d.line,
+            col: d.col,
+            span_start: w.span.start,
+        };
+        let header = Report::error()
+            .with_message(message)
+            .with_label(Label::primary((), w.span.clone()));
+        // Of the rich form only the source line and the caret line are
+        // kept: its header (`error: `), locus (`┌─ FILE:LINE:COL`) and
+        // empty border line are dropped, the short form says all that.
+        let snippet = Report::error().with_label(Label::primary((), w.span.clone()));
+        let short = Config {
+            display_style: DisplayStyle::Short,
+            ..Config::default()
+        };
+        let rich = Config::default();
+        let (head, body) = if color {
+            let emit = |config: &Config, report: &Report<()>| {
+                let mut buf = term::termcolor::Buffer::ansi();
+                term::emit_to_write_style(&mut buf, config, &file, report)
+                    .map(|()| String::from_utf8_lossy(buf.as_slice()).into_owned())
+            };
+            (emit(&short, &header), emit(&rich, &snippet))
+        } else {
+            (
+                term::emit_into_string(&short, &file, &header),
+                term::emit_into_string(&rich, &file, &snippet),
+            )
+        };
+        let (Ok(head), Ok(body)) = (head, body) else {
+            // Not reached: `OneLine` answers every question about its one
+            // line. Keep the contract's first line anyway.
+            return format!("{}:{}:{}: error: {}", self.file, d.line, d.col, d.message);
+        };
+        let body = body.splitn(4, '\n').nth(3).unwrap_or("");
+        format!("{}\n{}", head.trim_end(), body.trim_end())
+    }
+}
+
+/// The part of a diagnostic's line that is shown: up to [`LEFT_CONTEXT`]
+/// columns before the span, then up to [`LINE_WIDTH`] columns in all (of
+/// the escaped text), with [`ELLIPSIS`] where the line is cut; control and
+/// invisible characters escaped (see [`escaped`]).
+struct Window {
+    text: String,
+    /// The span's bytes in `text` (the part of it inside the window).
+    span: std::ops::Range<usize>,
+}
+
+impl Window {
+    fn new(src: &str, span: Span) -> Window {
+        let start = floor_boundary(src, span.start);
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
         let line_end = if src[line_start..line_end].ends_with('\r') && start < line_end {
@@ -183,10 +269,7 @@ impl Diagnostics {
         } else {
             line_end
         };
-        let end = floor_boundary(src, d.span.end.clamp(start, line_end.max(start)));
-        // The window of the line shown: up to LEFT_CONTEXT columns before
-        // the span, then up to LINE_WIDTH columns in all (columns of the
-        // escaped text), with `...` where the line is cut.
+        let end = floor_boundary(src, span.end.clamp(start, line_end.max(start)));
         let mut from = start;
         let mut cols = 0;
         for (i, c) in src[line_start..start].char_indices().rev() {
@@ -197,13 +280,11 @@ impl Diagnostics {
             from = line_start + i;
         }
         let mut text = String::new();
-        let mut pad = String::new();
         if from > line_start {
             text.push_str(ELLIPSIS);
-            pad.push_str(&" ".repeat(ELLIPSIS.len()));
         }
         let mut width = 0;
-        let mut carets = 0;
+        let (mut lo, mut hi) = (None, None);
         let mut cut = false;
         for (i, c) in src[from..line_end].char_indices() {
             let at = from + i;
@@ -212,41 +293,92 @@ impl Diagnostics {
                 cut = true;
                 break;
             }
+            if at >= start && lo.is_none() {
+                lo = Some(text.len());
+            }
             width += w;
             push_shown(&mut text, c);
-            if at < start {
-                // Tabs stay tabs in the padding so the caret lines up in
-                // a terminal.
-                if c == '\t' {
-                    pad.push('\t');
-                } else {
-                    pad.extend(std::iter::repeat_n(' ', w));
-                }
-            } else if at < end {
-                carets += w;
+            if at < end {
+                hi = Some(text.len());
             }
         }
+        let lo = lo.unwrap_or(text.len());
+        let hi = hi.unwrap_or(lo).max(lo);
         if cut {
             text.push_str(ELLIPSIS);
         }
-        let mut message = String::new();
-        for (n, c) in d.message.chars().enumerate() {
-            if n == MESSAGE_CHARS {
-                message.push_str(ELLIPSIS);
-                break;
-            }
-            push_shown(&mut message, c);
-        }
-        format!(
-            "{}:{}:{}: error: {}\n   {}\n   {}{}",
-            self.file,
-            d.line,
-            d.col,
-            message,
-            text,
-            pad,
-            "^".repeat(carets.max(1))
-        )
+        Window { text, span: lo..hi }
+    }
+}
+
+/// The one shown line of a diagnostic as a `codespan-reporting` file: its
+/// line and column numbers are the diagnostic's, in the whole source.
+struct OneLine<'a> {
+    name: &'a str,
+    text: &'a str,
+    line: u32,
+    col: u32,
+    /// Where the span starts in `text`: the column reported for it is
+    /// `col`.
+    span_start: usize,
+}
+
+impl<'a> codespan_reporting::files::Files<'a> for OneLine<'a> {
+    type FileId = ();
+    type Name = &'a str;
+    type Source = &'a str;
+
+    fn name(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(self.name)
+    }
+
+    fn source(&'a self, (): ()) -> Result<&'a str, codespan_reporting::files::Error> {
+        Ok(self.text)
+    }
+
+    fn line_index(
+        &'a self,
+        (): (),
+        _byte: usize,
+    ) -> Result<usize, codespan_reporting::files::Error> {
+        Ok(0)
+    }
+
+    fn line_number(
+        &'a self,
+        (): (),
+        _index: usize,
+    ) -> Result<usize, codespan_reporting::files::Error> {
+        Ok(self.line as usize)
+    }
+
+    fn column_number(
+        &'a self,
+        (): (),
+        _index: usize,
+        byte: usize,
+    ) -> Result<usize, codespan_reporting::files::Error> {
+        // Only the span's start is asked for (the locus); any other byte
+        // is counted from it.
+        let shown = |a: usize, b: usize| {
+            self.text
+                .get(a.min(b)..a.max(b))
+                .map_or(0, |t| t.chars().count())
+        };
+        let col = self.col as usize;
+        Ok(if byte >= self.span_start {
+            col + shown(self.span_start, byte)
+        } else {
+            col.saturating_sub(shown(byte, self.span_start)).max(1)
+        })
+    }
+
+    fn line_range(
+        &'a self,
+        (): (),
+        _index: usize,
+    ) -> Result<std::ops::Range<usize>, codespan_reporting::files::Error> {
+        Ok(0..self.text.len())
     }
 }
 
@@ -405,9 +537,59 @@ mod tests {
         let d = one(src, start, start + 2, "unknown register `%y`");
         assert_eq!(
             d.render(),
-            "t.adasm:3:9: error: unknown register `%y`\n       ret %y\n           ^^"
+            "t.adasm:3:9: error: unknown register `%y`\n3 │     ret %y\n  │         ^^"
         );
         assert_eq!(d.to_string(), d.render());
+    }
+
+    /// `s` without its ANSI escape sequences (`ESC [ ... m`).
+    fn strip_ansi(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                for d in chars.by_ref() {
+                    if d == 'm' {
+                        break;
+                    }
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn colour_is_the_plain_text_with_escapes() {
+        let src = "fn @f() -> f64 {\nentry:\n    ret %y\n    ret %z\n}\n";
+        let mut sink = Sink::default();
+        for r in ["%y", "%z"] {
+            let start = src.find(r).expect("present");
+            sink.error(
+                Span::new(start, start + 2),
+                format!("unknown register `{r}`"),
+            );
+        }
+        let d = sink.finish("t.adasm", src);
+        let (plain, color) = (d.render(), d.render_color());
+        assert!(!plain.contains('\x1b'), "{plain:?}");
+        assert!(color.contains("\x1b["), "{color:?}");
+        assert_eq!(strip_ansi(&color), plain);
+        assert_eq!(d.render_with(false), plain);
+        assert_eq!(d.render_with(true), color);
+        // Both errors, each starting with the contract's first line.
+        assert_eq!(
+            plain,
+            "t.adasm:3:9: error: unknown register `%y`\n3 │     ret %y\n  │         ^^\n\
+             t.adasm:4:9: error: unknown register `%z`\n4 │     ret %z\n  │         ^^"
+        );
+        // The source's own escape sequences never reach the terminal.
+        let evil = "\x1b[2J ret %y\n";
+        let d = one(evil, 8, 10, "m");
+        let color = d.render_color();
+        assert!(!color.contains("\x1b[2J"), "{color:?}");
+        assert!(strip_ansi(&color).contains("\\x1b[2J ret %y"), "{color:?}");
     }
 
     #[test]
@@ -416,7 +598,11 @@ mod tests {
         let start = src.find('$').expect("present");
         let d = one(src, start, start + 1, "bad");
         assert_eq!((d.items[0].line, d.items[0].col), (2, 6));
-        assert!(d.render().ends_with("\n     é€ $x\n        ^"));
+        assert!(
+            d.render().ends_with("\n2 │   é€ $x\n  │      ^"),
+            "{}",
+            d.render()
+        );
     }
 
     #[test]
@@ -427,15 +613,19 @@ mod tests {
             assert!(d.render().contains("error: m"));
         }
         let d = one("", 0, 0, "empty");
-        assert_eq!(d.render(), "t.adasm:1:1: error: empty\n   \n   ^");
+        assert_eq!(d.render(), "t.adasm:1:1: error: empty\n1 │ \n  │ ^");
     }
 
     #[test]
-    fn tabs_are_kept_in_the_caret_padding() {
+    fn tabs_are_expanded_alike_in_the_line_and_under_it() {
         let src = "\tret %y\n";
         let d = one(src, 5, 7, "m");
         assert_eq!((d.items[0].line, d.items[0].col), (1, 6));
-        assert!(d.render().ends_with("\n   \tret %y\n   \t    ^^"));
+        assert!(
+            d.render().ends_with("\n1 │     ret %y\n  │         ^^"),
+            "{}",
+            d.render()
+        );
     }
 
     #[test]
@@ -449,7 +639,7 @@ mod tests {
         assert!(r.len() < 1_000, "{} bytes", r.len());
         let lines: Vec<&str> = r.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert!(lines[1].starts_with("   ...x") && lines[1].ends_with("y..."));
+        assert!(lines[1].starts_with("1 │ ...x") && lines[1].ends_with("y..."));
         let caret = lines[2].find('^').expect("a caret");
         assert_eq!(&lines[1][caret..caret + 4], "$bad");
         assert_eq!(&lines[2][caret..], "^^^^");
@@ -458,7 +648,7 @@ mod tests {
         let r = d.render();
         assert!(r.len() < 1_000, "{} bytes", r.len());
         assert!(r.ends_with(&format!(
-            "   {}...\n   {}",
+            "1 │ {}...\n  │ {}",
             "x".repeat(LINE_WIDTH),
             "^".repeat(LINE_WIDTH)
         )));
@@ -473,11 +663,10 @@ mod tests {
         assert!(!r.contains('\x1b') && !r.contains('\x07') && !r.contains('\u{202e}'));
         let lines: Vec<&str> = r.lines().collect();
         assert_eq!(lines[0], "t.adasm:1:15: error: found `\\x1b[31m`");
-        assert_eq!(lines[1], "     \\x1b]0;title\\x07 \\u{202e}%y");
-        assert_eq!(
-            lines[2],
-            format!("{}^^", " ".repeat(lines[1].find('%').expect("shown")))
-        );
+        assert_eq!(lines[1], "1 │   \\x1b]0;title\\x07 \\u{202e}%y");
+        let col = |l: &str, c: char| l.chars().position(|x| x == c);
+        assert_eq!(col(lines[2], '^'), col(lines[1], '%'), "{r}");
+        assert!(lines[2].ends_with(" ^^"), "{r}");
     }
 
     #[test]

@@ -123,7 +123,7 @@ mod tests {
         assert_eq!(
             err(b"fn\n  x \xE9t\xFF\n"),
             "f:2:5: error: invalid UTF-8: byte 0xE9 (byte 7 of the file) is not part of a UTF-8 \
-             character; source files must be UTF-8\n     x \u{FFFD}t\u{FFFD}\n       ^"
+             character; source files must be UTF-8\n2 │   x \u{FFFD}t\u{FFFD}\n  │     ^"
         );
         // Columns after a skipped BOM are those of the text; offsets count it.
         assert!(err(b"\xEF\xBB\xBF\xC3(")

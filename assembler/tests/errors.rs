@@ -85,8 +85,10 @@ fn check_file(path: &Path) -> Vec<String> {
     problems
 }
 
-/// Each rendered diagnostic is the header line, the source line and a caret
-/// line whose caret sits under the reported column.
+/// Each rendered diagnostic is the header line, the source line after its
+/// line number in a gutter (`12 │ `), and a caret line whose caret sits
+/// under the reported column (the files have no tabs, which the rendering
+/// expands).
 fn check_render(diags: &assembler::Diagnostics, name: &str, problems: &mut Vec<String>) {
     let text = diags.render();
     let lines: Vec<&str> = text.split('\n').collect();
@@ -100,8 +102,17 @@ fn check_render(diags: &assembler::Diagnostics, name: &str, problems: &mut Vec<S
     }
     for (d, chunk) in diags.items.iter().zip(lines.chunks(3)) {
         let head = format!("{name}:{}:{}: error: {}", d.line, d.col, d.message);
-        let caret_col = chunk[2].chars().position(|c| c == '^').map(|p| p + 1 - 3);
-        if chunk[0] != head || !chunk[1].starts_with("   ") || caret_col != Some(d.col as usize) {
+        let gutter = format!("{} │ ", d.line);
+        let blank = format!("{} │ ", " ".repeat(gutter.chars().count() - 3));
+        let caret_col = chunk[2]
+            .chars()
+            .position(|c| c == '^')
+            .map(|p| (p + 1).saturating_sub(gutter.chars().count()));
+        if chunk[0] != head
+            || !chunk[1].starts_with(&gutter)
+            || !chunk[2].starts_with(&blank)
+            || caret_col != Some(d.col as usize)
+        {
             problems.push(format!("{name}: bad rendering:\n{}", chunk.join("\n")));
         }
     }

@@ -308,7 +308,7 @@ fn layout_freedoms() {
     assert_eq!(f.blocks[1].term_loc, vm::ir::Loc::new(8, 6));
     let err = assembler::assemble("fn @f() -> f64 {\r\nentry:\r\n  ret 1\r\n}\r\n", "f.adasm")
         .expect_err("integer literal");
-    assert!(err.render().contains("\n     ret 1\n         ^"), "{err}");
+    assert!(err.render().contains("\n3 │   ret 1\n  │       ^"), "{err}");
 }
 
 /// A file's bytes become text through `decode`: one leading byte-order mark
@@ -325,7 +325,7 @@ fn decoding_files_skips_one_bom_and_locates_bad_bytes() {
     let err = assembler::assemble(&src, "f.adasm").expect_err("`$`");
     assert!(
         err.render()
-            .starts_with("f.adasm:1:16: error: unexpected character `$`\n   fn @f() -> i64 $ {\n                  ^"),
+            .starts_with("f.adasm:1:16: error: unexpected character `$`\n1 │ fn @f() -> i64 $ {\n  │                ^"),
         "{err}"
     );
     let twice = b"\xEF\xBB\xBF\xEF\xBB\xBFfn @f() -> i64 {\nentry:\n  ret 1\n}\n";
@@ -341,7 +341,7 @@ fn decoding_files_skips_one_bom_and_locates_bad_bytes() {
     assert_eq!(
         err.render(),
         "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not part \
-         of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^"
+         of a UTF-8 character; source files must be UTF-8\n1 │ ; caf\u{FFFD}\n  │      ^"
     );
 }
 

@@ -78,10 +78,8 @@ impl Fail {
         match self {
             Fail::Trap(m) => Fail::Trap(format!("{}: {m}", file.display())),
             Fail::Trapped(mut t, note) => {
-                // Only a regular file is read again (a pipe's text is gone).
-                let regular = std::fs::metadata(file).is_ok_and(|m| m.is_file());
-                if let Ok(src) = advm::read_file(file, if regular { REREAD_LIMIT } else { 0 }) {
-                    show_source_line(&mut t, &String::from_utf8_lossy(&src), 1);
+                if let Some(src) = reread(file) {
+                    t.show_source_line(&src, 1);
                 }
                 Fail::Trap(format!("{}: {t}{note}", file.display()))
             }
@@ -103,41 +101,19 @@ impl Fail {
     }
 }
 
-/// Replace the instruction of `t` (disassembled bytecode) by the source
-/// line it came from, if `t` has a line: `text` holds lines `first..` of the
-/// program, and the line is shown without its comment, trimmed, its
-/// control characters escaped and cut after [`SOURCE_LINE_CHARS`] characters.
-pub fn show_source_line(t: &mut vm::Trap, text: &str, first: u32) {
-    let Some(k) = t.loc.line.checked_sub(first) else {
-        return;
-    };
-    let Some(line) = text.lines().nth(k as usize) else {
-        return;
-    };
-    let code = line.split(';').next().unwrap_or("").trim();
-    if code.is_empty() {
-        return;
+/// The text of the program file `file` read again, to show a trap's source
+/// line: only a regular file (a pipe's text is gone, and opening a named
+/// pipe would wait for a writer) of at most [`REREAD_LIMIT`] bytes.
+pub fn reread(file: &Path) -> Option<String> {
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return None;
     }
-    let mut shown = String::new();
-    for (n, c) in code.chars().enumerate() {
-        if n == SOURCE_LINE_CHARS {
-            shown.push_str("...");
-            break;
-        }
-        if c.is_control() {
-            shown.extend(c.escape_default());
-        } else {
-            shown.push(c);
-        }
-    }
-    t.instr = shown;
+    let bytes = advm::read_file(file, REREAD_LIMIT).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// The largest program file read again for a trap's message, in bytes.
-const REREAD_LIMIT: u64 = 1 << 28;
-
-/// Characters of a source line a trap message shows at most.
-pub const SOURCE_LINE_CHARS: usize = 160;
+pub const REREAD_LIMIT: u64 = 1 << 28;
 
 impl std::fmt::Display for Fail {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -181,8 +157,10 @@ fn finish(r: Result<(), Fail>) -> u8 {
 pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
     let bytes = advm::read_file(file, opts.max_source_bytes).map_err(Fail::Usage)?;
     let name = file.display().to_string();
-    let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
-    let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
+    let src = assembler::decode(&bytes, &name)
+        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
+    let module = assembler::assemble(&src, &name)
+        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
     advm::engine(module, opts.inlining).map_err(Fail::from)
 }
 

@@ -47,3 +47,18 @@ pub fn err(text: impl Display) {
 pub fn stdout_failed(e: &io::Error) {
     err(format_args!("advm: cannot write to standard output: {e}"));
 }
+
+/// Whether diagnostics on standard error are coloured: when it is a
+/// terminal, unless `NO_COLOR` is set (not empty); `CLICOLOR_FORCE` set
+/// (not empty, not `0`) colours them even into a pipe or file.
+pub fn color() -> bool {
+    use std::io::IsTerminal;
+    let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if set("NO_COLOR") {
+        return false;
+    }
+    if set("CLICOLOR_FORCE") && std::env::var_os("CLICOLOR_FORCE").is_some_and(|v| v != "0") {
+        return true;
+    }
+    io::stderr().is_terminal()
+}

@@ -44,6 +44,9 @@ pub struct Task {
     pub f: FuncId,
     pub params: Vec<Type>,
     pub job: Job,
+    /// The program's source text, if known: a trap's message shows its
+    /// instruction as its source line ([`vm::Trap::show_source_line`]).
+    pub source: Option<std::sync::Arc<str>>,
 }
 
 impl Task {
@@ -53,6 +56,7 @@ impl Task {
             f,
             params: engine.module().func(f).param_types(),
             job,
+            source: None,
         }
     }
 }
@@ -99,7 +103,13 @@ impl Worker {
             )
         })?;
         let args = parse_json_args_from(text, &task.params, "the point")?;
-        let message = |e: AdError| e.to_string();
+        let message = |e: AdError| match (e, &task.source) {
+            (AdError::Trap(mut t), Some(src)) => {
+                t.show_source_line(src, 1);
+                t.to_string()
+            }
+            (e, _) => e.to_string(),
+        };
         match &task.job {
             Job::Run => {
                 let v = self.engine.run(task.f, &args).map_err(message)?;

@@ -288,7 +288,8 @@ fn run_sweep(a: &SweepArgs, opts: &advm::Options) -> Result<u8, Fail> {
             }
         }
     };
-    let task = Task::new(&engine, f, job);
+    let mut task = Task::new(&engine, f, job);
+    task.source = crate::commands::reread(&a.file).map(std::sync::Arc::from);
 
     let input: Box<dyn BufRead> = if a.points.as_os_str() == "-" {
         Box::new(BufReader::with_capacity(1 << 16, io::stdin()))

@@ -469,7 +469,7 @@ fn a_file_that_is_not_utf8_is_an_assembly_error_at_the_first_bad_byte() {
         assert!(
             err.contains(
                 "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not \
-                 part of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^"
+                 part of a UTF-8 character; source files must be UTF-8\n1 │ ; caf\u{FFFD}\n  │      ^"
             ),
             "{cmd}: {err}"
         );
@@ -490,7 +490,7 @@ fn one_leading_bom_is_skipped_and_a_second_is_an_error() {
     // Column 21 of the line as seen, which is shown without the mark.
     assert!(
         text(&o.stderr).contains(
-            "one.adasm:1:21: error: unexpected character `$`\n   fn @main() -> f64 { $\n                       ^"
+            "one.adasm:1:21: error: unexpected character `$`\n1 │ fn @main() -> f64 { $\n  │                     ^"
         ),
         "{}",
         text(&o.stderr)
@@ -1364,6 +1364,29 @@ fn check_at_a_tiny_input_has_no_false_failure() {
     assert!(out.ends_with("all 2 entries agree\n"), "{out}");
 }
 
+/// The step is relative to each input (`h = 1e-6 · max(1, |x|)`, at most
+/// `|x| / 1000`): inputs of 1e-6 and 1e6 in one call (a cube near 1e18 and
+/// a log near its pole), either way round, and a cube alone at ±1e6, give
+/// no false failure.
+#[test]
+fn check_steps_relative_to_each_input() {
+    let (_dir, path) = temp_program(
+        "fn @f(%x: f64, %w: f64) -> f64 {\nentry:\n    %c = mul %x, %x\n    %d = mul %c, %x\n    \
+         %l = log %w\n    %y = add %d, %l\n    ret %y\n}\n\
+         fn @cube(%x: f64) -> f64 {\nentry:\n    %c = mul %x, %x\n    %d = mul %c, %x\n    ret %d\n}\n",
+    );
+    let p = path.to_str().expect("utf-8");
+    for (func, args) in [
+        ("f", "[1e6, 1e-6]"),
+        ("f", "[1e-6, 1e6]"),
+        ("cube", "[1e6]"),
+        ("cube", "[-1e6]"),
+    ] {
+        let j = ok_json(&["check", p, "--fn", func, "--args", args, "--json"]);
+        assert_eq!(j["ok"], serde_json::json!(true), "{func} {args}: {j}");
+    }
+}
+
 #[test]
 fn hvp_and_hessian_text_and_json() {
     // pow(x, 4) = x⁴: gradient 4x³, Hessian 12x².
@@ -1826,4 +1849,51 @@ fn a_deep_recursion_shows_five_callers_and_counts_the_others() {
     assert_eq!(&lines[1..6], &["  called from @rec, line 19"; 5], "{err}");
     assert_eq!(lines[6], "  ... and 44 more calls", "{err}");
     assert_eq!(lines.len(), 7, "{err}");
+}
+
+/// Assembly errors are plain text into a pipe, coloured with
+/// `CLICOLOR_FORCE`, and plain again with `NO_COLOR`; the coloured text
+/// without its escape sequences is the plain text.
+#[test]
+fn assembly_errors_are_coloured_only_on_request_or_a_terminal() {
+    let (_dir, path) =
+        temp_program("fn @f(%x: f64) -> f64 {\nentry:\n    %z = mul %x, %nope\n    ret %q\n}\n");
+    let p = path.to_str().expect("utf8");
+    let run = |env: &[(&str, &str)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_advm"));
+        c.args(["run", p, "--args", "[1.0]"])
+            .env_remove("NO_COLOR")
+            .env_remove("CLICOLOR_FORCE")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().expect("advm runs");
+        assert_eq!(status(&o), 2, "{env:?}");
+        text(&o.stderr)
+    };
+    let plain = run(&[]);
+    assert_eq!(
+        plain,
+        "p.adasm:3:18: error: unknown register `%nope`\n\
+         3 │     %z = mul %x, %nope\n  │                  ^^^^^\n\
+         p.adasm:4:9: error: unknown register `%q`\n\
+         4 │     ret %q\n  │         ^^\n"
+            .replace("p.adasm", p)
+    );
+    let color = run(&[("CLICOLOR_FORCE", "1")]);
+    assert!(color.contains("\x1b["), "{color:?}");
+    let mut stripped = String::new();
+    let mut in_escape = false;
+    for c in color.chars() {
+        match (in_escape, c) {
+            (false, '\x1b') => in_escape = true,
+            (false, c) => stripped.push(c),
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+        }
+    }
+    assert_eq!(stripped, plain);
+    assert_eq!(run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
+    assert_eq!(run(&[("CLICOLOR_FORCE", "0")]), plain);
 }

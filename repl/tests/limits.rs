@@ -368,7 +368,7 @@ fn max_depth_stops_deep_recursion() {
             "@deep",
             "block step",
             // The call names its callee (it used to print `fn3`).
-            "at `call %r, @deep(%m)`",
+            "at `%r = call @deep(%m)`",
         ],
     );
     // Inlined, eight levels of @deep run in one frame: still 125 frames.
@@ -386,7 +386,7 @@ fn max_depth_stops_deep_recursion() {
         &[
             "call depth",
             "limit 100",
-            "in @deep (inlined into @deep), block step, at `call %r.7, @deep(%m.7)`",
+            "in @deep (inlined into @deep), block step, at `%r = call @deep(%m)`",
         ],
     );
     traps(
@@ -567,7 +567,7 @@ fn max_heap_bytes_stops_a_loop_of_anew() {
             "(raise it with --max-heap-bytes)",
             "@hog",
             "block body",
-            "anew %a, %m",
+            "%a = anew %m",
         ],
     );
     // Under the limit the loop completes.
@@ -606,7 +606,7 @@ fn max_heap_bytes_stops_a_loop_of_anew() {
     for needle in [
         "heap limit of 96000000 bytes",
         "--max-heap-bytes",
-        "@hogf.fwd",
+        "@hogf (gradient's forward sweep)",
     ] {
         assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
     }

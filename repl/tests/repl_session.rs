@@ -79,12 +79,12 @@ fn define_run_grad_inspect_redefine_and_survive_bad_lines() {
     // Every bad line is reported with a caret under it, and the session goes on.
     let expect_err = [
         "<input>:1:1: error: expected a command",
-        "   this is not a command\n   ^^^^",
-        "<input>:1:1: error: no function @missing (:funcs lists them)\n   @missing(1.0)\n   ^^^^^^^^",
+        "1 │ this is not a command\n  │ ^^^^",
+        "<input>:1:1: error: no function @missing (:funcs lists them)\n1 │ @missing(1.0)\n  │ ^^^^^^^^",
         "<input>:1:9: error: expected a literal",
-        "   @sq(1.0,, 2.0)\n           ^",
+        "1 │ @sq(1.0,, 2.0)\n  │         ^",
         "<input>:1:10: error: argument 1: expected f64, found `true`",
-        "   grad @sq(true)\n            ^^^^",
+        "1 │ grad @sq(true)\n  │          ^^^^",
         "<input>:1:1: error: unknown command :frobnicate",
         "<input>:3:18: error: expected f64",
         "write `2.0`",
@@ -622,7 +622,7 @@ fn functions_pasted_together_may_call_later_ones() {
         "{err}"
     );
     let expect_err = [
-        "<input>:1:1: error: @e is not defined yet: it is pending until @c is defined\n   @e(1.0)\n   ^^",
+        "<input>:1:1: error: @e is not defined yet: it is pending until @c is defined\n1 │ @e(1.0)\n  │ ^^",
         "<input>:1:6: error: @c is not defined yet: it is pending until @d is defined",
         "<input>:3:15: error: unknown function `@later`",
         "<input>:4:18: error: expected f64, found integer literal `1`",
@@ -714,13 +714,13 @@ fn load_reports_bad_utf8_with_a_location_and_skips_a_bom() {
     assert!(
         err.starts_with(
             "latin1.adasm:1:6: error: invalid UTF-8: byte 0xE9 (byte 5 of the file) is not part \
-             of a UTF-8 character; source files must be UTF-8\n   ; caf\u{FFFD}\n        ^\n"
+             of a UTF-8 character; source files must be UTF-8\n1 │ ; caf\u{FFFD}\n  │      ^\n"
         ),
         "{err}"
     );
     assert!(
         err.contains(
-            "bad.adasm:1:20: error: unexpected character `$`\n   fn @two() -> f64 { $\n                      ^"
+            "bad.adasm:1:20: error: unexpected character `$`\n1 │ fn @two() -> f64 { $\n  │                    ^"
         ),
         "{err}"
     );
@@ -738,11 +738,11 @@ fn command_errors_speak_repl_syntax() {
     assert_eq!(
         err,
         "<input>:1:18: error: `wrt` names no parameter: write `grad @sq(...) wrt x, y` \
-         (it can be differentiated with respect to %x)\n   grad @sq(2.0) wrt\n                    ^\n\
-         <input>:1:9: error: unexpected `extra` after the function name: `:ad` takes one function\n   :ad @sq extra\n           ^^^^^\n\
-         <input>:1:8: error: unexpected `x`: :funcs takes no argument\n   :funcs x\n          ^\n\
-         <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n   :disasm @sq @sq\n               ^^^\n\
-         <input>:1:7: error: unexpected `now`: :quit takes no argument\n   :quit now\n         ^^^\n"
+         (it can be differentiated with respect to %x)\n1 │ grad @sq(2.0) wrt\n  │                  ^\n\
+         <input>:1:9: error: unexpected `extra` after the function name: `:ad` takes one function\n1 │ :ad @sq extra\n  │         ^^^^^\n\
+         <input>:1:8: error: unexpected `x`: :funcs takes no argument\n1 │ :funcs x\n  │        ^\n\
+         <input>:1:13: error: unexpected `@sq` after the function name: `:disasm` takes one function\n1 │ :disasm @sq @sq\n  │             ^^^\n\
+         <input>:1:7: error: unexpected `now`: :quit takes no argument\n1 │ :quit now\n  │       ^^^\n"
     );
 }
 
@@ -877,7 +877,7 @@ fn a_name_both_defined_and_pending_is_named_so() {
     );
     assert!(
         err.starts_with(
-            "<input>:3:15: error: `@a` takes 2 arguments, found 1\n       %r = call @a(%x)\n                 ^^\n   \
+            "<input>:3:15: error: `@a` takes 2 arguments, found 1\n3 │     %r = call @a(%x)\n  │               ^^\n   \
              note: @a is pending; its defined version is still in use (new definitions are checked against the pending one)\n"
         ),
         "{err}"

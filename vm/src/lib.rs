@@ -45,5 +45,5 @@ mod regs;
 pub mod types;
 pub mod verify;
 
-pub use interp::{CallStack, Caller, Limits, Trap, TrapKind, Vm, CALLERS_SHOWN};
+pub use interp::{CallStack, Caller, Limits, Trap, TrapKind, Vm, CALLERS_SHOWN, SOURCE_LINE_CHARS};
 pub use types::{Type, Value};

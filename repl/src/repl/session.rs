@@ -539,7 +539,7 @@ impl Session {
     /// of the file or input that defined the function it names.
     fn show_source_line(&self, t: &mut vm::Trap) {
         if let Some(c) = self.chunks.iter().find(|c| c.name == t.func) {
-            commands::show_source_line(t, &c.source.text, 1);
+            t.show_source_line(&c.source.text, 1);
         }
     }
 
@@ -942,7 +942,8 @@ impl Session {
             // text is an error, not a file of no functions replacing the
             // file's functions. (Comments and blank lines alone assemble:
             // an empty file still loads.)
-            assembler::assemble(&source.text, &source.origin).map_err(|d| d.render())?;
+            assembler::assemble(&source.text, &source.origin)
+                .map_err(|d| d.render_with(crate::out::color()))?;
         }
         let new_names: HashSet<&str> = new.iter().map(|c| c.name.as_str()).collect();
         let mut base: Vec<Chunk> = self.chunks.clone();
@@ -1331,7 +1332,8 @@ impl Session {
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
         let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
-        let text = assembler::decode(&bytes, &origin).map_err(|d| d.render())?;
+        let text =
+            assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
         let source = Rc::new(Source {
             origin,
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
@@ -2030,7 +2032,7 @@ mod tests {
         let e = err(s.execute("grad @nope(1.0)"));
         assert_eq!(
             e,
-            "<input>:1:6: error: no function @nope (:funcs lists them)\n   grad @nope(1.0)\n        ^^^^^"
+            "<input>:1:6: error: no function @nope (:funcs lists them)\n1 │ grad @nope(1.0)\n  │      ^^^^^"
         );
         let e = err(s.execute("@sq(1.0,, 2)"));
         assert!(e.starts_with("<input>:1:9: error: expected"), "{e}");

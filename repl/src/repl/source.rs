@@ -341,7 +341,7 @@ impl Combined {
                     span: Span::new(start - line_start, end.min(line_end) - line_start),
                 }],
             );
-            let mut text = one.render();
+            let mut text = one.render_with(crate::out::color());
             if !Rc::ptr_eq(&chunk.source, current) {
                 let what = if chunk.name.is_empty() {
                     "a function".to_string()
@@ -407,7 +407,7 @@ impl Problem {
                 span: Span::new(start, end),
             }],
         )
-        .render()
+        .render_with(crate::out::color())
     }
 }
 
@@ -581,7 +581,7 @@ mod tests {
         let diags = assembler::assemble(&combined.text, "t").expect_err("ret 2");
         let text = combined.render(&diags, &order, &s);
         assert!(text.starts_with("t:8:6: error: expected f64"), "{text}");
-        assert!(text.ends_with("\n    ret 2\n        ^"), "{text}");
+        assert!(text.ends_with("\n8 │  ret 2\n  │      ^"), "{text}");
         assert_eq!(combined.chunk_at(0), 0);
         assert_eq!(combined.chunk_at(combined.text.len()), 1);
     }
@@ -626,7 +626,7 @@ mod tests {
         let p = Problem::at("no function @g", 5..7);
         assert_eq!(
             p.render("grad @g(1.0)"),
-            "<input>:1:6: error: no function @g\n   grad @g(1.0)\n        ^^"
+            "<input>:1:6: error: no function @g\n1 │ grad @g(1.0)\n  │      ^^"
         );
     }
 }

@@ -74,7 +74,7 @@ use crate::types::{Type, Value};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-pub use traps::{CallStack, Caller, Limits, Trap, TrapKind, CALLERS_SHOWN};
+pub use traps::{CallStack, Caller, Limits, Trap, TrapKind, CALLERS_SHOWN, SOURCE_LINE_CHARS};
 
 /// Bytes of code per instruction: the unit of the interpreter's step count.
 const W: u64 = std::mem::size_of::<Instr>() as u64;

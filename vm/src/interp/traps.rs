@@ -186,7 +186,42 @@ impl Trap {
     pub fn callers(&self) -> &[Caller] {
         self.stack.as_deref().map_or(&[], |s| &s.callers)
     }
+
+    /// Show the instruction as the user wrote it: replace `instr` (the
+    /// disassembled bytecode) by the trap's source line, if it has one and
+    /// `text` holds it (`text` is the program's source, or lines `first..`
+    /// of it). The line is shown without its comment, trimmed, with its
+    /// control characters escaped and cut after [`SOURCE_LINE_CHARS`]
+    /// characters; a blank line leaves `instr` as it is.
+    pub fn show_source_line(&mut self, text: &str, first: u32) {
+        let Some(k) = self.loc.line.checked_sub(first) else {
+            return;
+        };
+        let Some(line) = text.lines().nth(k as usize) else {
+            return;
+        };
+        let code = line.split(';').next().unwrap_or("").trim();
+        if code.is_empty() {
+            return;
+        }
+        let mut shown = String::new();
+        for (n, c) in code.chars().enumerate() {
+            if n == SOURCE_LINE_CHARS {
+                shown.push_str("...");
+                break;
+            }
+            if c.is_control() {
+                shown.extend(c.escape_default());
+            } else {
+                shown.push(c);
+            }
+        }
+        self.instr = shown;
+    }
 }
+
+/// Characters of a source line [`Trap::show_source_line`] shows at most.
+pub const SOURCE_LINE_CHARS: usize = 160;
 
 /// `@f`, `@f (inlined into @g)`, `@f (reverse code)` or `@f (inlined into
 /// @g, reverse code)`.
