@@ -1480,3 +1480,143 @@ fn shadow_acc_mul_is_a_product_then_a_shadow_acc() {
         .expect_err("traps");
     assert_eq!(t.kind, TrapKind::NoShadow);
 }
+
+/// `@main(a, b)` calls `@g` (line 20), which calls `@h` (line 10), whose
+/// integer division (line 3) traps for `b = 0`.
+fn three_deep() -> vm::ir::Module {
+    let mut h = B::new("h", &[("a", I64), ("b", I64)], I64);
+    let e = h.block("entry");
+    let q = h.val("q", I64);
+    let (a, b) = (h.p(0), h.p(1));
+    h.set(e, Op::DivI, q, &[a, b]);
+    h.line(e, 3);
+    h.ret(e, q);
+    let mut g = B::new("g", &[("a", I64), ("b", I64)], I64);
+    let e = g.block("entry");
+    let (a, b) = (g.p(0), g.p(1));
+    let r = g.call(e, 2, I64, &[a, b]);
+    g.line(e, 10);
+    g.ret(e, r);
+    let mut main = B::new("main", &[("a", I64), ("b", I64)], I64);
+    let e = main.block("entry");
+    let (a, b) = (main.p(0), main.p(1));
+    let r = main.call(e, 1, I64, &[a, b]);
+    main.line(e, 20);
+    main.ret(e, r);
+    module(vec![main, g, h])
+}
+
+#[test]
+fn a_trap_lists_its_callers_innermost_first() {
+    let mut p = load(&three_deep());
+    let mut vm = Vm::default();
+    let args = [Value::I64(1), Value::I64(0)];
+    let t = vm.run(&p, FuncId(0), &args).expect_err("div by zero");
+    assert_eq!(t.func, "h");
+    let callers: Vec<(&str, u32)> = t
+        .callers()
+        .iter()
+        .map(|c| (c.func.as_str(), c.loc.line))
+        .collect();
+    assert_eq!(callers, [("g", 10), ("main", 20)]);
+    assert_eq!(t.stack.as_ref().map(|s| s.more), Some(0));
+    assert_eq!(
+        t.to_string(),
+        "trap: integer division by zero in @h, block entry, at `div.i %q, %a, %b` (line 3)\n  \
+         called from @g, line 10\n  called from @main, line 20"
+    );
+    // The same VM: a trap in the entry function has no caller (the frames
+    // of the last trap are gone).
+    let t = vm.run(&p, FuncId(2), &args).expect_err("div by zero");
+    assert!(t.callers().is_empty() && t.stack.is_none(), "{t}");
+    assert_eq!(
+        vm.run(&p, FuncId(0), &[Value::I64(6), Value::I64(3)]),
+        Ok(Value::I64(2))
+    );
+    // Derived code is named by the function it was derived from.
+    for (id, of) in [(1, 0), (2, 0)] {
+        p.set_origin(
+            FuncId(id),
+            vm::bytecode::Origin {
+                of: FuncId(of),
+                code: "test code".into(),
+            },
+        );
+    }
+    let t = vm.run(&p, FuncId(0), &args).expect_err("div by zero");
+    assert_eq!(
+        t.to_string(),
+        "trap: integer division by zero in @main (test code), block entry, at `div.i %q, %a, %b` (line 3)\n  \
+         called from @main (test code), line 10\n  called from @main, line 20"
+    );
+    assert_eq!(p.origin(FuncId(1)).map(|o| o.of), Some(FuncId(0)));
+    p.truncate(2);
+    assert!(p.origin(FuncId(2)).is_none() && p.origin(FuncId(1)).is_some());
+}
+
+#[test]
+fn a_trap_shows_its_source_line_when_given_the_text() {
+    let t = trap(&three_deep(), &[Value::I64(1), Value::I64(0)]);
+    let src = "a\nb\n    %q = div %a, %b   ; divide\n";
+    let mut shown = t.clone();
+    shown.show_source_line(src, 1);
+    assert_eq!(shown.instr, "%q = div %a, %b");
+    // Lines counted from another first line; a text without the line, or
+    // a blank line, keep the bytecode.
+    let mut from2 = t.clone();
+    from2.show_source_line("b\n%q = div %a, %b\n", 2);
+    assert_eq!(from2.instr, "%q = div %a, %b");
+    for text in ["a\n", "a\nb\n   ; only a comment\n", ""] {
+        let mut same = t.clone();
+        same.show_source_line(text, 1);
+        assert_eq!(same.instr, t.instr, "{text:?}");
+    }
+    // Control characters are escaped, a long line is cut.
+    let mut ctl = t.clone();
+    ctl.show_source_line(&format!("\n\n\x1b[2J{}", "x".repeat(1000)), 1);
+    assert!(ctl.instr.starts_with("\\u{1b}[2J") && !ctl.instr.contains('\x1b'));
+    assert!(ctl.instr.ends_with("x..."));
+    assert_eq!(ctl.instr.chars().count(), vm::SOURCE_LINE_CHARS + 3 + 5);
+}
+
+#[test]
+fn a_deep_recursion_keeps_five_callers_and_counts_the_rest() {
+    // @rec(n) = n == 0 ? 1 / 0 : rec(n - 1): traps 30 calls deep.
+    let mut b = B::new("rec", &[("n", I64)], I64);
+    let (entry, base, step) = (b.block("entry"), b.block("base"), b.block("step"));
+    let n = b.p(0);
+    let zero = b.i64(0);
+    let one = b.i64(1);
+    let z = b.val("z", Bool);
+    b.set(entry, Op::EqI, z, &[n, zero]);
+    b.br(entry, z, base, step);
+    let q = b.val("q", I64);
+    b.set(base, Op::DivI, q, &[one, zero]);
+    b.ret(base, q);
+    let m = b.val("m", I64);
+    b.set(step, Op::SubI, m, &[n, one]);
+    let r = b.call(step, 0, I64, &[m]);
+    b.line(step, 9);
+    b.ret(step, r);
+    let t = trap(&b.module(), &[Value::I64(30)]);
+    assert_eq!(t.callers().len(), vm::CALLERS_SHOWN);
+    assert!(t
+        .callers()
+        .iter()
+        .all(|c| c.func == "rec" && c.loc.line == 9));
+    assert_eq!(
+        t.stack.as_ref().map(|s| s.more),
+        Some(30 - vm::CALLERS_SHOWN)
+    );
+    assert!(t.to_string().ends_with("\n  ... and 25 more calls"), "{t}");
+}
+
+#[test]
+fn a_trap_stays_small() {
+    // Within clippy.toml's large-error-threshold.
+    assert!(
+        std::mem::size_of::<Trap>() <= 152,
+        "{}",
+        std::mem::size_of::<Trap>()
+    );
+}
