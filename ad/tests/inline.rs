@@ -305,3 +305,96 @@ fn the_module_grows_by_at_most_its_size_or_the_unit_budget() {
     );
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
+
+/// Derived code keeps the source lines of the user's instructions (traps
+/// in it report them) and records what it was derived from: every derived
+/// function's instructions that came from a user instruction carry its
+/// line, and the program names the user function and the kind of code.
+#[test]
+fn derived_code_keeps_source_lines_and_origins() {
+    let src = "\
+fn @sq(%x: f64) -> f64 {
+entry:
+    %y = mul %x, %x
+    ret %y
+}
+
+fn @main(%x: f64, %n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %j]
+    %a = phi [entry: %x], [body: %b]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %s = call @sq(%a)
+    %b = sin %s
+    %j = add %i, 1
+    jmp head
+done:
+    ret %a
+}
+";
+    let mut engine = Engine::with_inlining(module(src), &Policy::NONE).expect("engine");
+    let f = engine.find("main").expect("defined");
+    let args = [Value::F64(0.5), Value::I64(3)];
+    engine.grad(f, &args).expect("gradient");
+    engine
+        .hvp(f, &args, &[Some(Value::F64(1.0)), None])
+        .expect("hvp");
+    engine
+        .jvp(f, &args, &[Some(Value::F64(1.0)), None])
+        .expect("jvp");
+    let p = engine.program();
+    let mut kinds = Vec::new();
+    let mut calls = 0;
+    for (i, func) in p.funcs().iter().enumerate().skip(2) {
+        let origin = p
+            .origin(vm::ir::FuncId(i as u32))
+            .unwrap_or_else(|| panic!("@{} has no origin", func.name));
+        let of = &p.funcs()[origin.of.index()].name;
+        assert!(
+            func.name.starts_with(&format!("{of}.")),
+            "@{} from @{of}",
+            func.name
+        );
+        kinds.push(origin.code.clone());
+        // The lines of user code: 3 (in @sq), 11 to 18 (in @main).
+        let lines: Vec<u32> = func
+            .locs
+            .iter()
+            .map(|l| l.line)
+            .filter(|&l| l > 0)
+            .collect();
+        assert!(!lines.is_empty(), "@{} has no source line", func.name);
+        let user = |l: &u32| {
+            if of == "sq" {
+                *l == 3 || *l == 4
+            } else {
+                (9..=21).contains(l)
+            }
+        };
+        assert!(lines.iter().all(user), "@{}: {lines:?}", func.name);
+        // Every call carries the line of the user's call (a trap's call
+        // stack names it).
+        for (pc, ins) in func.code.iter().enumerate() {
+            if matches!(ins.op, Op::Call | Op::CallAcc | Op::CallN) {
+                assert_eq!(func.locs[pc].line, 16, "@{} at {pc}", func.name);
+                calls += 1;
+            }
+        }
+    }
+    // @main's four derived functions call @sq's: the forward and reverse
+    // sweeps, the tangent code and the two tangents of the sweeps.
+    assert!(calls >= 5, "{calls} calls");
+    for kind in [
+        "gradient's forward sweep",
+        "gradient's reverse sweep",
+        "tangent code",
+        "tangent of the gradient's forward sweep",
+        "tangent of the gradient's reverse sweep",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind}: {kinds:?}");
+    }
+}
