@@ -1557,7 +1557,7 @@ fn a_trap_lists_its_callers_innermost_first() {
 #[test]
 fn a_trap_shows_its_source_line_when_given_the_text() {
     let t = trap(&three_deep(), &[Value::I64(1), Value::I64(0)]);
-    let src = "a\nb\n    %q = div %a, %b   ; divide\n";
+    let src = "a\nb\n    %q = div\t%a, %b   ; divide\n";
     let mut shown = t.clone();
     shown.show_source_line(src, 1);
     assert_eq!(shown.instr, "%q = div %a, %b");

@@ -190,9 +190,10 @@ impl Trap {
     /// Show the instruction as the user wrote it: replace `instr` (the
     /// disassembled bytecode) by the trap's source line, if it has one and
     /// `text` holds it (`text` is the program's source, or lines `first..`
-    /// of it). The line is shown without its comment, trimmed, with its
-    /// control characters escaped and cut after [`SOURCE_LINE_CHARS`]
-    /// characters; a blank line leaves `instr` as it is.
+    /// of it). The line is shown without its comment, trimmed, with tabs
+    /// as spaces and other control characters escaped (`\u{1b}`), cut
+    /// after [`SOURCE_LINE_CHARS`] characters; a blank line leaves `instr`
+    /// as it is.
     pub fn show_source_line(&mut self, text: &str, first: u32) {
         let Some(k) = self.loc.line.checked_sub(first) else {
             return;
@@ -210,7 +211,9 @@ impl Trap {
                 shown.push_str("...");
                 break;
             }
-            if c.is_control() {
+            if c == '\t' {
+                shown.push(' ');
+            } else if c.is_control() {
                 shown.extend(c.escape_default());
             } else {
                 shown.push(c);
