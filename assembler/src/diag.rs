@@ -215,7 +215,7 @@ impl Diagnostics {
             span_start: w.span.start,
         };
         let header = Report::error()
-            .with_message(message)
+            .with_message(message.clone())
             .with_label(Label::primary((), w.span.clone()));
         // Of the rich form only the source line and the caret line are
         // kept: its header (`error: `), locus (`┌─ FILE:LINE:COL`) and
@@ -242,7 +242,7 @@ impl Diagnostics {
         let (Ok(head), Ok(body)) = (head, body) else {
             // Not reached: `OneLine` answers every question about its one
             // line. Keep the contract's first line anyway.
-            return format!("{}:{}:{}: error: {}", self.file, d.line, d.col, d.message);
+            return format!("{}:{}:{}: error: {message}", self.file, d.line, d.col);
         };
         let body = body.splitn(4, '\n').nth(3).unwrap_or("");
         format!("{}\n{}", head.trim_end(), body.trim_end())

@@ -27,6 +27,19 @@ fn assemble_checked(src: &str) {
             }
             let text = d.render();
             assert_eq!(text.lines().count(), 3 * d.items.len(), "{text}");
+            // The coloured form is the same text with escape sequences.
+            let color = d.render_color();
+            let mut plain = String::new();
+            let mut in_escape = false;
+            for c in color.chars() {
+                match (in_escape, c) {
+                    (false, '\x1b') => in_escape = true,
+                    (false, c) => plain.push(c),
+                    (true, 'm') => in_escape = false,
+                    (true, _) => {}
+                }
+            }
+            assert_eq!(plain, text);
             for w in d.items.windows(2) {
                 assert!(w[0].span.start <= w[1].span.start, "sorted by position");
             }
