@@ -392,11 +392,14 @@ const MESSAGE_CHARS: usize = 400;
 const ELLIPSIS: &str = "...";
 
 /// Whether `c` is shown escaped: control characters (ESC, which starts
-/// terminal escape sequences, included), and the invisible characters
-/// that reorder or hide text (bidirectional overrides, zero-width).
+/// terminal escape sequences, included), the invisible characters that
+/// reorder or hide text (bidirectional overrides, zero-width), and every
+/// other character a terminal shows in no column (combining marks), so
+/// that a caret always has a column to stand under.
 fn escaped(c: char) -> bool {
     (c.is_control() && c != '\t')
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        || (c != '\t' && unicode_width::UnicodeWidthChar::width(c) == Some(0))
 }
 
 /// How many columns `c` takes when shown (escaped ones as `\x1b` or
@@ -667,6 +670,25 @@ mod tests {
         let col = |l: &str, c: char| l.chars().position(|x| x == c);
         assert_eq!(col(lines[2], '^'), col(lines[1], '%'), "{r}");
         assert!(lines[2].ends_with(" ^^"), "{r}");
+    }
+
+    #[test]
+    fn a_character_of_no_width_is_escaped_so_a_caret_stands_under_it() {
+        // A combining mark alone (the lexer's error for it) and after a
+        // letter.
+        for src in ["x \u{736} y\n", "e\u{301} $\n"] {
+            let start = src
+                .find(|c: char| c == '\u{736}' || c == '\u{301}')
+                .expect("present");
+            let d = one(src, start, start + 2, "bad");
+            for r in [d.render(), strip_ansi(&d.render_color())] {
+                let lines: Vec<&str> = r.lines().collect();
+                assert_eq!(lines.len(), 3, "{r}");
+                assert!(lines[1].contains("\\u{"), "{r}");
+                let col = |l: &str, c: char| l.chars().position(|x| x == c);
+                assert_eq!(col(lines[2], '^'), col(lines[1], '\\'), "{r}");
+            }
+        }
     }
 
     #[test]
