@@ -677,9 +677,7 @@ mod tests {
         // A combining mark alone (the lexer's error for it) and after a
         // letter.
         for src in ["x \u{736} y\n", "e\u{301} $\n"] {
-            let start = src
-                .find(|c: char| c == '\u{736}' || c == '\u{301}')
-                .expect("present");
+            let start = src.find(['\u{736}', '\u{301}']).expect("present");
             let d = one(src, start, start + 2, "bad");
             for r in [d.render(), strip_ansi(&d.render_color())] {
                 let lines: Vec<&str> = r.lines().collect();
