@@ -84,3 +84,8 @@ pub mod cli;
 #[cfg(feature = "cli")]
 #[doc(hidden)]
 pub use cli::{args, engine, fd, points, read_file, Options, DEFAULT_MAX_SOURCE_BYTES};
+
+/// The examples of `docs/library.md`, run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/library.md")]
+pub struct LibraryChapter;
