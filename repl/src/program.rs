@@ -535,8 +535,9 @@ impl Function<'_> {
         let dir = dir.into_values();
         if dir.len() != mask.len() {
             return Err(Error::Usage(format!(
-                "the direction has {} entries, but @{} takes {} parameter(s)",
+                "the direction has {} entr{}, but @{} takes {} parameter(s)",
                 dir.len(),
+                if dir.len() == 1 { "y" } else { "ies" },
                 self.name(),
                 mask.len()
             )));
