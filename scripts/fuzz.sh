@@ -38,7 +38,7 @@ done
 # The `verify` target's seeds: bytecode that passes the verifier, written by
 # the smoke test (random words almost never do).
 ADVM_WRITE_VERIFY_SEEDS="$PWD/fuzz/corpus/verify" \
-  cargo test -q -p ad --test fuzz_smoke verify_target >/dev/null 2>&1 ||
+  cargo test -q -p advm-ad --test fuzz_smoke verify_target >/dev/null 2>&1 ||
   echo "note: could not write the verify seeds"
 (cd fuzz && cargo fuzz build -O)
 status=0

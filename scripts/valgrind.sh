@@ -18,7 +18,7 @@ export ADVM_DIFF_CASES="${ADVM_DIFF_CASES:-40}"
 export RUST_BACKTRACE=0
 
 # Build the test binaries (default features: vm/checked is off) and list them.
-bins=$(cargo test -p vm -p ad --tests --no-run --message-format=json 2>/dev/null |
+bins=$(cargo test -p advm-vm -p advm-ad --tests --no-run --message-format=json 2>/dev/null |
   python3 -c '
 import json, sys
 for line in sys.stdin:

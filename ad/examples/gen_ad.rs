@@ -1,5 +1,5 @@
 //! Print a generated program (testkit) and its AD code, and run its
-//! gradient: `cargo run -p ad --example gen_ad -- SEED`.
+//! gradient: `cargo run -p advm-ad --example gen_ad -- SEED`.
 fn main() {
     let seed = std::env::args()
         .nth(1)

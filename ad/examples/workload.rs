@@ -1,5 +1,5 @@
 //! A fixed gradient workload for instruction counts under
-//! `valgrind --tool=callgrind`: `cargo run --release -p ad --example
+//! `valgrind --tool=callgrind`: `cargo run --release -p advm-ad --example
 //! workload -- FILE FUNC N` runs N gradient calls of a suite program at its
 //! benchmark inputs (testkit::suite).
 fn main() {

@@ -38,6 +38,7 @@ pub struct Cfg {
 /// A natural loop: a header that dominates every block of the loop, and the
 /// blocks that reach one of its back edges without passing the header.
 pub struct Loop {
+    /// The header: the loop's only block entered from outside it.
     pub header: BlockId,
     /// Membership, by block index.
     pub body: Vec<bool>,
@@ -49,6 +50,7 @@ pub struct Loop {
 }
 
 impl Loop {
+    /// Whether block `b` belongs to the loop.
     pub fn contains(&self, b: BlockId) -> bool {
         self.body.get(b.index()).copied().unwrap_or(false)
     }
@@ -61,7 +63,9 @@ impl Loop {
 /// at its first value. Exits push the variable once per execution of the
 /// loop instead of a block id per iteration.
 pub struct Counted {
+    /// The block outside the loop whose edge enters the header.
     pub entry: BlockId,
+    /// The block whose edge goes back to the header.
     pub latch: BlockId,
     /// The header phi used to count, or `None` when the loop has no integer
     /// phi stepped by a small constant and the forward code adds a counter.
@@ -72,12 +76,16 @@ pub struct Counted {
 /// (`add` or `sub` of a constant, `0 < |step| <= MAX_IV_STEP`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Iv {
+    /// The header phi.
     pub phi: ValueId,
+    /// Its value on entry to the loop.
     pub init: ValueId,
+    /// What each iteration adds to it (negative for `sub`).
     pub step: i64,
 }
 
 impl Cfg {
+    /// The analysis of `f`: predecessors, dominators, loops.
     pub fn new(f: &Function) -> Cfg {
         let preds = f.predecessors();
         let n = f.blocks.len();

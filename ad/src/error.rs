@@ -17,8 +17,11 @@ pub enum AdError {
     /// per active value, so a function with more than about 32 000 active
     /// values must be split into smaller ones.
     TooLarge {
+        /// The function differentiated.
         func: String,
+        /// The derived function that does not fit.
         derived: String,
+        /// The registers it needs.
         registers: usize,
     },
     /// The module given to [`Engine::new`] is not valid: malformed IR

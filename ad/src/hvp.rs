@@ -22,6 +22,7 @@ use vm::{Type, Value};
 /// Value, gradient and Hessian-vector product of one call ([`Engine::hvp`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Hvp {
+    /// The function's value.
     pub value: f64,
     /// As [`crate::Gradient::grad`].
     pub grad: Vec<Option<Value>>,
@@ -33,7 +34,9 @@ pub struct Hvp {
 /// Value, gradient and dense Hessian of one call ([`Engine::hessian`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Hessian {
+    /// The function's value.
     pub value: f64,
+    /// As [`crate::Gradient::grad`].
     pub grad: Vec<Option<Value>>,
     /// Rows and columns over the flattened inputs: every parameter
     /// differentiated with respect to, in order, an `f64` one entry, an

@@ -14,7 +14,7 @@
 //!
 //! `ADVM_DIFF_CASES` sets the number of programs of each family (default
 //! 300) and `ADVM_DIFF_SEED` the first seed; a failure prints its family and
-//! seed, so `ADVM_DIFF_SEED=<seed> ADVM_DIFF_CASES=1 cargo test -p ad --test
+//! seed, so `ADVM_DIFF_SEED=<seed> ADVM_DIFF_CASES=1 cargo test -p advm-ad --test
 //! differential` reproduces it.
 
 use testkit::checks;

@@ -16,11 +16,16 @@ pub enum Literal {
     /// A number as written (`text`), whether it is an integer literal, and
     /// its value as an f64 (exact for integers up to 2^53).
     Num {
+        /// The literal as written.
         text: String,
+        /// Whether it is an integer literal (no `.`, no exponent).
         is_int: bool,
+        /// Its value as an f64.
         value: f64,
     },
+    /// `true` or `false`.
     Bool(bool),
+    /// `[1.0, 2.5]`: an f64[] argument.
     Array(Vec<f64>),
 }
 

@@ -3,7 +3,7 @@
 //! `advm run | grad | jvp | vjp | hvp | hessian | jacobian | check | disasm | bench | cfg |
 //! sweep | repl` per the contract
 //! in `../shared/docs/adasm.md` §5; the exit statuses and the extensions are
-//! listed in the library's docs (`src/lib.rs`): 0 success, 1 runtime trap,
+//! listed in the docs of `advm::cli` (`src/cli/mod.rs`): 0 success, 1 runtime trap,
 //! 2 assembly or verification error, 3 `check` found a disagreement, 64 bad
 //! usage (also a function that cannot be differentiated), 70 internal
 //! error, 74 standard output unwritable, 130 a sweep stopped by Ctrl-C.
@@ -16,8 +16,8 @@
 //! status), `sweep` (`advm sweep`), `repl` (the interactive REPL), `cfg` (Graphviz pictures),
 //! `out`
 //! (stdout without panics); argument conversion, the gradient check and a
-//! sweep's work per point live in the library half (`advm::args`,
-//! `advm::fd`, `advm::points`).
+//! sweep's work per point live in the library (`advm::cli::args`,
+//! `advm::cli::fd`, `advm::cli::points`).
 
 mod cfg;
 mod commands;
@@ -25,7 +25,7 @@ mod out;
 mod repl;
 mod sweep;
 
-// The library half (`src/lib.rs`), shared with the tests.
+// The command line as a library (`src/cli/`), shared with the tests.
 use advm::args;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

@@ -45,10 +45,12 @@ impl Bits {
         Bits(vec![if full { u64::MAX } else { 0 }; words(n)])
     }
 
+    /// Whether `v` is in the set.
     pub fn has(&self, v: ValueId) -> bool {
         has(&self.0, v.index())
     }
 
+    /// Put `v` in the set (`on`) or take it out.
     pub fn set(&mut self, v: ValueId, on: bool) {
         if on {
             insert(&mut self.0, v.index());

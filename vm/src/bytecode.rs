@@ -38,17 +38,24 @@ pub type Reg = u16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct Instr {
+    /// The opcode.
     pub op: Op,
+    /// Reserved, zero (but the subtraction bit of a step-and-branch).
     pub flags: u8,
+    /// First register operand.
     pub r0: Reg,
+    /// Second register operand.
     pub r1: Reg,
+    /// Third register operand.
     pub r2: Reg,
+    /// Fourth register operand, or the non-register operand (target, index, immediate).
     pub x: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Instr>() == 12);
 
 impl Instr {
+    /// An instruction with these operands and no flags.
     pub const fn new(op: Op, r0: Reg, r1: Reg, r2: Reg, x: u32) -> Instr {
         Instr {
             op,
@@ -99,30 +106,40 @@ impl Instr {
 /// registers the returned values are added to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallSite {
+    /// The callee.
     pub func: FuncId,
+    /// The argument registers, in the callee's parameter order.
     pub args: Vec<Reg>,
+    /// The registers the returned values go to (`call.acc`, `call.n`).
     pub rets: Vec<Reg>,
 }
 
 /// A block boundary, kept for disassembly and trap messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockMark {
+    /// The block's name.
     pub name: String,
+    /// The index of its first instruction.
     pub start: u32,
 }
 
 /// One bytecode function.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Function {
+    /// The function's name, without `@`.
     pub name: String,
+    /// The parameters' types, in order.
     pub param_types: Vec<Type>,
+    /// What it returns.
     pub ret: RetType,
     /// The type of every register; `reg_types.len()` is the frame size.
     pub reg_types: Vec<Type>,
     /// Constant registers: `consts[i]` is loaded into register
     /// `param_types.len() + i` on entry.
     pub consts: Vec<u64>,
+    /// The instructions.
     pub code: Vec<Instr>,
+    /// Call sites, indexed by the `x` of `call`, `call.acc` and `call.n`.
     pub sites: Vec<CallSite>,
     /// Jump tables of `blk.pop`: instruction indices.
     pub tables: Vec<Vec<u32>>,
@@ -139,6 +156,7 @@ pub struct Function {
 }
 
 impl Function {
+    /// The frame size: how many registers the function uses.
     pub fn nregs(&self) -> usize {
         self.reg_types.len()
     }
@@ -195,7 +213,9 @@ pub struct Program {
 /// the derived function's own name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
+    /// The user function the code was derived from.
     pub of: FuncId,
+    /// What the code computes, as trap messages say it.
     pub code: String,
 }
 
@@ -220,10 +240,12 @@ impl PartialEq for Program {
 }
 
 impl Program {
+    /// An empty program.
     pub fn new() -> Program {
         Program::default()
     }
 
+    /// A function by name (with or without `@`): the first of that name.
     pub fn find(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);
         self.funcs
@@ -232,22 +254,27 @@ impl Program {
             .map(|i| FuncId(i as u32))
     }
 
+    /// Function `id`; panics if there is none (ids come from this program).
     pub fn func(&self, id: FuncId) -> &Function {
         &self.funcs[id.index()]
     }
 
+    /// Function `id`, if there is one.
     pub fn get(&self, id: FuncId) -> Option<&Function> {
         self.funcs.get(id.index())
     }
 
+    /// Every function, by id.
     pub fn funcs(&self) -> &[Function] {
         &self.funcs
     }
 
+    /// How many functions the program has.
     pub fn len(&self) -> usize {
         self.funcs.len()
     }
 
+    /// Whether the program has no function.
     pub fn is_empty(&self) -> bool {
         self.funcs.is_empty()
     }

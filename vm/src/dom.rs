@@ -12,6 +12,7 @@ pub struct DomTree {
 }
 
 impl DomTree {
+    /// The dominator tree of the graph with successor lists `succs` (block 0 the entry).
     pub fn new(succs: &[Vec<u32>]) -> DomTree {
         let n = succs.len();
         let rpo = reverse_postorder(succs);
@@ -30,6 +31,7 @@ impl DomTree {
         DomTree { pre, post }
     }
 
+    /// Whether block `b` is reachable from the entry.
     pub fn reachable(&self, b: u32) -> bool {
         self.pre.get(b as usize).is_some_and(|&p| p != u32::MAX)
     }

@@ -24,6 +24,7 @@ macro_rules! index_type {
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name(pub u32);
         impl $name {
+            /// The id as an index into its table.
             pub fn index(self) -> usize {
                 self.0 as usize
             }
@@ -57,7 +58,9 @@ index_type!(
 /// the line belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Loc {
+    /// 1-based line.
     pub line: u32,
+    /// 1-based column, in characters.
     pub col: u32,
     /// 0 for the function's own code; `k + 1` for code inlined from the
     /// function with id `k` (whose text `line` and `col` are in).
@@ -110,6 +113,7 @@ impl RetType {
 /// One entry of a function's value table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValueData {
+    /// The value's type.
     pub ty: Type,
     /// The source name without `%` (for printing); `None` for generated values.
     pub name: Option<String>,
@@ -121,8 +125,11 @@ pub struct ValueData {
 /// A phi: `dst = phi [pred: value], ...`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Phi {
+    /// The value the phi defines.
     pub dst: ValueId,
+    /// One entry per predecessor: the block and the value coming from it.
     pub incoming: Vec<(BlockId, ValueId)>,
+    /// Where the phi is written.
     pub loc: Loc,
 }
 
@@ -135,12 +142,19 @@ pub struct Phi {
 /// are added to. `imm` is the `Imm` operand (`blk.push`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Inst {
+    /// The opcode.
     pub op: Op,
+    /// The value defined, if the opcode defines one.
     pub dst: Option<ValueId>,
+    /// The operands (for a call, the call's arguments).
     pub args: Vec<ValueId>,
+    /// The immediate operand (`blk.push`), else 0.
     pub imm: u32,
+    /// The function called, for `call`, `call.acc` and `call.n`.
     pub callee: Option<FuncId>,
+    /// The values the callee's results are added to (`call.acc`) or written to (`call.n`).
     pub accs: Vec<ValueId>,
+    /// Where the instruction is written.
     pub loc: Loc,
 }
 
@@ -162,12 +176,18 @@ impl Inst {
 /// How a block ends.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Term {
+    /// Jump to the block.
     Jmp(BlockId),
+    /// Go to `then_` if `cond` is true, else to `else_`.
     Br {
+        /// The condition (a bool).
         cond: ValueId,
+        /// The block when it is true.
         then_: BlockId,
+        /// The block when it is false.
         else_: BlockId,
     },
+    /// Return the value (a function with no result returns a unit value).
     Ret(ValueId),
     /// Return several values (reverse functions).
     RetN(Vec<ValueId>),
@@ -210,6 +230,7 @@ impl Term {
         }
     }
 
+    /// The blocks the terminator may go to, in order.
     pub fn successors(&self) -> Vec<BlockId> {
         match self {
             Term::Jmp(b) => vec![*b],
@@ -221,33 +242,44 @@ impl Term {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A basic block: phis, then instructions, then one terminator.
 pub struct Block {
+    /// The block's label.
     pub name: String,
+    /// Its phis, at its start.
     pub phis: Vec<Phi>,
+    /// Its instructions, in order.
     pub insts: Vec<Inst>,
+    /// How it ends.
     pub term: Term,
     /// Location of the terminator.
     pub term_loc: Loc,
 }
 
 #[derive(Clone, Debug, PartialEq)]
+/// A function: parameters, return type, value table and blocks.
 pub struct Function {
     /// Name without `@`.
     pub name: String,
     /// Parameter values, in order (their types are in `values`).
     pub params: Vec<ValueId>,
+    /// What it returns.
     pub ret: RetType,
+    /// Every value (parameters, instruction results, constants), by [`ValueId`].
     pub values: Vec<ValueData>,
     /// `blocks[0]` is the entry block.
     pub blocks: Vec<Block>,
+    /// Where the function is written.
     pub loc: Loc,
 }
 
 impl Function {
+    /// The type of value `v`.
     pub fn ty(&self, v: ValueId) -> Type {
         self.values[v.index()].ty
     }
 
+    /// The parameters' types, in order.
     pub fn param_types(&self) -> Vec<Type> {
         self.params.iter().map(|p| self.ty(*p)).collect()
     }
@@ -314,6 +346,7 @@ impl Function {
 /// A whole program: functions referring to each other by [`FuncId`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Module {
+    /// The functions, indexed by [`FuncId`].
     pub funcs: Vec<Function>,
 }
 
@@ -327,6 +360,7 @@ impl Module {
             .map(|i| FuncId(i as u32))
     }
 
+    /// Function `id`; panics if there is none (ids come from this module).
     pub fn func(&self, id: FuncId) -> &Function {
         &self.funcs[id.index()]
     }

@@ -43,9 +43,13 @@ pub enum Operand {
 /// operand of the instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ty {
+    /// f64.
     F,
+    /// i64.
     I,
+    /// bool.
     B,
+    /// f64[] (an array handle).
     A,
     /// Any type, equal across all `T` operands of one instruction.
     T,
@@ -260,13 +264,21 @@ ops! {
     MaxF = "max.f" [Def(F), Use(F), Use(F)] user("max").pure().cheap();
     /// `r0 = -r1`
     NegF = "neg.f" [Def(F), Use(F)] user("neg").pure().cheap();
+    /// `r0 = sin(r1)`
     Sin = "sin" [Def(F), Use(F)] user("sin").pure();
+    /// `r0 = cos(r1)`
     Cos = "cos" [Def(F), Use(F)] user("cos").pure();
+    /// `r0 = tan(r1)`
     Tan = "tan" [Def(F), Use(F)] user("tan").pure();
+    /// `r0 = e^r1`
     Exp = "exp" [Def(F), Use(F)] user("exp").pure();
+    /// `r0 = ln(r1)` (natural logarithm)
     Log = "log" [Def(F), Use(F)] user("log").pure();
+    /// `r0 = sqrt(r1)`
     Sqrt = "sqrt" [Def(F), Use(F)] user("sqrt").pure();
+    /// `r0 = tanh(r1)`
     Tanh = "tanh" [Def(F), Use(F)] user("tanh").pure();
+    /// `r0 = |r1|` (f64)
     AbsF = "abs.f" [Def(F), Use(F)] user("abs").pure().cheap();
 
     // ---- more math (adasm.md §7; values as Rust's f64 methods and libm) ------
@@ -274,58 +286,89 @@ ops! {
     Erf = "erf" [Def(F), Use(F)] user("erf").pure();
     /// Complementary error function `1 - erf` (libm's `erfc`).
     Erfc = "erfc" [Def(F), Use(F)] user("erfc").pure();
+    /// `r0 = atan(r1)`
     Atan = "atan" [Def(F), Use(F)] user("atan").pure();
+    /// `r0 = asin(r1)`
     Asin = "asin" [Def(F), Use(F)] user("asin").pure();
+    /// `r0 = acos(r1)`
     Acos = "acos" [Def(F), Use(F)] user("acos").pure();
     /// `r0 = atan2(r1, r2)`: the angle of the point `(x, y) = (r2, r1)`.
     Atan2 = "atan2" [Def(F), Use(F), Use(F)] user("atan2").pure();
+    /// `r0 = sinh(r1)`
     Sinh = "sinh" [Def(F), Use(F)] user("sinh").pure();
+    /// `r0 = cosh(r1)`
     Cosh = "cosh" [Def(F), Use(F)] user("cosh").pure();
     /// `ln(1 + r1)`, accurate near 0.
     Log1p = "log1p" [Def(F), Use(F)] user("log1p").pure();
     /// `e^r1 - 1`, accurate near 0.
     Expm1 = "expm1" [Def(F), Use(F)] user("expm1").pure();
+    /// `r0 = log2(r1)`
     Log2 = "log2" [Def(F), Use(F)] user("log2").pure();
+    /// `r0 = log10(r1)`
     Log10 = "log10" [Def(F), Use(F)] user("log10").pure();
+    /// `r0 = cbrt(r1)` (cube root)
     Cbrt = "cbrt" [Def(F), Use(F)] user("cbrt").pure();
     /// `sqrt(r1² + r2²)` without overflow or underflow on the way.
     Hypot = "hypot" [Def(F), Use(F), Use(F)] user("hypot").pure();
     /// Rounding to an integral f64: derivative zero, so never active.
     Floor = "floor" [Def(F), Use(F)] user("floor").pure().cheap().no_derivative();
+    /// Rounding up to an integral f64 (derivative zero).
     Ceil = "ceil" [Def(F), Use(F)] user("ceil").pure().cheap().no_derivative();
     /// Half-way cases away from zero (Rust's `f64::round`).
     Round = "round" [Def(F), Use(F)] user("round").pure().cheap().no_derivative();
+    /// Rounding toward zero to an integral f64 (derivative zero).
     Trunc = "trunc" [Def(F), Use(F)] user("trunc").pure().cheap().no_derivative();
 
     // ---- i64 arithmetic (wrapping; division and remainder by zero trap) -----
+    /// `r0 = r1 + r2` (i64, wrapping)
     AddI = "add.i" [Def(I), Use(I), Use(I)] user("add").pure().cheap();
+    /// `r0 = r1 - r2` (i64, wrapping)
     SubI = "sub.i" [Def(I), Use(I), Use(I)] user("sub").pure().cheap();
+    /// `r0 = r1 * r2` (i64, wrapping)
     MulI = "mul.i" [Def(I), Use(I), Use(I)] user("mul").pure().cheap();
+    /// `r0 = r1 / r2` (i64, truncating; division by zero traps)
     DivI = "div.i" [Def(I), Use(I), Use(I)] user("div");
+    /// `r0 = r1 % r2` (i64, sign of `r1`; by zero traps)
     RemI = "rem.i" [Def(I), Use(I), Use(I)] user("rem");
     /// Ties go to `r1`.
     MinI = "min.i" [Def(I), Use(I), Use(I)] user("min").pure().cheap();
     /// Ties go to `r1`.
     MaxI = "max.i" [Def(I), Use(I), Use(I)] user("max").pure().cheap();
+    /// `r0 = -r1` (i64, wrapping)
     NegI = "neg.i" [Def(I), Use(I)] user("neg").pure().cheap();
 
     // ---- comparisons -> bool -------------------------------------------------
+    /// `r0 = r1 < r2` (f64, IEEE: false if either is nan)
     LtF = "lt.f" [Def(B), Use(F), Use(F)] user("lt").pure().cheap();
+    /// `r0 = r1 <= r2` (f64, IEEE: false if either is nan)
     LeF = "le.f" [Def(B), Use(F), Use(F)] user("le").pure().cheap();
+    /// `r0 = r1 > r2` (f64, IEEE: false if either is nan)
     GtF = "gt.f" [Def(B), Use(F), Use(F)] user("gt").pure().cheap();
+    /// `r0 = r1 >= r2` (f64, IEEE: false if either is nan)
     GeF = "ge.f" [Def(B), Use(F), Use(F)] user("ge").pure().cheap();
+    /// `r0 = r1 == r2` (f64, IEEE: false if either is nan)
     EqF = "eq.f" [Def(B), Use(F), Use(F)] user("eq").pure().cheap();
+    /// `r0 = r1 != r2` (f64, IEEE: true if either is nan)
     NeF = "ne.f" [Def(B), Use(F), Use(F)] user("ne").pure().cheap();
+    /// `r0 = r1 < r2` (i64)
     LtI = "lt.i" [Def(B), Use(I), Use(I)] user("lt").pure().cheap();
+    /// `r0 = r1 <= r2` (i64)
     LeI = "le.i" [Def(B), Use(I), Use(I)] user("le").pure().cheap();
+    /// `r0 = r1 > r2` (i64)
     GtI = "gt.i" [Def(B), Use(I), Use(I)] user("gt").pure().cheap();
+    /// `r0 = r1 >= r2` (i64)
     GeI = "ge.i" [Def(B), Use(I), Use(I)] user("ge").pure().cheap();
+    /// `r0 = r1 == r2` (i64)
     EqI = "eq.i" [Def(B), Use(I), Use(I)] user("eq").pure().cheap();
+    /// `r0 = r1 != r2` (i64)
     NeI = "ne.i" [Def(B), Use(I), Use(I)] user("ne").pure().cheap();
 
     // ---- bool ----------------------------------------------------------------
+    /// `r0 = r1 && r2`
     And = "and" [Def(B), Use(B), Use(B)] user("and").pure().cheap();
+    /// `r0 = r1 || r2`
     Or = "or" [Def(B), Use(B), Use(B)] user("or").pure().cheap();
+    /// `r0 = !r1`
     Not = "not" [Def(B), Use(B)] user("not").pure().cheap();
 
     // ---- moves, selection, conversion -----------------------------------------
@@ -344,6 +387,7 @@ ops! {
     /// New array of `r1` zeros; `r1 < 0` traps. In AD mode the array also gets
     /// a zeroed shadow (cotangent) array of the same length.
     ANew = "anew" [Def(A), Use(I)] user("anew").no_derivative();
+    /// `r0` = the length of array `r1`
     ALen = "alen" [Def(I), Use(A)] user("alen").cheap();
     /// `r0 = r1[r2]`; out of bounds traps.
     AGet = "aget" [Def(F), Use(A), Use(I)] user("aget").cheap_unless_arrays_change();
@@ -368,6 +412,7 @@ ops! {
     /// Return every register of list `x` (reverse functions: one f64 per
     /// f64 parameter of the primal).
     RetN = "ret.n" [List] ad();
+    /// Jump to `x`.
     Jmp = "jmp" [Target] control();
     /// Jump to `x` if `r0` is true, else fall through.
     JmpIf = "jmp.if" [Use(B), Target] control();
@@ -426,34 +471,54 @@ ops! {
     // (every comparison with nan is false except `ne`), so f64 has both.
     /// Jump to `x` if `r0 < r1` (i64), else fall through.
     JmpLtI = "jmp.if.lt.i" [Use(I), Use(I), Target] lowering();
+    /// Jump to `x` if `r0 <= r1` (i64), else fall through.
     JmpLeI = "jmp.if.le.i" [Use(I), Use(I), Target] lowering();
+    /// Jump to `x` if `r0 > r1` (i64), else fall through.
     JmpGtI = "jmp.if.gt.i" [Use(I), Use(I), Target] lowering();
+    /// Jump to `x` if `r0 >= r1` (i64), else fall through.
     JmpGeI = "jmp.if.ge.i" [Use(I), Use(I), Target] lowering();
+    /// Jump to `x` if `r0 == r1` (i64), else fall through.
     JmpEqI = "jmp.if.eq.i" [Use(I), Use(I), Target] lowering();
+    /// Jump to `x` if `r0 != r1` (i64), else fall through.
     JmpNeI = "jmp.if.ne.i" [Use(I), Use(I), Target] lowering();
     /// Jump to `x` if `r0 < r1` (f64, IEEE), else fall through.
     JmpLtF = "jmp.if.lt.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` if `r0 <= r1` (f64, IEEE), else fall through.
     JmpLeF = "jmp.if.le.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` if `r0 > r1` (f64, IEEE), else fall through.
     JmpGtF = "jmp.if.gt.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` if `r0 >= r1` (f64, IEEE), else fall through.
     JmpGeF = "jmp.if.ge.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` if `r0 == r1` (f64, IEEE), else fall through.
     JmpEqF = "jmp.if.eq.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` if `r0 != r1` (f64, IEEE), else fall through.
     JmpNeF = "jmp.if.ne.f" [Use(F), Use(F), Target] lowering();
     /// Jump to `x` unless `r0 < r1` (f64, IEEE: so also if either is nan).
     JmpNotLtF = "jmp.ifnot.lt.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` unless `r0 <= r1` (f64, IEEE: so also if either is nan).
     JmpNotLeF = "jmp.ifnot.le.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` unless `r0 > r1` (f64, IEEE: so also if either is nan).
     JmpNotGtF = "jmp.ifnot.gt.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` unless `r0 >= r1` (f64, IEEE: so also if either is nan).
     JmpNotGeF = "jmp.ifnot.ge.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` unless `r0 == r1` (f64, IEEE: so also if either is nan).
     JmpNotEqF = "jmp.ifnot.eq.f" [Use(F), Use(F), Target] lowering();
+    /// Jump to `x` unless `r0 != r1` (f64, IEEE: so also if either is nan).
     JmpNotNeF = "jmp.ifnot.ne.f" [Use(F), Use(F), Target] lowering();
     /// Step and branch (the end of a counted loop): `r0 = r0 + r1` (i64,
     /// wrapping), then jump to `x` if the new `r0 < r2`. `r2` is read after
     /// `r0` is written. (A counter counted down by a constant `k` steps by
     /// the constant `-k`, which the lowering provides.)
     JmpStepLtI = "jmp.step.if.lt.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    /// Step and branch: `r0 = r0 + r1`, then jump to `x` if the new `r0 <= r2`.
     JmpStepLeI = "jmp.step.if.le.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    /// Step and branch: `r0 = r0 + r1`, then jump to `x` if the new `r0 > r2`.
     JmpStepGtI = "jmp.step.if.gt.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    /// Step and branch: `r0 = r0 + r1`, then jump to `x` if the new `r0 >= r2`.
     JmpStepGeI = "jmp.step.if.ge.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    /// Step and branch: `r0 = r0 + r1`, then jump to `x` if the new `r0 == r2`.
     JmpStepEqI = "jmp.step.if.eq.i" [InOut(I), Use(I), Use(I), Target] lowering();
+    /// Step and branch: `r0 = r0 + r1`, then jump to `x` if the new `r0 != r2`.
     JmpStepNeI = "jmp.step.if.ne.i" [InOut(I), Use(I), Use(I), Target] lowering();
 
     // ---- batched comms reservation (made by the lowering) ---------------------
@@ -519,11 +584,17 @@ ops! {
 /// The condition of a comparison or fused branch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cond {
+    /// `<`
     Lt,
+    /// `<=`
     Le,
+    /// `>`
     Gt,
+    /// `>=`
     Ge,
+    /// `==`
     Eq,
+    /// `!=`
     Ne,
 }
 
@@ -540,8 +611,10 @@ pub enum Fused {
 }
 
 impl Cond {
+    /// Every condition.
     pub const ALL: [Cond; 6] = [Cond::Lt, Cond::Le, Cond::Gt, Cond::Ge, Cond::Eq, Cond::Ne];
 
+    /// The condition as mnemonics spell it (`lt`).
     pub fn name(self) -> &'static str {
         match self {
             Cond::Lt => "lt",
@@ -616,8 +689,11 @@ impl Cond {
 /// when the condition fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Branch {
+    /// The family.
     pub fused: Fused,
+    /// The condition compared.
     pub cond: Cond,
+    /// Whether it jumps when the condition fails.
     pub negated: bool,
 }
 

@@ -37,13 +37,18 @@ impl fmt::Display for Type {
 /// A value crossing the host boundary (arguments and results).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
+    /// An `f64`.
     F64(f64),
+    /// An `i64`.
     I64(i64),
+    /// A `bool`.
     Bool(bool),
+    /// The contents of an `f64[]`.
     Arr(Vec<f64>),
 }
 
 impl Value {
+    /// The type this value has as an argument or a result.
     pub fn ty(&self) -> Type {
         match self {
             Value::F64(_) => Type::F64,
@@ -51,6 +56,49 @@ impl Value {
             Value::Bool(_) => Type::Bool,
             Value::Arr(_) => Type::Arr,
         }
+    }
+}
+
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::F64(x)
+    }
+}
+
+impl From<i64> for Value {
+    fn from(x: i64) -> Value {
+        Value::I64(x)
+    }
+}
+
+/// An integer literal (`i32` by default in Rust), as an `i64`.
+impl From<i32> for Value {
+    fn from(x: i32) -> Value {
+        Value::I64(i64::from(x))
+    }
+}
+
+impl From<bool> for Value {
+    fn from(x: bool) -> Value {
+        Value::Bool(x)
+    }
+}
+
+impl From<Vec<f64>> for Value {
+    fn from(xs: Vec<f64>) -> Value {
+        Value::Arr(xs)
+    }
+}
+
+impl From<&[f64]> for Value {
+    fn from(xs: &[f64]) -> Value {
+        Value::Arr(xs.to_vec())
+    }
+}
+
+impl<const N: usize> From<[f64; N]> for Value {
+    fn from(xs: [f64; N]) -> Value {
+        Value::Arr(xs.to_vec())
     }
 }
 

@@ -80,50 +80,98 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum VerifyError {
     /// The frame has more registers than a `u16` can name.
-    TooManyRegisters { func: String, n: usize },
+    TooManyRegisters {
+        /// The function, by name.
+        func: String,
+        /// The registers the frame has.
+        n: usize,
+    },
     /// Parameter or constant registers do not fit the frame or their types.
-    BadFrame { func: String, detail: String },
+    BadFrame {
+        /// The function, by name.
+        func: String,
+        /// What is wrong.
+        detail: String,
+    },
     /// A register operand is out of range.
-    RegisterOutOfRange { func: String, pc: usize, reg: u32 },
+    RegisterOutOfRange {
+        /// The function, by name.
+        func: String,
+        /// The instruction's index in the function's code.
+        pc: usize,
+        /// The register operand.
+        reg: u32,
+    },
     /// A register operand has the wrong type.
     TypeMismatch {
+        /// The function, by name.
         func: String,
+        /// The instruction's index in the function's code.
         pc: usize,
+        /// What is wrong.
         detail: String,
     },
     /// A jump target, table, list or call-site index is out of range.
     BadIndex {
+        /// The function, by name.
         func: String,
+        /// The instruction's index in the function's code.
         pc: usize,
+        /// What is wrong.
         detail: String,
     },
     /// A call does not match its callee's signature.
     BadCall {
+        /// The function, by name.
         func: String,
+        /// The instruction's index in the function's code.
         pc: usize,
+        /// What is wrong.
         detail: String,
     },
     /// A return does not match the function's return type.
     BadReturn {
+        /// The function, by name.
         func: String,
+        /// The instruction's index in the function's code.
         pc: usize,
+        /// What is wrong.
         detail: String,
     },
     /// The code is empty or can run off its end.
-    FallsOffEnd { func: String },
+    FallsOffEnd {
+        /// The function, by name.
+        func: String,
+    },
     /// Debug tables have the wrong length.
-    BadDebugInfo { func: String },
+    BadDebugInfo {
+        /// The function, by name.
+        func: String,
+    },
     /// The `flags` byte sets a bit the opcode does not use (the byte is
     /// reserved but for the subtraction bit of a step-and-branch).
-    BadFlags { func: String, pc: usize, flags: u8 },
+    BadFlags {
+        /// The function, by name.
+        func: String,
+        /// The instruction's index in the function's code.
+        pc: usize,
+        /// The flags byte.
+        flags: u8,
+    },
     /// A `comms.push.r` that no `comms.reserve` covers (check 9).
     UnreservedPush {
+        /// The function, by name.
         func: String,
+        /// The instruction's index in the function's code.
         pc: usize,
+        /// What is wrong.
         detail: String,
     },
     /// No such function.
-    NoFunction { id: u32 },
+    NoFunction {
+        /// The function id.
+        id: u32,
+    },
 }
 
 impl fmt::Display for VerifyError {

@@ -15,7 +15,7 @@ const WINDOW: usize = 128;
 /// then more reads of `t`: move the write below the last read of `t` when it
 /// does not depend on, and is not depended on by, anything it passes. The
 /// copy can then be coalesced (`t` and `s` no longer hold different live
-/// values at once). Both searches look at most [`WINDOW`] instructions
+/// values at once). Both searches look at most `WINDOW` instructions
 /// ahead.
 pub fn sink_writes(f: &mut Function) -> bool {
     let mut changed = false;

@@ -1,16 +1,16 @@
 //! Reverse-mode rules: what the pullback of each opcode does.
 //!
-//! [`rule`] is one `match` over every opcode with no wildcard arm, so an
+//! `rule` is one `match` over every opcode with no wildcard arm, so an
 //! opcode added to the table without a reverse rule does not compile. An
 //! opcode without a derivative says so in its arm; an opcode that cannot
 //! appear in a primal function (one only the AD stage or the lowering
 //! writes) is an error, never a silent zero gradient.
 //!
 //! A rule reads the cotangent of the instruction's result (`d`), adds its
-//! contributions to the operands' cotangents through [`Emit`], and names
-//! every forward value it reads with [`Emit::need`], which decides how the
+//! contributions to the operands' cotangents through `Emit`, and names
+//! every forward value it reads with `Emit::need`, which decides how the
 //! reverse code gets it (pushed, recomputed, a loop counter, ...). The
-//! rules run backwards over each block (see [`crate::transform`]).
+//! rules run backwards over each block (see [`mod@crate::transform`]).
 
 use crate::transform::Emit;
 use vm::ir::{Inst, ValueId};

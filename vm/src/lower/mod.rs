@@ -80,19 +80,40 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LowerError {
     /// The frame would need more registers than a `u16` can name.
-    TooManyRegisters { func: String, needed: usize },
+    TooManyRegisters {
+        /// The function, by name.
+        func: String,
+        /// The registers the frame would need.
+        needed: usize,
+    },
     /// A phi has no incoming value for an edge that reaches its block.
-    MissingPhiEdge { func: String, block: String },
+    MissingPhiEdge {
+        /// The function, by name.
+        func: String,
+        /// The block, by name.
+        block: String,
+    },
     /// A `blk.pop` targets a block with phis (edge copies need a unique edge).
-    PhiOnDispatchEdge { func: String, block: String },
+    PhiOnDispatchEdge {
+        /// The function, by name.
+        func: String,
+        /// The block, by name.
+        block: String,
+    },
     /// An instruction's operands do not fit its opcode.
     BadInstruction {
+        /// The function, by name.
         func: String,
+        /// The block, by name.
         block: String,
+        /// What is wrong.
         detail: String,
     },
     /// More instructions than a `u32` jump target can name.
-    TooMuchCode { func: String },
+    TooMuchCode {
+        /// The function, by name.
+        func: String,
+    },
 }
 
 impl fmt::Display for LowerError {

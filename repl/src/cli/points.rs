@@ -4,7 +4,7 @@
 //! The binary's `sweep` module reads, schedules and writes the lines; this
 //! is the work of one line, shared with the benchmarks.
 
-use crate::args::{float_json, parse_json_args_from, value_json};
+use super::args::{float_json, parse_json_args_from, value_json};
 use ad::{AdError, Engine, Gradient};
 use serde_json::Value as Json;
 use std::fmt::Write as _;
@@ -24,15 +24,21 @@ pub enum Job {
     /// (JSON text shaped like the arguments, parsed per point since array
     /// lengths may differ), with respect to the parameters of `mask`.
     Jvp {
+        /// One flag per parameter: differentiated.
         mask: Vec<bool>,
+        /// The direction's JSON text.
         dir: String,
+        /// The parameters' names, for messages about the direction.
         names: Vec<String>,
     },
     /// Value, gradient and Hessian-vector product along `dir`, as `advm
     /// hvp --json` (the direction as for [`Job::Jvp`]).
     Hvp {
+        /// One flag per parameter: differentiated.
         mask: Vec<bool>,
+        /// The direction's JSON text.
         dir: String,
+        /// The parameters' names, for messages about the direction.
         names: Vec<String>,
     },
 }
@@ -41,8 +47,11 @@ pub enum Job {
 /// types, the job.
 #[derive(Clone, Debug)]
 pub struct Task {
+    /// The function every point calls.
     pub f: FuncId,
+    /// Its parameters' types, to read each point's arguments by.
     pub params: Vec<Type>,
+    /// What to compute at each point.
     pub job: Job,
     /// The program's source text, if known: a trap's message shows its
     /// instruction as its source line ([`vm::Trap::show_source_line`]).
@@ -69,6 +78,7 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// A worker running on `engine` (one per thread).
     pub fn new(engine: Engine) -> Worker {
         Worker {
             engine,
@@ -137,20 +147,20 @@ impl Worker {
                 out.push_str("]}");
             }
             Job::Jvp { mask, dir, names } => {
-                let dir = crate::args::parse_json_dir(dir, &args, mask, names, "--dir")?;
+                let dir = super::args::parse_json_dir(dir, &args, mask, names, "--dir")?;
                 let t = self
                     .engine
                     .jvp_wrt(task.f, &args, &dir, mask)
                     .map_err(message)?;
                 let unit = self.engine.module().func(task.f).ret == vm::ir::RetType::Unit;
-                let obj = Json::Object(crate::args::tangent_json(&t, unit));
+                let obj = Json::Object(super::args::tangent_json(&t, unit));
                 // `{"value":...}` without its opening brace, after `"i"`.
                 let text = obj.to_string();
                 out.push(',');
                 out.push_str(text.strip_prefix('{').unwrap_or(&text));
             }
             Job::Hvp { mask, dir, names } => {
-                let dir = crate::args::parse_json_dir(dir, &args, mask, names, "--dir")?;
+                let dir = super::args::parse_json_dir(dir, &args, mask, names, "--dir")?;
                 let h = self
                     .engine
                     .hvp_wrt(task.f, &args, &dir, mask)

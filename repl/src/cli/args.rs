@@ -303,6 +303,8 @@ pub fn float_json(x: f64) -> Json {
     }
 }
 
+/// A value as JSON: a number (non-finite ones as [`float_json`] spells
+/// them), a boolean, or an array of numbers.
 pub fn value_json(v: &Value) -> Json {
     match v {
         Value::F64(x) => float_json(*x),
