@@ -630,6 +630,13 @@ impl FnChecker<'_, '_> {
     }
 
     fn call(&mut self, name: &ast::Ident, args: &[ast::Expr], span: Span, unit_ok: bool) -> TExpr {
+        // A built-in's name calls the built-in, even where the file also
+        // defines a function of that name (callable from the command line).
+        let builtin = self.m.builtins.iter().find(|(n, _)| *n == name.name);
+        if let Some((_, ops)) = builtin {
+            let ops = ops.clone();
+            return self.builtin(name, &ops, args, span);
+        }
         if let Some(&id) = self.m.index.get(&name.name) {
             let sig = &self.m.sigs[id as usize];
             if sig.params.len() != args.len() {
@@ -668,7 +675,7 @@ impl FnChecker<'_, '_> {
                 span,
             };
         }
-        let Some((_, ops)) = self.m.builtins.iter().find(|(n, _)| *n == name.name) else {
+        {
             let names = self
                 .m
                 .sigs
@@ -683,10 +690,8 @@ impl FnChecker<'_, '_> {
             for a in args {
                 self.value(a);
             }
-            return TExpr::error(span);
-        };
-        let ops = ops.clone();
-        self.builtin(name, &ops, args, span)
+            TExpr::error(span)
+        }
     }
 
     fn builtin(&mut self, name: &ast::Ident, ops: &[Op], args: &[ast::Expr], span: Span) -> TExpr {
