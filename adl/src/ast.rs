@@ -72,6 +72,9 @@ pub enum StmtKind {
     Continue,
     Return(Option<Expr>),
     Expr(Expr),
+    /// A statement with a syntax error, already reported (it counts as
+    /// returning, so no "missing `return`" follows from it).
+    Error,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -171,9 +171,23 @@ impl<'s> Parser<'_, 's, '_> {
         self.depth = self.depth.saturating_sub(1);
     }
 
-    /// Skip to the next `fn` or `rule` at the top level.
+    /// Skip to the next `fn` or `rule`, or past the `}` that closes a body
+    /// the skipped text opened (so what follows a bad function is parsed).
     fn skip_to_item(&mut self) {
-        while !matches!(self.peek(), Tok::Fn | Tok::Rule | Tok::Eof) {
+        let mut depth = 0u32;
+        loop {
+            match self.peek() {
+                Tok::Fn | Tok::Rule | Tok::Eof => return,
+                Tok::LBrace => depth += 1,
+                Tok::RBrace if depth > 0 => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.bump();
+                        return;
+                    }
+                }
+                _ => {}
+            }
             self.bump();
         }
     }
@@ -298,10 +312,19 @@ impl<'s> Parser<'_, 's, '_> {
                     self.leave();
                     r?;
                 }
-                _ => match self.stmt() {
-                    Ok(s) => stmts.push(s),
-                    Err(Fail) => self.skip_statement(),
-                },
+                _ => {
+                    let span = self.span();
+                    match self.stmt() {
+                        Ok(s) => stmts.push(s),
+                        Err(Fail) => {
+                            self.skip_statement();
+                            stmts.push(Stmt {
+                                kind: StmtKind::Error,
+                                span,
+                            });
+                        }
+                    }
+                }
             }
         };
         self.leave();
@@ -400,13 +423,13 @@ impl<'s> Parser<'_, 's, '_> {
                             StmtKind::Assign(Ident { name, span: e.span }, value)
                         }
                         ExprKind::Index(a, i) => StmtKind::SetIndex(*a, *i, value),
-                        ExprKind::Error => return Err(Fail),
+                        ExprKind::Error => StmtKind::Error,
                         _ => {
                             self.errors.error(
                                 e.span,
                                 "cannot assign to this expression (only to a variable or an element `a[i]`)",
                             );
-                            return Err(Fail);
+                            StmtKind::Error
                         }
                     };
                     return Ok(Stmt { kind, span: eq });

@@ -355,6 +355,7 @@ impl FnChecker<'_, '_> {
                 TStmt::If(c, then, els)
             }
             StmtKind::Block(b) => TStmt::Block(self.block(b)),
+            StmtKind::Error => return None,
             StmtKind::While(c, body) => {
                 let c = self.expect(c, Type::Bool);
                 self.loops += 1;
@@ -802,7 +803,7 @@ pub fn returns(stmts: &[Stmt]) -> bool {
 
 fn always_returns(s: &Stmt) -> bool {
     match &s.kind {
-        StmtKind::Return(_) => true,
+        StmtKind::Return(_) | StmtKind::Error => true,
         StmtKind::If(_, then, Some(els)) => returns(&then.stmts) && always_returns(els),
         StmtKind::Block(b) => returns(&b.stmts),
         StmtKind::While(c, body) => matches!(c.kind, ExprKind::Bool(true)) && !breaks(&body.stmts),
