@@ -691,6 +691,52 @@ impl Builder<'_> {
 
     // ---- clean-up -----------------------------------------------------------
 
+    /// A block with nothing in it but `jmp t` (an `if`'s join or a loop's
+    /// exit followed by a loop header) is jumped over: its predecessors go
+    /// to `t` directly, and `t`'s phis take its entry from each of them
+    /// (a value that reaches the empty block's end reaches theirs, since
+    /// it defines nothing). Not where a predecessor already goes to `t`
+    /// (a phi would need two entries from one block).
+    fn thread_empty_blocks(&mut self) {
+        loop {
+            let preds = self.f.predecessors();
+            let found = (1..self.f.blocks.len()).find_map(|b| {
+                let blk = &self.f.blocks[b];
+                let Term::Jmp(t) = blk.term else { return None };
+                let usable = self.info[b].terminated
+                    && blk.phis.is_empty()
+                    && blk.insts.is_empty()
+                    && t.index() != b
+                    && !preds[b].is_empty()
+                    && !preds[b].iter().any(|p| preds[t.index()].contains(p));
+                usable.then_some((b, t))
+            });
+            let Some((b, t)) = found else { return };
+            let from = preds[b].clone();
+            let bid = BlockId(b as u32);
+            for p in &from {
+                self.f.blocks[p.index()].term.map_targets(|x| {
+                    if *x == bid {
+                        *x = t;
+                    }
+                });
+            }
+            for phi in &mut self.f.blocks[t.index()].phis {
+                let mut incoming = Vec::with_capacity(phi.incoming.len() + from.len());
+                for &(pb, v) in &phi.incoming {
+                    if pb == bid {
+                        incoming.extend(from.iter().map(|&p| (p, v)));
+                    } else {
+                        incoming.push((pb, v));
+                    }
+                }
+                phi.incoming = incoming;
+            }
+            // Now unreachable: never a candidate again.
+            self.info[b].terminated = false;
+        }
+    }
+
     /// Remove trivial and unread phis (to a fixed point), rename every use
     /// of a removed phi, and drop blocks nothing reaches.
     fn finish(mut self) -> Function {
@@ -758,14 +804,21 @@ impl Builder<'_> {
                 break;
             }
         }
+        self.thread_empty_blocks();
         // Blocks nothing reaches (joins after branches that all return,
-        // exits of loops that never end) are empty: drop them.
-        let keep: Vec<bool> = self
-            .info
-            .iter()
-            .enumerate()
-            .map(|(i, info)| i == 0 || !info.preds.is_empty())
-            .collect();
+        // exits of loops that never end, empty blocks jumped over) are
+        // dropped.
+        let mut keep = vec![false; self.f.blocks.len()];
+        let mut work = vec![0usize];
+        while let Some(b) = work.pop() {
+            if keep.get(b).copied().unwrap_or(true) {
+                continue;
+            }
+            keep[b] = true;
+            if self.info[b].terminated {
+                work.extend(self.f.blocks[b].term.successors().iter().map(|s| s.index()));
+            }
+        }
         // Layout: blocks in the order code was placed in them.
         let mut layout: Vec<usize> = self.order.iter().map(|b| b.index()).collect();
         let rest: Vec<usize> = (0..keep.len()).filter(|i| !layout.contains(i)).collect();

@@ -139,9 +139,20 @@ fn directives_parse() {
 /// Nesting beyond the parser's limits is an error, not a stack overflow.
 #[test]
 fn deep_nesting_is_an_error() {
-    let deep_parens = format!("fn f() -> f64 {{ return {}1.0{}; }}", "(".repeat(10_000), ")".repeat(10_000));
-    let long_sum = format!("fn f(x: f64) -> f64 {{ return x{}; }}", " + x".repeat(10_000));
-    let deep_blocks = format!("fn f() {{ {}{} }}", "if true { ".repeat(5_000), "}".repeat(5_000));
+    let deep_parens = format!(
+        "fn f() -> f64 {{ return {}1.0{}; }}",
+        "(".repeat(10_000),
+        ")".repeat(10_000)
+    );
+    let long_sum = format!(
+        "fn f(x: f64) -> f64 {{ return x{}; }}",
+        " + x".repeat(10_000)
+    );
+    let deep_blocks = format!(
+        "fn f() {{ {}{} }}",
+        "if true { ".repeat(5_000),
+        "}".repeat(5_000)
+    );
     let negations = format!("fn f(x: f64) -> f64 {{ return {}x; }}", "-".repeat(10_000));
     for src in [deep_parens, long_sum, deep_blocks, negations] {
         let e = adl::compile(&src, "deep.adl").expect_err("too deep");
