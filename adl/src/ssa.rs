@@ -163,6 +163,27 @@ impl Builder<'_> {
         name
     }
 
+    /// A phi removed as soon as it was completed gives its name back if
+    /// no later value took one of the same variable (so that names count
+    /// only the values that remain).
+    fn give_back_name(&mut self, v: ValueId) {
+        let Some(name) = self.f.values.get(v.index()).and_then(|d| d.name.clone()) else {
+            return;
+        };
+        let base = name.split('.').next().unwrap_or(&name).to_string();
+        if let Some(n) = self.names.get_mut(&base) {
+            let last = match *n {
+                0 => return,
+                1 => base.clone(),
+                k => format!("{base}.{}", k - 1),
+            };
+            if last == name {
+                *n -= 1;
+                self.f.values[v.index()].name = None;
+            }
+        }
+    }
+
     fn new_block(&mut self, label: &'static str, span: Span) -> BlockId {
         let n = self.labels.entry(label).or_insert(0);
         let name = if *n == 0 {
@@ -266,7 +287,7 @@ impl Builder<'_> {
     fn read_recursive(&mut self, var: VarId, b: BlockId) -> ValueId {
         let info = &self.info[b.index()];
         let val = if !info.sealed {
-            let phi = self.new_phi(var, b);
+            let phi = self.new_phi(var, b, true);
             self.info[b.index()].incomplete.push((var, phi));
             phi
         } else if info.preds.len() == 1 {
@@ -275,9 +296,16 @@ impl Builder<'_> {
         } else if info.preds.is_empty() {
             self.undefined(var)
         } else {
-            let phi = self.new_phi(var, b);
+            // Named only if it stays, so that names count what remains.
+            let phi = self.new_phi(var, b, false);
             self.write(var, b, phi);
-            self.add_phi_operands(var, phi, b)
+            let v = self.add_phi_operands(var, phi, b);
+            if v == phi {
+                let base = self.vars.get(var as usize).map_or("v", |v| v.name.as_str());
+                let name = self.fresh(base);
+                self.f.values[phi.index()].name = Some(name);
+            }
+            v
         };
         self.write(var, b, val);
         val
@@ -291,13 +319,13 @@ impl Builder<'_> {
         self.konst(ty, 0)
     }
 
-    fn new_phi(&mut self, var: VarId, b: BlockId) -> ValueId {
-        let (ty, base) = self
-            .vars
+    fn new_phi(&mut self, var: VarId, b: BlockId, named: bool) -> ValueId {
+        let vars = self.vars;
+        let (ty, base) = vars
             .get(var as usize)
             .map_or((Type::I64, "v"), |v| (v.ty, v.name.as_str()));
-        let name = self.fresh(base);
-        let v = self.f.new_value(ty, Some(name));
+        let name = named.then(|| self.fresh(base));
+        let v = self.f.new_value(ty, name);
         let loc = self.info[b.index()].loc;
         let phis = &mut self.f.blocks[b.index()].phis;
         phis.push(Phi {
@@ -342,6 +370,7 @@ impl Builder<'_> {
             None => phi,
             Some(Some(same)) => {
                 self.replaced.insert(phi, same);
+                self.give_back_name(phi);
                 same
             }
             Some(None) => {
