@@ -56,14 +56,15 @@ pub fn is_adl(path: &std::path::Path) -> bool {
 /// Compile `.adl` source text (named `file` in diagnostics) into an IR
 /// module, or report every error found.
 pub fn compile(src: &str, file: &str) -> Result<Module, Diagnostics> {
-    compile_with(src, file, &Module::default())
+    compile_with(src, file, &Module::default()).map(|(m, _)| m)
 }
 
 /// Compile `.adl` text that may call the functions of `env` (the REPL's
 /// session). The module holds the text's functions first, in order, then
 /// a copy of every function of `env` that the text does not define (so
-/// its calls resolve); [`print_own`] prints only the former.
-pub fn compile_with(src: &str, file: &str, env: &Module) -> Result<Module, Diagnostics> {
+/// its calls resolve), and how many are the text's; [`print_own`] prints
+/// only those.
+pub fn compile_with(src: &str, file: &str, env: &Module) -> Result<(Module, usize), Diagnostics> {
     let run = || compile_inner(src, file, env);
     // A large stack for deep programs; without a thread, the caller's.
     let spawned = std::thread::scope(|s| {
@@ -84,7 +85,7 @@ pub fn compile_with(src: &str, file: &str, env: &Module) -> Result<Module, Diagn
     }
 }
 
-fn compile_inner(src: &str, file: &str, env: &Module) -> Result<Module, Diagnostics> {
+fn compile_inner(src: &str, file: &str, env: &Module) -> Result<(Module, usize), Diagnostics> {
     let mut errors = diag::Errors::default();
     let tokens = lexer::lex(src, &mut errors);
     let ast = parser::parse(&tokens, &mut errors);
@@ -128,7 +129,7 @@ fn compile_inner(src: &str, file: &str, env: &Module) -> Result<Module, Diagnost
         }
     }
     fix_extern_calls(&mut module, checked.len(), env);
-    Ok(module)
+    Ok((module, checked.len()))
 }
 
 /// The copied functions of the environment call each other by the
@@ -148,6 +149,81 @@ fn fix_extern_calls(module: &mut Module, own: usize, env: &Module) {
             }
         }
     }
+}
+
+/// Whether `src` is one `.adl` expression, syntactically (the REPL tells
+/// an expression from a mistyped command with it).
+pub fn is_expression(src: &str) -> bool {
+    let mut errors = diag::Errors::default();
+    let tokens = lexer::lex(src, &mut errors);
+    errors.is_empty() && parser::parse_expr(&tokens, &mut errors).is_some()
+}
+
+/// An expression compiled for the REPL: a function that takes the REPL's
+/// variables and returns the expression's value.
+#[derive(Clone, Debug)]
+pub struct ExprModule {
+    /// `env`'s functions (same ids), then the expression's function.
+    pub module: Module,
+    /// The expression's function (the last one).
+    pub func: vm::ir::FuncId,
+    /// Its result type; `None` for a call of a function with no result.
+    pub ty: Option<vm::Type>,
+}
+
+/// Compile one `.adl` expression (the REPL's `sin(1.0) * pow(2.0, 3)`)
+/// that may read the variables `vars` and call the functions of `env`:
+/// the module is `env` with one more function, named `name`, whose
+/// parameters are `vars` in order and whose result is the expression.
+pub fn compile_expr(
+    src: &str,
+    file: &str,
+    name: &str,
+    vars: &[(String, vm::Type)],
+    env: &Module,
+) -> Result<ExprModule, Diagnostics> {
+    let mut errors = diag::Errors::default();
+    let tokens = lexer::lex(src, &mut errors);
+    let expr = parser::parse_expr(&tokens, &mut errors);
+    let sigs: Vec<Sig> = env
+        .funcs
+        .iter()
+        .map(|f| Sig {
+            name: f.name.clone(),
+            params: f.param_types(),
+            ret: match &f.ret {
+                RetType::One(t) => Some(*t),
+                _ => None,
+            },
+        })
+        .collect();
+    let checked = match (expr, errors.is_empty()) {
+        (Some(e), true) => types::check_expr(&e, vars, &sigs, &mut errors),
+        _ => None,
+    };
+    let Some(mut tf) = checked.filter(|_| errors.is_empty()) else {
+        if errors.is_empty() {
+            errors.error(
+                Span::default(),
+                "internal error: an expression was rejected without a diagnostic",
+            );
+        }
+        return Err(errors.finish(file, src));
+    };
+    tf.name = name.to_string();
+    let lines = diag::Lines::new(src);
+    let func = ssa::build(&tf, &lines).map_err(|(span, msg)| {
+        let mut e = diag::Errors::default();
+        e.error(span, msg);
+        e.finish(file, src)
+    })?;
+    let mut module = env.clone();
+    module.funcs.push(func);
+    Ok(ExprModule {
+        func: vm::ir::FuncId(module.funcs.len() as u32 - 1),
+        module,
+        ty: tf.ret,
+    })
 }
 
 /// The `.adasm` text of the first `own` functions of `module` (those a

@@ -68,6 +68,23 @@ pub fn parse(toks: &[Token<'_>], errors: &mut Errors) -> File {
     file
 }
 
+/// Parse one expression that must make up all of `toks` (the REPL's
+/// expressions); `None` after reporting an error.
+pub fn parse_expr(toks: &[Token<'_>], errors: &mut Errors) -> Option<Expr> {
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+        errors,
+    };
+    let e = p.expr().ok()?;
+    if p.peek() != Tok::Eof {
+        let _ = p.expected::<()>("the end of the expression");
+        return None;
+    }
+    Some(e)
+}
+
 fn type_name(name: &str) -> Option<Type> {
     match name {
         "f64" => Some(Type::F64),

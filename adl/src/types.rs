@@ -225,6 +225,62 @@ pub fn check(file: &ast::File, externs: &[Sig], errors: &mut Errors) -> Vec<TFun
         .collect()
 }
 
+/// Check an expression alone, for the REPL: `params` are the variables it
+/// may read (as parameters of the function that evaluates it), `env` the
+/// functions it may call (index `i` is `env[i]`). The function returns
+/// the expression's value; `None` after reporting an error.
+pub fn check_expr(
+    e: &ast::Expr,
+    params: &[(String, Type)],
+    env: &[Sig],
+    errors: &mut Errors,
+) -> Option<TFunc> {
+    let mut index: HashMap<String, u32> = HashMap::new();
+    for (i, s) in env.iter().enumerate() {
+        index.entry(s.name.clone()).or_insert(i as u32);
+    }
+    let builtins = builtins();
+    let cx = Module {
+        sigs: env,
+        index: &index,
+        builtins: &builtins,
+    };
+    let mut c = FnChecker {
+        m: &cx,
+        errors,
+        vars: Vec::new(),
+        scopes: vec![HashMap::new()],
+        loops: 0,
+        ret: None,
+        fname: "<expression>",
+    };
+    let mut ps = Vec::new();
+    for (name, ty) in params {
+        let v = c.new_var(name, *ty);
+        c.bind(name, v);
+        ps.push(v);
+    }
+    let before = c.errors.len();
+    let t = c.expr(e, true);
+    if c.errors.len() != before {
+        return None;
+    }
+    let ty = t.ty;
+    let span = e.span;
+    Some(TFunc {
+        name: String::new(),
+        span,
+        params: ps,
+        ret: ty,
+        vars: std::mem::take(&mut c.vars),
+        body: match ty {
+            Some(_) => vec![TStmt::Return(Some(t), span)],
+            None => vec![TStmt::Expr(t), TStmt::Return(None, span)],
+        },
+        close: span,
+    })
+}
+
 struct Module<'a> {
     sigs: &'a [Sig],
     index: &'a HashMap<String, u32>,
@@ -631,13 +687,8 @@ impl FnChecker<'_, '_> {
     }
 
     fn call(&mut self, name: &ast::Ident, args: &[ast::Expr], span: Span, unit_ok: bool) -> TExpr {
-        // A built-in's name calls the built-in, even where the file also
-        // defines a function of that name (callable from the command line).
-        let builtin = self.m.builtins.iter().find(|(n, _)| *n == name.name);
-        if let Some((_, ops)) = builtin {
-            let ops = ops.clone();
-            return self.builtin(name, &ops, args, span);
-        }
+        // The file's (or the session's) functions shadow built-ins of the
+        // same name.
         if let Some(&id) = self.m.index.get(&name.name) {
             let sig = &self.m.sigs[id as usize];
             if sig.params.len() != args.len() {
@@ -675,6 +726,10 @@ impl FnChecker<'_, '_> {
                 ty: ret,
                 span,
             };
+        }
+        if let Some((_, ops)) = self.m.builtins.iter().find(|(n, _)| *n == name.name) {
+            let ops = ops.clone();
+            return self.builtin(name, &ops, args, span);
         }
         {
             let names = self

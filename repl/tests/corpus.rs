@@ -112,7 +112,9 @@ fn directives(src: &str) -> Vec<(usize, &str, &str)> {
     src.lines()
         .enumerate()
         .filter_map(|(i, line)| {
-            let rest = line.strip_prefix("; ").or_else(|| line.strip_prefix("// "))?;
+            let rest = line
+                .strip_prefix("; ")
+                .or_else(|| line.strip_prefix("// "))?;
             let (kind, body) = rest.split_once(": ")?;
             KINDS.contains(&kind).then_some((i + 1, kind, body))
         })
