@@ -34,6 +34,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     (":reload", "", "load the last file again"),
     (":funcs", "", "list the functions"),
     (":disasm", " @f", "bytecode (all functions without @f)"),
+    (
+        ":ir",
+        " @f",
+        "the .adasm text (for .adl, the generated code)",
+    ),
     (":ad", " @f", "forward and reverse bytecode"),
     (
         ":cfg",
@@ -84,7 +89,12 @@ pub const HELP: &str = "\
   hessian @f(args) [wrt x, y] value, gradient and the dense Hessian
   :time @f(args)              median time per call after warm-up
   :time grad @f(args)         the same for the gradient
+  fn f(x: f64) -> f64 { ... } an .adl definition (docs/adl.md), likewise
+  sin(1.0) * f(2.0)           an .adl expression: its value
+  let x = <expression>        a variable for later expressions and arguments
+  grad f(x, 2)                calls without @; arguments may be expressions
   :disasm [@f]                bytecode
+  :ir @f                      the .adasm text (for .adl: the generated code)
   :ad @f                      forward and reverse bytecode
   :jvp @f                     tangent (forward-mode) bytecode
   :hvp @f                     Hessian-vector product bytecode
