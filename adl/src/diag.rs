@@ -26,8 +26,7 @@ impl Errors {
     /// The errors sorted by position (each identical one once), with lines
     /// and columns.
     pub fn finish(mut self, file: &str, src: &str) -> Diagnostics {
-        self.items
-            .sort_by(|a, b| (a.0.start, a.0.end).cmp(&(b.0.start, b.0.end)));
+        self.items.sort_by_key(|(span, _)| (span.start, span.end));
         self.items.dedup();
         let lines = Lines::new(src);
         let items = self
