@@ -237,3 +237,83 @@ fn benchmark_programs_cost_no_more_than_the_hand_written_ones() {
         }
     }
 }
+
+/// `// run: @f(ARGS) => V`, `// grad: @f(ARGS) => V ; [G, ...]` and
+/// `// check: @f(ARGS)` directives of `tests/programs/*.adl` (the language
+/// features the corpus twins do not show), values worked out by hand.
+#[test]
+fn feature_programs_hold_their_directives() {
+    let mut files = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs"),
+        "adl",
+        &mut files,
+    );
+    assert!(files.len() >= 4);
+    let mut checked = 0;
+    for path in files {
+        let (src, m) = compile(&path);
+        let mut engine = Engine::new(m.clone()).expect("engine");
+        for line in src.lines() {
+            let Some((kind, body)) = line.strip_prefix("// ").and_then(|l| l.split_once(": "))
+            else {
+                continue;
+            };
+            let what = format!("{}: {line}", path.display());
+            match kind {
+                "run" => {
+                    let (call, want) = body.split_once("=>").expect("=>");
+                    let (f, args) = args_for(&m, call.trim());
+                    let got = engine
+                        .run(f, &args)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let want: f64 = want.trim().parse().expect("a number");
+                    assert_eq!(got, Value::F64(want), "{what}");
+                }
+                "grad" => {
+                    let (call, rest) = body.split_once("=>").expect("=>");
+                    let (value, grad) = rest.split_once(';').expect(";");
+                    let (f, args) = args_for(&m, call.trim());
+                    let g = engine
+                        .grad(f, &args)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(
+                        g.value,
+                        value.trim().parse::<f64>().expect("value"),
+                        "{what}"
+                    );
+                    let want: serde_json::Value = serde_json::from_str(grad.trim()).expect("JSON");
+                    let got: Vec<serde_json::Value> = g
+                        .grad
+                        .iter()
+                        .map(|e| match e {
+                            None => serde_json::Value::Null,
+                            Some(Value::F64(x)) => serde_json::json!(x),
+                            Some(Value::Arr(xs)) => serde_json::json!(xs),
+                            Some(other) => serde_json::json!(other.to_string()),
+                        })
+                        .collect();
+                    assert_eq!(serde_json::Value::Array(got), want, "{what}");
+                }
+                "check" => {
+                    let (f, args) = args_for(&m, body.trim());
+                    let g = engine
+                        .grad(f, &args)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let verdict = testkit::fd::check(
+                        |a| match engine.run(f, a) {
+                            Ok(Value::F64(y)) => Some(y),
+                            _ => None,
+                        },
+                        &args,
+                        &g.grad,
+                    );
+                    assert_eq!(verdict, testkit::fd::Verdict::Agree, "{what}");
+                }
+                _ => continue,
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "only {checked} directives");
+}
