@@ -65,23 +65,42 @@ pub fn compile(src: &str, file: &str) -> Result<Module, Diagnostics> {
 /// its calls resolve), and how many are the text's; [`print_own`] prints
 /// only those.
 pub fn compile_with(src: &str, file: &str, env: &Module) -> Result<(Module, usize), Diagnostics> {
-    let run = || compile_inner(src, file, env);
-    // A large stack for deep programs; without a thread, the caller's.
+    on_big_stack(|| compile_inner(src, file, env), file, src)
+}
+
+/// Run a compilation on a thread with a large stack (the passes recurse
+/// on nesting, which the parser bounds); on the caller's thread if no
+/// thread can be started. A panic becomes an internal-error diagnostic.
+fn on_big_stack<T: Send>(
+    run: impl FnOnce() -> Result<T, Diagnostics> + Send,
+    file: &str,
+    src: &str,
+) -> Result<T, Diagnostics> {
+    let mut run = Some(run);
     let spawned = std::thread::scope(|s| {
+        let job = run.take()?;
         std::thread::Builder::new()
             .stack_size(STACK_BYTES)
-            .spawn_scoped(s, run)
+            .spawn_scoped(s, job)
             .ok()
             .map(|h| h.join())
     });
-    match spawned {
-        Some(Ok(result)) => result,
-        Some(Err(_)) => {
+    match (spawned, run) {
+        (Some(Ok(result)), _) => result,
+        (Some(Err(_)), _) => {
             let mut errors = diag::Errors::default();
             errors.error(Span::default(), "internal error: the compiler panicked");
             Err(errors.finish(file, src))
         }
-        None => compile_inner(src, file, env),
+        (None, Some(run)) => run(),
+        (None, None) => {
+            let mut errors = diag::Errors::default();
+            errors.error(
+                Span::default(),
+                "internal error: no thread for the compiler",
+            );
+            Err(errors.finish(file, src))
+        }
     }
 }
 
@@ -176,6 +195,16 @@ pub struct ExprModule {
 /// the module is `env` with one more function, named `name`, whose
 /// parameters are `vars` in order and whose result is the expression.
 pub fn compile_expr(
+    src: &str,
+    file: &str,
+    name: &str,
+    vars: &[(String, vm::Type)],
+    env: &Module,
+) -> Result<ExprModule, Diagnostics> {
+    on_big_stack(|| compile_expr_inner(src, file, name, vars, env), file, src)
+}
+
+fn compile_expr_inner(
     src: &str,
     file: &str,
     name: &str,

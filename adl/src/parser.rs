@@ -15,9 +15,11 @@ use assembler::Span;
 use vm::Type;
 
 /// The deepest nesting of blocks, parentheses and unary operators.
-pub const MAX_DEPTH: u32 = 64;
+pub const MAX_DEPTH: u32 = 256;
+/// The longest `if ... else if ...` chain.
+pub const MAX_ELSE_IF: u32 = 4096;
 /// The highest expression tree (`a + b + ... ` counts one per operator).
-pub const MAX_HEIGHT: u32 = 256;
+pub const MAX_HEIGHT: u32 = 1000;
 
 /// A syntax error, already reported.
 struct Fail;
@@ -28,6 +30,8 @@ struct Parser<'t, 's, 'e> {
     toks: &'t [Token<'s>],
     pos: usize,
     depth: u32,
+    /// `else if` links of the chain being parsed.
+    chain: u32,
     errors: &'e mut Errors,
 }
 
@@ -37,6 +41,7 @@ pub fn parse(toks: &[Token<'_>], errors: &mut Errors) -> File {
         toks,
         pos: 0,
         depth: 0,
+        chain: 0,
         errors,
     };
     let mut file = File::default();
@@ -75,6 +80,7 @@ pub fn parse_expr(toks: &[Token<'_>], errors: &mut Errors) -> Option<Expr> {
         toks,
         pos: 0,
         depth: 0,
+        chain: 0,
         errors,
     };
     let e = p.expr().ok()?;
@@ -460,10 +466,7 @@ impl<'s> Parser<'_, 's, '_> {
 
     fn if_stmt(&mut self) -> PResult<Stmt> {
         let span = self.expect(Tok::If)?;
-        self.enter()?;
-        let r = self.if_rest(span);
-        self.leave();
-        r
+        self.if_rest(span)
     }
 
     fn if_rest(&mut self, span: Span) -> PResult<Stmt> {
@@ -471,7 +474,22 @@ impl<'s> Parser<'_, 's, '_> {
         let then = self.block()?;
         let els = if self.eat(Tok::Else) {
             match self.peek() {
-                Tok::If => Some(Box::new(self.if_stmt()?)),
+                Tok::If => {
+                    // Each `else if` is one level deeper in the tree.
+                    self.chain += 1;
+                    if self.chain > MAX_ELSE_IF {
+                        let span = self.span();
+                        self.errors.error(
+                            span,
+                            format!("more than {MAX_ELSE_IF} `else if` in a row are not supported"),
+                        );
+                        self.chain -= 1;
+                        return Err(Fail);
+                    }
+                    let r = self.if_stmt();
+                    self.chain -= 1;
+                    Some(Box::new(r?))
+                }
                 Tok::LBrace => {
                     let sp = self.span();
                     let b = self.block()?;

@@ -154,8 +154,44 @@ fn deep_nesting_is_an_error() {
         "}".repeat(5_000)
     );
     let negations = format!("fn f(x: f64) -> f64 {{ return {}x; }}", "-".repeat(10_000));
-    for src in [deep_parens, long_sum, deep_blocks, negations] {
+    let chain: String = (0..5000)
+        .map(|i| format!("if x < {i}.0 {{ return 1.0; }} else "))
+        .collect();
+    let long_chain = format!("fn f(x: f64) -> f64 {{ {chain} {{ return -1.0; }} }}");
+    for src in [deep_parens, long_sum, deep_blocks, negations, long_chain] {
         let e = adl::compile(&src, "deep.adl").expect_err("too deep");
-        assert!(e.render().contains("is not supported"), "{}", e.render());
+        assert!(
+            e.render().contains("are not supported") || e.render().contains("is not supported"),
+            "{}",
+            e.render()
+        );
+    }
+}
+
+/// Nesting just within the limits compiles (and runs).
+#[test]
+fn nesting_within_the_limits_compiles() {
+    let ifs = format!(
+        "fn f(x: f64) -> f64 {{ let s = 0.0; {} s = s + x; {} return s; }}",
+        "if x > 0.0 { ".repeat(250),
+        "}".repeat(250)
+    );
+    let chain: String = (0..2000)
+        .map(|i| format!("if x < {i}.0 {{ return {i}.0; }} else "))
+        .collect();
+    let else_ifs = format!("fn f(x: f64) -> f64 {{ {chain} {{ return -1.0; }} }}");
+    let parens = format!(
+        "fn f(x: f64) -> f64 {{ return {}x{}; }}",
+        "(".repeat(200),
+        ")".repeat(200)
+    );
+    let sum = format!("fn f(x: f64) -> f64 {{ return x{}; }}", " + x".repeat(900));
+    for src in [ifs, else_ifs, parens, sum] {
+        let m = adl::compile(&src, "deep.adl").unwrap_or_else(|d| panic!("{}", d.render()));
+        let mut e = ad::Engine::new(m).expect("builds");
+        let v = e
+            .run(vm::ir::FuncId(0), &[vm::Value::F64(0.5)])
+            .expect("runs");
+        assert!(matches!(v, vm::Value::F64(_)));
     }
 }
