@@ -33,8 +33,9 @@ use vm::Type;
 /// too large for the bytecode): where and what.
 pub type Problem = (Span, String);
 
-/// Build one function. `func_ids` maps the checker's function indices to
-/// the module's (identity for a file compiled alone).
+/// Build one function; its calls name functions by the checker's indices,
+/// which are the module's (the file's functions, then those it calls from
+/// elsewhere).
 pub fn build(f: &TFunc, lines: &Lines<'_>) -> Result<Function, Problem> {
     let mut b = Builder {
         f: Function {
