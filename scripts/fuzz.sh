@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Run fuzz targets with cargo-fuzz (libFuzzer), SECONDS each (default 60):
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: assemble verify run_grad modes
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: assemble verify run_grad modes adl
 #
 # Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
 # target checks is in testkit/src/checks.rs (the same checks run in CI, without
 # cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: programs/**/*.adasm
-# for `assemble`; bytecode that verifies (from the smoke test) for `verify`;
+# for `assemble`, programs/**/*.adl for `adl`; bytecode that verifies (from the smoke test) for `verify`;
 # a few fixed seeds for `run_grad`. Corpora grow in
 # fuzz/corpus/<target>/ across runs (git-ignored). Crashes land in
 # fuzz/artifacts/<target>/; replay one with
@@ -21,11 +21,12 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-  targets=(assemble verify run_grad modes)
+  targets=(assemble verify run_grad modes adl)
 fi
 export RUSTC_BOOTSTRAP=1
-mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/logs
+mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/corpus/adl fuzz/logs
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
+find programs -name '*.adl' -exec cp {} fuzz/corpus/adl/ \;
 for i in 0 1 2 3 4 5 6 7; do
   # 11-byte run_grad inputs: an 8-byte seed, the family/size knob, the depth,
   # and the mask of the partial gradient (bit k: the k-th f64 / f64[]

@@ -12,7 +12,9 @@ the unit vectors). Each value in a directive was copied from this script's
 output (full precision, repr()).
 
     python3 reference.py            print the directive lines per program
-    python3 reference.py --check    read every .adasm under programs/ and
+    python3 reference.py --check    read every .adasm and .adl file (an .adl
+                                    file computes what its .adasm twin
+                                    beside it does) under programs/ and
                                     compare each run/grad/jvp/hvp/trap
                                     directive with this script's own
                                     computation; exit 1 on any mismatch, on
@@ -1085,7 +1087,7 @@ def parse_json_grad(text):
 # ---- driver ------------------------------------------------------------------------
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DIRECTIVE = re.compile(r"^; (run|grad|jvp|hvp|trap|check|check-fails): (.*)$")
+DIRECTIVE = re.compile(r"^(?:;|//) (run|grad|jvp|hvp|trap|check|check-fails): (.*)$")
 DIR_CALL = re.compile(r"^(.*\))\s+dir\s+(\[.*\])\s*$")
 
 
@@ -1119,13 +1121,16 @@ def corpus_files():
     for dirpath, dirnames, filenames in os.walk(ROOT):
         dirnames[:] = sorted(d for d in dirnames if d != "reference")
         for name in sorted(filenames):
-            if name.endswith(".adasm"):
+            if name.endswith(".adasm") or name.endswith(".adl"):
                 path = os.path.join(dirpath, name)
                 yield os.path.relpath(path, ROOT).replace(os.sep, "/"), path
 
 
 def compute(rel, call):
     name, args = parse_call(call)
+    # An `.adl` program computes what its `.adasm` twin beside it does.
+    if rel.endswith(".adl"):
+        rel = rel[: -len(".adl")] + ".adasm"
     f = PROGRAMS.get((rel, name))
     if f is None:
         raise KeyError(f"no reference implementation of @{name} in {rel}")

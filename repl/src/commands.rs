@@ -155,13 +155,43 @@ fn finish(r: Result<(), Fail>) -> u8 {
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
+    advm::engine(load_module(file, opts)?, opts.inlining).map_err(Fail::from)
+}
+
+/// Read a source file and build its IR: `.adl` files (by extension) are
+/// compiled by the `adl` front end, anything else is assembled as `.adasm`.
+pub fn load_module(file: &Path, opts: &Options) -> Result<vm::ir::Module, Fail> {
     let bytes = advm::read_file(file, opts.max_source_bytes).map_err(Fail::Usage)?;
     let name = file.display().to_string();
-    let src = assembler::decode(&bytes, &name)
-        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
-    let module = assembler::assemble(&src, &name)
-        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
-    advm::engine(module, opts.inlining).map_err(Fail::from)
+    let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
+    if adl::is_adl(file) {
+        adl::compile(&src, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))
+    } else {
+        assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))
+    }
+}
+
+/// `advm disasm FILE --ir`: the file's IR as `.adasm` text (for an `.adl`
+/// file, the code its compiler generated), one function or all.
+pub fn disasm_ir(file: &Path, opts: &Options, func: Option<&str>) -> u8 {
+    finish((|| {
+        let module = load_module(file, opts)?;
+        if let Some(name) = func {
+            let Some(id) = module.find(name) else {
+                let bare = name.strip_prefix('@').unwrap_or(name);
+                let near = assembler::closest(bare, module.funcs.iter().map(|f| f.name.as_str()));
+                let hint = near.map_or(String::new(), |n| format!("; did you mean `@{n}`?"));
+                return Err(Fail::Usage(format!(
+                    "{} defines no function `@{bare}`{hint}",
+                    file.display()
+                )));
+            };
+            let text = assembler::print_module(&module);
+            let chunks = adl::split_functions(&text);
+            return emit_raw(chunks.get(id.index()).cloned().unwrap_or_default());
+        }
+        emit_raw(assembler::print_module(&module))
+    })())
 }
 
 /// `limits` with the flags `l` gives (the others as they were).

@@ -31,8 +31,6 @@ pub enum Error {
     /// The function cannot be differentiated that way (it does not return
     /// `f64`, say, or its derived code would not fit a frame).
     NotDifferentiable(String),
-    /// A feature this build of advm does not have (`.adl` sources).
-    Unsupported(String),
     /// A source file could not be read.
     Io {
         /// The file.
@@ -55,7 +53,7 @@ impl Error {
         match self {
             Error::Trap(_) => 1,
             Error::Assembly(_) => 2,
-            Error::Usage(_) | Error::NotDifferentiable(_) | Error::Unsupported(_) => 64,
+            Error::Usage(_) | Error::NotDifferentiable(_) => 64,
             Error::Io { .. } => 64,
             Error::Internal(_) => 70,
         }
@@ -66,8 +64,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Assembly(d) => f.write_str(d.render().trim_end()),
-            Error::Trap(t) => write!(f, "trap: {t}"),
-            Error::Usage(m) | Error::NotDifferentiable(m) | Error::Unsupported(m) => f.write_str(m),
+            Error::Trap(t) => write!(f, "{t}"),
+            Error::Usage(m) | Error::NotDifferentiable(m) => f.write_str(m),
             Error::Io { path, source } => write!(f, "cannot read {}: {source}", path.display()),
             Error::Internal(m) => write!(f, "internal error of advm (please report): {m}"),
         }

@@ -38,8 +38,8 @@
 //! The main items:
 //!
 //! * [`Program`]: a compiled source ([`Program::parse`],
-//!   [`Program::from_file`] for `.adasm` files; `.adl` is [`Lang::Adl`],
-//!   not available yet). `Clone + Send + Sync`: one clone per thread shares
+//!   [`Program::from_file`] for `.adasm` and `.adl` files, [`Lang`]).
+//!   `Clone + Send + Sync`: one clone per thread shares
 //!   the derived code.
 //! * [`Function`]: one function with its parameter selection
 //!   ([`Function::wrt`]): [`run`](Function::run), [`grad`](Function::grad),

@@ -245,6 +245,11 @@ enum Command {
         /// (needed unless the file has only one function).
         #[arg(long, conflicts_with_all = ["ad", "jvp"])]
         hvp: bool,
+        /// Print the file's SSA IR as `.adasm` text instead of bytecode
+        /// (for an `.adl` file: the code its compiler generated, which
+        /// re-assembles).
+        #[arg(long, conflicts_with_all = ["ad", "jvp", "hvp", "wrt"])]
+        ir: bool,
         /// With --ad, --jvp or --hvp: derive with respect to these
         /// parameters only (of the function --fn names, needed unless the
         /// file has only one function).
@@ -386,8 +391,12 @@ fn main() -> ExitCode {
             ad,
             jvp,
             hvp,
+            ir,
             wrt,
         }) => {
+            if ir {
+                return ExitCode::from(commands::disasm_ir(&file, opts, func.as_deref()));
+            }
             if wrt.is_some() && !ad && !jvp && !hvp {
                 let e = "--wrt on disasm needs --ad, --jvp or --hvp";
                 return ExitCode::from(commands::Fail::Usage(e.into()).report_code());

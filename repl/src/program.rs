@@ -9,15 +9,15 @@ use vm::{Limits, Type, Value};
 
 /// The language of a source.
 ///
-/// [`Program::from_file`] tells it from the file's extension. Only `.adasm`
-/// is available in this version; [`Lang::Adl`] is where the higher-level
-/// language plugs in, and is refused with [`Error::Unsupported`] until then.
+/// [`Program::from_file`] tells it from the file's extension. Both compile
+/// to the same IR (docs/language.md, docs/adl.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Lang {
     /// `.adasm`, the SSA assembly language (docs/language.md).
     Adasm,
-    /// `.adl`, the higher-level language (not available yet).
+    /// `.adl`, the structured language (docs/adl.md): loops and branches,
+    /// phis placed by the compiler.
     Adl,
 }
 
@@ -180,12 +180,7 @@ impl Program {
     pub fn from_source(source: &str, name: &str, lang: Lang) -> Result<Program> {
         let module = match lang {
             Lang::Adasm => assembler::assemble(source, name)?,
-            Lang::Adl => {
-                return Err(Error::Unsupported(format!(
-                    "{name}: .adl sources are not available in this version of advm; \
-                     write the program in .adasm (docs/language.md)"
-                )))
-            }
+            Lang::Adl => adl::compile(source, name)?,
         };
         Program::from_module(module)
     }
@@ -195,8 +190,8 @@ impl Program {
     /// located at its first bad byte; a leading byte-order mark is skipped.
     ///
     /// ```
-    /// let err = advm::Program::from_file("model.adl").expect_err("not available");
-    /// assert!(matches!(err, advm::Error::Unsupported(_)));
+    /// let err = advm::Program::from_file("model.txt").expect_err("no language");
+    /// assert!(matches!(err, advm::Error::Usage(_)));
     /// let err = advm::Program::from_file("no/such/file.adasm").expect_err("missing");
     /// assert!(err.to_string().starts_with("cannot read no/such/file.adasm"));
     /// ```
@@ -204,9 +199,6 @@ impl Program {
         let path = path.as_ref();
         let lang = Lang::from_path(path)?;
         let name = path.display().to_string();
-        if lang == Lang::Adl {
-            return Program::from_source("", &name, lang);
-        }
         let bytes = std::fs::read(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             source,

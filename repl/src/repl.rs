@@ -232,12 +232,12 @@ fn piped_loop(session: &mut Session, mut input: BufReader<impl Read>) -> Flow {
         if source::needs_more(line) {
             pending.push_str(line);
             pending.push('\n');
-            braces = source::Braces::default();
+            braces = source::Braces::for_definition(line);
             braces.add_line(line);
             continue;
         }
         let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with(';') {
+        if trimmed.is_empty() || trimmed.starts_with(';') || trimmed.starts_with("//") {
             // Nothing to execute (`Session::execute` is quiet on these).
             continue;
         }

@@ -1,7 +1,8 @@
-//! The program corpus: every `.adasm` file under `programs/` (and its
-//! subfolders, except `programs/reference/`) carries its expectations in
-//! comment directives, checked here against [`ad::Engine`]. Adding a file
-//! adds a test.
+//! The program corpus: every `.adasm` and `.adl` file under `programs/`
+//! (and its subfolders, except `programs/reference/`) carries its
+//! expectations in comment directives (`; grad: ...` in `.adasm`,
+//! `// grad: ...` in `.adl`), checked here against [`ad::Engine`]. Adding a
+//! file adds a test.
 //!
 //! ```text
 //! ; run: @f(ARGS) => EXPECTED           the value: exact for i64/bool,
@@ -73,7 +74,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
             if p.file_name().is_some_and(|n| n != "reference") {
                 files(&p, out);
             }
-        } else if p.extension().is_some_and(|e| e == "adasm") {
+        } else if p.extension().is_some_and(|e| e == "adasm" || e == "adl") {
             out.push(p);
         }
     }
@@ -96,12 +97,25 @@ fn corpus() -> (PathBuf, Vec<PathBuf>) {
     (root, paths)
 }
 
-/// `; KIND: BODY` lines with their 1-based line numbers.
+/// The IR of a corpus file: `.adl` files compiled, others assembled.
+fn build(src: &str, rel: &str) -> Result<vm::ir::Module, assembler::Diagnostics> {
+    if rel.ends_with(".adl") {
+        adl::compile(src, rel)
+    } else {
+        assembler::assemble(src, rel)
+    }
+}
+
+/// `; KIND: BODY` lines (`// KIND: BODY` in `.adl` files) with their
+/// 1-based line numbers.
 fn directives(src: &str) -> Vec<(usize, &str, &str)> {
     src.lines()
         .enumerate()
         .filter_map(|(i, line)| {
-            let (kind, body) = line.strip_prefix("; ")?.split_once(": ")?;
+            let rest = line
+                .strip_prefix("; ")
+                .or_else(|| line.strip_prefix("// "))?;
+            let (kind, body) = rest.split_once(": ")?;
             KINDS.contains(&kind).then_some((i + 1, kind, body))
         })
         .collect()
@@ -463,7 +477,7 @@ fn corpus_directives_hold() {
                 continue;
             }
         };
-        let module = match assembler::assemble(&src, &rel) {
+        let module = match build(&src, &rel) {
             Ok(m) => m,
             Err(d) => {
                 failures.push(format!("{rel}: does not assemble:\n{d}"));
@@ -544,7 +558,8 @@ fn corpus_uses_every_instruction() {
             continue;
         };
         // Files that do not assemble are reported by the test above.
-        let Ok(m) = assembler::assemble(&src, "x") else {
+        let name = path.display().to_string();
+        let Ok(m) = build(&src, &name) else {
             continue;
         };
         for f in &m.funcs {

@@ -201,11 +201,13 @@ fn sources_errors_name_their_file_and_language() {
     assert!(err.to_string().starts_with("bad.adasm:1:"), "{err}");
     assert_eq!(err.exit_status(), 2);
 
-    let err = Program::from_source("", "m.adl", Lang::Adl).expect_err("no .adl yet");
-    assert!(matches!(err, Error::Unsupported(_)));
-    assert!(err
-        .to_string()
-        .starts_with("m.adl: .adl sources are not available"));
+    let src = "fn sq(x: f64) -> f64 {\n    return x * x;\n}\n";
+    let mut program = Program::from_source(src, "m.adl", Lang::Adl).expect("compiles");
+    assert_eq!(program.run("sq", [3.0]).expect("runs"), advm::Value::F64(9.0));
+    let err = Program::from_source("fn f() -> f64 {\n    return y;\n}\n", "m.adl", Lang::Adl)
+        .expect_err("undeclared name");
+    assert!(matches!(err, Error::Assembly(_)));
+    assert!(err.to_string().starts_with("m.adl:2:"), "{err}");
     assert_eq!(Lang::from_path(Path::new("a/b.adl")).ok(), Some(Lang::Adl));
     assert_eq!(Lang::Adasm.extension(), "adasm");
 
@@ -236,6 +238,7 @@ fn traps_and_limits_are_trap_errors() -> Result<(), Error> {
     p.limits_mut().fuel = Some(10);
     let err = p.run("powers", args![2.0, 1000]).expect_err("out of fuel");
     assert!(matches!(err, Error::Trap(_)), "{err:?}");
+    assert!(!err.to_string().starts_with("trap: trap"), "{err}");
     assert!(err.to_string().starts_with("trap: "), "{err}");
     assert_eq!(err.exit_status(), 1);
     Ok(())

@@ -100,6 +100,6 @@ fn errors_read_as_messages() {
     assert!(matches!(err, Error::Trap(_)), "{err:?}");
     assert!(err.to_string().starts_with("trap: "), "{err}");
 
-    let err = Program::from_file("model.adl").expect_err(".adl is not available yet");
-    assert!(matches!(err, Error::Unsupported(_)), "{err:?}");
+    let err = Program::from_file("no/such/model.adl").expect_err("no such file");
+    assert!(matches!(err, Error::Io { .. }), "{err:?}");
 }

@@ -34,6 +34,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     (":reload", "", "load the last file again"),
     (":funcs", "", "list the functions"),
     (":disasm", " @f", "bytecode (all functions without @f)"),
+    (
+        ":ir",
+        " @f",
+        "the .adasm text (for .adl, the generated code)",
+    ),
     (":ad", " @f", "forward and reverse bytecode"),
     (
         ":cfg",
@@ -84,7 +89,12 @@ pub const HELP: &str = "\
   hessian @f(args) [wrt x, y] value, gradient and the dense Hessian
   :time @f(args)              median time per call after warm-up
   :time grad @f(args)         the same for the gradient
+  fn f(x: f64) -> f64 { ... } an .adl definition (docs/adl.md), likewise
+  sin(1.0) * f(2.0)           an .adl expression: its value
+  let x = <expression>        a variable for later expressions and arguments
+  grad f(x, 2)                calls without @; arguments may be expressions
   :disasm [@f]                bytecode
+  :ir @f                      the .adasm text (for .adl: the generated code)
   :ad @f                      forward and reverse bytecode
   :jvp @f                     tangent (forward-mode) bytecode
   :hvp @f                     Hessian-vector product bytecode
@@ -421,6 +431,8 @@ pub struct Session {
     /// The names of `chunks`, kept with them (so that planning a run of
     /// piped definitions does not hash every name per input).
     names: HashSet<String>,
+    /// The `.adl` variables bound by `let x = <expression>`, in order.
+    vars: Vec<(String, Value)>,
 }
 
 impl Session {
@@ -438,6 +450,7 @@ impl Session {
             singles: 0,
             limits: vm::Limits::default(),
             names: HashSet::new(),
+            vars: Vec::new(),
         }
     }
 
@@ -457,6 +470,18 @@ impl Session {
     /// Execute one complete input (a command line or a whole definition).
     pub fn execute(&mut self, input: &str) -> Reply {
         self.interrupt.store(false, Ordering::Relaxed);
+        let converted;
+        let input = if source::is_adl_definition(input) {
+            match self.adl_to_adasm(input, "<input>") {
+                Ok(text) => {
+                    converted = text;
+                    converted.as_str()
+                }
+                Err(e) => return Reply::Err(e),
+            }
+        } else {
+            input
+        };
         if source::starts_definition(input) {
             return match self.define_text(input) {
                 Ok(d) if d.count == 0 => Reply::Err(
@@ -468,9 +493,18 @@ impl Session {
             };
         }
         let line = input.trim();
-        if line.is_empty() || line.starts_with(';') {
+        if line.is_empty() || line.starts_with(';') || line.starts_with("//") {
             return Reply::Quiet;
         }
+        let rewritten;
+        let line = match self.adl_call_line(line) {
+            Ok(Some(l)) => {
+                rewritten = l;
+                rewritten.as_str()
+            }
+            Ok(None) => line,
+            Err(p) => return Reply::Err(p.render(line).trim_end().to_string()),
+        };
         let (cmd, rest_at) = match line.find(char::is_whitespace) {
             Some(i) => (&line[..i], i),
             None => (line, line.len()),
@@ -490,6 +524,7 @@ impl Session {
                 })
             }
             ":disasm" => self.disasm(line, rest_at),
+            ":ir" => self.ir(line, rest_at),
             ":ad" => self
                 .func_arg(line, rest_at, ":ad")
                 .and_then(|f| self.engine_mut()?.disasm_ad(f).map_err(ad_problem)),
@@ -508,6 +543,8 @@ impl Session {
                 .func_arg(line, rest_at, ":jvp")
                 .and_then(|f| self.engine_mut()?.disasm_jvp(f).map_err(ad_problem)),
             _ if cmd.starts_with('@') => self.run(line),
+            "let" => self.let_var(line, rest_at),
+            _ if !cmd.starts_with(':') && adl::is_expression(line) => self.eval(line, 0),
             _ if cmd.starts_with(':') => Err(Problem::at(
                 format!(
                     "unknown command {cmd}{} (:help lists them)",
@@ -517,7 +554,7 @@ impl Session {
             )),
             _ => Err(Problem::at(
                 format!(
-                    "expected a command: `@f(args)`, `grad @f(args)`, `fn ...` or `:help`{}",
+                    "expected a command: `@f(args)`, `grad @f(args)`, `fn ...`, an expression or `:help`{}",
                     command_like(cmd)
                 ),
                 0..cmd.len(),
@@ -554,6 +591,11 @@ impl Session {
     /// else is executed one input at a time, and so is an input at which a
     /// run stops building (then the rest is planned again).
     pub fn execute_many(&mut self, inputs: &[String]) -> Vec<Reply> {
+        // `.adl` definitions are compiled against the session as it is
+        // when they come: one at a time.
+        if inputs.iter().any(|i| source::is_adl_definition(i)) {
+            return inputs.iter().map(|i| self.execute(i)).collect();
+        }
         let mut replies = Vec::with_capacity(inputs.len());
         let mut at = 0;
         while at < inputs.len() {
@@ -1332,8 +1374,12 @@ impl Session {
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
         let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
-        let text =
-            assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
+        let text = assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
+        let text = if adl::is_adl(path) {
+            self.adl_to_adasm(&text, &origin)?
+        } else {
+            text
+        };
         let source = Rc::new(Source {
             origin,
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
@@ -1351,6 +1397,169 @@ impl Session {
         // Pending definitions this file completed.
         lines.extend(defined.completed);
         Ok(lines.join("\n"))
+    }
+
+    // ---- .adl --------------------------------------------------------------------
+
+    /// The `.adasm` text of `.adl` definitions, compiled against the
+    /// session's functions (which they may call); the session keeps and
+    /// re-assembles that text like typed `.adasm`.
+    fn adl_to_adasm(&self, text: &str, origin: &str) -> Result<String, String> {
+        let empty = vm::ir::Module::default();
+        let env = self.engine.as_ref().map_or(&empty, |e| e.module());
+        let (module, own) = adl::compile_with(text, origin, env).map_err(|d| d.render_with(crate::out::color()))?;
+        Ok(adl::print_own(&module, own))
+    }
+
+    /// A command whose call is written the `.adl` way (`grad pow(x, 10)`:
+    /// no `@`, or arguments that are expressions or REPL variables) as the
+    /// `@f(literals)` form the commands read; `None` if there is nothing
+    /// to rewrite.
+    fn adl_call_line(&mut self, line: &str) -> Result<Option<String>, Problem> {
+        let (cmd, rest_at) = match line.find(char::is_whitespace) {
+            Some(i) => (&line[..i], i),
+            None => (line, line.len()),
+        };
+        let call_at = match cmd {
+            "grad" | ":grad" | "jvp" | "hvp" | "hessian" => rest_at,
+            ":time" => {
+                let rest = &line[rest_at..];
+                let t = rest.trim_start();
+                let at = rest_at + rest.len() - t.len();
+                match t.strip_prefix("grad") {
+                    Some(r) if r.starts_with(char::is_whitespace) => at + 4,
+                    _ => rest_at,
+                }
+            }
+            _ => return Ok(None),
+        };
+        let rest = &line[call_at..];
+        let start = call_at + rest.len() - rest.trim_start().len();
+        let text = &line[start..];
+        let name_len = text
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.' || *b == b'@')
+            .count();
+        let name = &text[..name_len];
+        if name.is_empty() || !text[name_len..].starts_with('(') {
+            return Ok(None);
+        }
+        let Some(close) = matching_paren(text, name_len) else {
+            return Ok(None);
+        };
+        let args_text = &text[name_len + 1..close];
+        let mut args = Vec::new();
+        let mut changed = !name.starts_with('@');
+        for (a, at) in split_args(args_text) {
+            let a_trim = a.trim();
+            if a_trim.is_empty() {
+                args.push(a_trim.to_string());
+                continue;
+            }
+            if assembler::parse_call(&format!("@x({a_trim})")).is_ok_and(|(_, l)| l.len() == 1) {
+                args.push(a_trim.to_string());
+                continue;
+            }
+            let offset = start + name_len + 1 + at;
+            let v = self
+                .eval_value(a_trim)
+                .map_err(|e| Problem::at(e, offset..offset + a.len()))?;
+            args.push(literal_text(&v));
+            changed = true;
+        }
+        if !changed {
+            return Ok(None);
+        }
+        let bare = name.strip_prefix('@').unwrap_or(name);
+        Ok(Some(format!(
+            "{}@{bare}({}){}",
+            &line[..start],
+            args.join(", "),
+            &text[close + 1..]
+        )))
+    }
+
+    /// Evaluate an `.adl` expression with the session's functions and
+    /// variables: compiled as one more function whose parameters are the
+    /// variables, on an engine of its own.
+    fn eval_value(&mut self, src: &str) -> Result<Value, String> {
+        let empty = vm::ir::Module::default();
+        let env = self.engine.as_ref().map_or(&empty, |e| e.module());
+        let vars: Vec<(String, vm::Type)> =
+            self.vars.iter().map(|(n, v)| (n.clone(), v.ty())).collect();
+        let name = unique_name("expr", env);
+        let compiled =
+            adl::compile_expr(src, "<input>", &name, &vars, env).map_err(|d| d.render_with(crate::out::color()))?;
+        let mut engine =
+            advm::engine(compiled.module, self.opts.inlining).map_err(|e| e.to_string())?;
+        engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
+        *engine.vm_mut().limits_mut() = self.limits.clone();
+        let args: Vec<Value> = self.vars.iter().map(|(_, v)| v.clone()).collect();
+        let v = engine
+            .run(compiled.func, &args)
+            .map_err(|e| e.to_string())?;
+        if compiled.ty.is_none() {
+            return Err("the call has no result (none)".into());
+        }
+        Ok(v)
+    }
+
+    /// An `.adl` expression typed alone: its value.
+    fn eval(&mut self, line: &str, at: usize) -> Result<String, Problem> {
+        let src = &line[at..];
+        // A call of a function without a result prints `none`.
+        match self.eval_value(src) {
+            Ok(v) => Ok(crate::args::value_text(&v, Some(16))),
+            Err(e) if e == "the call has no result (none)" => Ok("none".into()),
+            Err(e) => Err(Problem::plain(e)),
+        }
+    }
+
+    /// `let x = <expression>`: a REPL variable for later expressions and
+    /// arguments.
+    fn let_var(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let rest = &line[rest_at..];
+        let Some((name, expr)) = rest.split_once('=') else {
+            return Err(Problem::at(
+                "expected `let NAME = EXPRESSION`",
+                0..line.len(),
+            ));
+        };
+        let name = name.trim();
+        let ok = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok {
+            return Err(Problem::at(
+                format!("`{name}` is not a variable name"),
+                rest_at..rest_at + rest.find('=').unwrap_or(0),
+            ));
+        }
+        let v = self.eval_value(expr.trim()).map_err(Problem::plain)?;
+        let text = crate::args::value_text(&v, Some(16));
+        match self.vars.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = v,
+            None => self.vars.push((name.to_string(), v)),
+        }
+        Ok(format!("{name} = {text}"))
+    }
+
+    /// `:ir f`: the `.adasm` text of a function (for an `.adl` definition,
+    /// the code its compiler generated).
+    fn ir(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let f = self.func_arg(line, rest_at, ":ir")?;
+        let engine = self.engine_mut()?;
+        let name = engine.module().func(f).name.clone();
+        if let Some(c) = self.chunks.iter().rev().find(|c| c.name == name) {
+            return Ok(c.source.text[c.range.clone()].trim_end().to_string());
+        }
+        let text = assembler::print_module(self.engine_mut()?.module());
+        Ok(adl::split_functions(&text)
+            .get(f.index())
+            .cloned()
+            .unwrap_or_default())
     }
 
     // ---- helpers --------------------------------------------------------------
@@ -1787,6 +1996,79 @@ impl Session {
 }
 
 /// An error if a command that takes no argument has text after it.
+/// The index of the `)` that closes the `(` at `open`.
+fn matching_paren(text: &str, open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices().skip_while(|(i, _)| *i < open) {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return (c == ')').then_some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Call arguments split at the commas outside brackets, with offsets.
+fn split_args(text: &str) -> Vec<(&str, usize)> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut from = 0;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push((&text[from..i], from));
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !text.trim().is_empty() {
+        out.push((&text[from..], from));
+    }
+    out
+}
+
+/// A value as a literal the call syntax reads back to the same bits.
+fn literal_text(v: &Value) -> String {
+    let f = |x: f64| {
+        if x.is_nan() {
+            "nan".to_string()
+        } else if x.is_infinite() {
+            if x > 0.0 { "inf" } else { "-inf" }.to_string()
+        } else {
+            format!("{x:?}")
+        }
+    };
+    match v {
+        Value::F64(x) => f(*x),
+        Value::I64(i) => i.to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Arr(xs) => format!(
+            "[{}]",
+            xs.iter().map(|x| f(*x)).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// `base`, or `base.1`, ... : a function name `module` does not use.
+fn unique_name(base: &str, module: &vm::ir::Module) -> String {
+    let mut name = base.to_string();
+    let mut k = 0;
+    while module.find(&name).is_some() {
+        k += 1;
+        name = format!("{base}.{k}");
+    }
+    name
+}
+
 fn no_argument(line: &str, rest_at: usize, cmd: &str) -> Result<(), Problem> {
     let extra = line[rest_at..].trim();
     if extra.is_empty() {

@@ -164,13 +164,34 @@ pub fn references(text: &str) -> Vec<&str> {
 
 /// Does `input` start (after blank and comment lines) with the `fn` keyword?
 pub fn starts_definition(input: &str) -> bool {
+    first_code_line(input).is_some_and(|l| {
+        l.strip_prefix("fn")
+            .is_some_and(|rest| !rest.bytes().next().is_some_and(is_ident))
+    })
+}
+
+/// The first line with code (not blank, not only a `;` or `//` comment).
+fn first_code_line(input: &str) -> Option<&str> {
     input
         .lines()
-        .map(|l| l.split(';').next().unwrap_or("").trim())
+        .map(|l| {
+            let t = l.trim_start();
+            if t.starts_with("//") {
+                ""
+            } else {
+                t.split(';').next().unwrap_or("").trim()
+            }
+        })
         .find(|l| !l.is_empty())
-        .is_some_and(|l| {
+}
+
+/// Is `input` an `.adl` definition (`fn name(`, no `@`) rather than an
+/// `.adasm` one (`fn @name(`)?
+pub fn is_adl_definition(input: &str) -> bool {
+    starts_definition(input)
+        && first_code_line(input).is_some_and(|l| {
             l.strip_prefix("fn")
-                .is_some_and(|rest| !rest.bytes().next().is_some_and(is_ident))
+                .is_some_and(|rest| !rest.trim_start().starts_with('@'))
         })
 }
 
@@ -180,7 +201,7 @@ pub fn needs_more(input: &str) -> bool {
     if !starts_definition(input) {
         return false;
     }
-    let mut braces = Braces::default();
+    let mut braces = Braces::for_definition(input);
     input.lines().for_each(|l| braces.add_line(l));
     braces.open()
 }
@@ -191,12 +212,27 @@ pub fn needs_more(input: &str) -> bool {
 pub struct Braces {
     open: usize,
     close: usize,
+    /// An `.adl` definition: `//` starts a comment and `;` ends statements.
+    adl: bool,
 }
 
 impl Braces {
-    /// Count the braces of one more line (those in a `;` comment do not count).
+    /// The count for a definition whose text starts with `first`.
+    pub fn for_definition(first: &str) -> Braces {
+        Braces {
+            adl: is_adl_definition(first),
+            ..Braces::default()
+        }
+    }
+
+    /// Count the braces of one more line (those in a `;` comment, or a `//`
+    /// comment of `.adl`, do not count).
     pub fn add_line(&mut self, line: &str) {
-        let code = line.split(';').next().unwrap_or("");
+        let code = if self.adl {
+            line.split("//").next().unwrap_or("")
+        } else {
+            line.split(';').next().unwrap_or("")
+        };
         for b in code.bytes() {
             match b {
                 b'{' => self.open += 1,
