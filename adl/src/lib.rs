@@ -32,7 +32,6 @@
 //! assert!(err.render().starts_with("f.adl:2:12: error: expected f64, found integer literal `2`; write `2.0`"));
 //! ```
 
-
 pub mod ast;
 pub mod diag;
 pub mod lexer;

@@ -85,37 +85,14 @@ fn check_file(path: &Path) -> Vec<String> {
     problems
 }
 
-/// Each rendered diagnostic is the header line, the source line after its
-/// line number in a gutter (`12 │ `), and a caret line whose caret sits
-/// under the reported column (the files have no tabs, which the rendering
-/// expands).
+/// Each rendered diagnostic as `testkit::rendering_problems` checks it.
 fn check_render(diags: &assembler::Diagnostics, name: &str, problems: &mut Vec<String>) {
-    let text = diags.render();
-    let lines: Vec<&str> = text.split('\n').collect();
-    if lines.len() != 3 * diags.items.len() {
-        problems.push(format!(
-            "{name}: render has {} lines for {} diagnostics",
-            lines.len(),
-            diags.items.len()
-        ));
-        return;
-    }
-    for (d, chunk) in diags.items.iter().zip(lines.chunks(3)) {
-        let head = format!("{name}:{}:{}: error: {}", d.line, d.col, d.message);
-        let gutter = format!("{} │ ", d.line);
-        let blank = format!("{} │ ", " ".repeat(gutter.chars().count() - 3));
-        let caret_col = chunk[2]
-            .chars()
-            .position(|c| c == '^')
-            .map(|p| (p + 1).saturating_sub(gutter.chars().count()));
-        if chunk[0] != head
-            || !chunk[1].starts_with(&gutter)
-            || !chunk[2].starts_with(&blank)
-            || caret_col != Some(d.col as usize)
-        {
-            problems.push(format!("{name}: bad rendering:\n{}", chunk.join("\n")));
-        }
-    }
+    let items: Vec<(u32, u32, &str)> = diags
+        .items
+        .iter()
+        .map(|d| (d.line, d.col, d.message.as_str()))
+        .collect();
+    problems.extend(testkit::rendering_problems(&diags.render(), name, &items));
 }
 
 #[test]

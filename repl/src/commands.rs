@@ -163,7 +163,8 @@ pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
 pub fn load_module(file: &Path, opts: &Options) -> Result<vm::ir::Module, Fail> {
     let bytes = advm::read_file(file, opts.max_source_bytes).map_err(Fail::Usage)?;
     let name = file.display().to_string();
-    let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
+    let src = assembler::decode(&bytes, &name)
+        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
     if adl::is_adl(file) {
         adl::compile(&src, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))
     } else {

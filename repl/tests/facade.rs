@@ -203,7 +203,10 @@ fn sources_errors_name_their_file_and_language() {
 
     let src = "fn sq(x: f64) -> f64 {\n    return x * x;\n}\n";
     let mut program = Program::from_source(src, "m.adl", Lang::Adl).expect("compiles");
-    assert_eq!(program.run("sq", [3.0]).expect("runs"), advm::Value::F64(9.0));
+    assert_eq!(
+        program.run("sq", [3.0]).expect("runs"),
+        advm::Value::F64(9.0)
+    );
     let err = Program::from_source("fn f() -> f64 {\n    return y;\n}\n", "m.adl", Lang::Adl)
         .expect_err("undeclared name");
     assert!(matches!(err, Error::Assembly(_)));

@@ -1374,7 +1374,8 @@ impl Session {
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
         let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
-        let text = assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
+        let text =
+            assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
         let text = if adl::is_adl(path) {
             self.adl_to_adasm(&text, &origin)?
         } else {
@@ -1407,7 +1408,8 @@ impl Session {
     fn adl_to_adasm(&self, text: &str, origin: &str) -> Result<String, String> {
         let empty = vm::ir::Module::default();
         let env = self.engine.as_ref().map_or(&empty, |e| e.module());
-        let (module, own) = adl::compile_with(text, origin, env).map_err(|d| d.render_with(crate::out::color()))?;
+        let (module, own) =
+            adl::compile_with(text, origin, env).map_err(|d| d.render_with(crate::out::color()))?;
         Ok(adl::print_own(&module, own))
     }
 
@@ -1488,8 +1490,8 @@ impl Session {
         let vars: Vec<(String, vm::Type)> =
             self.vars.iter().map(|(n, v)| (n.clone(), v.ty())).collect();
         let name = unique_name("expr", env);
-        let compiled =
-            adl::compile_expr(src, "<input>", &name, &vars, env).map_err(|d| d.render_with(crate::out::color()))?;
+        let compiled = adl::compile_expr(src, "<input>", &name, &vars, env)
+            .map_err(|d| d.render_with(crate::out::color()))?;
         let mut engine =
             advm::engine(compiled.module, self.opts.inlining).map_err(|e| e.to_string())?;
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
