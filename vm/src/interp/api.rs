@@ -35,8 +35,8 @@ impl Vm {
         &self.limits
     }
 
-    /// The limits, to change; they apply from the next [`Vm::begin`] or
-    /// [`Vm::alloc_array`] on.
+    /// The limits, to change; the next call runs under the new ones (and
+    /// stores grown past a lowered limit first give back what no call holds).
     pub fn limits_mut(&mut self) -> &mut Limits {
         self.limits_changed = true;
         &mut self.limits
