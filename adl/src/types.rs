@@ -22,7 +22,7 @@ use vm::Type;
 pub type VarId = u32;
 
 /// A variable of a checked function: a parameter, a `let` or a `for`
-/// variable (the one [`VarId`] is its index in [`TFunc::vars`]).
+/// variable; its [`VarId`] is its index in [`TFunc::vars`].
 #[derive(Clone, Debug)]
 pub struct Var {
     /// Its name in the source.
