@@ -55,9 +55,6 @@ mod incremental;
 mod modes;
 pub mod optimize;
 pub mod rules;
-// Its undocumented public items are left to the engineers who own the
-// module now (missing_docs is allowed here until they are documented).
-#[allow(missing_docs)]
 pub mod transform;
 
 pub use error::{AdError, FRAME_REGISTERS};

@@ -11,14 +11,17 @@ pub struct Errors {
 }
 
 impl Errors {
+    /// Report `message` about the source bytes `span`.
     pub fn error(&mut self, span: Span, message: impl Into<String>) {
         self.items.push((span, message.into()));
     }
 
+    /// How many errors were reported (duplicates included).
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether no error was reported.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -53,6 +56,7 @@ pub struct Lines<'s> {
 }
 
 impl<'s> Lines<'s> {
+    /// The line starts of `src`, found in one pass.
     pub fn new(src: &'s str) -> Lines<'s> {
         let mut starts = vec![0];
         starts.extend(src.match_indices('\n').map(|(i, _)| i + 1));

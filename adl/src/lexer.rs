@@ -13,30 +13,43 @@ use logos::Logos;
 #[logos(skip r"[ \t\r\n\x0B\x0C]+")]
 #[logos(skip(r"//[^\n]*", allow_greedy = true))]
 pub enum Tok<'s> {
+    /// The keyword `fn`, which starts a function.
     #[token("fn")]
     Fn,
+    /// The keyword `let`, which declares a variable.
     #[token("let")]
     Let,
+    /// The keyword `if`.
     #[token("if")]
     If,
+    /// The keyword `else`.
     #[token("else")]
     Else,
+    /// The keyword `while`.
     #[token("while")]
     While,
+    /// The keyword `for` (`for i in lo..hi`).
     #[token("for")]
     For,
+    /// The keyword `in` of a `for` loop.
     #[token("in")]
     In,
+    /// The keyword `break`.
     #[token("break")]
     Break,
+    /// The keyword `continue`.
     #[token("continue")]
     Continue,
+    /// The keyword `return`.
     #[token("return")]
     Return,
+    /// The keyword `rule`, which starts a rule declaration (`rule f jvp f_jvp`).
     #[token("rule")]
     Rule,
+    /// The literal `true`.
     #[token("true")]
     True,
+    /// The literal `false`.
     #[token("false")]
     False,
     /// Names: variables, functions, built-ins and type names (`f64` is
@@ -51,56 +64,82 @@ pub enum Tok<'s> {
     #[regex(r"[0-9]+\.[0-9]+([eE][+-]?[0-9]+)?", |lex| lex.slice())]
     #[regex(r"[0-9]+[eE][+-]?[0-9]+", |lex| lex.slice())]
     Float(&'s str),
+    /// `(`: opens a parameter list, an argument list or a parenthesised expression.
     #[token("(")]
     LParen,
+    /// `)`: closes what `(` opened.
     #[token(")")]
     RParen,
+    /// `{`: opens a block.
     #[token("{")]
     LBrace,
+    /// `}`: closes a block.
     #[token("}")]
     RBrace,
+    /// `[`: opens an index (`a[i]`) or an array type's brackets (`f64[]`).
     #[token("[")]
     LBracket,
+    /// `]`: closes what `[` opened.
     #[token("]")]
     RBracket,
+    /// `:` between a parameter and its type.
     #[token(":")]
     Colon,
+    /// `;`: ends a statement.
     #[token(";")]
     Semi,
+    /// `,` between parameters or arguments.
     #[token(",")]
     Comma,
+    /// `->` before a function's result type.
     #[token("->")]
     Arrow,
+    /// `..` between the bounds of a `for` range.
     #[token("..")]
     DotDot,
+    /// `=` of a `let`, an assignment or an element store.
     #[token("=")]
     Assign,
+    /// `+`: addition.
     #[token("+")]
     Plus,
+    /// `-`: subtraction, or negation as a prefix.
     #[token("-")]
     Minus,
+    /// `*`: multiplication.
     #[token("*")]
     Star,
+    /// `/`: division.
     #[token("/")]
     Slash,
+    /// `%`: remainder.
     #[token("%")]
     Percent,
+    /// `<`: less than.
     #[token("<")]
     Lt,
+    /// `<=`: less than or equal.
     #[token("<=")]
     Le,
+    /// `>`: greater than.
     #[token(">")]
     Gt,
+    /// `>=`: greater than or equal.
     #[token(">=")]
     Ge,
+    /// `==`: equal.
     #[token("==")]
     EqEq,
+    /// `!=`: not equal.
     #[token("!=")]
     Ne,
+    /// `&&`: short-circuit and.
     #[token("&&")]
     AndAnd,
+    /// `||`: short-circuit or.
     #[token("||")]
     OrOr,
+    /// `!`: logical not.
     #[token("!")]
     Bang,
     /// Characters that start no token (already reported).
@@ -165,7 +204,9 @@ impl Tok<'_> {
 /// A token with its byte span.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Token<'s> {
+    /// What the token is.
     pub tok: Tok<'s>,
+    /// Where it is in the source text.
     pub span: Span,
 }
 

@@ -32,6 +32,8 @@
 //! assert!(err.render().starts_with("f.adl:2:12: error: expected f64, found integer literal `2`; write `2.0`"));
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod ast;
 pub mod diag;
 pub mod lexer;

@@ -21,9 +21,13 @@ use vm::Type;
 /// A variable of one function.
 pub type VarId = u32;
 
+/// A variable of a checked function: a parameter, a `let` or a `for`
+/// variable; its [`VarId`] is its index in [`TFunc::vars`].
 #[derive(Clone, Debug)]
 pub struct Var {
+    /// Its name in the source.
     pub name: String,
+    /// Its type.
     pub ty: Type,
     /// False for a `let` whose right side had an error: its uses are
     /// accepted silently.
@@ -33,65 +37,92 @@ pub struct Var {
 /// A checked function, ready for SSA construction.
 #[derive(Clone, Debug)]
 pub struct TFunc {
+    /// The function's name.
     pub name: String,
+    /// Its `fn` keyword (for an expression checked alone, the
+    /// expression).
     pub span: Span,
+    /// The variables of its parameters, in order.
     pub params: Vec<VarId>,
+    /// The result type; `None` for a function without a result.
     pub ret: Option<Type>,
+    /// Every variable of the function, indexed by [`VarId`].
     pub vars: Vec<Var>,
+    /// The checked body.
     pub body: Vec<TStmt>,
     /// The body's closing brace.
     pub close: Span,
 }
 
+/// A checked statement: variables resolved, types known.
 #[derive(Clone, Debug)]
 pub enum TStmt {
     /// `let x = e` and `x = e` alike: the variable's new value.
     Set(VarId, TExpr),
     /// `a[i] = e` (the span of `=`).
     SetIndex(TExpr, TExpr, TExpr, Span),
+    /// `if`: the condition, the then branch and the else branch (empty
+    /// without `else`; an `else if` is an `If` alone in it).
     If(TExpr, Vec<TStmt>, Vec<TStmt>),
     /// `{ ... }`: a nested scope.
     Block(Vec<TStmt>),
+    /// `while c { body }`.
     While(TExpr, Vec<TStmt>),
     /// `for var in lo..hi { body }`: `counter` is the hidden induction
     /// variable, copied to `var` at the start of every iteration (so an
     /// assignment to `var` does not change the iterations).
     For {
+        /// The loop variable the body reads.
         var: VarId,
+        /// The hidden induction variable.
         counter: VarId,
+        /// The first value (included).
         lo: TExpr,
+        /// The bound (excluded).
         hi: TExpr,
+        /// The loop body.
         body: Vec<TStmt>,
+        /// The loop variable's name.
         span: Span,
     },
+    /// `break` (its span).
     Break(Span),
+    /// `continue` (its span).
     Continue(Span),
+    /// `return`, with its value if any, and where it is.
     Return(Option<TExpr>, Span),
     /// A call whose result (if any) is dropped.
     Expr(TExpr),
 }
 
+/// A checked expression: its kind, its type and its span.
 #[derive(Clone, Debug)]
 pub struct TExpr {
+    /// What the expression computes.
     pub kind: TKind,
     /// `None` only where an error was reported (never after a successful
     /// check) or for a call of a function without a result.
     pub ty: Option<Type>,
+    /// Where it is written (as [`ast::Expr::span`]).
     pub span: Span,
 }
 
+/// The kinds of checked expression.
 #[derive(Clone, Debug)]
 pub enum TKind {
     /// A constant's 64 bits.
     Const(u64),
+    /// A variable read.
     Var(VarId),
     /// A typed opcode applied to its `Use` operands in table order.
     Op(Op, Vec<TExpr>),
     /// A call of the file's function with this index.
     Call(u32, Vec<TExpr>),
-    /// Short-circuit `&&` and `||`.
+    /// Short-circuit `&&`: the right side runs only if the left is true.
     And(Box<TExpr>, Box<TExpr>),
+    /// Short-circuit `||`: the right side runs only if the left is false.
     Or(Box<TExpr>, Box<TExpr>),
+    /// An expression with an error already reported.
     Error,
 }
 
@@ -119,8 +150,11 @@ impl TExpr {
 /// The signature of a function a file may call.
 #[derive(Clone, Debug)]
 pub struct Sig {
+    /// The function's name (without `@`).
     pub name: String,
+    /// The parameter types, in order.
     pub params: Vec<Type>,
+    /// The result type; `None` for a function without a result.
     pub ret: Option<Type>,
 }
 

@@ -10,11 +10,14 @@ use std::fmt;
 /// A byte range `start..end` of the source text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Hash)]
 pub struct Span {
+    /// Byte offset of the first byte.
     pub start: usize,
+    /// Byte offset just past the last byte.
     pub end: usize,
 }
 
 impl Span {
+    /// The span `start..end`.
     pub fn new(start: usize, end: usize) -> Span {
         Span { start, end }
     }
@@ -32,6 +35,7 @@ pub struct Diagnostic {
     pub line: u32,
     /// 1-based column of the span's start, counted in characters.
     pub col: u32,
+    /// What is wrong, without location or `error:` prefix.
     pub message: String,
     /// The offending bytes of the source.
     pub span: Span,
@@ -42,6 +46,7 @@ pub struct Diagnostic {
 pub struct Diagnostics {
     /// The file name used in rendered messages.
     pub file: String,
+    /// The errors, sorted by position.
     pub items: Vec<Diagnostic>,
     /// The source text, kept to show the offending line under each message.
     pub source: String,
@@ -77,9 +82,8 @@ impl Diagnostic {
 /// preferred to any other), if that distance is at most a third of
 /// `name`'s length (at least 1). Of equally close candidates the least in
 /// string order wins (the answer does not depend on the candidates'
-/// order); `name` itself is never suggested, and a name longer than
-/// [`CLOSEST_MAX_CHARS`] gets no suggestion (which bounds the work per
-/// candidate).
+/// order); `name` itself is never suggested, and a name longer than 64
+/// characters gets no suggestion (which bounds the work per candidate).
 ///
 /// ```
 /// let names = ["main", "pow", "power"];
@@ -157,10 +161,12 @@ impl Diagnostics {
         }
     }
 
+    /// How many errors there are.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are no errors.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

@@ -53,9 +53,6 @@
 #![warn(missing_docs)]
 
 mod check;
-// Its undocumented public items are left to the engineers who own the
-// module now (missing_docs is allowed here until they are documented).
-#[allow(missing_docs)]
 mod diag;
 mod lexer;
 mod literal;

@@ -38,9 +38,6 @@ pub mod disasm;
 pub mod dom;
 mod heap;
 pub mod inline;
-// Its undocumented public items are left to the engineers who own the
-// module now (missing_docs is allowed here until they are documented).
-#[allow(missing_docs)]
 pub mod interp;
 pub mod ir;
 pub mod lower;

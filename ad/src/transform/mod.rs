@@ -70,7 +70,11 @@ use vm::Type;
 /// The forward and reverse functions of one primal function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Derived {
+    /// The forward function: the primal computation, pushing on the comms
+    /// and block stacks what the reverse function needs.
     pub fwd: FuncId,
+    /// The reverse (pullback) function: pops what the forward one saved
+    /// and returns the cotangents of the selected parameters.
     pub rev: FuncId,
 }
 

@@ -11,6 +11,8 @@ impl Default for Vm {
 }
 
 impl Vm {
+    /// A VM with the given limits, its stores empty and its interrupt
+    /// flag clear.
     pub fn new(limits: Limits) -> Vm {
         Vm {
             limits,
@@ -28,10 +30,13 @@ impl Vm {
         }
     }
 
+    /// The limits calls run under.
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
 
+    /// The limits, to change; the next call runs under the new ones (and
+    /// stores grown past a lowered limit first give back what no call holds).
     pub fn limits_mut(&mut self) -> &mut Limits {
         self.limits_changed = true;
         &mut self.limits
@@ -105,10 +110,14 @@ impl Vm {
         Ok(h)
     }
 
+    /// The elements of array `h`, or `None` for an invalid handle.
     pub fn array(&self, h: u64) -> Option<&[f64]> {
         self.heap.get(h)
     }
 
+    /// The shadow (cotangent) array of array `h`, or `None` outside AD
+    /// mode or for an invalid handle: where a host reads the gradient of
+    /// an `f64[]` argument after a pullback.
     pub fn shadow(&self, h: u64) -> Option<&[f64]> {
         self.heap.shadow(h)
     }
@@ -126,10 +135,14 @@ impl Vm {
         &self.results
     }
 
+    /// Entries on the comms stack (the values a forward sweep saves for
+    /// its reverse sweep); 0 after a balanced forward and reverse pair.
     pub fn comms_len(&self) -> usize {
         self.comms.len()
     }
 
+    /// Entries on the block stack (the blocks a forward sweep took, for
+    /// its reverse sweep to retrace); 0 after a balanced pair.
     pub fn blk_len(&self) -> usize {
         self.blk.len()
     }

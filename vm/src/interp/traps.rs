@@ -60,25 +60,83 @@ impl Default for Limits {
 /// `Limits::max_memory_bytes`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TrapKind {
+    /// An integer `div` by zero.
     DivByZero,
+    /// An integer `rem` by zero.
     RemByZero,
-    OutOfBounds { index: i64, len: usize },
+    /// An array access at an index outside `0..len`.
+    OutOfBounds {
+        /// The index used.
+        index: i64,
+        /// The length of the array.
+        len: usize,
+    },
+    /// An `anew` with a negative length (the length given).
     NegativeLength(i64),
-    ArrayTooLarge { len: i64, limit: usize },
-    ArgArrayTooLarge { len: usize, limit: usize },
-    HeapLimit { needed: usize, limit: usize },
+    /// An `anew` longer than `Limits::max_array_len`.
+    ArrayTooLarge {
+        /// The length asked for.
+        len: i64,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// An argument array from the host longer than `Limits::max_array_len`.
+    ArgArrayTooLarge {
+        /// The length of the argument array.
+        len: usize,
+        /// The limit in force.
+        limit: usize,
+    },
+    /// A new array that would take the live arrays past
+    /// `Limits::max_heap_bytes`.
+    HeapLimit {
+        /// The bytes the live arrays would hold with the new one.
+        needed: usize,
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
+    /// An `ftoi` of a value (the one given) that is NaN, infinite or out
+    /// of the range of `i64`.
     FtoiInvalid(f64),
-    CallDepth { limit: usize },
-    OutOfFuel { limit: u64 },
+    /// A call nested deeper than `Limits::max_call_depth`.
+    CallDepth {
+        /// The limit in force.
+        limit: usize,
+    },
+    /// More instructions executed than `Limits::fuel` allows.
+    OutOfFuel {
+        /// The limit in force, in instructions.
+        limit: u64,
+    },
+    /// The interrupt flag ([`Vm::interrupt_handle`]) was set.
     Interrupted,
-    StackLimit { limit: usize },
-    MemoryLimit { limit: usize },
+    /// The AD stacks (comms and block) past `Limits::max_stack_bytes`.
+    StackLimit {
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
+    /// Registers, frames, AD stacks and arrays together past
+    /// `Limits::max_memory_bytes`.
+    MemoryLimit {
+        /// The limit in force, in bytes.
+        limit: usize,
+    },
+    /// The allocator refused memory within the limits.
     OutOfMemory,
+    /// A pop from an empty comms or block stack (a reverse sweep run
+    /// without its forward sweep).
     StackUnderflow,
+    /// An array handle that names no live array.
     BadHandle,
+    /// A shadow access outside AD mode (not inside a gradient call).
     NoShadow,
+    /// A block id popped from the block stack (the one given) outside
+    /// the function's dispatch table.
     BadBlockId(u32),
+    /// A call to a function that has not passed the verifier.
     NotVerified,
+    /// A host call that does not fit the function: unknown function,
+    /// wrong number or types of arguments (the message says which).
     ArgMismatch(String),
 }
 
@@ -134,6 +192,7 @@ impl fmt::Display for TrapKind {
 /// A runtime trap: what happened and where.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Trap {
+    /// What went wrong.
     pub kind: TrapKind,
     /// The function whose code trapped (for inlined code, the function it
     /// was inlined from: `loc` is a line of its text; for derived code,
@@ -147,10 +206,15 @@ pub struct Trap {
     /// ([`Origin::code`](crate::bytecode::Origin): `"gradient's forward
     /// sweep"`, ...); `None` in a user function.
     pub code: Option<Box<str>>,
+    /// The name of the block holding the trapping instruction (empty for
+    /// a trap outside any function, such as a bad host argument).
     pub block: String,
+    /// The index of the trapping instruction in the running function's
+    /// bytecode.
     pub pc: u32,
     /// The disassembled instruction.
     pub instr: String,
+    /// The source location of the trapping instruction.
     pub loc: Loc,
     /// The calls that led to the trapping function, if any.
     pub stack: Option<Box<CallStack>>,
@@ -173,8 +237,11 @@ pub const CALLERS_SHOWN: usize = 5;
 /// `func`, `inlined_into` and `code` are as in [`Trap`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Caller {
+    /// The calling function.
     pub func: String,
+    /// For inlined code, the function it was inlined into.
     pub inlined_into: Option<Box<str>>,
+    /// For derived code, what the calling function computes.
     pub code: Option<Box<str>>,
     /// The location of the call.
     pub loc: Loc,
