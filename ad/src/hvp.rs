@@ -389,18 +389,25 @@ impl Engine {
             self.push_named_placeholder(name);
             work.push((*g, id));
         }
+        let under_rules = self.under_rules();
         while let Some((g, id)) = work.pop() {
             let ir = self
                 .derived_ir(g)
                 .cloned()
                 .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
+            // Under a custom rule, a user call has a tangent (see
+            // `Engine::rule_call_tangents`).
+            let rule_tangents = match under_rules.contains(&g) {
+                true => self.rule_call_tangents(&ir)?,
+                false => Vec::new(),
+            };
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
                 let tangents = &mut self.derived_tangents;
                 let mut ids = |h: FuncId| {
                     if h.index() < first_derived {
-                        return None;
+                        return rule_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
                     }
                     if let Some(t) = tangents.get(&h) {
                         return Some(*t);
@@ -442,6 +449,7 @@ impl Engine {
                     continue;
                 }
                 seen.push(g);
+                out.push_str(&self.rule_note(g));
                 out.push_str(&vm::disasm::function_in(
                     self.program.func(g),
                     Some(&self.program),

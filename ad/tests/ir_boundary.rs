@@ -316,7 +316,7 @@ proptest! {
 
     #[test]
     fn random_ir_modules_are_refused_or_run_never_panic(funcs in prop::collection::vec(function(), 0..4)) {
-        exercise(Module { funcs });
+        exercise(Module { funcs, rules: Vec::new() });
     }
 
     #[test]
