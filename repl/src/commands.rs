@@ -673,6 +673,9 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
             })?;
         }
         let all_ok = rows.iter().chain(&hvp_rows).all(|r| r.ok);
+        // Custom rules the derivative goes through: a disagreement may be
+        // theirs (the differences are of the functions' own bodies).
+        let rules = engine.rules_used(f);
         if a.json {
             let rows_json: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
@@ -702,6 +705,9 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
                     })
                     .collect();
                 o.insert("hvp".into(), hvp.into());
+            }
+            if let (false, Some(o)) = (rules.is_empty(), obj.as_object_mut()) {
+                o.insert("rules".into(), rules.clone().into());
             }
             emit(obj)?;
         } else {
@@ -755,6 +761,13 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
             } else {
                 format!("{bad} of {} {what} disagree", rows.len())
             })?;
+            if bad > 0 {
+                for r in &rules {
+                    emit(format_args!(
+                        "the derivative uses {r}: the rule may be wrong"
+                    ))?;
+                }
+            }
         }
         Ok(all_ok)
     })()
