@@ -409,9 +409,10 @@ impl Engine {
         })
     }
 
-    /// The comment line a listing shows above a derived function made from
-    /// a rule (empty for any other).
-    pub(crate) fn rule_note(&self, g: FuncId) -> String {
+    /// The comment line (with its newline) a listing shows above derived
+    /// function `g` (by bytecode id) if it was made from a rule: `; from
+    /// rule @f jvp @f_jvp: ...`; empty for any other function.
+    pub fn rule_note(&self, g: FuncId) -> String {
         match self.rule_made(g) {
             Some(r) => format!(
                 "; from {}: the value from @{}, the derivative from @{}\n",

@@ -815,6 +815,7 @@ pub fn disasm(
             if ad {
                 let d = engine.derive_wrt(f, &mask)?;
                 for g in engine.reachable_from(d) {
+                    emit_raw(engine.rule_note(g))?;
                     emit(vm::disasm::function_in(
                         engine.program().func(g),
                         Some(engine.program()),
@@ -832,6 +833,7 @@ pub fn disasm(
             let mask = selection(&engine, f, Some(names))?.unwrap_or_default();
             let d = engine.derive_wrt(f, &mask)?;
             for g in engine.reachable_from(d) {
+                emit_raw(engine.rule_note(g))?;
                 emit(vm::disasm::function_in(
                     engine.program().func(g),
                     Some(engine.program()),
@@ -863,6 +865,7 @@ pub fn disasm(
                 roots.push(engine.derive(f)?);
             }
             for g in engine.reachable_from_all(&roots) {
+                emit_raw(engine.rule_note(g))?;
                 emit(vm::disasm::function_in(
                     engine.program().func(g),
                     Some(engine.program()),
