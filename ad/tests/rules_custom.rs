@@ -55,7 +55,7 @@ fn assert_close(a: f64, b: f64, rel: f64) {
 fn cbrt_rule_is_the_closed_form_in_every_mode() {
     let mut e = engine("programs/rule_cbrt.adasm");
     let f = func(&e, "cbrt");
-    for x in [0.3, 1.0, 2.0, 27.0, 1000.0, 12345.678] {
+    for x in [0.3f64, 1.0, 2.0, 27.0, 1000.0, 12345.678] {
         let c = x.cbrt();
         let d1 = 1.0 / (3.0 * c * c);
         let d2 = -2.0 / (9.0 * x * c * c);
@@ -136,7 +136,11 @@ fn array_rules_give_array_cotangents_and_compose() {
     let g = e.grad(sumsq, &[Value::Arr(v.clone())]).expect("grad");
     assert_eq!(arr_of(&g.grad[0]), vec![2.0, -4.0, 1.0, 6.0]);
     let h = e
-        .hvp(sumsq, &[Value::Arr(v.clone())], &[Some(Value::Arr(dir.clone()))])
+        .hvp(
+            sumsq,
+            &[Value::Arr(v.clone())],
+            &[Some(Value::Arr(dir.clone()))],
+        )
         .expect("hvp");
     assert_eq!(arr_of(&h.hvp[0]), vec![1.0, 2.0, -2.0, 0.5]);
 
@@ -154,7 +158,11 @@ fn array_rules_give_array_cotangents_and_compose() {
     assert_close(f64_of(&g.grad[1]), r + 2.0 * s, 1e-15);
     let ds = -0.3;
     let h = e
-        .hvp(energy, &args, &[Some(Value::Arr(dir.clone())), Some(Value::F64(ds))])
+        .hvp(
+            energy,
+            &args,
+            &[Some(Value::Arr(dir.clone())), Some(Value::F64(ds))],
+        )
         .expect("hvp");
     let udir: f64 = u.iter().zip(&dir).map(|(a, b)| a * b).sum();
     let hv = arr_of(&h.hvp[0]);
@@ -242,7 +250,10 @@ fn listings_note_the_rule_in_every_mode() {
     assert!(e.disasm_ad(f).expect("ad").contains(note));
     assert!(e.disasm_jvp(f).expect("jvp").contains(note));
     assert!(e.disasm_hvp(f).expect("hvp").contains(note));
-    assert_eq!(e.rules_used(f), vec!["rule @cbrt jvp @cbrt_jvp".to_string()]);
+    assert_eq!(
+        e.rules_used(f),
+        vec!["rule @cbrt jvp @cbrt_jvp".to_string()]
+    );
     let e = engine("programs/rule_norm.adasm");
     let energy = func(&e, "energy");
     assert_eq!(

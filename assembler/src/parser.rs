@@ -650,7 +650,7 @@ mod tests {
     fn parse_src(src: &str) -> (Vec<FuncAst>, Vec<String>) {
         let mut sink = Sink::default();
         let toks = lex(src, &mut sink);
-        let funcs = parse(toks, &mut sink);
+        let (funcs, _) = parse(toks, &mut sink);
         let d = sink.finish("t", src);
         let msgs = d
             .items
@@ -658,6 +658,28 @@ mod tests {
             .map(|i| format!("{}:{}: {}", i.line, i.col, i.message))
             .collect();
         (funcs, msgs)
+    }
+
+    #[test]
+    fn parses_rules_between_functions() {
+        let mut sink = Sink::default();
+        let src = "rule @f jvp @g\nfn @f() -> f64 {\nentry:\n  ret 1.0\n}\nrule @a jvp\n";
+        let toks = lex(src, &mut sink);
+        let (funcs, rules) = parse(toks, &mut sink);
+        assert_eq!(funcs.len(), 1);
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            (rules[0].f.text.as_str(), rules[0].jvp.text.as_str()),
+            ("f", "g")
+        );
+        assert_eq!(rules[0].loc, Loc::new(1, 1));
+        let d = sink.finish("t", src);
+        assert_eq!(d.items.len(), 1);
+        assert!(
+            d.items[0].message.contains("expected a function name"),
+            "{:?}",
+            d.items
+        );
     }
 
     #[test]

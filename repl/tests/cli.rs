@@ -1739,20 +1739,32 @@ entry:
     assert!(out.contains("uses rule @cube jvp @cube_jvp"), "{out}");
     let o = advm(&["check", &wrong, "--fn", "cube", "--args", "[1.5]", "--json"]);
     assert_eq!(status(&o), 3, "{}", text(&o.stderr));
-    assert_eq!(json(&o)["rules"], serde_json::json!(["rule @cube jvp @cube_jvp"]));
+    assert_eq!(
+        json(&o)["rules"],
+        serde_json::json!(["rule @cube jvp @cube_jvp"])
+    );
     // The gradient is the rule's, 2x, in reverse mode as in forward mode.
     let g = ok_json(&["grad", &wrong, "--fn", "cube", "--args", "[1.5]", "--json"]);
     assert_eq!(g, serde_json::json!({"value": 3.375, "grad": [3.0]}));
     let (_dir2, right) = temp_program(&format!("{SRC}rule @cube jvp @cube_right\n"));
     let right = right.to_str().expect("utf-8 path").to_string();
-    let out = ok(&["check", &right, "--fn", "outer", "--args", "[1.5]", "--order", "2"]);
+    let out = ok(&[
+        "check", &right, "--fn", "outer", "--args", "[1.5]", "--order", "2",
+    ]);
     assert!(out.contains("all 3 entries agree"), "{out}");
     assert!(!out.contains("uses rule"), "{out}");
     let out = ok(&["disasm", &right, "--fn", "cube", "--ad"]);
     assert!(out.contains("; from rule @cube jvp @cube_right"), "{out}");
     // A rule that does not fit is an assembly error at its line.
     let (_dir3, bad) = temp_program(&format!("{SRC}rule @cube jvp @outer\n"));
-    let o = advm(&["grad", bad.to_str().expect("utf-8"), "--fn", "cube", "--args", "[1.5]"]);
+    let o = advm(&[
+        "grad",
+        bad.to_str().expect("utf-8"),
+        "--fn",
+        "cube",
+        "--args",
+        "[1.5]",
+    ]);
     assert_eq!(status(&o), 2);
     let err = text(&o.stderr);
     assert!(err.contains(":26:16: error: `@outer` must take"), "{err}");

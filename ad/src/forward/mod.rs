@@ -39,7 +39,7 @@ mod engine;
 
 pub use engine::{PreparedJvp, Tangent};
 
-use crate::analysis::{activity, call_is_active, call_wrt};
+use crate::analysis::{activity_in, call_is_active, call_wrt};
 use crate::rules::{self, tangent::Rule};
 use hashbrown::HashMap;
 use vm::ir::{FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
@@ -73,7 +73,7 @@ pub fn jvp_function(
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
 ) -> Result<Function, String> {
     let p = module.func(f);
-    let active = activity(p, wrt);
+    let active = activity_in(module, p, wrt);
     let mut t = Jvp {
         module: Some(module),
         p,
