@@ -397,9 +397,10 @@ impl Engine {
                 .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
             // Under a custom rule, a user call has a tangent (see
             // `Engine::rule_call_tangents`).
-            let rule_tangents = match under_rules.contains(&g) {
-                true => self.rule_call_tangents(&ir)?,
-                false => Vec::new(),
+            let rule_tangents = if under_rules.contains(&g) {
+                self.rule_call_tangents(&ir)?
+            } else {
+                Vec::new()
             };
             let mut pending = Vec::new();
             let func = {

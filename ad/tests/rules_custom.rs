@@ -320,3 +320,51 @@ fn rules_print_back() {
         m.rules.iter().map(|r| (r.f, r.jvp)).collect::<Vec<_>>()
     );
 }
+
+/// A rule on a function of f64, i64 and f64[] parameters (the i64 one gets
+/// no tangent): every mode agrees with the derivation of the body, which
+/// the rule matches exactly.
+#[test]
+fn rules_with_integer_and_array_parameters_match_the_body() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/rules_mixed.adasm"
+    ))
+    .expect("readable");
+    let with = assembler::assemble(&src, "mixed").expect("assembles");
+    let mut without = with.clone();
+    without.rules.clear();
+    let mut with = Engine::new(with).expect("verifies");
+    let mut without = Engine::new(without).expect("verifies");
+    let g = func(&with, "g");
+    assert!(with
+        .disasm_ad(g)
+        .expect("ad")
+        .contains("; from rule @f jvp @f_jvp"));
+    let args = [Value::F64(1.3), Value::Arr(vec![0.5, -0.2])];
+    let a = with.grad(g, &args).expect("grad");
+    let b = without.grad(g, &args).expect("grad");
+    assert_close(f64_of(&a.grad[0]), f64_of(&b.grad[0]), 1e-13);
+    for (x, y) in arr_of(&a.grad[1]).iter().zip(arr_of(&b.grad[1])) {
+        assert_close(*x, y, 1e-13);
+    }
+    let ha = with.hessian(g, &args).expect("hessian").hessian;
+    let hb = without.hessian(g, &args).expect("hessian").hessian;
+    for (ra, rb) in ha.iter().zip(&hb) {
+        for (x, y) in ra.iter().zip(rb) {
+            assert_close(*x, *y, 1e-12);
+        }
+    }
+    let f = func(&with, "f");
+    let fargs = [Value::F64(1.3), Value::I64(4), Value::Arr(vec![0.5, -0.2])];
+    let dir = [
+        Some(Value::F64(0.5)),
+        None,
+        Some(Value::Arr(vec![1.0, 2.0])),
+    ];
+    let ta = with.jvp(f, &fargs, &dir).expect("jvp");
+    let tb = without.jvp(f, &fargs, &dir).expect("jvp");
+    assert_close(f64_of(&ta.tangent), f64_of(&tb.tangent), 1e-13);
+    let ga = with.grad(f, &fargs).expect("grad");
+    assert_eq!(ga.grad[1], None);
+}
