@@ -235,9 +235,9 @@ fn hessians_through_rules_are_symmetric() {
         let mut e = engine(file);
         let f = func(&e, name);
         let h = e.hessian(f, &args).expect("hessian").hessian;
-        for i in 0..h.len() {
-            for j in 0..i {
-                assert_close(h[i][j], h[j][i], 1e-13);
+        for (i, row) in h.iter().enumerate() {
+            for (j, x) in row.iter().enumerate() {
+                assert_close(*x, h[j][i], 1e-13);
             }
         }
     }
