@@ -20,7 +20,9 @@
 //! * Hessian-vector products (`Engine::derive_tangents`): the forward-mode
 //!   transform of `f.fwd` and `f.rev` as for any derived pair, which
 //!   differentiates `f_jvp`'s own body; the call of `f` in `f.fwd` calls
-//!   `f`'s (rule) tangent function, so the value's tangent is the rule's.
+//!   `f`'s (rule) tangent function, so the value's tangent is the rule's
+//!   (in derived code every call of a user function returning f64 has a
+//!   tangent, [`Engine::user_call_tangents`]).
 //!
 //! The code is ordinary IR, lowered and verified like every derived
 //! function; no mode runs anything else.
@@ -424,31 +426,16 @@ impl Engine {
         }
     }
 
-    /// The derived functions reachable from the pairs made from rules
-    /// (see [`Engine::rule_call_tangents`]).
-    pub(crate) fn under_rules(&self) -> hashbrown::HashSet<FuncId> {
-        let roots: Vec<crate::Derived> = self
-            .module
-            .rules
-            .iter()
-            .flat_map(|r| self.derived.get(r.f.index()).into_iter().flatten())
-            .map(|(_, d)| *d)
-            .collect();
-        if roots.is_empty() {
-            return hashbrown::HashSet::new();
-        }
-        self.reachable_from_all(&roots).into_iter().collect()
-    }
-
-    /// For a derived function `ir` reachable from a pair made from a rule:
-    /// the tangent functions (full selection, built here) of the user
-    /// functions returning f64 of some f64 or f64[] parameter that it
-    /// calls. Such a call is not differentiated by reverse mode there (`f`
-    /// for the value in `f.fwd`; a function of `f`'s parameters in the
-    /// rule function's pair, which is taken with respect to the tangents
-    /// only), but second-order modes need its tangent: the derivative of
-    /// the rule itself along `f`'s parameters.
-    pub(crate) fn rule_call_tangents(
+    /// For a derived function `ir`: the tangent functions (full
+    /// selection, built here) of the user functions returning f64 of some
+    /// f64 or f64[] parameter that it calls. Reverse mode leaves such a
+    /// call as it is when it is inactive (`f` for the value in a rule's
+    /// `f.fwd`; a function of `f`'s parameters in the rule function's pair,
+    /// which is taken with respect to the tangents only), but second-order
+    /// modes need its tangent: there, the derivative of the rule along
+    /// `f`'s parameters. (Elsewhere an inactive call's arguments have zero
+    /// tangents, and so has its result.)
+    pub(crate) fn user_call_tangents(
         &mut self,
         ir: &Function,
     ) -> Result<Vec<(FuncId, FuncId)>, AdError> {

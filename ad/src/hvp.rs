@@ -389,26 +389,20 @@ impl Engine {
             self.push_named_placeholder(name);
             work.push((*g, id));
         }
-        let under_rules = self.under_rules();
         while let Some((g, id)) = work.pop() {
             let ir = self
                 .derived_ir(g)
                 .cloned()
                 .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
-            // Under a custom rule, a user call has a tangent (see
-            // `Engine::rule_call_tangents`).
-            let rule_tangents = if under_rules.contains(&g) {
-                self.rule_call_tangents(&ir)?
-            } else {
-                Vec::new()
-            };
+            // A user call has a tangent (see `Engine::user_call_tangents`).
+            let user_tangents = self.user_call_tangents(&ir)?;
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
                 let tangents = &mut self.derived_tangents;
                 let mut ids = |h: FuncId| {
                     if h.index() < first_derived {
-                        return rule_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
+                        return user_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
                     }
                     if let Some(t) = tangents.get(&h) {
                         return Some(*t);
