@@ -147,6 +147,7 @@ fn stacks(c: &mut Criterion) {
             loop_fn("bpush", Op::BlkPush),
             loop_fn("bpop", Op::BlkPop),
         ],
+        rules: Vec::new(),
     };
     let mut p: Program = vm::lower::lower_module(&module).expect("lowers");
     vm::verify::verify_program(&mut p).expect("verifies");
@@ -180,6 +181,7 @@ fn stacks(c: &mut Criterion) {
     // and checked (the same code without its reservation).
     let module = Module {
         funcs: vec![loop_fn_n("push4", Op::CommsPush, PUSHES)],
+        rules: Vec::new(),
     };
     let mut p: Program = vm::lower::lower_module(&module).expect("lowers");
     let reserved = p.func(FuncId(0)).clone();
@@ -247,6 +249,7 @@ fn dispatch(c: &mut Criterion) {
             loop_fn("call", Op::Call),
             loop_fn("sub", Op::SubF),
         ],
+        rules: Vec::new(),
     };
     let mut p: Program = vm::lower::lower_module(&module).expect("lowers");
     vm::verify::verify_program(&mut p).expect("verifies");

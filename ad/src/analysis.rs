@@ -4,7 +4,7 @@
 //! or reverse code is built, so the transform itself is a single pass.
 
 use vm::dom::DomTree;
-use vm::ir::{BlockId, Function, Term, ValueId};
+use vm::ir::{BlockId, FuncId, Function, Module, Term, ValueId};
 use vm::op::{Activity, Op};
 use vm::Type;
 
@@ -332,7 +332,54 @@ fn on_cycles(succs: &[Vec<BlockId>]) -> Vec<bool> {
 /// active argument (the callee may store that argument into it); a call's
 /// array result is active when the call is.
 pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
+    activity_with(f, wrt, None)
+}
+
+/// [`activity`] for function `f` of module `m`: a call taints the arrays
+/// it receives only if its callee may write into an array argument
+/// ([`may_write_arrays`]), so an array only read beside an active one
+/// (`dot(v, dv)`) stays inactive.
+pub fn activity_in(m: &Module, f: &Function, wrt: &[bool]) -> Vec<bool> {
+    activity_with(f, wrt, Some(m))
+}
+
+/// Whether a call of `g` may write into an array it receives: `g`, or a
+/// function it passes arrays to, contains an `aset` (or names a missing
+/// function). Iterative, each function visited once.
+pub fn may_write_arrays(m: &Module, g: FuncId) -> bool {
+    let mut seen = hashbrown::HashSet::new();
+    let mut stack = vec![g];
+    while let Some(h) = stack.pop() {
+        if !seen.insert(h) {
+            continue;
+        }
+        let Some(func) = m.funcs.get(h.index()) else {
+            return true;
+        };
+        for inst in func.blocks.iter().flat_map(|b| &b.insts) {
+            match inst.op {
+                Op::ASet => return true,
+                Op::Call if inst.args.iter().any(|a| func.ty(*a) == Type::Arr) => {
+                    match inst.callee {
+                        Some(c) => stack.push(c),
+                        None => return true,
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+fn activity_with(f: &Function, wrt: &[bool], m: Option<&Module>) -> Vec<bool> {
     let n = f.values.len();
+    // Whether each callee may write into its array arguments, as asked.
+    let mut writes: hashbrown::HashMap<FuncId, bool> = hashbrown::HashMap::new();
+    let mut may_write = |g: Option<FuncId>| match (m, g) {
+        (Some(m), Some(g)) => *writes.entry(g).or_insert_with(|| may_write_arrays(m, g)),
+        _ => true,
+    };
     let mut active = vec![false; n];
     for (i, p) in f.params.iter().enumerate() {
         active[p.index()] = f.ty(*p).is_differentiable() && wrt.get(i).copied().unwrap_or(false);
@@ -390,7 +437,15 @@ pub fn activity(f: &Function, wrt: &[bool]) -> Vec<bool> {
                 }
                 let tainted: Vec<ValueId> = match inst.op {
                     Op::ASet if active[inst.args[2].index()] => vec![inst.args[0]],
-                    Op::Call if call_is_active(f, inst, &active) => array_args(f, inst),
+                    // (An array result shares its class with the arguments,
+                    // so a call returning one taints them as before.)
+                    Op::Call
+                        if call_is_active(f, inst, &active)
+                            && (inst.dst.is_some_and(|d| f.ty(d) == Type::Arr)
+                                || may_write(inst.callee)) =>
+                    {
+                        array_args(f, inst)
+                    }
                     _ => Vec::new(),
                 };
                 for a in tainted {

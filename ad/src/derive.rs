@@ -103,14 +103,23 @@ impl Engine {
                     pending.push((h, hw));
                     d
                 };
-                transform(&self.module, g, &gw, &mut ids, self.cleanup).map_err(|NoRule(op)| {
-                    AdError::NotDifferentiable(format!(
-                        "@{} contains `{}`, which has no reverse-mode rule: only the AD stage \
-                         or the lowering writes it",
-                        self.module.func(g).name,
-                        op.mnemonic()
-                    ))
-                })?
+                match self.module.rule_of(g).copied() {
+                    // A custom rule: its transpose, from `f_jvp`'s own pair.
+                    Some(rule) => {
+                        let jd = ids(rule.jvp, custom::jvp_mask(self.module.func(g), &gw));
+                        custom::rule_pair(&self.module, rule, &gw, jd)
+                    }
+                    None => transform(&self.module, g, &gw, &mut ids, self.cleanup).map_err(
+                        |NoRule(op)| {
+                            AdError::NotDifferentiable(format!(
+                                "@{} contains `{}`, which has no reverse-mode rule: only the AD \
+                                 stage or the lowering writes it",
+                                self.module.func(g).name,
+                                op.mnemonic()
+                            ))
+                        },
+                    )?,
+                }
             };
             // Placeholders for functions reserved while transforming `g`.
             for (h, hw) in pending {
@@ -307,6 +316,7 @@ impl Engine {
     pub(crate) fn disasm_derived(&self, d: Derived) -> String {
         let mut out = String::new();
         for g in self.reachable_from(d) {
+            out.push_str(&self.rule_note(g));
             out.push_str(&vm::disasm::function_in(
                 self.program.func(g),
                 Some(&self.program),

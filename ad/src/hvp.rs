@@ -398,13 +398,15 @@ impl Engine {
                 .derived_ir(g)
                 .cloned()
                 .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
+            // A user call has a tangent (see `Engine::user_call_tangents`).
+            let user_tangents = self.user_call_tangents(&ir)?;
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
                 let tangents = &mut self.derived_tangents;
                 let mut ids = |h: FuncId| {
                     if h.index() < first_derived {
-                        return None;
+                        return user_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
                     }
                     if let Some(t) = tangents.get(&h) {
                         return Some(*t);
@@ -447,6 +449,7 @@ impl Engine {
                     continue;
                 }
                 seen.push(g);
+                out.push_str(&self.rule_note(g));
                 out.push_str(&vm::disasm::function_in(
                     self.program.func(g),
                     Some(&self.program),

@@ -13,7 +13,9 @@ impl Engine {
     /// growth budget for inlining ran out); the others are left as they
     /// are, so adding `k` functions costs time in `k`, not in the size of
     /// the module. On an error the engine is as it was, but for its
-    /// derived functions, which may have been dropped.
+    /// derived functions, which may have been dropped. Custom rules
+    /// ([`ir::Rule`]) are not added: a module's rules come with
+    /// [`Engine::new`].
     pub fn add_functions(&mut self, funcs: Vec<ir::Function>) -> Result<(), AdError> {
         let n = self.module.funcs.len();
         let inlining = self.policy != Policy::NONE;

@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod custom;
 mod derive;
 mod error;
 pub mod forward;
@@ -246,6 +247,7 @@ impl Engine {
     /// verifier): a malformed one is [`AdError::InvalidModule`].
     pub fn with_inlining(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
         vm::lower::check_module(&module).map_err(|e| AdError::InvalidModule(e.to_string()))?;
+        custom::check_rules(&module)?;
         let total_size = module.funcs.iter().map(vm::inline::size).sum();
         let (module, original, budget) = if *policy == Policy::NONE {
             (module, ir::Module::default(), 0)

@@ -316,7 +316,7 @@ proptest! {
 
     #[test]
     fn random_ir_modules_are_refused_or_run_never_panic(funcs in prop::collection::vec(function(), 0..4)) {
-        exercise(Module { funcs });
+        exercise(Module { funcs, rules: Vec::new() });
     }
 
     #[test]
@@ -396,6 +396,11 @@ fn added_functions_compile_as_in_a_fresh_engine() {
     };
     let mut one_at_a_time = 0;
     for m in corpus() {
+        // `add_functions` appends functions only: custom rules come with a
+        // whole module (`Engine::new`), and change what is inlined.
+        if !m.rules.is_empty() {
+            continue;
+        }
         let mut fresh = Engine::new(m.clone()).expect("the corpus builds");
         let mut added = Engine::new(Module::default()).expect("empty");
         added.add_functions(m.funcs.clone()).expect("adds");

@@ -18,7 +18,7 @@
 //! without errors comes out as a [`CheckedFn`], ready for [`crate::lower`].
 
 use crate::diag::{Diagnostic, Sink, Span};
-use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand};
+use crate::parser::{Body, FuncAst, Line, Lit, Name, Operand, RuleAst};
 use hashbrown::{HashMap, HashSet};
 use vm::dom::DomTree;
 use vm::ir::Loc;
@@ -229,12 +229,89 @@ impl<'a> Globals<'a> {
 }
 
 /// Check every function; `None` for functions with errors (all reported).
-pub(crate) fn check_module(funcs: &[FuncAst], sink: &mut Sink) -> Vec<Option<CheckedFn>> {
+/// Then the rules: those without errors, as IR (every error reported).
+pub(crate) fn check_module(
+    funcs: &[FuncAst],
+    rules: &[RuleAst],
+    sink: &mut Sink,
+) -> (Vec<Option<CheckedFn>>, Vec<vm::ir::Rule>) {
     let globals = Globals::new(funcs, sink);
-    funcs
+    let checked = funcs
         .iter()
         .map(|f| FnChecker::check(f, &globals, sink))
-        .collect()
+        .collect();
+    (checked, check_rules(rules, &globals, sink))
+}
+
+/// The rules (`rule @f jvp @f_jvp`) whose functions exist and whose
+/// signatures fit ([`vm::ir::rule_signature_error`]), at most one per
+/// function; every other is reported at its `rule` line.
+fn check_rules(rules: &[RuleAst], globals: &Globals<'_>, sink: &mut Sink) -> Vec<vm::ir::Rule> {
+    let mut out: Vec<vm::ir::Rule> = Vec::new();
+    let mut first_line: HashMap<u32, u32> = HashMap::new();
+    for r in rules {
+        let mut ids = [0u32; 2];
+        let mut known = true;
+        for (k, name) in [&r.f, &r.jvp].into_iter().enumerate() {
+            match globals.by_name.get(name.text.as_str()) {
+                Some(&i) => ids[k] = i,
+                None => {
+                    let near = crate::diag::closest(&name.text, globals.names.iter().copied());
+                    sink.error(
+                        name.span,
+                        Diagnostic::unknown_function_message(&name.text, near),
+                    );
+                    known = false;
+                }
+            }
+        }
+        if !known {
+            continue;
+        }
+        let [f, jvp] = ids;
+        if let Some(line) = first_line.get(&f) {
+            let msg = format!(
+                "`@{}` already has a rule, at line {line}; a function has at most one",
+                r.f.text
+            );
+            sink.error(r.f.span, msg);
+            continue;
+        }
+        first_line.insert(f, r.loc.line);
+        if f == jvp {
+            let msg = format!("`@{}` cannot be its own rule", r.f.text);
+            sink.error(r.jvp.span, msg);
+            continue;
+        }
+        let (Some(fs), Some(js)) = (globals.sigs.get(f as usize), globals.sigs.get(jvp as usize))
+        else {
+            continue;
+        };
+        if !fs.complete || !js.complete {
+            // The header's error is reported already.
+            continue;
+        }
+        let types = |s: &Sig| -> Vec<Type> { s.params.iter().flatten().copied().collect() };
+        let (fp, jp) = (types(fs), types(js));
+        if let Some(msg) =
+            vm::ir::rule_signature_error(&r.f.text, &fp, fs.ret, &r.jvp.text, &jp, js.ret)
+        {
+            // A fault of `@f`'s own result is `@f`'s; any other `@f_jvp`'s.
+            let at = if fs.ret != Some(Type::F64) || !fp.iter().any(|t| t.is_differentiable()) {
+                r.f.span
+            } else {
+                r.jvp.span
+            };
+            sink.error(at, msg);
+            continue;
+        }
+        out.push(vm::ir::Rule {
+            f: vm::ir::FuncId(f),
+            jvp: vm::ir::FuncId(jvp),
+            loc: r.loc,
+        });
+    }
+    out
 }
 
 // ---- function level -------------------------------------------------------------

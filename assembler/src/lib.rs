@@ -12,6 +12,8 @@
 //!   recovers at the next line inside a function body, at the body's `{`
 //!   after a bad header, and at the next `fn` elsewhere.
 //! * `check`: resolves names (functions, registers, labels, mnemonics),
+//!   checks each `rule @f jvp @f_jvp` line (functions known, signatures
+//!   that fit, one rule per function; [`vm::ir::Rule`]),
 //!   infers and checks types (overloaded mnemonics become typed opcodes),
 //!   and checks SSA form (single assignment, dominance, phi entries equal to
 //!   the block's predecessors, one terminator at the end of each block).
@@ -85,11 +87,13 @@ pub fn mnemonics() -> impl Iterator<Item = &'static str> {
 pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
     let mut sink = diag::Sink::default();
     let tokens = lexer::lex(src, &mut sink);
-    let funcs = parser::parse(tokens, &mut sink);
-    let checked = check::check_module(&funcs, &mut sink);
+    let (funcs, rules) = parser::parse(tokens, &mut sink);
+    let (checked, rules) = check::check_module(&funcs, &rules, &mut sink);
     if sink.is_empty() {
         if let Some(funcs) = checked.into_iter().collect::<Option<Vec<_>>>() {
-            return Ok(lower::lower_module(funcs));
+            let mut module = lower::lower_module(funcs);
+            module.rules = rules;
+            return Ok(module);
         }
         // Every rejected function reports why; this only guards the
         // invariant that an error result is never empty.

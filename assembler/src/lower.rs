@@ -14,6 +14,7 @@ use vm::Type;
 pub(crate) fn lower_module(funcs: Vec<CheckedFn>) -> Module {
     Module {
         funcs: funcs.into_iter().map(lower_function).collect(),
+        rules: Vec::new(),
     }
 }
 

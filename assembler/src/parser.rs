@@ -130,16 +130,28 @@ pub struct FuncAst {
     pub end: Span,
 }
 
+/// A top-level `rule @f jvp @f_jvp` line (see [`vm::ir::Rule`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuleAst {
+    pub f: Name,
+    pub jvp: Name,
+    /// The span of the `rule` keyword, and its location.
+    pub span: Span,
+    pub loc: Loc,
+}
+
 /// A parse error that has already been reported (or that needs no report,
 /// because the lexer reported the bad token).
 struct Reported;
 
 type PResult<T> = Result<T, Reported>;
 
-/// Parse a token stream into functions, reporting every syntax error.
-pub(crate) fn parse(tokens: Vec<Token<'_>>, sink: &mut Sink) -> Vec<FuncAst> {
+/// Parse a token stream into functions and rules, reporting every syntax
+/// error.
+pub(crate) fn parse(tokens: Vec<Token<'_>>, sink: &mut Sink) -> (Vec<FuncAst>, Vec<RuleAst>) {
     let mut p = Parser::new(tokens, sink);
     let mut funcs = Vec::new();
+    let mut rules = Vec::new();
     loop {
         p.skip_newlines();
         match p.peek() {
@@ -149,13 +161,17 @@ pub(crate) fn parse(tokens: Vec<Token<'_>>, sink: &mut Sink) -> Vec<FuncAst> {
                     funcs.push(f);
                 }
             }
+            Tok::Ident("rule") => match p.rule() {
+                Ok(r) => rules.push(r),
+                Err(Reported) => p.skip_until(|t| matches!(t, Tok::Newline | Tok::Fn)),
+            },
             _ => {
                 let _ = p.fail::<()>("`fn`");
                 p.skip_until(|t| matches!(t, Tok::Fn | Tok::Eof));
             }
         }
     }
-    funcs
+    (funcs, rules)
 }
 
 struct Parser<'s, 'd> {
@@ -279,6 +295,30 @@ impl<'s, 'd> Parser<'s, 'd> {
             }
             _ => self.fail("a block label"),
         }
+    }
+
+    // ---- rules ------------------------------------------------------------
+
+    /// `rule @f jvp @f_jvp`, ended by the end of its line.
+    fn rule(&mut self) -> PResult<RuleAst> {
+        let kw = self.bump();
+        let f = self.global()?;
+        match self.peek() {
+            Tok::Ident("jvp") => {
+                self.bump();
+            }
+            _ => return self.fail("`jvp`"),
+        }
+        let jvp = self.global()?;
+        if !matches!(self.peek(), Tok::Newline | Tok::Eof) {
+            return self.fail("end of line");
+        }
+        Ok(RuleAst {
+            f,
+            jvp,
+            span: kw.span,
+            loc: kw.loc,
+        })
     }
 
     // ---- functions --------------------------------------------------------
@@ -610,7 +650,7 @@ mod tests {
     fn parse_src(src: &str) -> (Vec<FuncAst>, Vec<String>) {
         let mut sink = Sink::default();
         let toks = lex(src, &mut sink);
-        let funcs = parse(toks, &mut sink);
+        let (funcs, _) = parse(toks, &mut sink);
         let d = sink.finish("t", src);
         let msgs = d
             .items
@@ -618,6 +658,28 @@ mod tests {
             .map(|i| format!("{}:{}: {}", i.line, i.col, i.message))
             .collect();
         (funcs, msgs)
+    }
+
+    #[test]
+    fn parses_rules_between_functions() {
+        let mut sink = Sink::default();
+        let src = "rule @f jvp @g\nfn @f() -> f64 {\nentry:\n  ret 1.0\n}\nrule @a jvp\n";
+        let toks = lex(src, &mut sink);
+        let (funcs, rules) = parse(toks, &mut sink);
+        assert_eq!(funcs.len(), 1);
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            (rules[0].f.text.as_str(), rules[0].jvp.text.as_str()),
+            ("f", "g")
+        );
+        assert_eq!(rules[0].loc, Loc::new(1, 1));
+        let d = sink.finish("t", src);
+        assert_eq!(d.items.len(), 1);
+        assert!(
+            d.items[0].message.contains("expected a function name"),
+            "{:?}",
+            d.items
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use vm::op::Op;
 use vm::Type;
 
 /// The text of a whole module: its functions in order, separated by blank
-/// lines.
+/// lines, then its rules (`rule @f jvp @f_jvp`), one a line.
 pub fn print_module(m: &Module) -> String {
     let fnames = unique_names(m.funcs.iter().map(|f| Some(f.name.as_str())), is_name, "f");
     // Functions with no result: their calls print without a destination.
@@ -32,6 +32,13 @@ pub fn print_module(m: &Module) -> String {
             out.push('\n');
         }
         FnPrinter::new(f, i, &fnames, &units).function(&mut out);
+    }
+    let name = |g: FuncId| fnames.get(g.index()).map_or("?", |n| n.as_str());
+    for (k, r) in m.rules.iter().enumerate() {
+        if k == 0 {
+            out.push('\n');
+        }
+        out.push_str(&format!("rule @{} jvp @{}\n", name(r.f), name(r.jvp)));
     }
     out
 }

@@ -785,6 +785,43 @@ def no_result_total(v, c):
     return s
 
 
+# Custom rules: each function with a rule is one primitive whose derivative
+# is the rule's closed form (as the rule says; the programs compute the
+# value another way: Newton steps, a stable formula, a loop).
+def _sigmoid_value(v):
+    e = math.exp(-abs(v))
+    return 1.0 / (1.0 + e) if v >= 0.0 else e / (1.0 + e)
+
+
+sigmoid = unary(_sigmoid_value, lambda v: sigmoid(v) * (1.0 - sigmoid(v)))
+softplus = unary(lambda v: max(v, 0.0) + math.log1p(math.exp(-abs(v))),
+                 lambda v: sigmoid(v))
+
+
+def rule_cbrt_cbrt(x):
+    return cbrt(x)
+
+
+def rule_cbrt_wave(x, a):
+    return sin(cbrt(x) * a)
+
+
+def rule_softplus_softplus(x):
+    return softplus(x)
+
+
+def rule_norm_sumsq(v):
+    s = 0.0
+    for i in range(len(v)):
+        s = s + aget(v, i) * aget(v, i)
+    return s
+
+
+def rule_norm_energy(v, s):
+    q = rule_norm_sumsq(v)
+    return (s * sqrt(q) + q) + s * s
+
+
 # (file relative to programs/, function name) -> implementation.
 PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
@@ -845,6 +882,11 @@ PROGRAMS = {
     ("where.adasm", "asin_where"): where_asin,
     ("where.adasm", "min_where"): where_min,
     ("where.adasm", "pow_where"): where_pow,
+    ("rule_cbrt.adasm", "cbrt"): rule_cbrt_cbrt,
+    ("rule_cbrt.adasm", "wave"): rule_cbrt_wave,
+    ("rule_softplus.adasm", "softplus"): rule_softplus_softplus,
+    ("rule_norm.adasm", "sumsq"): rule_norm_sumsq,
+    ("rule_norm.adasm", "energy"): rule_norm_energy,
     ("bench/branchy.adasm", "branchy"): branchy,
     ("bench/logreg.adasm", "logreg"): logreg,
     ("bench/logsumexp.adasm", "logsumexp"): bench_logsumexp,

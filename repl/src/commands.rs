@@ -744,6 +744,9 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
             })?;
         }
         let all_ok = rows.iter().chain(&hvp_rows).all(|r| r.ok);
+        // Custom rules the derivative goes through: a disagreement may be
+        // theirs (the differences are of the functions' own bodies).
+        let rules = engine.rules_used(f);
         if a.json {
             let rows_json: Vec<serde_json::Value> = rows[..gradient_rows]
                 .iter()
@@ -773,6 +776,9 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
                     })
                     .collect();
                 o.insert("hvp".into(), hvp.into());
+            }
+            if let (false, Some(o)) = (rules.is_empty(), obj.as_object_mut()) {
+                o.insert("rules".into(), rules.clone().into());
             }
             emit(obj)?;
         } else {
@@ -826,6 +832,13 @@ pub fn check(a: &CallArgs, opts: &Options, full: bool, order: u8) -> u8 {
             } else {
                 format!("{bad} of {} {what} disagree", rows.len())
             })?;
+            if bad > 0 {
+                for r in &rules {
+                    emit(format_args!(
+                        "the derivative uses {r}: the rule may be wrong"
+                    ))?;
+                }
+            }
         }
         Ok(all_ok)
     })()
@@ -873,6 +886,7 @@ pub fn disasm(
             if ad {
                 let d = engine.derive_wrt(f, &mask)?;
                 for g in engine.reachable_from(d) {
+                    emit_raw(engine.rule_note(g))?;
                     emit(vm::disasm::function_in(
                         engine.program().func(g),
                         Some(engine.program()),
@@ -890,6 +904,7 @@ pub fn disasm(
             let mask = selection(&engine, f, Some(names))?.unwrap_or_default();
             let d = engine.derive_wrt(f, &mask)?;
             for g in engine.reachable_from(d) {
+                emit_raw(engine.rule_note(g))?;
                 emit(vm::disasm::function_in(
                     engine.program().func(g),
                     Some(engine.program()),
@@ -921,6 +936,7 @@ pub fn disasm(
                 roots.push(engine.derive(f)?);
             }
             for g in engine.reachable_from_all(&roots) {
+                emit_raw(engine.rule_note(g))?;
                 emit(vm::disasm::function_in(
                     engine.program().func(g),
                     Some(engine.program()),

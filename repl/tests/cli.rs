@@ -1896,4 +1896,76 @@ fn assembly_errors_are_coloured_only_on_request_or_a_terminal() {
     assert_eq!(stripped, plain);
     assert_eq!(run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
     assert_eq!(run(&[("CLICOLOR_FORCE", "0")]), plain);
+
+/// A wrong custom rule (the derivative of x³ given as 2x): `check` compares
+/// with differences of the body, exits 3 and names the rule; a right one
+/// passes, and the other modes use the rule too.
+#[test]
+fn check_finds_a_wrong_rule_and_names_it() {
+    const SRC: &str = "\
+fn @cube(%x: f64) -> f64 {
+entry:
+    %a = mul %x, %x
+    %b = mul %a, %x
+    ret %b
+}
+fn @cube_jvp(%x: f64, %dx: f64) -> f64 {
+entry:
+    %a = mul 2.0, %x
+    %t = mul %a, %dx
+    ret %t
+}
+fn @cube_right(%x: f64, %dx: f64) -> f64 {
+entry:
+    %a = mul %x, %x
+    %b = mul 3.0, %a
+    %t = mul %b, %dx
+    ret %t
+}
+fn @outer(%x: f64) -> f64 {
+entry:
+    %c = call @cube(%x)
+    %s = sin %c
+    ret %s
+}
+";
+    let (_dir, wrong) = temp_program(&format!("{SRC}rule @cube jvp @cube_jvp\n"));
+    let wrong = wrong.to_str().expect("utf-8 path").to_string();
+    let o = advm(&["check", &wrong, "--fn", "outer", "--args", "[1.5]"]);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("FAIL ∂x"), "{out}");
+    assert!(out.contains("FAIL jvp"), "{out}");
+    assert!(out.contains("uses rule @cube jvp @cube_jvp"), "{out}");
+    let o = advm(&["check", &wrong, "--fn", "cube", "--args", "[1.5]", "--json"]);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    assert_eq!(
+        json(&o)["rules"],
+        serde_json::json!(["rule @cube jvp @cube_jvp"])
+    );
+    // The gradient is the rule's, 2x, in reverse mode as in forward mode.
+    let g = ok_json(&["grad", &wrong, "--fn", "cube", "--args", "[1.5]", "--json"]);
+    assert_eq!(g, serde_json::json!({"value": 3.375, "grad": [3.0]}));
+    let (_dir2, right) = temp_program(&format!("{SRC}rule @cube jvp @cube_right\n"));
+    let right = right.to_str().expect("utf-8 path").to_string();
+    let out = ok(&[
+        "check", &right, "--fn", "outer", "--args", "[1.5]", "--order", "2",
+    ]);
+    assert!(out.contains("all 3 entries agree"), "{out}");
+    assert!(!out.contains("uses rule"), "{out}");
+    let out = ok(&["disasm", &right, "--fn", "cube", "--ad"]);
+    assert!(out.contains("; from rule @cube jvp @cube_right"), "{out}");
+    // A rule that does not fit is an assembly error at its line.
+    let (_dir3, bad) = temp_program(&format!("{SRC}rule @cube jvp @outer\n"));
+    let o = advm(&[
+        "grad",
+        bad.to_str().expect("utf-8"),
+        "--fn",
+        "cube",
+        "--args",
+        "[1.5]",
+    ]);
+    assert_eq!(status(&o), 2);
+    let err = text(&o.stderr);
+    assert!(err.contains(":26:16: error: `@outer` must take"), "{err}");
 }

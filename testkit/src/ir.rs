@@ -137,6 +137,7 @@ impl B {
     pub fn module(self) -> Module {
         Module {
             funcs: vec![self.f],
+            rules: Vec::new(),
         }
     }
 }
@@ -145,6 +146,7 @@ impl B {
 pub fn module(fs: Vec<B>) -> Module {
     Module {
         funcs: fs.into_iter().map(|b| b.f).collect(),
+        rules: Vec::new(),
     }
 }
 
@@ -204,7 +206,10 @@ pub fn powloop() -> Module {
     b.set(body, Op::SubI, k2, &[k, ione]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(r));
-    Module { funcs: vec![b.f] }
+    Module {
+        funcs: vec![b.f],
+        rules: Vec::new(),
+    }
 }
 
 /// fib by `a, b = b, a + b` on one back edge (the phi swap).
@@ -238,7 +243,10 @@ pub fn fib() -> Module {
     b.set(body, Op::AddI, k2, &[k, i1]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(a));
-    Module { funcs: vec![b.f] }
+    Module {
+        funcs: vec![b.f],
+        rules: Vec::new(),
+    }
 }
 
 /// rec(n) = n <= 0 ? 0 : 1 + rec(n - 1), as f64.
@@ -263,7 +271,10 @@ pub fn deep() -> Module {
     let r = b.call(step, 0, Type::F64, &[m]);
     let s = b.op(step, Op::AddF, Some(Type::F64), &[r, f1]);
     b.term(step, Term::Ret(s));
-    Module { funcs: vec![b.f] }
+    Module {
+        funcs: vec![b.f],
+        rules: Vec::new(),
+    }
 }
 
 /// `s = sum_{i < n} sin(itof(i))`.
@@ -297,5 +308,8 @@ pub fn sumsin() -> Module {
     b.set(body, Op::AddI, i2, &[i, i1]);
     b.term(body, Term::Jmp(head));
     b.term(done, Term::Ret(s));
-    Module { funcs: vec![b.f] }
+    Module {
+        funcs: vec![b.f],
+        rules: Vec::new(),
+    }
 }

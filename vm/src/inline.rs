@@ -94,7 +94,9 @@ pub fn size(f: &Function) -> usize {
 }
 
 /// Every function of `m` with its small callees inlined (see the module
-/// documentation). Function ids, names and signatures do not change.
+/// documentation). Function ids, names and signatures do not change; a
+/// function with a custom derivative rule ([`crate::ir::Rule`]) is never
+/// inlined, and the rules are kept.
 /// A module that [`crate::lower::check_module`] refuses is returned as it
 /// is (lowering it reports why).
 pub fn inline_module(m: &Module, policy: &Policy) -> Module {
@@ -120,7 +122,13 @@ pub fn inline_module_budget(m: &Module, policy: &Policy) -> (Module, usize) {
             )
         })
         .collect();
-    (Module { funcs }, budget)
+    (
+        Module {
+            funcs,
+            rules: m.rules.clone(),
+        },
+        budget,
+    )
 }
 
 /// Function `id` of `m` (a function appended to a module that
@@ -180,6 +188,9 @@ fn inline_function(
             && grown + n <= policy.max_caller
             && n <= budget
             && splicable(m.func(g))
+            // A function with a custom derivative rule stays a call, so
+            // that the AD stage sees it and uses the rule.
+            && m.rule_of(g).is_none()
     };
     let mut changed = false;
     for d in 0..policy.max_depth {

@@ -343,14 +343,115 @@ impl Function {
     }
 }
 
-/// A whole program: functions referring to each other by [`FuncId`].
+/// A whole program: functions referring to each other by [`FuncId`], and
+/// the custom derivative rules among them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Module {
     /// The functions, indexed by [`FuncId`].
     pub funcs: Vec<Function>,
+    /// Custom derivative rules (`rule @f jvp @f_jvp`), at most one per
+    /// function `f`, in the order written.
+    pub rules: Vec<Rule>,
+}
+
+/// A custom derivative rule, the text `rule @f jvp @f_jvp`: the derivative
+/// of function `f` is given by function `jvp` instead of being derived from
+/// `f`'s body (which still computes the value).
+///
+/// `jvp` takes `f`'s parameters followed by one tangent parameter per
+/// differentiable (`f64` or `f64[]`) parameter of `f`, of the same type and
+/// in order, and returns the tangent of `f`'s result (same type, `f64`). It
+/// must be linear in the tangent parameters. [`rule_signature_error`] says
+/// whether a pair of signatures fits. Any front end (the `.adasm`
+/// assembler, the `.adl` compiler, a library user building IR) records a
+/// rule by pushing one of these onto [`Module::rules`]; the AD stage reads
+/// nothing else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The function whose derivative the rule gives.
+    pub f: FuncId,
+    /// The function computing its tangent (jvp).
+    pub jvp: FuncId,
+    /// Where the rule is written (line and column of `rule`; 0:0 if none).
+    pub loc: Loc,
+}
+
+/// Why a function with parameter types `f_params` and result `f_ret`
+/// (`None`: no result) cannot have a rule function of parameter types
+/// `j_params` and result `j_ret`; `None` if it can (see [`Rule`]). `f` and
+/// `jvp` name the two in the message (without `@`).
+pub fn rule_signature_error(
+    f: &str,
+    f_params: &[Type],
+    f_ret: Option<Type>,
+    jvp: &str,
+    j_params: &[Type],
+    j_ret: Option<Type>,
+) -> Option<String> {
+    if f_ret != Some(Type::F64) {
+        let found = f_ret.map_or("nothing".to_string(), |t| t.to_string());
+        return Some(format!(
+            "a rule needs a function returning f64, but `@{f}` returns {found}"
+        ));
+    }
+    let tangents: Vec<Type> = f_params
+        .iter()
+        .copied()
+        .filter(|t| t.is_differentiable())
+        .collect();
+    if tangents.is_empty() {
+        return Some(format!(
+            "`@{f}` has no f64 or f64[] parameter: a rule for it has nothing to differentiate"
+        ));
+    }
+    let want: Vec<Type> = f_params.iter().chain(&tangents).copied().collect();
+    let list = |ts: &[Type]| {
+        ts.iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if j_params.len() != want.len() {
+        return Some(format!(
+            "`@{jvp}` must take `@{f}`'s {} parameter(s) and then {} tangent(s), ({}), but takes {} parameter(s), ({})",
+            f_params.len(),
+            tangents.len(),
+            list(&want),
+            j_params.len(),
+            list(j_params)
+        ));
+    }
+    if let Some(i) = (0..want.len()).find(|i| want[*i] != j_params[*i]) {
+        let what = if i < f_params.len() {
+            format!("`@{f}`'s parameter {}", i + 1)
+        } else {
+            format!(
+                "the tangent of `@{f}`'s differentiable parameter {}",
+                i - f_params.len() + 1
+            )
+        };
+        return Some(format!(
+            "parameter {} of `@{jvp}` must be {} ({what}), found {}",
+            i + 1,
+            want[i],
+            j_params[i]
+        ));
+    }
+    if j_ret != Some(Type::F64) {
+        let found = j_ret.map_or("nothing".to_string(), |t| t.to_string());
+        return Some(format!(
+            "`@{jvp}` must return f64 (the tangent of `@{f}`'s result), but returns {found}"
+        ));
+    }
+    None
 }
 
 impl Module {
+    /// The rule giving `f`'s derivative, if any.
+    pub fn rule_of(&self, f: FuncId) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.f == f)
+    }
+
     /// Look a function up by name (with or without `@`).
     pub fn find(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);

@@ -331,7 +331,12 @@ impl Engine {
                     pending.push((h, hw, id));
                     id
                 };
-                jvp_function(&self.module, g, &gw, &mut ids)
+                match self.module.rule_of(g) {
+                    // A custom rule: the value from `g`, the tangent from
+                    // its rule function.
+                    Some(rule) => Ok(crate::custom::rule_tangent(&self.module, *rule, &gw)),
+                    None => jvp_function(&self.module, g, &gw, &mut ids),
+                }
             };
             let func = func.map_err(|e| {
                 AdError::Internal(format!(
@@ -357,6 +362,7 @@ impl Engine {
         let id = self.derive_jvp(f, wrt)?;
         let mut out = String::new();
         for g in self.reachable_calls(id) {
+            out.push_str(&self.rule_note(g));
             out.push_str(&vm::disasm::function_in(
                 self.program.func(g),
                 Some(&self.program),

@@ -39,7 +39,7 @@ mod engine;
 
 pub use engine::{PreparedJvp, Tangent};
 
-use crate::analysis::{activity, call_is_active, call_wrt};
+use crate::analysis::{activity_in, call_is_active, call_wrt};
 use crate::rules::{self, tangent::Rule};
 use hashbrown::HashMap;
 use vm::ir::{FuncId, Function, Inst, Loc, Module, Phi, RetType, Term, ValueId};
@@ -73,7 +73,7 @@ pub fn jvp_function(
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> FuncId,
 ) -> Result<Function, String> {
     let p = module.func(f);
-    let active = activity(p, wrt);
+    let active = activity_in(module, p, wrt);
     let mut t = Jvp {
         module: Some(module),
         p,
@@ -120,8 +120,8 @@ enum Mode {
 /// (an array's tangent array after the array); i64 and bool values carry
 /// none. Shadow arrays need no stack: the tangent of `shadow(a)` is
 /// `shadow(t.a)`. `derived(g)` names the tangent function of a derived
-/// callee `g` (`None` for a user function, called as it is: such a call is
-/// inactive and pushes nothing). The pops that the reverse clean-up fused
+/// callee `g`, or of a user function (`None`: called as it is, its
+/// result's tangent zero; such a call is inactive and pushes nothing). The pops that the reverse clean-up fused
 /// into products (`acc.mul.pop`, `mul.pop`) are split again first
 /// ([`unfuse`]).
 pub fn derived_tangent(
@@ -456,8 +456,9 @@ impl Jvp<'_> {
     /// (`call`) becomes `call.n` into the result and its tangent, a
     /// pullback's (`call.acc`) adds the returned cotangents and their
     /// tangents to the accumulators and theirs. Of a user function (a call
-    /// reverse mode left inactive): the call as it is, its result's tangent
-    /// zero.
+    /// reverse mode left inactive): its tangent function's if `derived`
+    /// names one (as a forward call), else the call as it is, its result's
+    /// tangent zero.
     fn derived_call(
         &mut self,
         inst: &Inst,

@@ -59,7 +59,7 @@ mod values;
 
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
+use crate::analysis::{activity_in, call_is_active, call_wrt, Cfg};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
 use hashbrown::HashMap;
@@ -227,7 +227,7 @@ struct Transform<'a> {
 impl<'a> Transform<'a> {
     fn new(module: &'a Module, p: &'a Function, wrt: &[bool]) -> Transform<'a> {
         let cfg = Cfg::new(p);
-        let active = activity(p, wrt);
+        let active = activity_in(module, p, wrt);
         let mut fwd = p.clone();
         fwd.name = format!("{}.fwd", p.name);
         let n_f64 = p.params.iter().filter(|v| p.ty(**v) == Type::F64).count();
