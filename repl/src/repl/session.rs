@@ -59,6 +59,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "value, gradient and Hessian",
     ),
     (":hvp", " @f", "Hessian-vector product bytecode"),
+    (
+        ":budget",
+        " [BYTES|off]",
+        "bound the AD storage of derivatives (show it without argument)",
+    ),
 ];
 
 /// `; did you mean `:load`?` when a command of [`COMMANDS`] is close to
@@ -497,6 +502,7 @@ impl Session {
                 .func_arg(line, rest_at, ":cfg")
                 .and_then(|f| self.cfg(f)),
             ":time" => self.time(line, rest_at),
+            ":budget" => self.budget(line, rest_at),
             "grad" | ":grad" => self.grad(line, rest_at),
             "jvp" => self.jvp(line, rest_at),
             "hvp" => self.hvp(line, rest_at),
@@ -1284,6 +1290,38 @@ impl Session {
         }
         self.known.borrow_mut().funcs = funcs;
         self.engine = Some(engine);
+    }
+
+    /// `:budget BYTES` sets the AD budget of every derivative from now on
+    /// (`--ad-budget`), `:budget off` lifts it, `:budget` shows it.
+    fn budget(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let arg = line[rest_at..].trim();
+        let at = line.len() - arg.len()..line.len();
+        let budget = match arg {
+            "" => {
+                return Ok(match self.limits.ad_budget {
+                    Some(b) => format!("AD budget: {b} bytes"),
+                    None => "AD budget: off".to_string(),
+                })
+            }
+            "off" => None,
+            _ => match arg.replace('_', "").parse::<usize>() {
+                Ok(b) => Some(b),
+                Err(_) => {
+                    return Err(Problem::at(
+                        format!("expected a number of bytes or `off`, got `{arg}`"),
+                        at,
+                    ))
+                }
+            },
+        };
+        let mut limits = self.limits.clone();
+        limits.ad_budget = budget;
+        self.set_limits(limits);
+        Ok(match budget {
+            Some(b) => format!("AD budget: {b} bytes"),
+            None => "AD budget: off".to_string(),
+        })
     }
 
     fn load_cmd(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {

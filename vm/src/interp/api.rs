@@ -23,6 +23,8 @@ impl Vm {
             args: Vec::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             peak_stack: 0,
+            stack_high_water: 0,
+            spilled: 0,
             limits_changed: true,
             executed_bytes: 0,
         }
@@ -57,6 +59,8 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
+        self.stack_high_water = 0;
+        self.spilled = 0;
         if self.limits_changed {
             self.apply_limits();
         }
@@ -142,6 +146,14 @@ impl Vm {
         self.peak_stack
     }
 
+    /// The most bytes the comms and block stacks reserved together since
+    /// [`Vm::begin`] (their capacity, which bounds what they held at every
+    /// moment): never more than the least of `max_stack_bytes` and the AD
+    /// budget.
+    pub fn stack_high_water_bytes(&self) -> usize {
+        self.stack_high_water
+    }
+
     /// Instructions executed by the last call.
     pub fn executed(&self) -> u64 {
         self.executed_bytes / W
@@ -222,7 +234,43 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
-        self.exec(prog, f, args)
+        let r = self.exec(prog, f, args);
+        if self.spilled > 0 {
+            return self.budget_trap(r);
+        }
+        r
+    }
+
+    /// The end of a call that filled the AD budget and spilled: the
+    /// budget trap, with what storing everything needs (what was spilled
+    /// and what the stacks hold now), unless the call trapped for a reason
+    /// of its own (a stack underflow or a bad block id is the spill's
+    /// doing). The stacks are emptied: what they hold is not all the call
+    /// stored.
+    #[cold]
+    #[inline(never)]
+    fn budget_trap(&mut self, r: Result<(), Trap>) -> Result<(), Trap> {
+        let needed = self
+            .spilled
+            .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
+        self.spilled = 0;
+        self.comms.clear();
+        self.blk.clear();
+        match r {
+            Err(t)
+                if !matches!(
+                    t.kind,
+                    TrapKind::StackUnderflow | TrapKind::BadBlockId(_) | TrapKind::AdBudget { .. }
+                ) =>
+            {
+                Err(t)
+            }
+            Err(t) if matches!(t.kind, TrapKind::AdBudget { .. }) => Err(t),
+            _ => Err(host_trap(TrapKind::AdBudget {
+                budget: self.stack_limit(),
+                needed,
+            })),
+        }
     }
 
     /// The checks of a call from the host, in order, before anything runs:

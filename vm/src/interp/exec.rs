@@ -62,28 +62,60 @@ impl Vm {
         self.heap.set_memory(self.limits.max_memory_bytes, others);
     }
 
-    /// The byte limit for the AD stacks: `max_stack_bytes`, or what the
-    /// memory budget leaves them if that is less (`true`).
-    pub(super) fn stack_budget(&self) -> (usize, bool) {
+    /// The byte limit for the AD stacks and what sets it: `max_stack_bytes`,
+    /// the AD budget if that is less, or what the memory budget leaves them
+    /// if that is less still.
+    pub(super) fn stack_budget(&self) -> (usize, StackBound) {
         let max = self.limits.max_memory_bytes;
         let stacks = self.stack_capacity_bytes();
         let left = max.saturating_sub(self.memory_bytes().saturating_sub(stacks));
-        if left < self.limits.max_stack_bytes {
-            (left, true)
-        } else {
-            (self.limits.max_stack_bytes, false)
+        let mut bound = (self.limits.max_stack_bytes, StackBound::Stack);
+        if let Some(b) = self.limits.ad_budget.filter(|b| *b < bound.0) {
+            bound = (b, StackBound::Budget);
         }
+        if left < bound.0 {
+            bound = (left, StackBound::Memory);
+        }
+        bound
+    }
+
+    /// The least of `max_stack_bytes` and the AD budget.
+    pub(super) fn stack_limit(&self) -> usize {
+        self.limits
+            .ad_budget
+            .map_or(self.limits.max_stack_bytes, |b| {
+                b.min(self.limits.max_stack_bytes)
+            })
     }
 
     /// A stack limit trap from a limit the memory budget set is a memory
     /// limit trap.
-    pub(super) fn stack_trap(&self, by_memory: bool, k: TrapKind) -> TrapKind {
+    pub(super) fn stack_trap(&self, bound: StackBound, k: TrapKind) -> TrapKind {
         match k {
-            TrapKind::StackLimit { .. } if by_memory => TrapKind::MemoryLimit {
+            TrapKind::StackLimit { .. } if bound == StackBound::Memory => TrapKind::MemoryLimit {
                 limit: self.limits.max_memory_bytes,
             },
             k => k,
         }
+    }
+
+    /// The AD stacks are full at the AD budget: count what they hold as
+    /// spilled and empty them, so that the call runs on and learns what
+    /// storing everything needs (it ends in [`TrapKind::AdBudget`], see
+    /// [`Vm::call_raw`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn spill(&mut self) {
+        let held = self.comms.len() * 8 + self.blk.len() * 4;
+        self.spilled = self.spilled.saturating_add(held);
+        self.comms.clear();
+        self.blk.clear();
+    }
+
+    /// Note the bytes the AD stacks reserve now in the high-water mark.
+    #[inline(always)]
+    pub(super) fn note_high_water(&mut self) {
+        self.stack_high_water = self.stack_high_water.max(self.stack_capacity_bytes());
     }
 
     #[cold]
@@ -107,18 +139,38 @@ impl Vm {
     #[cold]
     #[inline(never)]
     pub(super) fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
-        let (limit, by_memory) = self.stack_budget();
-        let r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+        let (limit, bound) = self.stack_budget();
+        let mut r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+        if r.is_err() && bound == StackBound::Budget {
+            self.spill();
+            r = grow_stack(&mut self.comms, &mut self.blk, n, limit).map_err(|_| {
+                TrapKind::AdBudget {
+                    budget: limit,
+                    needed: self.spilled.saturating_add(n.saturating_mul(8)),
+                }
+            });
+        }
+        self.note_high_water();
         self.sync_memory();
-        r.map_err(|k| self.stack_trap(by_memory, k))
+        r.map_err(|k| self.stack_trap(bound, k))
     }
 
     #[cold]
     pub(super) fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        let (limit, by_memory) = self.stack_budget();
-        let r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+        let (limit, bound) = self.stack_budget();
+        let mut r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+        if r.is_err() && bound == StackBound::Budget {
+            self.spill();
+            r = grow_stack(&mut self.blk, &mut self.comms, 1, limit).map_err(|_| {
+                TrapKind::AdBudget {
+                    budget: limit,
+                    needed: self.spilled.saturating_add(4),
+                }
+            });
+        }
+        self.note_high_water();
         self.sync_memory();
-        r.map_err(|k| self.stack_trap(by_memory, k))
+        r.map_err(|k| self.stack_trap(bound, k))
     }
 
     /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
@@ -135,12 +187,13 @@ impl Vm {
             return Err(self.entry_trap(prog, entry, args));
         };
         self.frames.clear();
-        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+        if self.stack_capacity_bytes() > self.stack_limit() {
             // The limit was lowered since the stacks grew: give back what
             // is not in use, so that pushes stay within it.
             self.comms.shrink_to_fit();
             self.blk.shrink_to_fit();
         }
+        self.note_high_water();
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;

@@ -35,6 +35,13 @@ pub struct Limits {
     /// counted by capacity. Checked wherever one of them grows; the other
     /// limits still hold within it.
     pub max_memory_bytes: usize,
+    /// Bytes the values the forward code stores for the reverse code (the
+    /// comms and block stacks together) may hold at any moment
+    /// (`--ad-budget`); `None` is no budget. Unlike `max_stack_bytes`,
+    /// a forward call past the budget runs on to its end (storing only what
+    /// fits, so that it can count what storing everything needs) and then
+    /// traps with [`TrapKind::AdBudget`]. With both, the smaller applies.
+    pub ad_budget: Option<usize>,
 }
 
 impl Default for Limits {
@@ -46,6 +53,7 @@ impl Default for Limits {
             max_stack_bytes: 1 << 31,
             max_heap_bytes: 1 << 32,
             max_memory_bytes: 1 << 32,
+            ad_budget: None,
         }
     }
 }
@@ -62,17 +70,43 @@ impl Default for Limits {
 pub enum TrapKind {
     DivByZero,
     RemByZero,
-    OutOfBounds { index: i64, len: usize },
+    OutOfBounds {
+        index: i64,
+        len: usize,
+    },
     NegativeLength(i64),
-    ArrayTooLarge { len: i64, limit: usize },
-    ArgArrayTooLarge { len: usize, limit: usize },
-    HeapLimit { needed: usize, limit: usize },
+    ArrayTooLarge {
+        len: i64,
+        limit: usize,
+    },
+    ArgArrayTooLarge {
+        len: usize,
+        limit: usize,
+    },
+    HeapLimit {
+        needed: usize,
+        limit: usize,
+    },
     FtoiInvalid(f64),
-    CallDepth { limit: usize },
-    OutOfFuel { limit: u64 },
+    CallDepth {
+        limit: usize,
+    },
+    OutOfFuel {
+        limit: u64,
+    },
     Interrupted,
-    StackLimit { limit: usize },
-    MemoryLimit { limit: usize },
+    StackLimit {
+        limit: usize,
+    },
+    /// The forward code stored more than `Limits::ad_budget` (`budget`)
+    /// bytes: storing everything needs `needed`.
+    AdBudget {
+        budget: usize,
+        needed: usize,
+    },
+    MemoryLimit {
+        limit: usize,
+    },
     OutOfMemory,
     StackUnderflow,
     BadHandle,
@@ -114,6 +148,11 @@ impl fmt::Display for TrapKind {
             TrapKind::StackLimit { limit } => write!(
                 f,
                 "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
+            ),
+            TrapKind::AdBudget { budget, needed } => write!(
+                f,
+                "AD storage exceeds the budget of {budget} bytes: the values stored for the \
+                 reverse sweep need {needed} bytes (raise it with --ad-budget)"
             ),
             TrapKind::MemoryLimit { limit } => write!(
                 f,
