@@ -2151,4 +2151,30 @@ mod tests {
         assert!(dir.path().join("sq.dot").exists());
         assert!(dir.path().join("sq.ad.dot").exists());
     }
+    #[test]
+    fn budget_sets_the_ad_budget_of_derivatives() {
+        let mut s = session();
+        out(s.execute(
+            "fn @pw(%x: f64, %n: i64) -> f64 {\nentry:\n    jmp head\nhead:\n    \
+             %r = phi [entry: 1.0], [body: %r2]\n    %k = phi [entry: %n], [body: %k2]\n    \
+             %c = gt %k, 0\n    br %c, body, done\nbody:\n    %r2 = mul %r, %x\n    \
+             %k2 = sub %k, 1\n    jmp head\ndone:\n    ret %r\n}",
+        ));
+        assert_eq!(out(s.execute(":budget")), "AD budget: off");
+        let all = out(s.execute("grad @pw(1.001, 100)"));
+        assert_eq!(out(s.execute(":budget 100")), "AD budget: 100 bytes");
+        assert_eq!(out(s.execute(":budget")), "AD budget: 100 bytes");
+        let e = err(s.execute("grad @pw(1.001, 100)"));
+        assert!(
+            e.contains("budget of 100 bytes") && e.contains("need 8"),
+            "{e}"
+        );
+        // Running stores nothing.
+        out(s.execute("@pw(1.001, 100)"));
+        assert_eq!(out(s.execute(":budget 100000")), "AD budget: 100000 bytes");
+        assert_eq!(out(s.execute("grad @pw(1.001, 100)")), all);
+        assert_eq!(out(s.execute(":budget off")), "AD budget: off");
+        let e = err(s.execute(":budget lots"));
+        assert!(e.contains("expected a number of bytes or `off`"), "{e}");
+    }
 }
