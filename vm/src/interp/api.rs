@@ -269,6 +269,7 @@ impl Vm {
             _ => Err(host_trap(TrapKind::AdBudget {
                 budget: self.stack_limit(),
                 needed,
+                exact: true,
             })),
         }
     }

@@ -147,6 +147,7 @@ impl Vm {
                 TrapKind::AdBudget {
                     budget: limit,
                     needed: self.spilled.saturating_add(n.saturating_mul(8)),
+                    exact: false,
                 }
             });
         }
@@ -165,6 +166,7 @@ impl Vm {
                 TrapKind::AdBudget {
                     budget: limit,
                     needed: self.spilled.saturating_add(4),
+                    exact: false,
                 }
             });
         }

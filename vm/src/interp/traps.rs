@@ -99,10 +99,13 @@ pub enum TrapKind {
         limit: usize,
     },
     /// The forward code stored more than `Limits::ad_budget` (`budget`)
-    /// bytes: storing everything needs `needed`.
+    /// bytes: storing everything needs `needed` (`exact`), or at least
+    /// `needed` when one batch of pushes alone was larger than the budget
+    /// and the call stopped there.
     AdBudget {
         budget: usize,
         needed: usize,
+        exact: bool,
     },
     MemoryLimit {
         limit: usize,
@@ -149,10 +152,15 @@ impl fmt::Display for TrapKind {
                 f,
                 "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
             ),
-            TrapKind::AdBudget { budget, needed } => write!(
+            TrapKind::AdBudget {
+                budget,
+                needed,
+                exact,
+            } => write!(
                 f,
                 "AD storage exceeds the budget of {budget} bytes: the values stored for the \
-                 reverse sweep need {needed} bytes (raise it with --ad-budget)"
+                 reverse sweep need {}{needed} bytes (raise it with --ad-budget)",
+                if *exact { "" } else { "at least " }
             ),
             TrapKind::MemoryLimit { limit } => write!(
                 f,
