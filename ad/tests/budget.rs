@@ -112,7 +112,7 @@ fn random_programs_under_random_budgets() {
                     if b != budget
                         || needed <= budget
                         || needed > stored
-                        || e != (needed == stored)
+                        || (e && needed != stored)
                         || e == text.contains("at least")
                     {
                         failures.push(format!(
@@ -137,8 +137,11 @@ fn random_programs_under_random_budgets() {
     if cases >= 100 {
         assert!(fits >= cases / 10, "{fits} fitted their budget");
         assert!(traps >= cases / 10, "{traps} trapped");
+        // Both kinds of trap are seen: the exact count (the budget holds
+        // a batch of pushes) and "at least" (budgets under 64 bytes often
+        // do not).
         assert!(
-            exact * 2 >= traps,
+            exact >= cases / 20 && exact < traps,
             "{exact} of {traps} traps named the exact bytes"
         );
     }
