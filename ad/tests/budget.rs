@@ -180,7 +180,9 @@ fn powloop_budget_trap_names_the_bytes_storing_everything_needs() {
     assert!(
         text.contains("budget of 1000 bytes")
             && text.contains(&format!("need {stored} bytes"))
-            && text.contains("--ad-budget"),
+            && text.contains("--ad-budget")
+            // Where the stacks first filled up.
+            && text.contains("in @pow.fwd, block body, at `mul.push"),
         "{text}"
     );
     assert!(e.vm_mut().stack_high_water_bytes() <= 1000);

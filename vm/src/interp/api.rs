@@ -23,8 +23,10 @@ impl Vm {
             args: Vec::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             peak_stack: 0,
-            stack_high_water: 0,
+            grown_stack: 0,
+            stack_limit: Limits::default().max_stack_bytes,
             spilled: 0,
+            spill_at: None,
             limits_changed: true,
             executed_bytes: 0,
         }
@@ -59,8 +61,9 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
-        self.stack_high_water = 0;
+        self.grown_stack = 0;
         self.spilled = 0;
+        self.spill_at = None;
         if self.limits_changed {
             self.apply_limits();
         }
@@ -84,6 +87,7 @@ impl Vm {
             self.blk = Vec::new();
         }
         self.sync_memory();
+        self.stack_limit = self.stack_limit();
         self.limits_changed = false;
     }
 
@@ -146,12 +150,14 @@ impl Vm {
         self.peak_stack
     }
 
-    /// The most bytes the comms and block stacks reserved together since
-    /// [`Vm::begin`] (their capacity, which bounds what they held at every
-    /// moment): never more than the least of `max_stack_bytes` and the AD
-    /// budget.
+    /// The most bytes the comms and block stacks held together since
+    /// [`Vm::begin`] ([`Vm::peak_stack_bytes`], exact for the AD stage's
+    /// calls, which only push or only pop) or reserved when they grew:
+    /// never more than the least of `max_stack_bytes` and the AD budget
+    /// (the stacks grow only within it, and a call starts by giving back
+    /// what a lowered limit no longer allows).
     pub fn stack_high_water_bytes(&self) -> usize {
-        self.stack_high_water
+        self.peak_stack.max(self.grown_stack)
     }
 
     /// Instructions executed by the last call.
@@ -234,14 +240,16 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
-        let r = self.exec(prog, f, args);
-        if self.spilled > 0 {
-            return self.budget_trap(r);
+        // The common case returns `Ok` as built here, without moving a
+        // `Result` (a `Trap` is 128 bytes) through a local.
+        match self.exec(prog, f, args) {
+            Ok(()) if self.spilled == 0 => Ok(()),
+            r => self.budget_trap(prog, r),
         }
-        r
     }
 
-    /// The end of a call that filled the AD budget and spilled: the
+    /// The end of a call that trapped (returned as it is unless it spilled)
+    /// or filled the AD budget and spilled: the
     /// budget trap, with what storing everything needs (what was spilled
     /// and what the stacks hold now), unless the call trapped for a reason
     /// of its own (a stack underflow or a bad block id is the spill's
@@ -249,11 +257,15 @@ impl Vm {
     /// stored.
     #[cold]
     #[inline(never)]
-    fn budget_trap(&mut self, r: Result<(), Trap>) -> Result<(), Trap> {
+    fn budget_trap(&mut self, prog: &Program, r: Result<(), Trap>) -> Result<(), Trap> {
+        if self.spilled == 0 {
+            return r;
+        }
         let needed = self
             .spilled
             .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
         self.spilled = 0;
+        let at = self.spill_at.take();
         self.comms.clear();
         self.blk.clear();
         match r {
@@ -266,11 +278,27 @@ impl Vm {
                 Err(t)
             }
             Err(t) if matches!(t.kind, TrapKind::AdBudget { .. }) => Err(t),
-            _ => Err(host_trap(TrapKind::AdBudget {
-                budget: self.stack_limit(),
-                needed,
-                exact: true,
-            })),
+            _ => {
+                let kind = TrapKind::AdBudget {
+                    budget: self.stack_limit(),
+                    needed,
+                    exact: true,
+                };
+                // Named where the stacks first filled up: the function
+                // whose code holds that address.
+                let w = std::mem::size_of::<Instr>();
+                let place = at.and_then(|a| {
+                    (0..prog.len()).find_map(|i| {
+                        let func = prog.get(FuncId(i as u32))?;
+                        let off = (a as usize).checked_sub(func.code.as_ptr() as usize)?;
+                        (off < func.code.len() * w).then_some((func, off / w))
+                    })
+                });
+                Err(match place {
+                    Some((func, pc)) => trap_at(prog, func, pc, kind),
+                    None => host_trap(kind),
+                })
+            }
         }
     }
 

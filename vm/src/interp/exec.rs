@@ -99,23 +99,29 @@ impl Vm {
         }
     }
 
-    /// The AD stacks are full at the AD budget: count what they hold as
-    /// spilled and empty them, so that the call runs on and learns what
+    /// The AD stacks are full at the AD budget (at the instruction whose
+    /// address is `at`, [`Cursor::addr`], which the trap names if it is
+    /// the first time): count what they
+    /// hold as spilled and empty them, so that the call runs on and learns what
     /// storing everything needs (it ends in [`TrapKind::AdBudget`], see
     /// [`Vm::call_raw`]).
     #[cold]
     #[inline(never)]
-    pub(super) fn spill(&mut self) {
+    pub(super) fn spill(&mut self, at: u64) {
+        if self.spill_at.is_none() {
+            self.spill_at = Some(at);
+        }
         let held = self.comms.len() * 8 + self.blk.len() * 4;
         self.spilled = self.spilled.saturating_add(held);
         self.comms.clear();
         self.blk.clear();
     }
 
-    /// Note the bytes the AD stacks reserve now in the high-water mark.
+    /// Note the bytes the AD stacks reserve now, after growing, in the
+    /// high-water mark.
     #[inline(always)]
     pub(super) fn note_high_water(&mut self) {
-        self.stack_high_water = self.stack_high_water.max(self.stack_capacity_bytes());
+        self.grown_stack = self.grown_stack.max(self.stack_capacity_bytes());
     }
 
     #[cold]
@@ -138,11 +144,11 @@ impl Vm {
     /// `comms.reserve %v, n`.
     #[cold]
     #[inline(never)]
-    pub(super) fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
+    pub(super) fn reserve_comms(&mut self, n: usize, at: u64) -> Result<(), TrapKind> {
         let (limit, bound) = self.stack_budget();
         let mut r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
         if r.is_err() && bound == StackBound::Budget {
-            self.spill();
+            self.spill(at);
             r = grow_stack(&mut self.comms, &mut self.blk, n, limit).map_err(|_| {
                 TrapKind::AdBudget {
                     budget: limit,
@@ -157,11 +163,11 @@ impl Vm {
     }
 
     #[cold]
-    pub(super) fn grow_blk(&mut self) -> Result<(), TrapKind> {
+    pub(super) fn grow_blk(&mut self, at: u64) -> Result<(), TrapKind> {
         let (limit, bound) = self.stack_budget();
         let mut r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
         if r.is_err() && bound == StackBound::Budget {
-            self.spill();
+            self.spill(at);
             r = grow_stack(&mut self.blk, &mut self.comms, 1, limit).map_err(|_| {
                 TrapKind::AdBudget {
                     budget: limit,
@@ -189,13 +195,12 @@ impl Vm {
             return Err(self.entry_trap(prog, entry, args));
         };
         self.frames.clear();
-        if self.stack_capacity_bytes() > self.stack_limit() {
+        if self.stack_capacity_bytes() > self.stack_limit {
             // The limit was lowered since the stacks grew: give back what
             // is not in use, so that pushes stay within it.
             self.comms.shrink_to_fit();
             self.blk.shrink_to_fit();
         }
-        self.note_high_water();
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
@@ -401,7 +406,7 @@ impl Vm {
         macro_rules! room_for_push {
             () => {
                 if self.comms.len() == self.comms.capacity() {
-                    if let Err(k) = self.reserve_comms(1) {
+                    if let Err(k) = self.reserve_comms(1, cur.addr()) {
                         trap!(k);
                     }
                 }
@@ -728,7 +733,7 @@ impl Vm {
                 Op::JmpStepNeI => jstep!(ins, !=),
                 Op::BlkPush => {
                     if self.blk.len() == self.blk.capacity() {
-                        if let Err(k) = self.grow_blk() {
+                        if let Err(k) = self.grow_blk(cur.addr()) {
                             trap!(k);
                         }
                     }
@@ -764,7 +769,7 @@ impl Vm {
                 }
                 Op::CommsReserve => {
                     if self.comms.capacity() - self.comms.len() < ins.x as usize {
-                        if let Err(k) = self.reserve_comms(ins.x as usize) {
+                        if let Err(k) = self.reserve_comms(ins.x as usize, cur.addr()) {
                             trap!(k);
                         }
                     }
