@@ -324,6 +324,21 @@ impl Engine {
         &mut self.vm
     }
 
+    /// Bound what the forward code stores for the reverse code (the comms
+    /// and block stacks together) to `bytes` at every moment, or lift the
+    /// bound with `None` (`vm::Limits::ad_budget`, `--ad-budget`). A
+    /// derivative whose storage does not fit traps with
+    /// [`TrapKind::AdBudget`], which names the bytes storing everything
+    /// needs.
+    pub fn set_ad_budget(&mut self, bytes: Option<usize>) {
+        self.vm.limits_mut().ad_budget = bytes;
+    }
+
+    /// The AD budget set by [`Engine::set_ad_budget`] (or the VM's limits).
+    pub fn ad_budget(&self) -> Option<usize> {
+        self.vm.limits().ad_budget
+    }
+
     /// A user function by name, with or without `@`.
     pub fn find(&self, name: &str) -> Option<FuncId> {
         let name = name.strip_prefix('@').unwrap_or(name);

@@ -209,6 +209,9 @@ pub fn apply_limits(limits: &mut vm::Limits, l: &LimitArgs) {
     if let Some(b) = l.max_stack_bytes {
         limits.max_stack_bytes = b;
     }
+    if let Some(b) = l.ad_budget {
+        limits.ad_budget = Some(b);
+    }
     if let Some(b) = l.max_heap_bytes {
         limits.max_heap_bytes = b;
     }
@@ -1034,6 +1037,10 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     "allocs_per_grad": allocs_grad,
                     "jvp_ns": jvp_ns,
                     "allocs_per_jvp": allocs_jvp,
+                    // Forward iterations run per loop iteration: no
+                    // derivative recomputes any (a budget that storing
+                    // everything exceeds traps), so 1.
+                    "recompute_factor": 1.0,
                 });
                 if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
                     o.insert("hvp_ns".into(), json!(hvp_ns));

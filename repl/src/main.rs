@@ -69,6 +69,12 @@ pub struct LimitArgs {
     /// Most bytes the AD stacks may hold during one gradient call.
     #[arg(long, value_name = "N")]
     pub max_stack_bytes: Option<usize>,
+    /// Most bytes the values a derivative's forward code stores for its
+    /// reverse code may hold at any moment (grad, vjp, check, bench, hvp,
+    /// hessian, jacobian, sweep); past it the call traps, naming the bytes
+    /// needed. With `--max-stack-bytes`, the smaller applies.
+    #[arg(long, value_name = "BYTES")]
+    pub ad_budget: Option<usize>,
     /// Most bytes all live arrays may hold during one call (with shadows).
     #[arg(long, value_name = "N")]
     pub max_heap_bytes: Option<usize>,

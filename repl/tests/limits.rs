@@ -673,6 +673,124 @@ fn max_stack_bytes_stops_a_long_gradient() {
 }
 
 #[test]
+fn ad_budget_stops_every_derivative_that_stores_more() {
+    let fx = fixture();
+    let call = ["--fn", "long", "--args", "[1.0001, 10000]"];
+    // One f64 per iteration, the counter and the entry value: 80016 bytes
+    // for the reverse sweep; twice that (with tangents) for hvp and hessian.
+    for (cmd, extra, needed) in [
+        ("grad", &[][..], "80016"),
+        ("vjp", &["--seed", "1.0"][..], "80016"),
+        ("check", &[][..], "80016"),
+        ("bench", &[][..], "80016"),
+        ("hvp", &["--dir", "[1.0, null]"][..], "160024"),
+        ("hessian", &[][..], "160024"),
+    ] {
+        let mut args = vec![cmd];
+        args.extend(call);
+        args.extend(extra);
+        args.extend(["--ad-budget", "1000"]);
+        traps(
+            &fx,
+            &args,
+            &[
+                "budget of 1000 bytes",
+                &format!("need {needed} bytes"),
+                "--ad-budget",
+            ],
+        );
+    }
+    // Exactly enough stores everything; the smaller of the two limits
+    // applies.
+    let g = ok_json(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 10000]",
+            "--json",
+        ],
+    );
+    let b = ok_json(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 10000]",
+            "--json",
+            "--ad-budget",
+            "80016",
+        ],
+    );
+    assert_eq!(g, b);
+    traps(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 10000]",
+            "--ad-budget",
+            "80016",
+            "--max-stack-bytes",
+            "4096",
+        ],
+        &["AD stacks", "4096 bytes", "--max-stack-bytes"],
+    );
+    // Forward mode stores nothing: the Jacobian of one input is columns of
+    // tangents.
+    ok(
+        &fx,
+        &[
+            "jacobian",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 10000]",
+            "--ad-budget",
+            "0",
+        ],
+    );
+    let o = advm(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0, 1]",
+            "--ad-budget",
+            "lots",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(64), "{}", text(&o.stderr));
+}
+
+#[test]
+fn bench_reports_its_recompute_factor() {
+    let fx = fixture();
+    let b = ok_json(
+        &fx,
+        &[
+            "bench",
+            "--fn",
+            "long",
+            "--args",
+            "[1.0001, 100]",
+            "--json",
+            "--ad-budget",
+            "4096",
+        ],
+    );
+    assert_eq!(b["recompute_factor"].as_f64(), Some(1.0), "{b}");
+}
+
+#[test]
 fn limit_flags_need_numbers() {
     let fx = fixture();
     for flag in [

@@ -39,6 +39,7 @@ pub fn fuzz_limits() -> Limits {
         max_stack_bytes: 1 << 22,
         max_heap_bytes: 1 << 26,
         max_memory_bytes: 1 << 28,
+        ad_budget: None,
     }
 }
 

@@ -112,6 +112,7 @@ pub fn vm_class(kind: &vm::TrapKind) -> &'static str {
         K::ArgMismatch(_) => "bad-args",
         K::Interrupted => "interrupted",
         K::StackLimit { .. } => "stack-limit",
+        K::AdBudget { .. } => "ad-budget",
         K::MemoryLimit { .. } => "memory-limit",
         K::OutOfMemory => "out-of-memory",
         K::StackUnderflow => "stack-underflow",

@@ -64,6 +64,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
         "value, gradient and Hessian",
     ),
     (":hvp", " @f", "Hessian-vector product bytecode"),
+    (
+        ":budget",
+        " [BYTES|off]",
+        "bound the AD storage of derivatives (show it without argument)",
+    ),
 ];
 
 /// `; did you mean `:load`?` when a command of [`COMMANDS`] is close to
@@ -532,6 +537,7 @@ impl Session {
                 .func_arg(line, rest_at, ":cfg")
                 .and_then(|f| self.cfg(f)),
             ":time" => self.time(line, rest_at),
+            ":budget" => self.budget(line, rest_at),
             "grad" | ":grad" => self.grad(line, rest_at),
             "jvp" => self.jvp(line, rest_at),
             "hvp" => self.hvp(line, rest_at),
@@ -1340,6 +1346,38 @@ impl Session {
         }
         self.known.borrow_mut().funcs = funcs;
         self.engine = Some(engine);
+    }
+
+    /// `:budget BYTES` sets the AD budget of every derivative from now on
+    /// (`--ad-budget`), `:budget off` lifts it, `:budget` shows it.
+    fn budget(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
+        let arg = line[rest_at..].trim();
+        let at = line.len() - arg.len()..line.len();
+        let budget = match arg {
+            "" => {
+                return Ok(match self.limits.ad_budget {
+                    Some(b) => format!("AD budget: {b} bytes"),
+                    None => "AD budget: off".to_string(),
+                })
+            }
+            "off" => None,
+            _ => match arg.replace('_', "").parse::<usize>() {
+                Ok(b) => Some(b),
+                Err(_) => {
+                    return Err(Problem::at(
+                        format!("expected a number of bytes or `off`, got `{arg}`"),
+                        at,
+                    ))
+                }
+            },
+        };
+        let mut limits = self.limits.clone();
+        limits.ad_budget = budget;
+        self.set_limits(limits);
+        Ok(match budget {
+            Some(b) => format!("AD budget: {b} bytes"),
+            None => "AD budget: off".to_string(),
+        })
     }
 
     fn load_cmd(&mut self, line: &str, rest_at: usize) -> Result<String, Problem> {
@@ -2413,5 +2451,31 @@ mod tests {
         );
         assert!(dir.path().join("sq.dot").exists());
         assert!(dir.path().join("sq.ad.dot").exists());
+    }
+    #[test]
+    fn budget_sets_the_ad_budget_of_derivatives() {
+        let mut s = session();
+        out(s.execute(
+            "fn @pw(%x: f64, %n: i64) -> f64 {\nentry:\n    jmp head\nhead:\n    \
+             %r = phi [entry: 1.0], [body: %r2]\n    %k = phi [entry: %n], [body: %k2]\n    \
+             %c = gt %k, 0\n    br %c, body, done\nbody:\n    %r2 = mul %r, %x\n    \
+             %k2 = sub %k, 1\n    jmp head\ndone:\n    ret %r\n}",
+        ));
+        assert_eq!(out(s.execute(":budget")), "AD budget: off");
+        let all = out(s.execute("grad @pw(1.001, 100)"));
+        assert_eq!(out(s.execute(":budget 100")), "AD budget: 100 bytes");
+        assert_eq!(out(s.execute(":budget")), "AD budget: 100 bytes");
+        let e = err(s.execute("grad @pw(1.001, 100)"));
+        assert!(
+            e.contains("budget of 100 bytes") && e.contains("need 8"),
+            "{e}"
+        );
+        // Running stores nothing.
+        out(s.execute("@pw(1.001, 100)"));
+        assert_eq!(out(s.execute(":budget 100000")), "AD budget: 100000 bytes");
+        assert_eq!(out(s.execute("grad @pw(1.001, 100)")), all);
+        assert_eq!(out(s.execute(":budget off")), "AD budget: off");
+        let e = err(s.execute(":budget lots"));
+        assert!(e.contains("expected a number of bytes or `off`"), "{e}");
     }
 }

@@ -25,6 +25,10 @@ impl Vm {
             args: Vec::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             peak_stack: 0,
+            grown_stack: 0,
+            stack_limit: Limits::default().max_stack_bytes,
+            spilled: 0,
+            spill_at: None,
             limits_changed: true,
             executed_bytes: 0,
         }
@@ -62,6 +66,9 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         self.peak_stack = 0;
+        self.grown_stack = 0;
+        self.spilled = 0;
+        self.spill_at = None;
         if self.limits_changed {
             self.apply_limits();
         }
@@ -85,6 +92,7 @@ impl Vm {
             self.blk = Vec::new();
         }
         self.sync_memory();
+        self.stack_limit = self.stack_limit();
         self.limits_changed = false;
     }
 
@@ -153,6 +161,16 @@ impl Vm {
     /// forward calls only push and whose reverse calls only pop.
     pub fn peak_stack_bytes(&self) -> usize {
         self.peak_stack
+    }
+
+    /// The most bytes the comms and block stacks held together since
+    /// [`Vm::begin`] ([`Vm::peak_stack_bytes`], exact for the AD stage's
+    /// calls, which only push or only pop) or reserved when they grew:
+    /// never more than the least of `max_stack_bytes` and the AD budget
+    /// (the stacks grow only within it, and a call starts by giving back
+    /// what a lowered limit no longer allows).
+    pub fn stack_high_water_bytes(&self) -> usize {
+        self.peak_stack.max(self.grown_stack)
     }
 
     /// Instructions executed by the last call.
@@ -235,9 +253,68 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
-        self.exec(prog, f, args)
-            .map_err(|t| self.with_call_stack(prog, t))
+        // The common case returns `Ok` as built here, without moving a
+        // `Result` (a `Trap` is over 100 bytes) through a local.
+        match self.exec(prog, f, args) {
+            Ok(()) if self.spilled == 0 => Ok(()),
+            r => self
+                .budget_trap(prog, r)
+                .map_err(|t| self.with_call_stack(prog, t)),
+        }
     }
+
+    /// The end of a call that trapped (returned as it is unless it spilled)
+    /// or filled the AD budget and spilled: the
+    /// budget trap, with what storing everything needs (what was spilled
+    /// and what the stacks hold now), unless the call trapped for a reason
+    /// of its own (a stack underflow or a bad block id is the spill's
+    /// doing). The stacks are emptied: what they hold is not all the call
+    /// stored.
+    #[cold]
+    #[inline(never)]
+    fn budget_trap(&mut self, prog: &Program, r: Result<(), Trap>) -> Result<(), Trap> {
+        if self.spilled == 0 {
+            return r;
+        }
+        let needed = self
+            .spilled
+            .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
+        self.spilled = 0;
+        let at = self.spill_at.take();
+        self.comms.clear();
+        self.blk.clear();
+        match r {
+            Err(t)
+                if !matches!(
+                    t.kind,
+                    TrapKind::StackUnderflow | TrapKind::BadBlockId(_) | TrapKind::AdBudget { .. }
+                ) =>
+            {
+                Err(t)
+            }
+            Err(t) if matches!(t.kind, TrapKind::AdBudget { .. }) => Err(t),
+            _ => {
+                let kind = TrapKind::AdBudget {
+                    budget: self.stack_limit(),
+                    needed,
+                    exact: true,
+                };
+                // Named where the stacks first filled up: the function
+                // whose code holds that address.
+                let w = std::mem::size_of::<Instr>();
+                let place = at.and_then(|a| {
+                    (0..prog.len()).find_map(|i| {
+                        let func = prog.get(FuncId(i as u32))?;
+                        let off = (a as usize).checked_sub(func.code.as_ptr() as usize)?;
+                        (off < func.code.len() * w).then_some((func, off / w))
+                    })
+                });
+                Err(match place {
+                    Some((func, pc)) => trap_at(prog, func, pc, kind),
+                    None => host_trap(kind),
+                })
+            }
+        }
 
     /// `t` with the calls that led to it (the frames `exec` left suspended
     /// when it trapped), which are dropped: the call stack is only walked

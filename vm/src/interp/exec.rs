@@ -62,28 +62,66 @@ impl Vm {
         self.heap.set_memory(self.limits.max_memory_bytes, others);
     }
 
-    /// The byte limit for the AD stacks: `max_stack_bytes`, or what the
-    /// memory budget leaves them if that is less (`true`).
-    pub(super) fn stack_budget(&self) -> (usize, bool) {
+    /// The byte limit for the AD stacks and what sets it: `max_stack_bytes`,
+    /// the AD budget if that is less, or what the memory budget leaves them
+    /// if that is less still.
+    pub(super) fn stack_budget(&self) -> (usize, StackBound) {
         let max = self.limits.max_memory_bytes;
         let stacks = self.stack_capacity_bytes();
         let left = max.saturating_sub(self.memory_bytes().saturating_sub(stacks));
-        if left < self.limits.max_stack_bytes {
-            (left, true)
-        } else {
-            (self.limits.max_stack_bytes, false)
+        let mut bound = (self.limits.max_stack_bytes, StackBound::Stack);
+        if let Some(b) = self.limits.ad_budget.filter(|b| *b < bound.0) {
+            bound = (b, StackBound::Budget);
         }
+        if left < bound.0 {
+            bound = (left, StackBound::Memory);
+        }
+        bound
+    }
+
+    /// The least of `max_stack_bytes` and the AD budget.
+    pub(super) fn stack_limit(&self) -> usize {
+        self.limits
+            .ad_budget
+            .map_or(self.limits.max_stack_bytes, |b| {
+                b.min(self.limits.max_stack_bytes)
+            })
     }
 
     /// A stack limit trap from a limit the memory budget set is a memory
     /// limit trap.
-    pub(super) fn stack_trap(&self, by_memory: bool, k: TrapKind) -> TrapKind {
+    pub(super) fn stack_trap(&self, bound: StackBound, k: TrapKind) -> TrapKind {
         match k {
-            TrapKind::StackLimit { .. } if by_memory => TrapKind::MemoryLimit {
+            TrapKind::StackLimit { .. } if bound == StackBound::Memory => TrapKind::MemoryLimit {
                 limit: self.limits.max_memory_bytes,
             },
             k => k,
         }
+    }
+
+    /// The AD stacks are full at the AD budget (at the instruction whose
+    /// address is `at`, [`Cursor::addr`], which the trap names if it is
+    /// the first time): count what they
+    /// hold as spilled and empty them, so that the call runs on and learns what
+    /// storing everything needs (it ends in [`TrapKind::AdBudget`], see
+    /// [`Vm::call_raw`]).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn spill(&mut self, at: u64) {
+        if self.spill_at.is_none() {
+            self.spill_at = Some(at);
+        }
+        let held = self.comms.len() * 8 + self.blk.len() * 4;
+        self.spilled = self.spilled.saturating_add(held);
+        self.comms.clear();
+        self.blk.clear();
+    }
+
+    /// Note the bytes the AD stacks reserve now, after growing, in the
+    /// high-water mark.
+    #[inline(always)]
+    pub(super) fn note_high_water(&mut self) {
+        self.grown_stack = self.grown_stack.max(self.stack_capacity_bytes());
     }
 
     #[cold]
@@ -106,19 +144,41 @@ impl Vm {
     /// `comms.reserve %v, n`.
     #[cold]
     #[inline(never)]
-    pub(super) fn reserve_comms(&mut self, n: usize) -> Result<(), TrapKind> {
-        let (limit, by_memory) = self.stack_budget();
-        let r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+    pub(super) fn reserve_comms(&mut self, n: usize, at: u64) -> Result<(), TrapKind> {
+        let (limit, bound) = self.stack_budget();
+        let mut r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+        if r.is_err() && bound == StackBound::Budget {
+            self.spill(at);
+            r = grow_stack(&mut self.comms, &mut self.blk, n, limit).map_err(|_| {
+                TrapKind::AdBudget {
+                    budget: limit,
+                    needed: self.spilled.saturating_add(n.saturating_mul(8)),
+                    exact: false,
+                }
+            });
+        }
+        self.note_high_water();
         self.sync_memory();
-        r.map_err(|k| self.stack_trap(by_memory, k))
+        r.map_err(|k| self.stack_trap(bound, k))
     }
 
     #[cold]
-    pub(super) fn grow_blk(&mut self) -> Result<(), TrapKind> {
-        let (limit, by_memory) = self.stack_budget();
-        let r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+    pub(super) fn grow_blk(&mut self, at: u64) -> Result<(), TrapKind> {
+        let (limit, bound) = self.stack_budget();
+        let mut r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+        if r.is_err() && bound == StackBound::Budget {
+            self.spill(at);
+            r = grow_stack(&mut self.blk, &mut self.comms, 1, limit).map_err(|_| {
+                TrapKind::AdBudget {
+                    budget: limit,
+                    needed: self.spilled.saturating_add(4),
+                    exact: false,
+                }
+            });
+        }
+        self.note_high_water();
         self.sync_memory();
-        r.map_err(|k| self.stack_trap(by_memory, k))
+        r.map_err(|k| self.stack_trap(bound, k))
     }
 
     /// Bytes reserved by the two AD stacks (what `max_stack_bytes` bounds).
@@ -135,7 +195,7 @@ impl Vm {
             return Err(self.entry_trap(prog, entry, args));
         };
         self.frames.clear();
-        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+        if self.stack_capacity_bytes() > self.stack_limit {
             // The limit was lowered since the stacks grew: give back what
             // is not in use, so that pushes stay within it.
             self.comms.shrink_to_fit();
@@ -346,7 +406,7 @@ impl Vm {
         macro_rules! room_for_push {
             () => {
                 if self.comms.len() == self.comms.capacity() {
-                    if let Err(k) = self.reserve_comms(1) {
+                    if let Err(k) = self.reserve_comms(1, cur.addr()) {
                         trap!(k);
                     }
                 }
@@ -673,7 +733,7 @@ impl Vm {
                 Op::JmpStepNeI => jstep!(ins, !=),
                 Op::BlkPush => {
                     if self.blk.len() == self.blk.capacity() {
-                        if let Err(k) = self.grow_blk() {
+                        if let Err(k) = self.grow_blk(cur.addr()) {
                             trap!(k);
                         }
                     }
@@ -709,7 +769,7 @@ impl Vm {
                 }
                 Op::CommsReserve => {
                     if self.comms.capacity() - self.comms.len() < ins.x as usize {
-                        if let Err(k) = self.reserve_comms(ins.x as usize) {
+                        if let Err(k) = self.reserve_comms(ins.x as usize, cur.addr()) {
                             trap!(k);
                         }
                     }

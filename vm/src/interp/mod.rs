@@ -96,6 +96,17 @@ struct Frame {
 }
 
 /// The virtual machine: reusable state for running programs.
+/// Which limit bounds the AD stacks ([`Vm::stack_budget`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StackBound {
+    /// `Limits::max_stack_bytes`.
+    Stack,
+    /// `Limits::ad_budget`.
+    Budget,
+    /// What `Limits::max_memory_bytes` leaves the stacks.
+    Memory,
+}
+
 pub struct Vm {
     limits: Limits,
     regs: Vec<u64>,
@@ -107,6 +118,18 @@ pub struct Vm {
     args: Vec<u64>,
     interrupt: Arc<AtomicBool>,
     peak_stack: usize,
+    /// The most bytes the AD stacks reserved together when they grew since
+    /// [`Vm::begin`] ([`Vm::stack_high_water_bytes`]).
+    grown_stack: usize,
+    /// The least of `max_stack_bytes` and the AD budget, as of the last
+    /// [`Vm::apply_limits`] ([`Vm::stack_limit`]).
+    stack_limit: usize,
+    /// Bytes of AD stack entries dropped by the current call because the
+    /// AD budget was full ([`Vm::spill`]): nonzero makes the call trap.
+    spilled: usize,
+    /// Where the current call first spilled: the instruction's address
+    /// ([`Cursor::addr`]).
+    spill_at: Option<u64>,
     /// The limits were set or may have been changed ([`Vm::limits_mut`])
     /// since the stores were last brought within them: the next call does
     /// so first ([`Vm::apply_limits`]), the others skip that work.

@@ -35,6 +35,13 @@ pub struct Limits {
     /// counted by capacity. Checked wherever one of them grows; the other
     /// limits still hold within it.
     pub max_memory_bytes: usize,
+    /// Bytes the values the forward code stores for the reverse code (the
+    /// comms and block stacks together) may hold at any moment
+    /// (`--ad-budget`); `None` is no budget. Unlike `max_stack_bytes`,
+    /// a forward call past the budget runs on to its end (storing only what
+    /// fits, so that it can count what storing everything needs) and then
+    /// traps with [`TrapKind::AdBudget`]. With both, the smaller applies.
+    pub ad_budget: Option<usize>,
 }
 
 impl Default for Limits {
@@ -46,6 +53,7 @@ impl Default for Limits {
             max_stack_bytes: 1 << 31,
             max_heap_bytes: 1 << 32,
             max_memory_bytes: 1 << 32,
+            ad_budget: None,
         }
     }
 }
@@ -115,6 +123,17 @@ pub enum TrapKind {
         /// The limit in force, in bytes.
         limit: usize,
     },
+    /// The forward code stored more than `Limits::ad_budget` bytes.
+    AdBudget {
+        /// The budget in force, in bytes.
+        budget: usize,
+        /// What storing everything needs (`exact`), or at least this when
+        /// one batch of pushes alone was larger than the budget and the
+        /// call stopped there.
+        needed: usize,
+        /// Whether `needed` is exact.
+        exact: bool,
+    },
     /// Registers, frames, AD stacks and arrays together past
     /// `Limits::max_memory_bytes`.
     MemoryLimit {
@@ -172,6 +191,16 @@ impl fmt::Display for TrapKind {
             TrapKind::StackLimit { limit } => write!(
                 f,
                 "AD stacks exceed the limit of {limit} bytes (raise it with --max-stack-bytes)"
+            ),
+            TrapKind::AdBudget {
+                budget,
+                needed,
+                exact,
+            } => write!(
+                f,
+                "AD storage exceeds the budget of {budget} bytes: the values stored for the \
+                 reverse sweep need {}{needed} bytes (raise it with --ad-budget)",
+                if *exact { "" } else { "at least " }
             ),
             TrapKind::MemoryLimit { limit } => write!(
                 f,
