@@ -43,6 +43,7 @@ pub mod types;
 
 use assembler::{Diagnostics, Span};
 use vm::ir::{Module, RetType};
+use vm::Type;
 
 pub use types::{builtin_names, Sig};
 
@@ -124,16 +125,11 @@ fn compile_inner(src: &str, file: &str, env: &Module) -> Result<(Module, usize),
         })
         .collect();
     let checked = types::check(&ast, &externs, &mut errors);
-    for r in &ast.rules {
-        errors.error(
-            r.span,
-            "custom derivative rules (`rule f jvp g`) are not supported yet: the IR has no place for them",
-        );
-    }
+    let lines = diag::Lines::new(src);
+    let rules = check_rules(&ast, &externs, env, &lines, &mut errors);
     if !errors.is_empty() {
         return Err(errors.finish(file, src));
     }
-    let lines = diag::Lines::new(src);
     let mut module = Module::default();
     for f in &checked {
         match ssa::build(f, &lines) {
@@ -150,7 +146,90 @@ fn compile_inner(src: &str, file: &str, env: &Module) -> Result<(Module, usize),
         }
     }
     fix_extern_calls(&mut module, checked.len(), env);
+    for (f, jvp, loc) in rules {
+        if let (Some(f), Some(jvp)) = (module.find(&f), module.find(&jvp)) {
+            module.rules.push(vm::ir::Rule { f, jvp, loc });
+        }
+    }
     Ok((module, checked.len()))
+}
+
+/// The rules of `ast` (`rule f jvp f_jvp`, §9 of the contract) and of
+/// `env`, by name, with where each is written: both functions exist (in
+/// the text or in `env`), `f` has one rule at most and is not its own
+/// rule, and the signatures fit ([`vm::ir::rule_signature_error`]); each
+/// rule that does not is reported.
+fn check_rules(
+    ast: &ast::File,
+    externs: &[Sig],
+    env: &Module,
+    lines: &diag::Lines,
+    errors: &mut diag::Errors,
+) -> Vec<(String, String, vm::ir::Loc)> {
+    let own: Vec<Sig> = ast
+        .funcs
+        .iter()
+        .map(|f| Sig {
+            name: f.name.name.clone(),
+            params: f.params.iter().map(|p| p.ty).collect(),
+            ret: f.ret,
+        })
+        .collect();
+    let sig = |name: &str| own.iter().chain(externs).find(|s| s.name == name);
+    let mut out: Vec<(String, String, vm::ir::Loc)> = env
+        .rules
+        .iter()
+        .filter_map(|r| {
+            let f = env.funcs.get(r.f.index())?.name.clone();
+            let jvp = env.funcs.get(r.jvp.index())?.name.clone();
+            Some((f, jvp, r.loc))
+        })
+        .collect();
+    for r in &ast.rules {
+        let lookup = |id: &ast::Ident| {
+            sig(&id.name).ok_or_else(|| {
+                let names = own.iter().chain(externs).map(|s| s.name.as_str());
+                let hint = assembler::closest(&id.name, names)
+                    .map_or(String::new(), |n| format!("; did you mean `{n}`?"));
+                (id.span, format!("unknown function `{}`{hint}", id.name))
+            })
+        };
+        let checked = (|| {
+            let (fs, js) = (lookup(&r.func)?, lookup(&r.rule)?);
+            if let Some((_, _, at)) = out.iter().find(|(f, _, _)| *f == r.func.name) {
+                let msg = format!(
+                    "`{}` already has a rule, at line {}; a function has at most one",
+                    r.func.name, at.line
+                );
+                return Err((r.func.span, msg));
+            }
+            if r.func.name == r.rule.name {
+                let msg = format!("`{}` cannot be its own rule", r.func.name);
+                return Err((r.rule.span, msg));
+            }
+            let (f, j) = (&r.func.name, &r.rule.name);
+            if let Some(msg) =
+                vm::ir::rule_signature_error(f, &fs.params, fs.ret, j, &js.params, js.ret)
+            {
+                // A fault of `f`'s own result or parameters is `f`'s; any
+                // other the rule function's.
+                let own_fault = fs.ret != Some(Type::F64)
+                    || !fs.params.iter().any(|t| t.is_differentiable());
+                let at = if own_fault { r.func.span } else { r.rule.span };
+                return Err((at, msg.replace('@', "")));
+            }
+            Ok(())
+        })();
+        match checked {
+            Ok(()) => out.push((
+                r.func.name.clone(),
+                r.rule.name.clone(),
+                lines.loc(r.span.start),
+            )),
+            Err((span, msg)) => errors.error(span, msg),
+        }
+    }
+    out
 }
 
 /// The copied functions of the environment call each other by the

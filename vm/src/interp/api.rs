@@ -284,15 +284,9 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         match r {
-            Err(t)
-                if !matches!(
-                    t.kind,
-                    TrapKind::StackUnderflow | TrapKind::BadBlockId(_) | TrapKind::AdBudget { .. }
-                ) =>
-            {
+            Err(t) if !matches!(t.kind, TrapKind::StackUnderflow | TrapKind::BadBlockId(_)) => {
                 Err(t)
             }
-            Err(t) if matches!(t.kind, TrapKind::AdBudget { .. }) => Err(t),
             _ => {
                 let kind = TrapKind::AdBudget {
                     budget: self.stack_limit(),
@@ -315,6 +309,7 @@ impl Vm {
                 })
             }
         }
+    }
 
     /// `t` with the calls that led to it (the frames `exec` left suspended
     /// when it trapped), which are dropped: the call stack is only walked
