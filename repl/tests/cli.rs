@@ -1896,6 +1896,7 @@ fn assembly_errors_are_coloured_only_on_request_or_a_terminal() {
     assert_eq!(stripped, plain);
     assert_eq!(run(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]), plain);
     assert_eq!(run(&[("CLICOLOR_FORCE", "0")]), plain);
+}
 
 /// A wrong custom rule (the derivative of x³ given as 2x): `check` compares
 /// with differences of the body, exits 3 and names the rule; a right one
