@@ -59,7 +59,10 @@ impl From<AdError> for Fail {
         match e {
             AdError::Trap(t) => Fail::Trapped(Box::new(t), String::new()),
             // Refusals of the request, decided before anything runs.
-            AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
+            AdError::NotDifferentiable(_)
+            | AdError::Args(_)
+            | AdError::TooLarge { .. }
+            | AdError::TooMuchWork { .. } => {
                 Fail::Usage(e.to_string())
             }
             AdError::Internal(_) | AdError::InvalidModule(_) => Fail::Internal(e.to_string()),
@@ -161,7 +164,9 @@ pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
         .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
     let module = assembler::assemble(&src, &name)
         .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
-    advm::engine(module, opts.inlining).map_err(Fail::from)
+    let mut engine = advm::engine(module, opts.inlining).map_err(Fail::from)?;
+    engine.set_max_compile_work(opts.max_compile_work);
+    Ok(engine)
 }
 
 /// `limits` with the flags `l` gives (the others as they were).

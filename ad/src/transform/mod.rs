@@ -59,6 +59,7 @@ mod values;
 
 #[allow(unused_imports)]
 use self::{single::*, values::*};
+use crate::budget::{Exceeded, Work};
 use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
@@ -91,15 +92,48 @@ pub fn transform(
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
     cleanup: bool,
 ) -> Result<(Function, Function), NoRule> {
+    match transform_within(module, f, wrt, derived, cleanup, &mut Work::unlimited()) {
+        Ok(pair) => Ok(pair),
+        Err(Refusal::NoRule(n)) => Err(n),
+        // An unlimited budget is never exceeded (the count saturates).
+        Err(Refusal::Work(_)) => unreachable!("an unlimited compile budget was exceeded"),
+    }
+}
+
+/// Why [`transform_within`] built nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// An instruction has no reverse rule.
+    NoRule(NoRule),
+    /// The compile budget ran out ([`crate::budget`]).
+    Work(Exceeded),
+}
+
+/// [`transform`], each stage charged to `work` before it runs (see
+/// [`crate::budget`]): the primal's size for the analysis and the
+/// translation, the reverse function's before each round of its clean-up,
+/// and both results' at the end, for the lowering and verification that
+/// follow.
+pub fn transform_within(
+    module: &Module,
+    f: FuncId,
+    wrt: &[bool],
+    derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
+    cleanup: bool,
+    work: &mut Work,
+) -> Result<(Function, Function), Refusal> {
     let p = module.func(f);
+    work.charge_function(p).map_err(Refusal::Work)?;
     let mut t = Transform::new(module, p, wrt);
-    t.translate(derived)?;
+    t.translate(derived).map_err(Refusal::NoRule)?;
     t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();
     if cleanup {
-        crate::optimize::reverse(&mut t.rev);
+        crate::optimize::reverse_within(&mut t.rev, work).map_err(Refusal::Work)?;
     }
+    work.charge_function(&t.fwd).map_err(Refusal::Work)?;
+    work.charge_function(&t.rev).map_err(Refusal::Work)?;
     Ok((t.fwd, t.rev))
 }
 
