@@ -39,8 +39,8 @@ pub struct Cfg {
 /// blocks that reach one of its back edges without passing the header.
 pub struct Loop {
     pub header: BlockId,
-    /// Membership, by block index.
-    pub body: Vec<bool>,
+    /// Membership (see [`Loop::contains`]).
+    members: Members,
     /// The innermost loop strictly containing this one.
     pub parent: Option<usize>,
     /// How the reverse code leaves the loop, when it can do so without the
@@ -48,9 +48,32 @@ pub struct Loop {
     pub counted: Option<Counted>,
 }
 
+/// The blocks of a loop.
+enum Members {
+    /// The loops of a function whose blocks are all reachable nest, so a
+    /// loop is an interval of a preorder of the loop tree: block `b` is in
+    /// the loop when the preorder number of the innermost loop around `b`
+    /// (`keys[b]`, shared by all the function's loops; `u32::MAX` outside
+    /// every loop) lies in `first..=last`. Space and time linear in the
+    /// function however deep the loops nest.
+    Span {
+        keys: std::sync::Arc<[u32]>,
+        first: u32,
+        last: u32,
+    },
+    /// One flag per block (when some block is unreachable: such a block
+    /// may lie in two loops that do not nest).
+    Flags(Vec<bool>),
+}
+
 impl Loop {
     pub fn contains(&self, b: BlockId) -> bool {
-        self.body.get(b.index()).copied().unwrap_or(false)
+        match &self.members {
+            Members::Span { keys, first, last } => keys
+                .get(b.index())
+                .is_some_and(|k| (*first..=*last).contains(k)),
+            Members::Flags(body) => body.get(b.index()).copied().unwrap_or(false),
+        }
     }
 }
 
@@ -128,12 +151,159 @@ impl Cfg {
             for s in ss {
                 if dom.reachable(b as u32) && dom.dominates(s.0, b as u32) {
                     let l = &mut latches[s.index()];
-                    if !l.contains(&BlockId(b as u32)) {
+                    // `b`'s edges are seen one after the other.
+                    if l.last() != Some(&BlockId(b as u32)) {
                         l.push(BlockId(b as u32));
                     }
                 }
             }
         }
+        if (0..n).all(|b| dom.reachable(b as u32)) {
+            self.nested_loops(f, succs, &latches);
+        } else {
+            self.any_loops(f, &latches);
+        }
+    }
+
+    /// [`Cfg::find_loops`] when every block is reachable: natural loops then
+    /// nest, and are found innermost first, each walk from a loop's latches
+    /// stepping over the inner loops already found (their blocks merged
+    /// into their headers by a union-find), in time about linear in the
+    /// function.
+    fn nested_loops(&mut self, f: &Function, succs: &[Vec<BlockId>], latches: &[Vec<BlockId>]) {
+        let n = f.blocks.len();
+        // A header dominates its loop's blocks, so it comes before them in
+        // a reverse postorder: headers taken in the reverse of that order
+        // come inner loops first.
+        let rpo = reverse_postorder(succs);
+        let mut rep: Vec<u32> = (0..n as u32).collect();
+        let find = |rep: &mut Vec<u32>, mut b: u32| {
+            while rep[b as usize] != b {
+                let up = rep[rep[b as usize] as usize];
+                rep[b as usize] = up;
+                b = up;
+            }
+            b
+        };
+        // Loops by discovery order: header, size, parent.
+        let mut found: Vec<(BlockId, usize, Option<usize>)> = Vec::new();
+        let mut owner: Vec<Option<usize>> = vec![None; n];
+        let mut stamp = vec![usize::MAX; n];
+        let mut stack = Vec::new();
+        for &h in rpo.iter().rev() {
+            if latches[h].is_empty() {
+                continue;
+            }
+            let id = found.len();
+            let mut size = 1;
+            owner[h] = Some(id);
+            stamp[h] = id;
+            for l in &latches[h] {
+                let y = find(&mut rep, l.0) as usize;
+                if stamp[y] != id {
+                    stamp[y] = id;
+                    stack.push(y);
+                }
+            }
+            while let Some(y) = stack.pop() {
+                if y == h {
+                    continue;
+                }
+                match owner[y] {
+                    // The header of an inner loop, standing for its blocks.
+                    Some(inner) => {
+                        found[inner].2 = Some(id);
+                        size += found[inner].1;
+                    }
+                    None => {
+                        owner[y] = Some(id);
+                        size += 1;
+                    }
+                }
+                rep[y] = h as u32;
+                for p in &self.preds[y] {
+                    let z = find(&mut rep, p.0) as usize;
+                    if stamp[z] != id {
+                        stamp[z] = id;
+                        stack.push(z);
+                    }
+                }
+            }
+            found.push((BlockId(h as u32), size, None));
+        }
+        // Outer loops first, larger first, then by header.
+        let mut order: Vec<usize> = (0..found.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(found[i].1), found[i].0 .0));
+        let mut index = vec![0; found.len()];
+        for (k, &i) in order.iter().enumerate() {
+            index[i] = k;
+        }
+        // Preorder numbers of the loop tree: a loop's blocks are those whose
+        // innermost loop is numbered from its own number to the last of its
+        // descendants'.
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); found.len()];
+        let mut roots = Vec::new();
+        for &i in &order {
+            match found[i].2 {
+                Some(p) => children[p].push(i),
+                None => roots.push(i),
+            }
+        }
+        let mut first = vec![0u32; found.len()];
+        let mut last = vec![0u32; found.len()];
+        let mut next = 0u32;
+        let mut walk: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+        // (loop, children visited); a loop is numbered when first seen.
+        let mut seen = vec![false; found.len()];
+        while let Some(top) = walk.last_mut() {
+            let (l, c) = *top;
+            if !seen[l] {
+                seen[l] = true;
+                first[l] = next;
+                next += 1;
+            }
+            if let Some(&ch) = children[l].get(c) {
+                top.1 += 1;
+                walk.push((ch, 0));
+            } else {
+                last[l] = next - 1;
+                walk.pop();
+            }
+        }
+        let keys: std::sync::Arc<[u32]> = owner
+            .iter()
+            .map(|o| o.map_or(u32::MAX, |l| first[l]))
+            .collect();
+        for &i in &order {
+            let (header, _, parent) = found[i];
+            let members = Members::Span {
+                keys: keys.clone(),
+                first: first[i],
+                last: last[i],
+            };
+            let counted = {
+                let inside = |b: BlockId| {
+                    keys.get(b.index())
+                        .is_some_and(|k| (first[i]..=last[i]).contains(k))
+                };
+                self.counted(f, header, &inside, &latches[header.index()])
+            };
+            self.loops.push(Loop {
+                header,
+                members,
+                parent: parent.map(|p| index[p]),
+                counted,
+            });
+        }
+        for b in 0..n {
+            self.loop_of[b] = owner[b].map(|l| index[l]);
+        }
+    }
+
+    /// [`Cfg::find_loops`] for any function: each loop's blocks walked
+    /// from its latches, in time the sum of the loops' sizes.
+    fn any_loops(&mut self, f: &Function, latches: &[Vec<BlockId>]) {
+        let n = f.blocks.len();
         let mut loops = Vec::new();
         for (h, ls) in latches.iter().enumerate() {
             if ls.is_empty() {
@@ -159,17 +329,17 @@ impl Cfg {
             let parent = (0..i)
                 .filter(|&j| loops[j].1[header.index()] && sizes[j] > sizes[i])
                 .min_by_key(|&j| sizes[j]);
-            let counted = self.counted(f, *header, body, ls);
+            let counted = self.counted(f, *header, &|b: BlockId| body[b.index()], ls);
             self.loops.push(Loop {
                 header: *header,
-                body: body.clone(),
+                members: Members::Flags(body.clone()),
                 parent,
                 counted,
             });
         }
         for b in 0..n {
             self.loop_of[b] = (0..self.loops.len())
-                .filter(|&l| self.loops[l].body[b])
+                .filter(|&l| self.loops[l].contains(BlockId(b as u32)))
                 .min_by_key(|&l| sizes[l]);
         }
     }
@@ -178,7 +348,7 @@ impl Cfg {
         &self,
         f: &Function,
         header: BlockId,
-        body: &[bool],
+        body: &dyn Fn(BlockId) -> bool,
         latches: &[BlockId],
     ) -> Option<Counted> {
         let [latch] = latches else { return None };
@@ -187,10 +357,10 @@ impl Cfg {
             return None;
         };
         let entry = if a == latch { *b } else { *a };
-        if body[entry.index()] || (a != latch && b != latch) {
+        if body(entry) || (a != latch && b != latch) {
             return None;
         }
-        if self.rets.iter().any(|r| body[r.index()]) {
+        if self.rets.iter().any(|r| body(*r)) {
             return None;
         }
         let iv = f.blocks[header.index()].phis.iter().find_map(|phi| {
@@ -199,7 +369,7 @@ impl Cfg {
             }
             let from = |l: BlockId| phi.incoming.iter().find(|(p, _)| *p == l).map(|e| e.1);
             let (init, next) = (from(entry)?, from(*latch)?);
-            let step = step_of(f, phi.dst, next)?;
+            let step = step_of(f, &self.def_block, phi.dst, next)?;
             Some(Iv {
                 phi: phi.dst,
                 init,
@@ -220,10 +390,53 @@ impl Cfg {
 
     /// The loops left by the edge `from -> to`, innermost first.
     pub fn loops_exited(&self, from: BlockId, to: BlockId) -> Vec<usize> {
-        self.loops_around(from)
-            .filter(|l| !self.loops[*l].contains(to))
-            .collect()
+        let nested = self
+            .loop_of
+            .get(from.index())
+            .copied()
+            .flatten()
+            .is_some_and(|l| matches!(self.loops[l].members, Members::Span { .. }));
+        if nested {
+            // Loops nest: once one around `from` holds `to`, all outer
+            // ones do (so deep nests cost the loops left, not the depth).
+            self.loops_around(from)
+                .take_while(|l| !self.loops[*l].contains(to))
+                .collect()
+        } else {
+            self.loops_around(from)
+                .filter(|l| !self.loops[*l].contains(to))
+                .collect()
+        }
     }
+}
+
+/// The blocks reachable from block 0 in reverse postorder (iteratively).
+fn reverse_postorder(succs: &[Vec<BlockId>]) -> Vec<usize> {
+    let n = succs.len();
+    let mut order = Vec::with_capacity(n);
+    if n == 0 {
+        return order;
+    }
+    let mut visited = vec![false; n];
+    visited[0] = true;
+    let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
+    while let Some(top) = stack.last_mut() {
+        let (b, i) = *top;
+        match succs[b].get(i) {
+            Some(s) => {
+                top.1 += 1;
+                if !std::mem::replace(&mut visited[s.index()], true) {
+                    stack.push((s.index(), 0));
+                }
+            }
+            None => {
+                order.push(b);
+                stack.pop();
+            }
+        }
+    }
+    order.reverse();
+    order
 }
 
 fn count(body: &[bool]) -> usize {
@@ -232,11 +445,18 @@ fn count(body: &[bool]) -> usize {
 
 /// The step of `next = phi + c` / `c + phi` / `phi - c` for a constant `c`
 /// with `0 < |step| <= MAX_IV_STEP`.
-fn step_of(f: &Function, phi: ValueId, next: ValueId) -> Option<i64> {
-    let inst = f
-        .blocks
+fn step_of(
+    f: &Function,
+    def_block: &[Option<BlockId>],
+    phi: ValueId,
+    next: ValueId,
+) -> Option<i64> {
+    // Only the defining block is searched (not the whole function once per
+    // loop).
+    let b = def_block.get(next.index()).copied().flatten()?;
+    let inst = f.blocks[b.index()]
+        .insts
         .iter()
-        .flat_map(|b| &b.insts)
         .find(|i| i.dst == Some(next))?;
     let konst = |v: ValueId| f.values[v.index()].konst.map(|k| k as i64);
     let step = match (inst.op, inst.args.as_slice()) {

@@ -295,6 +295,14 @@ impl<'a> Transform<'a> {
             }
         }
         let mut loops = Vec::with_capacity(cfg.loops.len());
+        // The reverse function's i64 constants by bits (the first of equal
+        // ones), so that each loop's limit finds its constant at once.
+        let mut rev_i64: HashMap<u64, ValueId> = HashMap::new();
+        for (i, v) in rev.values.iter().enumerate().rev() {
+            if let (Type::I64, Some(k)) = (v.ty, v.konst) {
+                rev_i64.insert(k, ValueId(i as u32));
+            }
+        }
         for l in &cfg.loops {
             let Some(c) = &l.counted else {
                 loops.push(None);
@@ -325,7 +333,10 @@ impl<'a> Transform<'a> {
             let (lim, lim_const) = match fwd.values[init.index()].konst {
                 Some(k) => {
                     let bits = (k as i64).wrapping_sub(step) as u64;
-                    (konst_in(&mut rev, Type::I64, bits), true)
+                    let k = *rev_i64
+                        .entry(bits)
+                        .or_insert_with(|| rev.new_const(Type::I64, bits));
+                    (k, true)
                 }
                 None => (
                     rev.new_value(Type::I64, Some(format!("lim.{hname}"))),
