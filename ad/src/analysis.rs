@@ -295,8 +295,8 @@ impl Cfg {
                 counted,
             });
         }
-        for b in 0..n {
-            self.loop_of[b] = owner[b].map(|l| index[l]);
+        for (slot, o) in self.loop_of.iter_mut().zip(&owner) {
+            *slot = o.map(|l| index[l]);
         }
     }
 

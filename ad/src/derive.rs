@@ -105,8 +105,15 @@ impl Engine {
                     d
                 };
                 let cleanup = self.cleanup;
-                crate::transform::transform_within(&self.module, g, &gw, &mut ids, cleanup, &mut units)
-                    .map_err(|r| refusal(&self.module, f, g, r))?
+                crate::transform::transform_within(
+                    &self.module,
+                    g,
+                    &gw,
+                    &mut ids,
+                    cleanup,
+                    &mut units,
+                )
+                .map_err(|r| refusal(&self.module, f, g, r))?
             };
             // Placeholders for functions reserved while transforming `g`.
             for (h, hw) in pending {

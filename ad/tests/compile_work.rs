@@ -65,9 +65,15 @@ fn nested(n: usize) -> String {
             s.push_str(&format!("    jmp h{}\n", d + 1));
         }
     }
-    s.push_str(&format!("    %u = mul %s{}, 1.5\n    jmp l{}\n", n - 1, n - 1));
+    s.push_str(&format!(
+        "    %u = mul %s{}, 1.5\n    jmp l{}\n",
+        n - 1,
+        n - 1
+    ));
     for d in (0..n).rev() {
-        s.push_str(&format!("l{d}:\n    %j{d} = add %i{d}, 1\n    jmp h{d}\ne{d}:\n"));
+        s.push_str(&format!(
+            "l{d}:\n    %j{d} = add %i{d}, 1\n    jmp h{d}\ne{d}:\n"
+        ));
         if d > 0 {
             s.push_str(&format!("    %t{d} = copy %s{d}\n    jmp l{}\n", d - 1));
         }
@@ -88,9 +94,8 @@ fn engine(src: &str) -> (Engine, FuncId) {
 fn work_of(src: &str) -> u64 {
     let module = assembler::assemble(src, "gen.adasm").expect("assembles");
     let mut work = Work::unlimited();
-    let mut no_callee = |_: FuncId, _: Vec<bool>| -> ad::transform::Derived {
-        unreachable!("no calls")
-    };
+    let mut no_callee =
+        |_: FuncId, _: Vec<bool>| -> ad::transform::Derived { unreachable!("no calls") };
     ad::transform::transform_within(
         &module,
         FuncId(0),
@@ -181,16 +186,29 @@ fn a_tiny_compile_budget_is_refused_with_the_flag_named() {
     engine.set_max_compile_work(10);
     let len = engine.program().len();
     let err = engine.derive(f).expect_err("refused");
-    let AdError::TooMuchWork { ref func, used, limit } = err else {
+    let AdError::TooMuchWork {
+        ref func,
+        used,
+        limit,
+    } = err
+    else {
         panic!("expected TooMuchWork, got {err:?}");
     };
     assert_eq!((func.as_str(), limit), ("f", 10));
     assert!(used > 10);
     let text = err.to_string();
-    for part in ["@f", "compile budget of 10 work units", "--max-compile-work"] {
+    for part in [
+        "@f",
+        "compile budget of 10 work units",
+        "--max-compile-work",
+    ] {
         assert!(text.contains(part), "{text}");
     }
-    assert_eq!(engine.program().len(), len, "the failed derivation is undone");
+    assert_eq!(
+        engine.program().len(),
+        len,
+        "the failed derivation is undone"
+    );
     engine.set_max_compile_work(DEFAULT_MAX_COMPILE_WORK);
     let (value, d) = grad_x(&mut engine, f, 1.5);
     assert_eq!((value, d), (2.25, 3.0));
@@ -209,10 +227,7 @@ fn the_budget_is_exact_at_the_boundary() {
     };
     let (mut engine, f) = engine(&src);
     engine.set_max_compile_work(units - 1);
-    assert!(matches!(
-        engine.derive(f),
-        Err(AdError::TooMuchWork { .. })
-    ));
+    assert!(matches!(engine.derive(f), Err(AdError::TooMuchWork { .. })));
     engine.set_max_compile_work(units);
     engine.derive(f).expect("derives within its count");
 }

@@ -62,9 +62,7 @@ impl From<AdError> for Fail {
             AdError::NotDifferentiable(_)
             | AdError::Args(_)
             | AdError::TooLarge { .. }
-            | AdError::TooMuchWork { .. } => {
-                Fail::Usage(e.to_string())
-            }
+            | AdError::TooMuchWork { .. } => Fail::Usage(e.to_string()),
             AdError::Internal(_) | AdError::InvalidModule(_) => Fail::Internal(e.to_string()),
         }
     }

@@ -19,7 +19,7 @@ impl Transform<'_> {
                 }
             }
         }
-        for b in 0..n {
+        for (b, synthetic) in synthetic_at.iter().enumerate() {
             let mut insts = Vec::with_capacity(p.blocks[b].insts.len() + self.needs[b].len());
             let needs = &self.needs[b];
             let push = |v: ValueId| Inst::new(Op::CommsPush, None, vec![v], Loc::default());
@@ -86,7 +86,7 @@ impl Transform<'_> {
             }
             // The counter the forward code adds to a loop without an
             // induction variable steps at the end of the latch.
-            for &l in &synthetic_at[b] {
+            for &l in synthetic {
                 if let Some(Some((_, inc))) = self.loops[l].as_ref().map(|s| &s.synthetic) {
                     insts.push(inc.clone());
                 }

@@ -59,8 +59,8 @@ mod values;
 
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::budget::{Exceeded, Work};
 use crate::analysis::{activity, call_is_active, call_wrt, Cfg};
+use crate::budget::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
 use hashbrown::HashMap;

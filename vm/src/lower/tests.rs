@@ -131,7 +131,10 @@ fn many_copies_emit_what_the_list_search_emits() {
         let mut regs = start.clone();
         simulate(&many.code, &mut regs);
         for &(d, s) in &pending {
-            assert_eq!(regs[d as usize], start[s as usize], "case {case}: {pending:?}");
+            assert_eq!(
+                regs[d as usize], start[s as usize],
+                "case {case}: {pending:?}"
+            );
         }
     }
 }
