@@ -132,13 +132,15 @@ impl Cfg {
             loops: Vec::new(),
             loop_of: vec![None; n],
         };
-        cfg.find_loops(f, &succs);
+        cfg.find_loops(f, &succs, true);
         cfg
     }
 
     /// Natural loops by their back edges (edges to a dominator), one loop
     /// per header; their nesting; and which of them are [`Counted`].
-    fn find_loops(&mut self, f: &Function, succs: &[Vec<BlockId>]) {
+    /// `nesting`: use [`Cfg::nested_loops`] when it applies (off only to
+    /// test it against [`Cfg::any_loops`]).
+    fn find_loops(&mut self, f: &Function, succs: &[Vec<BlockId>], nesting: bool) {
         let n = f.blocks.len();
         let succ_u32: Vec<Vec<u32>> = succs
             .iter()
@@ -158,7 +160,7 @@ impl Cfg {
                 }
             }
         }
-        if (0..n).all(|b| dom.reachable(b as u32)) {
+        if nesting && (0..n).all(|b| dom.reachable(b as u32)) {
             self.nested_loops(f, succs, &latches);
         } else {
             self.any_loops(f, &latches);
@@ -696,5 +698,144 @@ impl UnionFind {
         if ra != rb {
             self.parent[ra] = rb;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vm::ir::{Block, Loc, RetType};
+
+    /// A function of `succs.len()` blocks, each ending in `br` (two
+    /// successors), `jmp` (one) or `ret` (none) on one bool parameter.
+    fn function(succs: &[Vec<u32>]) -> Function {
+        let mut f = Function {
+            name: "g".into(),
+            params: Vec::new(),
+            ret: RetType::One(Type::Bool),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Loc::default(),
+        };
+        let c = f.new_value(Type::Bool, None);
+        f.params.push(c);
+        for (b, ss) in succs.iter().enumerate() {
+            let term = match ss.as_slice() {
+                [] => Term::Ret(c),
+                [t] => Term::Jmp(BlockId(*t)),
+                [t, e, ..] => Term::Br {
+                    cond: c,
+                    then_: BlockId(*t),
+                    else_: BlockId(*e),
+                },
+            };
+            f.blocks.push(Block {
+                name: format!("b{b}"),
+                phis: Vec::new(),
+                insts: Vec::new(),
+                term,
+                term_loc: Loc::default(),
+            });
+        }
+        f
+    }
+
+    /// The loops found innermost first with a union-find (every block
+    /// reachable) are those of the walk of each loop's body on its own:
+    /// same order, headers, blocks, parents, counted exits, innermost loop
+    /// of each block and loops left by each edge. Random graphs, each block
+    /// mostly followed by the next, with random edges forward and back.
+    #[test]
+    fn nested_loops_equal_the_walk_of_each_body() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        let mut compared = 0;
+        let (mut loops_seen, mut max_depth) = (0, 0);
+        for _ in 0..2_000 {
+            let n = 2 + next(30) as usize;
+            let succs: Vec<Vec<u32>> = (0..n)
+                .map(|b| {
+                    let k = if b + 1 == n { 0 } else { 1 + next(2) as usize };
+                    // The first edge goes to the next block (most graphs have
+                    // every block reachable), the second anywhere.
+                    (0..k)
+                        .map(|e| {
+                            if e == 0 && next(8) != 0 {
+                                b as u32 + 1
+                            } else if next(2) == 0 {
+                                next(b as u64 + 1) as u32
+                            } else {
+                                (b + 1 + next((n - b - 1) as u64) as usize) as u32
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let f = function(&succs);
+            let fast = Cfg::new(&f);
+            let block_succs: Vec<Vec<BlockId>> =
+                f.blocks.iter().map(|b| b.term.successors()).collect();
+            let mut slow = Cfg {
+                preds: fast.preds.clone(),
+                in_cycle: fast.in_cycle.clone(),
+                rets: fast.rets.clone(),
+                def_block: fast.def_block.clone(),
+                loops: Vec::new(),
+                loop_of: vec![None; n],
+            };
+            slow.find_loops(&f, &block_succs, false);
+            let all_reachable = {
+                let s32: Vec<Vec<u32>> = block_succs
+                    .iter()
+                    .map(|s| s.iter().map(|b| b.0).collect())
+                    .collect();
+                let dom = DomTree::new(&s32);
+                (0..n).all(|b| dom.reachable(b as u32))
+            };
+            if !all_reachable {
+                continue;
+            }
+            compared += 1;
+            loops_seen += fast.loops.len();
+            for b in 0..n {
+                max_depth = max_depth.max(fast.loops_around(BlockId(b as u32)).count());
+            }
+            assert_eq!(fast.loops.len(), slow.loops.len(), "{succs:?}");
+            assert_eq!(fast.loop_of, slow.loop_of, "{succs:?}");
+            for (a, b) in fast.loops.iter().zip(&slow.loops) {
+                assert_eq!(a.header, b.header, "{succs:?}");
+                assert_eq!(a.parent, b.parent, "{succs:?}");
+                let exits = |l: &Loop| l.counted.as_ref().map(|c| (c.entry, c.latch, c.iv));
+                assert_eq!(exits(a), exits(b), "{succs:?}");
+                for x in 0..n {
+                    let x = BlockId(x as u32);
+                    assert_eq!(a.contains(x), b.contains(x), "{succs:?} block {x:?}");
+                }
+            }
+            for (from, ss) in block_succs.iter().enumerate() {
+                for to in ss {
+                    let from = BlockId(from as u32);
+                    assert_eq!(
+                        fast.loops_exited(from, *to),
+                        slow.loops_exited(from, *to),
+                        "{succs:?}"
+                    );
+                }
+            }
+        }
+        // Enough loops, nested deeply enough, to compare.
+        assert!(
+            loops_seen > 500 && max_depth >= 4,
+            "{loops_seen} loops, depth {max_depth}"
+        );
+        assert!(
+            compared > 400,
+            "only {compared} graphs with every block reachable"
+        );
     }
 }
