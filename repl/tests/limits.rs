@@ -1222,3 +1222,35 @@ fn a_compile_budget_too_small_is_refused_naming_the_flag() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+/// The REPL applies `--max-compile-work` to the engines it builds: a
+/// gradient past the budget is refused with the message, a run is not, and
+/// the session goes on.
+#[test]
+fn the_repl_refuses_a_gradient_past_the_compile_budget() {
+    let fx = fixture();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_advm"))
+        .args(["repl", "--max-compile-work", "10"])
+        .arg(&fx.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("advm repl runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        writeln!(stdin, "grad @absf(-2.0)\n@absf(-2.0)").expect("writes");
+    }
+    let o = child.wait_with_output().expect("ends");
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        all.contains("compile budget of 10 work units") && all.contains("--max-compile-work"),
+        "{all}"
+    );
+    assert!(
+        text(&o.stdout).lines().any(|l| l == "2"),
+        "the run still runs: {all}"
+    );
+    assert_eq!(o.status.code(), Some(0), "{all}");
+}
