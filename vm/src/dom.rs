@@ -280,7 +280,11 @@ mod tests {
                 assert_eq!(d.reachable(b as u32), reach[b], "{succs:?}");
                 for a in 0..n {
                     let want = reach[a] && reach[b] && dom[b][a];
-                    assert_eq!(d.dominates(a as u32, b as u32), want, "{a} dom {b}: {succs:?}");
+                    assert_eq!(
+                        d.dominates(a as u32, b as u32),
+                        want,
+                        "{a} dom {b}: {succs:?}"
+                    );
                 }
             }
         }
