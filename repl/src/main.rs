@@ -52,7 +52,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "BYTES")]
     max_source_bytes: Option<u64>,
     /// Most work units building one derivative may take (default 5·10^7,
-    /// about a second or two): a larger one is refused.
+    /// a few seconds): a larger one is refused.
     #[arg(long, global = true, value_name = "N")]
     max_compile_work: Option<u64>,
 }
