@@ -83,6 +83,7 @@ impl Engine {
     pub(crate) fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
         let first_new = self.program.len();
         let mut work = Vec::new();
+        let mut units = crate::compile_work::Work::new(self.max_compile_work);
         let root = self.reserve(f, wrt.into(), &mut work);
         while let Some((g, gw)) = work.pop() {
             let mut pending = Vec::new();
@@ -109,16 +110,18 @@ impl Engine {
                         let jd = ids(rule.jvp, custom::jvp_mask(self.module.func(g), &gw));
                         custom::rule_pair(&self.module, rule, &gw, jd)
                     }
-                    None => transform(&self.module, g, &gw, &mut ids, self.cleanup).map_err(
-                        |NoRule(op)| {
-                            AdError::NotDifferentiable(format!(
-                                "@{} contains `{}`, which has no reverse-mode rule: only the AD \
-                                 stage or the lowering writes it",
-                                self.module.func(g).name,
-                                op.mnemonic()
-                            ))
-                        },
-                    )?,
+                    None => {
+                    let cleanup = self.cleanup;
+                    crate::transform::transform_within(
+                        &self.module,
+                        g,
+                        &gw,
+                        &mut ids,
+                        cleanup,
+                        &mut units,
+                    )
+                    .map_err(|r| refusal(&self.module, f, g, r))?
+                    }
                 }
             };
             // Placeholders for functions reserved while transforming `g`.
@@ -375,5 +378,28 @@ impl Engine {
             }
         }
         out
+    }
+}
+
+/// The error of a [`crate::transform::Refusal`] met deriving `g` for a
+/// request on `root`.
+fn refusal(
+    module: &vm::ir::Module,
+    root: FuncId,
+    g: FuncId,
+    r: crate::transform::Refusal,
+) -> AdError {
+    match r {
+        crate::transform::Refusal::NoRule(NoRule(op)) => AdError::NotDifferentiable(format!(
+            "@{} contains `{}`, which has no reverse-mode rule: only the AD stage or the \
+             lowering writes it",
+            module.func(g).name,
+            op.mnemonic()
+        )),
+        crate::transform::Refusal::Work(e) => AdError::TooMuchWork {
+            func: module.func(root).name.clone(),
+            used: e.used,
+            limit: e.limit,
+        },
     }
 }

@@ -24,6 +24,11 @@ pub enum AdError {
         /// The registers it needs.
         registers: usize,
     },
+    /// Building the derived code of `func` would take more than `limit`
+    /// work units ([`Engine::set_max_compile_work`], the CLI's
+    /// `--max-compile-work`); `used` were counted when it stopped. Nothing
+    /// derived is kept.
+    TooMuchWork { func: String, used: u64, limit: u64 },
     /// The module given to [`Engine::new`] is not valid: malformed IR
     /// (ids out of range, a call to no function, ...) or bytecode the
     /// verifier refuses. A library user's error; the assembler's modules
@@ -49,6 +54,13 @@ impl fmt::Display for AdError {
                  registers, more than a frame holds (at most {FRAME_REGISTERS}); split @{func} \
                  into smaller functions (the reverse function needs about two registers per \
                  active value)"
+            ),
+            AdError::TooMuchWork { func, used, limit } => write!(
+                f,
+                "cannot differentiate @{func}: building its derived code takes more than the \
+                 compile budget of {limit} work units ({used} counted when it stopped); raise it \
+                 with --max-compile-work N (Engine::set_max_compile_work in the library) or \
+                 split @{func} into smaller functions"
             ),
             AdError::InvalidModule(m) => write!(f, "invalid module: {m}"),
             AdError::Internal(m) => write!(f, "internal error (please report): {m}"),

@@ -46,6 +46,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod compile_work;
 pub mod custom;
 mod derive;
 mod error;
@@ -65,7 +66,7 @@ pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use transform::{transform, Derived};
+use transform::Derived;
 use vm::bytecode::Program;
 pub use vm::inline::Policy;
 use vm::interp::{Trap, TrapKind, Vm};
@@ -140,6 +141,8 @@ pub struct Engine {
     /// Whether reverse functions are cleaned up ([`optimize`]); see
     /// [`Engine::set_reverse_cleanup`].
     cleanup: bool,
+    /// Work units one derivation may use ([`Engine::set_max_compile_work`]).
+    max_compile_work: u64,
     /// For [`Engine::add_functions`]: the module as given (before
     /// inlining; empty when `policy` is [`Policy::NONE`], `module` is it
     /// then), the inlining policy, what is left of the module's growth
@@ -180,6 +183,7 @@ impl Clone for Engine {
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: self.cleanup,
+            max_compile_work: self.max_compile_work,
             original: self.original.clone(),
             policy: self.policy,
             budget: self.budget,
@@ -286,6 +290,7 @@ impl Engine {
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: true,
+            max_compile_work: compile_work::DEFAULT_MAX_COMPILE_WORK,
             original,
             policy: *policy,
             budget,
@@ -305,6 +310,19 @@ impl Engine {
     /// file tests, which show both (it computes the same gradient, slower).
     pub fn set_reverse_cleanup(&mut self, on: bool) {
         self.cleanup = on;
+    }
+
+    /// The most work units one derivation (a function and the callees
+    /// derived with it) may use: [`compile_work::DEFAULT_MAX_COMPILE_WORK`] by
+    /// default. Past it, derivation stops with [`AdError::TooMuchWork`]
+    /// and nothing of it is kept. See [`budget`] for what a unit is.
+    pub fn set_max_compile_work(&mut self, units: u64) {
+        self.max_compile_work = units;
+    }
+
+    /// The bound [`Engine::set_max_compile_work`] set.
+    pub fn max_compile_work(&self) -> u64 {
+        self.max_compile_work
     }
 
     /// The module that runs: the one given, small callees inlined (see

@@ -59,9 +59,10 @@ impl From<AdError> for Fail {
         match e {
             AdError::Trap(t) => Fail::Trapped(Box::new(t), String::new()),
             // Refusals of the request, decided before anything runs.
-            AdError::NotDifferentiable(_) | AdError::Args(_) | AdError::TooLarge { .. } => {
-                Fail::Usage(e.to_string())
-            }
+            AdError::NotDifferentiable(_)
+            | AdError::Args(_)
+            | AdError::TooLarge { .. }
+            | AdError::TooMuchWork { .. } => Fail::Usage(e.to_string()),
             AdError::Internal(_) | AdError::InvalidModule(_) => Fail::Internal(e.to_string()),
         }
     }
@@ -155,7 +156,9 @@ fn finish(r: Result<(), Fail>) -> u8 {
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
-    advm::engine(load_module(file, opts)?, opts.inlining).map_err(Fail::from)
+    let mut engine = advm::engine(load_module(file, opts)?, opts.inlining).map_err(Fail::from)?;
+    engine.set_max_compile_work(opts.max_compile_work);
+    Ok(engine)
 }
 
 /// Read a source file and build its IR: `.adl` files (by extension) are

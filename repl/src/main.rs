@@ -51,6 +51,10 @@ struct Cli {
     /// Most bytes of a source file or an arguments file (default 256 MiB).
     #[arg(long, global = true, value_name = "BYTES")]
     max_source_bytes: Option<u64>,
+    /// Most work units building one derivative may take (default 5·10^7,
+    /// a few seconds): a larger one is refused.
+    #[arg(long, global = true, value_name = "N")]
+    max_compile_work: Option<u64>,
 }
 
 /// Limits of the VM (each also settable from the library, `vm::Limits`).
@@ -378,6 +382,9 @@ fn main() -> ExitCode {
         max_source_bytes: cli
             .max_source_bytes
             .unwrap_or(advm::DEFAULT_MAX_SOURCE_BYTES),
+        max_compile_work: cli
+            .max_compile_work
+            .unwrap_or(ad::compile_work::DEFAULT_MAX_COMPILE_WORK),
     };
     let opts = &opts;
     let status = match cli.command {

@@ -1281,3 +1281,94 @@ fn endless_and_oversized_input_files_are_refused() {
     assert!(all.contains("/dev/zero is larger than 100 bytes"), "{all}");
     assert_eq!(o.status.code(), Some(0), "{all}");
 }
+
+/// `--max-compile-work`: a budget too small for the derivative is refused
+/// with status 64, naming the function and the flag (for `grad` and for
+/// `disasm --ad`, which derive), and the same command within the budget
+/// succeeds; `run` derives nothing, so the flag does not stop it.
+#[test]
+fn a_compile_budget_too_small_is_refused_naming_the_flag() {
+    let fx = fixture();
+    for args in [
+        vec![
+            "grad",
+            "--fn",
+            "absf",
+            "--args",
+            "[1.0]",
+            "--max-compile-work",
+            "10",
+        ],
+        vec!["disasm", "--ad", "--fn", "absf", "--max-compile-work", "10"],
+    ] {
+        let o = advm(&fx, &args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+        for part in [
+            "cannot differentiate @absf",
+            "compile budget of 10",
+            "--max-compile-work",
+        ] {
+            assert!(err.contains(part), "{args:?}: {err}");
+        }
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let o = advm(
+        &fx,
+        &[
+            "grad",
+            "--fn",
+            "absf",
+            "--args",
+            "[1.0]",
+            "--max-compile-work",
+            "100000",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = advm(
+        &fx,
+        &[
+            "run",
+            "--fn",
+            "absf",
+            "--args",
+            "[1.0]",
+            "--max-compile-work",
+            "0",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// The REPL applies `--max-compile-work` to the engines it builds: a
+/// gradient past the budget is refused with the message, a run is not, and
+/// the session goes on.
+#[test]
+fn the_repl_refuses_a_gradient_past_the_compile_budget() {
+    let fx = fixture();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_advm"))
+        .args(["repl", "--max-compile-work", "10"])
+        .arg(&fx.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("advm repl runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        writeln!(stdin, "grad @absf(-2.0)\n@absf(-2.0)").expect("writes");
+    }
+    let o = child.wait_with_output().expect("ends");
+    let all = text(&o.stdout) + &text(&o.stderr);
+    assert!(
+        all.contains("compile budget of 10 work units") && all.contains("--max-compile-work"),
+        "{all}"
+    );
+    assert!(
+        text(&o.stdout).lines().any(|l| l == "2"),
+        "the run still runs: {all}"
+    );
+    assert_eq!(o.status.code(), Some(0), "{all}");
+}

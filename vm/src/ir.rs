@@ -334,7 +334,9 @@ impl Function {
         for (i, b) in self.blocks.iter().enumerate() {
             for s in b.term.successors() {
                 let list: &mut Vec<BlockId> = &mut preds[s.index()];
-                if !list.contains(&BlockId(i as u32)) {
+                // Block `i`'s edges come one after the other: a repeat is
+                // the last entry (no search of a join's many predecessors).
+                if list.last() != Some(&BlockId(i as u32)) {
                     list.push(BlockId(i as u32));
                 }
             }

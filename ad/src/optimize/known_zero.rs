@@ -30,6 +30,21 @@ pub(super) fn zero_step(z: &mut Bits, inst: &Inst) {
     }
 }
 
+/// How many times [`known_zero`]'s iteration may step through the
+/// function's instructions before it gives up ([`give_up`]). Loops converge
+/// in two or three trips; each nesting level may add one.
+const MAX_TRIPS: usize = 8;
+
+/// The safe answer of an analysis that did not converge: nothing is known
+/// to be zero at the start of any block but the entry (whose start state is
+/// exact); blocks not reached yet are left alone (they are rewritten
+/// only when reached).
+fn give_up(ins: &mut [Option<Bits>]) {
+    for z in ins.iter_mut().skip(1).flatten() {
+        z.clear();
+    }
+}
+
 /// Rewrite accumulations into registers known to hold zero as writes, and
 /// drop `zero`s of registers known to hold zero. Returns whether anything
 /// changed.
@@ -52,11 +67,23 @@ pub fn known_zero(f: &mut Function) -> bool {
     let mut work: Vec<usize> = vec![0];
     let mut queued = vec![false; nb];
     queued[0] = true;
+    // Instructions the iteration may step through: a few times the function.
+    // A cycle that passes knowledge on one register per trip (a loop
+    // rotating N cotangents through `take`s) would otherwise take N trips
+    // of N instructions each; past the bound, the analysis gives up.
+    let size: usize = f.blocks.iter().map(|b| b.insts.len() + 1).sum();
+    let mut steps_left = size.saturating_mul(MAX_TRIPS);
     while let Some(b) = work.pop() {
         queued[b] = false;
         let Some(mut z) = ins[b].clone() else {
             continue;
         };
+        let steps = f.blocks[b].insts.len() + 1;
+        if steps > steps_left {
+            give_up(&mut ins);
+            break;
+        }
+        steps_left -= steps;
         for inst in &f.blocks[b].insts {
             zero_step(&mut z, inst);
         }

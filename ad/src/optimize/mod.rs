@@ -70,6 +70,7 @@ pub use sink::sink_writes;
 
 #[allow(unused_imports)]
 use self::{liveness::*, merge::*, operands::*, pops::*, shadow::*};
+use crate::compile_work::{size, Exceeded, Work};
 use hashbrown::HashMap;
 use vm::bits::Bits;
 use vm::ir::{BlockId, Function, Inst, Term, ValueId};
@@ -88,10 +89,22 @@ const ROUNDS: usize = 6;
 
 /// Clean up reverse function `f` (see the module docs).
 pub fn reverse(f: &mut Function) {
+    // An unlimited budget is never exceeded (the count saturates).
+    let _ = reverse_within(f, &mut Work::unlimited());
+}
+
+/// [`reverse`], the function's size charged to `work` before each group
+/// of passes ([`crate::budget`]); past the bound, the function is left
+/// partly cleaned up (still correct) and the error returned.
+pub fn reverse_within(f: &mut Function, work: &mut Work) -> Result<(), Exceeded> {
+    work.charge_function(f)?;
     merge_blocks(f);
     let words = f.values.len().div_ceil(64);
     if f.blocks.len().saturating_mul(words) <= MAX_WORDS {
         for _ in 0..ROUNDS {
+            // Five passes, each linear in the function (or in its blocks
+            // times the words of a bit set, bounded by `MAX_WORDS`).
+            work.charge(5 * size(f))?;
             let mut changed = known_zero(f);
             changed |= propagate_copies(f);
             changed |= remove_dead(f);
@@ -101,6 +114,7 @@ pub fn reverse(f: &mut Function) {
                 break;
             }
         }
+        work.charge(3 * size(f))?;
         // Blocks emptied by the rounds above (phi-edge blocks whose moves
         // became renames) are jumped over.
         merge_blocks(f);
@@ -110,5 +124,7 @@ pub fn reverse(f: &mut Function) {
             merge_blocks(f);
         }
     }
+    work.charge_function(f)?;
     layout(f);
+    Ok(())
 }

@@ -620,3 +620,37 @@ fn threading_empty_blocks_in_one_walk_matches_following_each_chain() {
     }
     assert!(moved > 5000 && cycles > 400, "{moved} {cycles}");
 }
+
+/// A loop rotating `N` registers through `take`s passes "not zero" on by
+/// one register per trip: the analysis gives up after a few trips through
+/// the function instead of taking `N` of them, and giving up must be safe.
+/// `r(N/2)` is zero on the first trip only, so its `acc` stays an `acc`.
+#[test]
+fn known_zeros_give_up_safely_on_a_long_rotation() {
+    const N: u32 = 2_000;
+    // r0 parameter, r1..=rN rotated, r(N+1) the rotation's temporary.
+    let mut b = Build::new(N as usize + 2, &[0]);
+    let mut body = vec![
+        i(Op::Acc, None, &[N / 2, 0]),
+        i(Op::Take, Some(N + 1), &[1]),
+    ];
+    for k in 1..N {
+        body.push(i(Op::Take, Some(k), &[k + 1]));
+    }
+    body.push(i(Op::Take, Some(N), &[N + 1]));
+    let back = b.branch(1, 2);
+    b.block(
+        "entry",
+        vec![i(Op::Acc, None, &[1, 0])],
+        Term::Jmp(BlockId(1)),
+    )
+    .block("loop", body, back)
+    .block("exit", vec![], Term::RetN(vec![r(1)]));
+    assert!(known_zero(&mut b.f), "the entry block's acc is a write");
+    assert_eq!(b.f.blocks[0].insts[0].op, Op::Mov);
+    assert_eq!(
+        b.f.blocks[1].insts[0].op,
+        Op::Acc,
+        "not zero on later trips"
+    );
+}

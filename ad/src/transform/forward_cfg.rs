@@ -9,7 +9,17 @@ impl Transform<'_> {
         let p = self.p;
         let n = p.blocks.len();
         let nrets = self.cfg.rets.len();
-        for b in 0..n {
+        // The loops whose synthetic counter steps in each block (a list per
+        // block, not a search of every loop for each block).
+        let mut synthetic_at: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (l, s) in self.loops.iter().enumerate() {
+            if let Some(Some((latch, _))) = s.as_ref().map(|s| &s.synthetic) {
+                if let Some(at) = synthetic_at.get_mut(*latch) {
+                    at.push(l);
+                }
+            }
+        }
+        for (b, synthetic) in synthetic_at.iter().enumerate() {
             let mut insts = Vec::with_capacity(p.blocks[b].insts.len() + self.needs[b].len());
             let needs = &self.needs[b];
             let push = |v: ValueId| Inst::new(Op::CommsPush, None, vec![v], Loc::default());
@@ -76,11 +86,9 @@ impl Transform<'_> {
             }
             // The counter the forward code adds to a loop without an
             // induction variable steps at the end of the latch.
-            for s in self.loops.iter().flatten() {
-                if let Some((latch, inc)) = &s.synthetic {
-                    if *latch == b {
-                        insts.push(inc.clone());
-                    }
+            for &l in synthetic {
+                if let Some(Some((_, inc))) = self.loops[l].as_ref().map(|s| &s.synthetic) {
+                    insts.push(inc.clone());
                 }
             }
             let here = BlockId(b as u32);
@@ -154,12 +162,9 @@ impl Transform<'_> {
         if preds.len() < 2 {
             return None;
         }
-        let counted_header = self
-            .cfg
-            .loops
-            .iter()
-            .zip(&self.loops)
-            .any(|(l, s)| s.is_some() && l.header == to);
+        // A header's innermost loop is its own (one loop per header).
+        let counted_header = self.cfg.loop_of[to.index()]
+            .is_some_and(|l| self.cfg.loops[l].header == to && self.loops[l].is_some());
         if counted_header {
             return None;
         }

@@ -60,6 +60,7 @@ mod values;
 #[allow(unused_imports)]
 use self::{single::*, values::*};
 use crate::analysis::{activity_in, call_is_active, call_wrt, Cfg};
+use crate::compile_work::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
 use hashbrown::HashMap;
@@ -95,15 +96,48 @@ pub fn transform(
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
     cleanup: bool,
 ) -> Result<(Function, Function), NoRule> {
+    match transform_within(module, f, wrt, derived, cleanup, &mut Work::unlimited()) {
+        Ok(pair) => Ok(pair),
+        Err(Refusal::NoRule(n)) => Err(n),
+        // An unlimited budget is never exceeded (the count saturates).
+        Err(Refusal::Work(_)) => unreachable!("an unlimited compile budget was exceeded"),
+    }
+}
+
+/// Why [`transform_within`] built nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// An instruction has no reverse rule.
+    NoRule(NoRule),
+    /// The compile budget ran out ([`crate::budget`]).
+    Work(Exceeded),
+}
+
+/// [`transform`], each stage charged to `work` before it runs (see
+/// [`crate::budget`]): the primal's size for the analysis and the
+/// translation, the reverse function's before each round of its clean-up,
+/// and both results' at the end, for the lowering and verification that
+/// follow.
+pub fn transform_within(
+    module: &Module,
+    f: FuncId,
+    wrt: &[bool],
+    derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
+    cleanup: bool,
+    work: &mut Work,
+) -> Result<(Function, Function), Refusal> {
     let p = module.func(f);
+    work.charge_function(p).map_err(Refusal::Work)?;
     let mut t = Transform::new(module, p, wrt);
-    t.translate(derived)?;
+    t.translate(derived).map_err(Refusal::NoRule)?;
     t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();
     if cleanup {
-        crate::optimize::reverse(&mut t.rev);
+        crate::optimize::reverse_within(&mut t.rev, work).map_err(Refusal::Work)?;
     }
+    work.charge_function(&t.fwd).map_err(Refusal::Work)?;
+    work.charge_function(&t.rev).map_err(Refusal::Work)?;
     Ok((t.fwd, t.rev))
 }
 
@@ -265,6 +299,14 @@ impl<'a> Transform<'a> {
             }
         }
         let mut loops = Vec::with_capacity(cfg.loops.len());
+        // The reverse function's i64 constants by bits (the first of equal
+        // ones), so that each loop's limit finds its constant at once.
+        let mut rev_i64: HashMap<u64, ValueId> = HashMap::new();
+        for (i, v) in rev.values.iter().enumerate().rev() {
+            if let (Type::I64, Some(k)) = (v.ty, v.konst) {
+                rev_i64.insert(k, ValueId(i as u32));
+            }
+        }
         for l in &cfg.loops {
             let Some(c) = &l.counted else {
                 loops.push(None);
@@ -295,7 +337,10 @@ impl<'a> Transform<'a> {
             let (lim, lim_const) = match fwd.values[init.index()].konst {
                 Some(k) => {
                     let bits = (k as i64).wrapping_sub(step) as u64;
-                    (konst_in(&mut rev, Type::I64, bits), true)
+                    let k = *rev_i64
+                        .entry(bits)
+                        .or_insert_with(|| rev.new_const(Type::I64, bits));
+                    (k, true)
                 }
                 None => (
                     rev.new_value(Type::I64, Some(format!("lim.{hname}"))),

@@ -202,7 +202,10 @@ impl Transform<'_> {
     pub(super) fn phi_moves(&mut self, pred: BlockId, b: usize, insts: &mut Vec<Inst>) {
         let p = self.p;
         let phis = &p.blocks[b].phis;
-        let is_phi_here = |v: ValueId| phis.iter().any(|ph| ph.dst == v);
+        // A set, not a search of the phis: a block may have tens of
+        // thousands of them.
+        let here: hashbrown::HashSet<ValueId> = phis.iter().map(|ph| ph.dst).collect();
+        let is_phi_here = |v: ValueId| here.contains(&v);
         let moves: Vec<(ValueId, Option<ValueId>, Loc)> = phis
             .iter()
             .filter_map(|ph| {

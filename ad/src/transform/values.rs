@@ -51,19 +51,6 @@ impl Transform<'_> {
     }
 }
 
-/// A constant of `f` (used while the transform's constant table does not
-/// exist yet).
-pub(super) fn konst_in(f: &mut Function, ty: Type, bits: u64) -> ValueId {
-    match f
-        .values
-        .iter()
-        .position(|v| v.ty == ty && v.konst == Some(bits))
-    {
-        Some(i) => ValueId(i as u32),
-        None => f.new_const(ty, bits),
-    }
-}
-
 pub(super) fn blk_push(k: u32) -> Inst {
     let mut i = Inst::new(Op::BlkPush, None, Vec::new(), Loc::default());
     i.imm = k;

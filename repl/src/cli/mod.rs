@@ -141,6 +141,9 @@ pub struct Options {
     pub inlining: bool,
     /// The most bytes a source or arguments file may have.
     pub max_source_bytes: u64,
+    /// The compile budget of each derivation, in work units
+    /// (`--max-compile-work`, [`ad::Engine::set_max_compile_work`]).
+    pub max_compile_work: u64,
 }
 
 impl Default for Options {
@@ -148,6 +151,7 @@ impl Default for Options {
         Options {
             inlining: true,
             max_source_bytes: DEFAULT_MAX_SOURCE_BYTES,
+            max_compile_work: ad::compile_work::DEFAULT_MAX_COMPILE_WORK,
         }
     }
 }

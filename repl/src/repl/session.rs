@@ -1322,6 +1322,7 @@ impl Session {
     fn set_engine(&mut self, mut engine: Engine) {
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
         *engine.vm_mut().limits_mut() = self.limits.clone();
+        engine.set_max_compile_work(self.opts.max_compile_work);
         // In the session's order (definition order, a replaced function
         // keeping its place), not the module's.
         let module = engine.module();

@@ -10,6 +10,11 @@ use super::*;
 /// terminator.
 pub(super) const COPY_BUDGET: usize = 5;
 
+/// Above this many copies on one edge, [`Lowerer::copies`] keeps an index
+/// of their registers instead of searching the list for each copy (which
+/// takes time cubic in their number).
+const SMALL_COPIES: usize = 16;
+
 impl Lowerer<'_> {
     /// Lower block `here` at the end of the code, with its mark; `next` is
     /// the block whose code follows (fall-through), if any.
@@ -159,6 +164,15 @@ impl Lowerer<'_> {
     /// Emit a parallel copy as a sequence of moves.
     pub(super) fn copies(&mut self, mut pending: Vec<(Reg, Reg)>, loc: Loc) {
         pending.retain(|(d, s)| d != s);
+        if pending.len() > SMALL_COPIES {
+            self.many_copies(pending, loc);
+        } else {
+            self.few_copies(pending, loc);
+        }
+    }
+
+    /// [`Lowerer::copies`] by searching the list (for a few copies).
+    pub(super) fn few_copies(&mut self, mut pending: Vec<(Reg, Reg)>, loc: Loc) {
         while !pending.is_empty() {
             // A copy whose destination no other copy still reads can go now.
             if let Some(i) = (0..pending.len()).find(|&i| {
@@ -179,6 +193,77 @@ impl Lowerer<'_> {
                     *s = t;
                 }
             }
+        }
+    }
+
+    /// [`Lowerer::copies`] for many copies (the phis of a loop header with
+    /// tens of thousands of them), in time linear in their number, emitting
+    /// the same code: the copy of smallest index whose destination no copy
+    /// still reads goes first; when there is none, the first copy left
+    /// breaks its cycle through the scratch register.
+    pub(super) fn many_copies(&mut self, mut pending: Vec<(Reg, Reg)>, loc: Loc) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let n = pending.len();
+        // Copies not yet emitted that read each register, the copy that
+        // writes each register (destinations are distinct).
+        let mut readers: hashbrown::HashMap<Reg, Vec<usize>> = hashbrown::HashMap::new();
+        let mut writer: hashbrown::HashMap<Reg, usize> = hashbrown::HashMap::new();
+        for (i, &(d, s)) in pending.iter().enumerate() {
+            readers.entry(s).or_default().push(i);
+            writer.insert(d, i);
+        }
+        let mut reads: hashbrown::HashMap<Reg, usize> =
+            readers.iter().map(|(r, v)| (*r, v.len())).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..n)
+            .filter(|&i| reads.get(&pending[i].0).is_none_or(|&c| c == 0))
+            .map(Reverse)
+            .collect();
+        let mut done = vec![false; n];
+        let mut first_left = 0;
+        loop {
+            while let Some(Reverse(i)) = ready.pop() {
+                if done[i] {
+                    continue;
+                }
+                done[i] = true;
+                let (d, s) = pending[i];
+                self.emit(Instr::new(Op::Mov, d, s, 0, 0), loc);
+                if let Some(c) = reads.get_mut(&s) {
+                    *c -= 1;
+                    if *c == 0 {
+                        if let Some(&j) = writer.get(&s) {
+                            if !done[j] {
+                                ready.push(Reverse(j));
+                            }
+                        }
+                    }
+                }
+            }
+            while first_left < n && done[first_left] {
+                first_left += 1;
+            }
+            if first_left == n {
+                return;
+            }
+            // Only cycles remain: save the first copy's destination and let
+            // its readers read the saved copy.
+            let d = pending[first_left].0;
+            let t = self.scratch(self.reg_types[d as usize]);
+            self.emit(Instr::new(Op::Mov, t, d, 0, 0), loc);
+            let moved: Vec<usize> = readers
+                .remove(&d)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&k| !done[k])
+                .collect();
+            for &k in &moved {
+                pending[k].1 = t;
+            }
+            *reads.entry(t).or_insert(0) += moved.len();
+            readers.entry(t).or_default().extend(moved);
+            reads.insert(d, 0);
+            ready.push(Reverse(first_left));
         }
     }
 

@@ -86,3 +86,55 @@ fn scratch_registers_are_per_type_and_reused() {
     simulate(&l.code, &mut regs);
     assert_eq!(&regs[..4], &[1, 2, 4, 3]);
 }
+
+/// Parallel copies of every shape (chains, fan-out, cycles of one and two
+/// types, copies onto themselves) from a fixed generator: the indexed
+/// sequentialization of many copies emits exactly the code of the search
+/// over the list, and that code performs the parallel assignment.
+#[test]
+fn many_copies_emit_what_the_list_search_emits() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |m: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % m as u64) as usize
+    };
+    let f = empty();
+    for case in 0..300 {
+        let nregs = 2 + next(80);
+        let types: Vec<Type> = (0..nregs)
+            .map(|r| if r % 3 == 0 { Type::I64 } else { Type::F64 })
+            .collect();
+        // Distinct destinations, sources of the same type.
+        let mut dests: Vec<usize> = (0..nregs).collect();
+        for i in (1..nregs).rev() {
+            dests.swap(i, next(i + 1));
+        }
+        dests.truncate(1 + next(nregs));
+        let pending: Vec<(Reg, Reg)> = dests
+            .iter()
+            .map(|&d| {
+                let same: Vec<usize> = (0..nregs).filter(|&s| types[s] == types[d]).collect();
+                (d as Reg, same[next(same.len())] as Reg)
+            })
+            .collect();
+        let mut few = lowerer(&f, &types);
+        let mut kept = pending.clone();
+        kept.retain(|(d, s)| d != s);
+        few.few_copies(kept.clone(), Loc::default());
+        let mut many = lowerer(&f, &types);
+        many.many_copies(kept, Loc::default());
+        assert_eq!(few.code, many.code, "case {case}: {pending:?}");
+        assert_eq!(few.reg_types, many.reg_types, "case {case}");
+        let start: Vec<u64> = (0..nregs as u64).map(|r| 100 + r).collect();
+        let mut regs = start.clone();
+        simulate(&many.code, &mut regs);
+        for &(d, s) in &pending {
+            assert_eq!(
+                regs[d as usize], start[s as usize],
+                "case {case}: {pending:?}"
+            );
+        }
+    }
+}
