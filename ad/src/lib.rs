@@ -315,7 +315,7 @@ impl Engine {
     /// The most work units one derivation (a function and the callees
     /// derived with it) may use: [`compile_work::DEFAULT_MAX_COMPILE_WORK`] by
     /// default. Past it, derivation stops with [`AdError::TooMuchWork`]
-    /// and nothing of it is kept. See [`budget`] for what a unit is.
+    /// and nothing of it is kept. See [`compile_work`] for what a unit is.
     pub fn set_max_compile_work(&mut self, units: u64) {
         self.max_compile_work = units;
     }
