@@ -184,6 +184,9 @@ pub struct Program {
     /// (the verifier refuses one that names no function), and a vector as
     /// long as `FuncId(u32::MAX)` would not fit in memory.
     callers: HashMap<FuncId, Vec<FuncId>>,
+    /// Per function: the stamp it got when it was last verified (see
+    /// [`Program::stamp`]); meaningful only while it is verified.
+    stamps: Vec<u64>,
 }
 
 /// [`Program::set`] of an id that names no function.
@@ -247,6 +250,7 @@ impl Program {
         self.note_calls(id, &f);
         self.funcs.push(f);
         self.init.push(None);
+        self.stamps.push(0);
         id
     }
 
@@ -281,6 +285,7 @@ impl Program {
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
         self.init.truncate(len);
+        self.stamps.truncate(len);
         let mut dropped: Vec<FuncId> = self
             .callers
             .keys()
@@ -318,6 +323,19 @@ impl Program {
         self.frame_init(id).is_some()
     }
 
+    /// For a verified function, a number that no other verification of any
+    /// function of any program in this process was given: a function keeps
+    /// its stamp while it stays verified, so a cache of something derived
+    /// from a verified function (the native tier's machine code) is valid
+    /// while the stamp is the same. A function is unverified whenever it or
+    /// a callee changes ([`Program::set`], [`Program::truncate`]), and gets
+    /// a new stamp when it is verified again. `None` if `id` does not exist
+    /// or is not verified.
+    pub fn stamp(&self, id: FuncId) -> Option<u64> {
+        self.frame_init(id)?;
+        self.stamps.get(id.index()).copied()
+    }
+
     /// For a verified function, the initial contents of its registers past
     /// the parameters (constants, then zeros; a multiple of [`FRAME_CHUNK`]
     /// long, at least `nregs - nparams`); `None` if `id` does not exist or
@@ -343,6 +361,8 @@ impl Program {
         let mut init = vec![0u64; len.max(f.consts.len())];
         init[..f.consts.len()].copy_from_slice(&f.consts);
         self.init[id.index()] = Some(init.into_boxed_slice());
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.stamps[id.index()] = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -45,5 +45,5 @@ mod regs;
 pub mod types;
 pub mod verify;
 
-pub use interp::{Limits, Trap, TrapKind, Vm};
+pub use interp::{Limits, NativeTier, Tier, Trap, TrapKind, Vm};
 pub use types::{Type, Value};

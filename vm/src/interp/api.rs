@@ -25,6 +25,8 @@ impl Vm {
             peak_stack: 0,
             limits_changed: true,
             executed_bytes: 0,
+            native: None,
+            last_tier: Tier::Interp,
         }
     }
 
@@ -222,6 +224,15 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
+        if let Some(mut tier) = self.native.take() {
+            let r = tier.call(self, prog, f, args);
+            self.native = Some(tier);
+            if let Some(r) = r {
+                self.last_tier = Tier::Native;
+                return r;
+            }
+        }
+        self.last_tier = Tier::Interp;
         self.exec(prog, f, args)
     }
 

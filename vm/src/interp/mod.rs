@@ -58,6 +58,7 @@
 
 mod api;
 mod exec;
+mod native;
 mod traps;
 
 #[allow(unused_imports)]
@@ -71,6 +72,7 @@ use crate::regs::{
     copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
 };
 use crate::types::{Type, Value};
+pub use native::{NativeTier, Tier};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -115,4 +117,9 @@ pub struct Vm {
     /// interpreter's step count in bytes of code, kept as it is so that
     /// leaving the interpreter costs no division ([`Vm::executed`] divides).
     executed_bytes: u64,
+    /// The native tier, offered every call from the host first
+    /// (`native.rs`).
+    native: Option<Box<dyn NativeTier>>,
+    /// Which tier ran the last call.
+    last_tier: Tier,
 }
