@@ -117,7 +117,7 @@ pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
     let name = file.display().to_string();
     let src = assembler::decode(&bytes, &name).map_err(|d| Fail::Assembly(d.render()))?;
     let module = assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render()))?;
-    advm::engine(module, opts.inlining).map_err(Fail::from)
+    advm::engine(module, *opts).map_err(Fail::from)
 }
 
 /// `limits` with the flags `l` gives (the others as they were).
@@ -782,6 +782,32 @@ pub fn disasm_hvp(file: &Path, opts: &Options, func: Option<&str>, wrt: Option<&
     })())
 }
 
+/// `advm disasm FILE --tier [--fn NAME]`: which tier runs each function.
+pub fn disasm_tiers(file: &Path, opts: &Options, func: Option<&str>) -> u8 {
+    finish((|| {
+        let engine = load(file, opts)?;
+        let targets: Vec<FuncId> = match func {
+            Some(name) => vec![pick(&engine, Some(name), file)?],
+            None => (0..engine.module().funcs.len())
+                .map(|i| FuncId(i as u32))
+                .collect(),
+        };
+        for f in targets {
+            let name = &engine.program().func(f).name;
+            let tier = if !opts.jit {
+                "interp (--no-jit)".to_string()
+            } else {
+                match jit::tier_of(engine.program(), f) {
+                    Ok(()) => "jit".to_string(),
+                    Err(why) => format!("interp ({why})"),
+                }
+            };
+            emit(format_args!("@{name}: {tier}"))?;
+        }
+        Ok(())
+    })())
+}
+
 pub fn disasm(
     file: &Path,
     opts: &Options,
@@ -898,8 +924,11 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
             let wrt = selection(&engine, f, a.wrt.as_deref())?;
             // Fail early with the real error rather than inside the loops.
             engine.run(f, &args)?;
+            let tier = engine.vm_mut().last_tier().name();
             let mut out = Gradient::default();
             gradient(&mut engine, f, &args, wrt.as_deref(), &mut out)?;
+            // The tier of the gradient's last call (the reverse function).
+            let grad_tier = engine.vm_mut().last_tier().name();
             let (primal_ns, allocs_primal) =
                 time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
             let (grad_ns, allocs_grad) =
@@ -947,6 +976,8 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     "allocs_per_grad": allocs_grad,
                     "jvp_ns": jvp_ns,
                     "allocs_per_jvp": allocs_jvp,
+                    "tier": tier,
+                    "grad_tier": grad_tier,
                 });
                 if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
                     o.insert("hvp_ns".into(), json!(hvp_ns));
@@ -961,6 +992,7 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
                 ))?;
                 emit(format_args!("ratio:  {ratio:.2}"))?;
+                emit(format_args!("tier:   {tier} (gradient: {grad_tier})"))?;
                 emit(format_args!(
                     "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
                      (direction: all ones)"

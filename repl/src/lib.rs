@@ -139,6 +139,9 @@ pub struct Options {
     /// Inline small callees into their callers ([`ad::Policy::default`]);
     /// off with `--no-inline` ([`ad::Policy::NONE`]).
     pub inlining: bool,
+    /// Run code in the native tier (`advm-jit`) where it can; off with
+    /// `--no-jit` (the interpreter runs everything).
+    pub jit: bool,
     /// The most bytes a source or arguments file may have.
     pub max_source_bytes: u64,
 }
@@ -147,6 +150,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             inlining: true,
+            jit: true,
             max_source_bytes: DEFAULT_MAX_SOURCE_BYTES,
         }
     }
@@ -182,12 +186,17 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 }
 
 /// An engine for `module`, inlining small callees (default policy,
-/// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]).
-pub fn engine(module: vm::ir::Module, inlining: bool) -> Result<ad::Engine, ad::AdError> {
-    let policy = if inlining {
+/// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]), with the native
+/// tier installed unless `--no-jit` ([`Options::jit`]).
+pub fn engine(module: vm::ir::Module, opts: Options) -> Result<ad::Engine, ad::AdError> {
+    let policy = if opts.inlining {
         ad::Policy::default()
     } else {
         ad::Policy::NONE
     };
-    ad::Engine::with_inlining(module, &policy)
+    let mut engine = ad::Engine::with_inlining(module, &policy)?;
+    if opts.jit {
+        jit::install(engine.vm_mut());
+    }
+    Ok(engine)
 }

@@ -878,13 +878,13 @@ impl Session {
     /// the old one in doubt).
     pub fn rebuild(&mut self) {
         let chunks = self.chunks.clone();
-        let inlining = self.opts.inlining;
+        let opts = self.opts;
         let combined = Combined::new(&chunks);
         let engine = assembler::assemble(&combined.text, "<session>")
             .ok()
             .and_then(|mut m| {
                 combined.relocate(&mut m, &chunks);
-                advm::engine(m, inlining).ok()
+                advm::engine(m, opts).ok()
             });
         match engine {
             Some(e) => self.set_engine(e),
@@ -1163,11 +1163,11 @@ impl Session {
         match assembled {
             Ok(mut module) => {
                 combined.relocate(&mut module, &order);
-                let inlining = self.opts.inlining;
+                let opts = self.opts;
                 let engine = if combined.text.len() < BACKGROUND_BYTES {
-                    advm::engine(module, inlining)
+                    advm::engine(module, opts)
                 } else {
-                    self.interruptible(move || advm::engine(module, inlining))?
+                    self.interruptible(move || advm::engine(module, opts))?
                 }
                 .map_err(|e| Failure::Engine(e.to_string()))?;
                 Ok((set.to_vec(), engine))
