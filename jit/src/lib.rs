@@ -25,6 +25,7 @@
 //!   re-verified since is compiled again.
 #![deny(unsafe_code)]
 
+pub mod fuzz;
 mod native;
 mod translate;
 
