@@ -383,6 +383,10 @@ pub(crate) struct EntryCode {
 // this one.
 unsafe impl Send for EntryCode {}
 
+// SAFETY: as for `Send`: the code is immutable once finalized, and an
+// `&EntryCode` gives nothing but its address.
+unsafe impl Sync for EntryCode {}
+
 /// Run compiled code: the trampoline `code` on `args`, results in `out`.
 pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64]) -> Outcome {
     let limits = vm.limits();
@@ -432,7 +436,7 @@ pub(crate) fn free(module: cranelift_jit::JITModule) {
     unsafe { module.free_memory() }
 }
 
-/// Wrapper making the module `Send`.
+/// Wrapper making the module `Send` and `Sync`.
 pub(crate) struct SendModule(pub cranelift_jit::JITModule);
 
 // SAFETY: the `JITModule` is owned by one tier and used only through
@@ -440,3 +444,8 @@ pub(crate) struct SendModule(pub cranelift_jit::JITModule);
 // pointers are to memory it owns, which moving it to another thread does
 // not invalidate.
 unsafe impl Send for SendModule {}
+
+// SAFETY: the tier never touches the module through a shared reference
+// (every use is through `&mut Jit`), so sharing `&SendModule` between
+// threads gives no concurrent access.
+unsafe impl Sync for SendModule {}

@@ -195,10 +195,10 @@ impl T<'_, '_> {
     /// The 64 bits of register `r`.
     fn bits(&mut self, r: u32) -> Value {
         let v = self.get(r);
-        self.to_bits(v)
+        self.raw_bits(v)
     }
 
-    fn to_bits(&mut self, v: Value) -> Value {
+    fn raw_bits(&mut self, v: Value) -> Value {
         if self.b.func.dfg.value_type(v) == types::F64 {
             self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
         } else {
@@ -208,11 +208,11 @@ impl T<'_, '_> {
 
     /// Write 64 bits to register `r`.
     fn set_bits(&mut self, r: u32, v: Value) {
-        let v = self.from_bits(v, self.ty(r));
+        let v = self.typed(v, self.ty(r));
         self.set(r, v)
     }
 
-    fn from_bits(&mut self, v: Value, t: CType) -> Value {
+    fn typed(&mut self, v: Value, t: CType) -> Value {
         let vt = self.b.func.dfg.value_type(v);
         if vt == t {
             v
@@ -587,7 +587,7 @@ impl T<'_, '_> {
                 let lt = self.b.ins().fcmp(FloatCC::LessThan, t, hi);
                 let ok = self.b.ins().band(ge, lt);
                 let bad = self.b.ins().bxor_imm_s(ok, 1);
-                let bits = self.to_bits(a);
+                let bits = self.raw_bits(a);
                 self.trap_if(bad, pc, T_FTOI, bits);
                 let v = self.b.ins().fcvt_to_sint_sat(types::I64, t);
                 self.set(r0, v);
@@ -624,8 +624,8 @@ impl T<'_, '_> {
                 self.finish_return(pc);
                 let v = match ret_ctype(self.f) {
                     Some(t) => {
-                        let v = self.to_bits(v);
-                        self.from_bits(v, t)
+                        let v = self.raw_bits(v);
+                        self.typed(v, t)
                     }
                     None => v,
                 };
@@ -755,7 +755,7 @@ impl T<'_, '_> {
             }
             Op::MulPush => {
                 let a = self.get(r1);
-                let bits = self.to_bits(a);
+                let bits = self.raw_bits(a);
                 self.fallible("advm_comms_push", pc, &[bits]);
                 let c = self.get(r2);
                 let v = self.b.ins().fmul(a, c);
@@ -780,7 +780,7 @@ impl T<'_, '_> {
                 let v = self.get(r1);
                 let z = self.b.ins().iconst(types::I64, 0);
                 self.set_bits(r1, z);
-                let v = self.to_bits(v);
+                let v = self.raw_bits(v);
                 self.set_bits(r0, v);
             }
             Op::ShadowAcc | Op::ShadowAccMul => {
@@ -805,7 +805,7 @@ impl T<'_, '_> {
 
     fn set_result(&mut self, r: u32, v: Option<Value>) {
         if let Some(v) = v {
-            let v = self.to_bits(v);
+            let v = self.raw_bits(v);
             self.set_bits(r, v);
         }
     }
@@ -814,7 +814,7 @@ impl T<'_, '_> {
     fn popped(&mut self, pc: usize) -> Value {
         let v = self.fallible("advm_comms_pop", pc, &[]);
         match v {
-            Some(v) => self.from_bits(v, types::F64),
+            Some(v) => self.typed(v, types::F64),
             None => self.b.ins().f64const(0.0),
         }
     }
@@ -898,7 +898,7 @@ impl T<'_, '_> {
         self.b.def_var(self.s, s);
         match (slot, result) {
             (None, Some(v)) => {
-                let v = self.to_bits(v);
+                let v = self.raw_bits(v);
                 self.set_bits(u32::from(ins.r0), v);
             }
             (Some(addr), _) => {

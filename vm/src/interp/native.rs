@@ -35,8 +35,10 @@ impl Tier {
     }
 }
 
-/// A native tier: offered every call from the host.
-pub trait NativeTier: Send {
+/// A native tier: offered every call from the host. `Send` and `Sync` so
+/// that a VM (and an engine) can be moved and shared between threads as
+/// before; every method that changes the tier takes `&mut self`.
+pub trait NativeTier: Send + Sync {
     /// Run `f` on `args` as [`Vm::call_raw`] would (results in
     /// [`Vm::results`], the same traps), or `None` to leave the call to
     /// the interpreter (before anything ran).
