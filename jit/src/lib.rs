@@ -88,7 +88,7 @@ impl std::fmt::Display for Decline {
             Decline::Recursion(n) => write!(f, "recursive call graph (through @{n})"),
             Decline::DeepChain => write!(
                 f,
-                "call chain too deep for the native stack budget ({STACK_BUDGET} bytes)"
+                "its deepest call chain's frames could exceed the native stack budget ({STACK_BUDGET} bytes)"
             ),
             Decline::Unsupported(m) => write!(f, "{m}"),
         }
