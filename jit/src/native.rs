@@ -37,6 +37,13 @@ pub(crate) struct Ctx {
     pub interrupt: *const AtomicBool,
     /// The `pc` of the last `ret` or `ret.n` executed.
     pub ret_pc: u64,
+    /// The VM's comms stack, which compiled code pushes to and pops from
+    /// in place while it has room: its buffer, length and capacity, read
+    /// from the stack on entry and after every helper ([`sync_in`]), the
+    /// length written back before every helper and on exit ([`sync_out`]).
+    pub comms_ptr: *mut u64,
+    pub comms_len: u64,
+    pub comms_cap: u64,
     vm: *mut Vm,
     /// The trap: where (`site`, see [`site`]) and what.
     pub pending: Option<(u64, TrapKind)>,
@@ -49,6 +56,9 @@ pub(crate) const OFF_MAX_DEPTH: i32 = std::mem::offset_of!(Ctx, max_depth) as i3
 pub(crate) const OFF_FUEL: i32 = std::mem::offset_of!(Ctx, fuel) as i32;
 pub(crate) const OFF_INTERRUPT: i32 = std::mem::offset_of!(Ctx, interrupt) as i32;
 pub(crate) const OFF_RET_PC: i32 = std::mem::offset_of!(Ctx, ret_pc) as i32;
+pub(crate) const OFF_COMMS_PTR: i32 = std::mem::offset_of!(Ctx, comms_ptr) as i32;
+pub(crate) const OFF_COMMS_LEN: i32 = std::mem::offset_of!(Ctx, comms_len) as i32;
+pub(crate) const OFF_COMMS_CAP: i32 = std::mem::offset_of!(Ctx, comms_cap) as i32;
 
 /// Where a trap happened, as compiled code passes it: function id in the
 /// high 32 bits, `pc` in the low ones.
@@ -72,6 +82,32 @@ impl Ctx {
     }
 }
 
+/// Read the comms stack's buffer, length and capacity into the context.
+fn sync_in(c: &mut Ctx, vm: &mut Vm) {
+    let v = vm.native_comms();
+    c.comms_ptr = v.as_mut_ptr();
+    c.comms_len = v.len() as u64;
+    c.comms_cap = v.capacity() as u64;
+}
+
+/// Give the comms stack the length compiled code left in the context.
+fn sync_out(c: &Ctx, vm: &mut Vm) {
+    let v = vm.native_comms();
+    let len = c.comms_len as usize;
+    if len <= v.capacity() {
+        // SAFETY: `comms_ptr` and `comms_cap` were read from this very
+        // vector after its last change (`sync_in` runs on entry and after
+        // every helper, the only code that changes it while compiled code
+        // runs). Compiled code writes an element only at `comms_len <
+        // comms_cap` and then adds one, and lowers the length only while
+        // it is positive (`translate.rs`, `push_fast` and `pop_fast`), so
+        // every element below `len` is initialized (by the vector or by
+        // compiled code; any bits are a valid `u64`) and `len <= capacity`
+        // (checked here too).
+        unsafe { v.set_len(len) }
+    }
+}
+
 /// The VM of a context.
 ///
 /// # Safety
@@ -83,11 +119,13 @@ unsafe fn parts<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Vm) {
     // SAFETY: see the function's contract: both pointers are valid and
     // unaliased for the helper's duration (the host is suspended in
     // `enter`, compiled code holds no reference).
-    unsafe {
+    let (c, vm) = unsafe {
         let c = &mut *ctx;
         let vm = &mut *c.vm;
         (c, vm)
-    }
+    };
+    sync_out(c, vm);
+    (c, vm)
 }
 
 macro_rules! helper {
@@ -97,7 +135,9 @@ macro_rules! helper {
             // SAFETY: only compiled code calls helpers, with the context
             // `enter` gave it (see `parts`).
             let ($c, $vm) = unsafe { parts(ctx) };
-            $body
+            let r: $ret = $body;
+            sync_in($c, $vm);
+            r
         }
     };
 }
@@ -121,7 +161,7 @@ helper! {
 helper! {
     /// `comms.push.r` (cannot trap; `site` is unused).
     fn h_comms_push_r(c, vm, site, v: u64) -> () {
-        let _ = (c, site);
+        let _ = (&c, site);
         vm.native_comms_push_r(v);
     }
 }
@@ -398,9 +438,13 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
         fuel: limits.fuel.unwrap_or(u64::MAX),
         interrupt: vm.interrupt_flag() as *const AtomicBool,
         ret_pc: 0,
-        vm: vm as *mut Vm,
+        comms_ptr: std::ptr::null_mut(),
+        comms_len: 0,
+        comms_cap: 0,
+        vm: std::ptr::null_mut(),
         pending: None,
     };
+    sync_in(&mut ctx, vm);
     if args.len() != code.nparams || out.len() < code.nouts {
         // Never happens (the tier sizes both from the same function); no
         // machine code runs on a mismatch.
@@ -416,10 +460,12 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
     // `args` and writes at most `nouts` to `out`, both checked just above.
     // `ctx` outlives the call; `vm` is reached only through it until the
     // call returns (see `parts`).
+    ctx.vm = vm as *mut Vm;
     unsafe {
         let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) = std::mem::transmute(code.ptr);
         f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
     }
+    sync_out(&ctx, vm);
     Outcome {
         pending: ctx.pending.take(),
         steps: ctx.steps,

@@ -26,9 +26,9 @@
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
 use crate::native::{
-    site, Sig, OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS,
-    OFF_TRAPPED, T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED,
-    T_REM_BY_ZERO,
+    site, Sig, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT,
+    OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED, T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO,
+    T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -692,22 +692,20 @@ impl T<'_, '_> {
             }
             Op::CommsPush => {
                 let v = self.bits(r0);
-                self.fallible("advm_comms_push", pc, &[v]);
+                self.push_fast(pc, v, 1, "advm_comms_push", &[]);
             }
             Op::CommsReserve => {
                 let v = self.bits(r0);
                 let n = self.b.ins().iconst(types::I64, i64::from(x));
-                self.fallible("advm_comms_reserve", pc, &[v, n]);
+                self.push_fast(pc, v, i64::from(x), "advm_comms_reserve", &[n]);
             }
             Op::CommsPushR => {
                 let v = self.bits(r0);
-                self.call_helper("advm_comms_push_r", pc, &[v]);
+                self.push_fast(pc, v, 1, "advm_comms_push_r", &[]);
             }
             Op::CommsPop => {
-                let v = self.fallible("advm_comms_pop", pc, &[]);
-                if let Some(v) = v {
-                    self.set_bits(r0, v);
-                }
+                let v = self.pop_fast(pc);
+                self.set_bits(r0, v);
             }
             Op::Acc => {
                 let a = self.get(r0);
@@ -756,7 +754,7 @@ impl T<'_, '_> {
             Op::MulPush => {
                 let a = self.get(r1);
                 let bits = self.raw_bits(a);
-                self.fallible("advm_comms_push", pc, &[bits]);
+                self.push_fast(pc, bits, 1, "advm_comms_push", &[]);
                 let c = self.get(r2);
                 let v = self.b.ins().fmul(a, c);
                 self.set(r0, v);
@@ -803,6 +801,66 @@ impl T<'_, '_> {
         true
     }
 
+    /// Push `v` (64 bits) on the comms stack in place if it has room for
+    /// `need` more values, else through helper `name` (which grows the
+    /// stack or traps at `pc`); `extra` are the helper's arguments after
+    /// the value.
+    fn push_fast(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value]) {
+        let len = self.ctx_load(OFF_COMMS_LEN);
+        let cap = self.ctx_load(OFF_COMMS_CAP);
+        let spare = self.b.ins().isub(cap, len);
+        let room = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, spare, need);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(room, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let ptr = self.ctx_load(OFF_COMMS_PTR);
+        let off = self.b.ins().ishl_imm_s(len, 3);
+        let addr = self.b.ins().iadd(ptr, off);
+        self.b.ins().store(mem(), v, addr, 0);
+        let len1 = self.b.ins().iadd_imm_s(len, 1);
+        self.ctx_store(len1, OFF_COMMS_LEN);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        let mut args = vec![v];
+        args.extend_from_slice(extra);
+        self.fallible(name, pc, &args);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+    }
+
+    /// Pop 64 bits from the comms stack: in place if it is not empty, else
+    /// through the helper (which traps at `pc`).
+    fn pop_fast(&mut self, pc: usize) -> Value {
+        let len = self.ctx_load(OFF_COMMS_LEN);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let v = self.b.append_block_param(join, types::I64);
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(len, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let len1 = self.b.ins().iadd_imm_s(len, -1);
+        self.ctx_store(len1, OFF_COMMS_LEN);
+        let ptr = self.ctx_load(OFF_COMMS_PTR);
+        let off = self.b.ins().ishl_imm_s(len1, 3);
+        let addr = self.b.ins().iadd(ptr, off);
+        let x = self.b.ins().load(types::I64, mem(), addr, 0);
+        self.b.ins().jump(join, &[x.into()]);
+        self.b.switch_to_block(slow);
+        let y = self
+            .fallible("advm_comms_pop", pc, &[])
+            .unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        self.b.ins().jump(join, &[y.into()]);
+        self.b.switch_to_block(join);
+        v
+    }
+
     fn set_result(&mut self, r: u32, v: Option<Value>) {
         if let Some(v) = v {
             let v = self.raw_bits(v);
@@ -812,11 +870,8 @@ impl T<'_, '_> {
 
     /// A value popped from the comms stack, as an f64.
     fn popped(&mut self, pc: usize) -> Value {
-        let v = self.fallible("advm_comms_pop", pc, &[]);
-        match v {
-            Some(v) => self.typed(v, types::F64),
-            None => self.b.ins().f64const(0.0),
-        }
+        let v = self.pop_fast(pc);
+        self.typed(v, types::F64)
     }
 
     /// A `ret` or `ret.n` at `pc`: hand the count and the `pc` back.

@@ -117,6 +117,14 @@ impl Vm {
         &self.interrupt
     }
 
+    /// The comms stack itself, for a native tier that pushes and pops in
+    /// place while the stack has room (growing it only through
+    /// [`Vm::native_comms_push`] and [`Vm::native_comms_reserve`], which
+    /// keep it within the limits).
+    pub fn native_comms(&mut self) -> &mut Vec<u64> {
+        &mut self.comms
+    }
+
     /// `comms.push v` (and the push of `mul.push`).
     #[inline]
     pub fn native_comms_push(&mut self, v: u64) -> Result<(), TrapKind> {
