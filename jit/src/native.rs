@@ -44,6 +44,10 @@ pub(crate) struct Ctx {
     pub comms_ptr: *mut u64,
     pub comms_len: u64,
     pub comms_cap: u64,
+    /// The VM's block stack, likewise.
+    pub blk_ptr: *mut u32,
+    pub blk_len: u64,
+    pub blk_cap: u64,
     vm: *mut Vm,
     /// The trap: where (`site`, see [`site`]) and what.
     pub pending: Option<(u64, TrapKind)>,
@@ -59,6 +63,9 @@ pub(crate) const OFF_RET_PC: i32 = std::mem::offset_of!(Ctx, ret_pc) as i32;
 pub(crate) const OFF_COMMS_PTR: i32 = std::mem::offset_of!(Ctx, comms_ptr) as i32;
 pub(crate) const OFF_COMMS_LEN: i32 = std::mem::offset_of!(Ctx, comms_len) as i32;
 pub(crate) const OFF_COMMS_CAP: i32 = std::mem::offset_of!(Ctx, comms_cap) as i32;
+pub(crate) const OFF_BLK_PTR: i32 = std::mem::offset_of!(Ctx, blk_ptr) as i32;
+pub(crate) const OFF_BLK_LEN: i32 = std::mem::offset_of!(Ctx, blk_len) as i32;
+pub(crate) const OFF_BLK_CAP: i32 = std::mem::offset_of!(Ctx, blk_cap) as i32;
 
 /// Where a trap happened, as compiled code passes it: function id in the
 /// high 32 bits, `pc` in the low ones.
@@ -82,15 +89,21 @@ impl Ctx {
     }
 }
 
-/// Read the comms stack's buffer, length and capacity into the context.
+/// Read the comms and block stacks' buffers, lengths and capacities into
+/// the context.
 fn sync_in(c: &mut Ctx, vm: &mut Vm) {
     let v = vm.native_comms();
     c.comms_ptr = v.as_mut_ptr();
     c.comms_len = v.len() as u64;
     c.comms_cap = v.capacity() as u64;
+    let b = vm.native_blk();
+    c.blk_ptr = b.as_mut_ptr();
+    c.blk_len = b.len() as u64;
+    c.blk_cap = b.capacity() as u64;
 }
 
-/// Give the comms stack the length compiled code left in the context.
+/// Give the comms and block stacks the lengths compiled code left in the
+/// context.
 fn sync_out(c: &Ctx, vm: &mut Vm) {
     let v = vm.native_comms();
     let len = c.comms_len as usize;
@@ -105,6 +118,13 @@ fn sync_out(c: &Ctx, vm: &mut Vm) {
         // compiled code; any bits are a valid `u64`) and `len <= capacity`
         // (checked here too).
         unsafe { v.set_len(len) }
+    }
+    let b = vm.native_blk();
+    let len = c.blk_len as usize;
+    if len <= b.capacity() {
+        // SAFETY: as for the comms stack above, with `blk_*` (block ids are
+        // `u32`s; any bits are a valid one).
+        unsafe { b.set_len(len) }
     }
 }
 
@@ -441,6 +461,9 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
         comms_ptr: std::ptr::null_mut(),
         comms_len: 0,
         comms_cap: 0,
+        blk_ptr: std::ptr::null_mut(),
+        blk_len: 0,
+        blk_cap: 0,
         vm: std::ptr::null_mut(),
         pending: None,
     };

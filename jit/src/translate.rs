@@ -26,9 +26,9 @@
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
 use crate::native::{
-    site, Sig, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT,
-    OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED, T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO,
-    T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
+    site, Sig, OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR,
+    OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED,
+    T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -164,6 +164,30 @@ struct T<'a, 'b> {
     /// End (exclusive) of the bytecode block being translated.
     end: usize,
 }
+
+/// Where a stack's buffer, length and capacity are in the context, and
+/// the log2 of its element size.
+#[derive(Clone, Copy)]
+struct Stack {
+    ptr: i32,
+    len: i32,
+    cap: i32,
+    shift: i64,
+}
+
+const COMMS: Stack = Stack {
+    ptr: OFF_COMMS_PTR,
+    len: OFF_COMMS_LEN,
+    cap: OFF_COMMS_CAP,
+    shift: 3,
+};
+
+const BLK: Stack = Stack {
+    ptr: OFF_BLK_PTR,
+    len: OFF_BLK_LEN,
+    cap: OFF_BLK_CAP,
+    shift: 2,
+};
 
 fn mem() -> MemFlagsData {
     MemFlagsData::trusted()
@@ -684,7 +708,7 @@ impl T<'_, '_> {
             Op::JmpStepNeI => jstep!(IntCC::NotEqual),
             Op::BlkPush => {
                 let id = self.b.ins().iconst(types::I64, i64::from(x));
-                self.fallible("advm_blk_push", pc, &[id]);
+                self.push_in(pc, id, 1, "advm_blk_push", &[], BLK);
             }
             Op::BlkPop => {
                 self.blk_pop(pc, x as usize);
@@ -806,8 +830,13 @@ impl T<'_, '_> {
     /// stack or traps at `pc`); `extra` are the helper's arguments after
     /// the value.
     fn push_fast(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value]) {
-        let len = self.ctx_load(OFF_COMMS_LEN);
-        let cap = self.ctx_load(OFF_COMMS_CAP);
+        self.push_in(pc, v, need, name, extra, COMMS)
+    }
+
+    /// [`T::push_fast`] on either stack.
+    fn push_in(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value], st: Stack) {
+        let len = self.ctx_load(st.len);
+        let cap = self.ctx_load(st.cap);
         let spare = self.b.ins().isub(cap, len);
         let room = self
             .b
@@ -819,12 +848,16 @@ impl T<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(room, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let ptr = self.ctx_load(OFF_COMMS_PTR);
-        let off = self.b.ins().ishl_imm_s(len, 3);
+        let ptr = self.ctx_load(st.ptr);
+        let off = self.b.ins().ishl_imm_s(len, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
-        self.b.ins().store(mem(), v, addr, 0);
+        if st.shift == 3 {
+            self.b.ins().store(mem(), v, addr, 0);
+        } else {
+            self.b.ins().istore32(mem(), v, addr, 0);
+        }
         let len1 = self.b.ins().iadd_imm_s(len, 1);
-        self.ctx_store(len1, OFF_COMMS_LEN);
+        self.ctx_store(len1, st.len);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
         let mut args = vec![v];
@@ -837,7 +870,12 @@ impl T<'_, '_> {
     /// Pop 64 bits from the comms stack: in place if it is not empty, else
     /// through the helper (which traps at `pc`).
     fn pop_fast(&mut self, pc: usize) -> Value {
-        let len = self.ctx_load(OFF_COMMS_LEN);
+        self.pop_in(pc, "advm_comms_pop", COMMS)
+    }
+
+    /// [`T::pop_fast`] on either stack.
+    fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
+        let len = self.ctx_load(st.len);
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
@@ -846,15 +884,19 @@ impl T<'_, '_> {
         self.b.ins().brif(len, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
         let len1 = self.b.ins().iadd_imm_s(len, -1);
-        self.ctx_store(len1, OFF_COMMS_LEN);
-        let ptr = self.ctx_load(OFF_COMMS_PTR);
-        let off = self.b.ins().ishl_imm_s(len1, 3);
+        self.ctx_store(len1, st.len);
+        let ptr = self.ctx_load(st.ptr);
+        let off = self.b.ins().ishl_imm_s(len1, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
-        let x = self.b.ins().load(types::I64, mem(), addr, 0);
+        let x = if st.shift == 3 {
+            self.b.ins().load(types::I64, mem(), addr, 0)
+        } else {
+            self.b.ins().uload32(mem(), addr, 0)
+        };
         self.b.ins().jump(join, &[x.into()]);
         self.b.switch_to_block(slow);
         let y = self
-            .fallible("advm_comms_pop", pc, &[])
+            .fallible(name, pc, &[])
             .unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
         self.b.ins().jump(join, &[y.into()]);
         self.b.switch_to_block(join);
@@ -883,9 +925,7 @@ impl T<'_, '_> {
     }
 
     fn blk_pop(&mut self, pc: usize, table: usize) {
-        let id = self
-            .fallible("advm_blk_pop", pc, &[])
-            .unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        let id = self.pop_in(pc, "advm_blk_pop", BLK);
         let table = self.f.tables[table].clone();
         if table.is_empty() {
             self.trap_now(pc, T_BAD_BLOCK, id);

@@ -125,6 +125,12 @@ impl Vm {
         &mut self.comms
     }
 
+    /// The block stack itself, likewise (grown only through
+    /// [`Vm::native_blk_push`]).
+    pub fn native_blk(&mut self) -> &mut Vec<u32> {
+        &mut self.blk
+    }
+
     /// `comms.push v` (and the push of `mul.push`).
     #[inline]
     pub fn native_comms_push(&mut self, v: u64) -> Result<(), TrapKind> {
