@@ -39,8 +39,9 @@ pub(crate) struct Ctx {
     pub ret_pc: u64,
     /// The VM's comms stack, which compiled code pushes to and pops from
     /// in place while it has room: its buffer, length and capacity, read
-    /// from the stack on entry and after every helper ([`sync_in`]), the
-    /// length written back before every helper and on exit ([`sync_out`]).
+    /// from the stack on entry and after every helper that may change it
+    /// ([`sync_in`]), the length written back before such a helper and on
+    /// exit ([`sync_out`]).
     pub comms_ptr: *mut u64,
     pub comms_len: u64,
     pub comms_cap: u64,
@@ -110,8 +111,8 @@ fn sync_out(c: &Ctx, vm: &mut Vm) {
     if len <= v.capacity() {
         // SAFETY: `comms_ptr` and `comms_cap` were read from this very
         // vector after its last change (`sync_in` runs on entry and after
-        // every helper, the only code that changes it while compiled code
-        // runs). Compiled code writes an element only at `comms_len <
+        // every `stacks` helper, the only code that changes the stacks
+        // while compiled code runs). Compiled code writes an element only at `comms_len <
         // comms_cap` and then adds one, and lowers the length only while
         // it is positive (`translate.rs`, `push_fast` and `pop_fast`), so
         // every element below `len` is initialized (by the vector or by
@@ -139,15 +140,16 @@ unsafe fn parts<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Vm) {
     // SAFETY: see the function's contract: both pointers are valid and
     // unaliased for the helper's duration (the host is suspended in
     // `enter`, compiled code holds no reference).
-    let (c, vm) = unsafe {
+    unsafe {
         let c = &mut *ctx;
         let vm = &mut *c.vm;
         (c, vm)
-    };
-    sync_out(c, vm);
-    (c, vm)
+    }
 }
 
+/// A helper. `stacks`: it may change the AD stacks, so their lengths are
+/// written back before it and everything read again after it; the others
+/// (arrays, shadows, traps) touch neither stack.
 macro_rules! helper {
     ($(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
         $(#[$doc])*
@@ -155,6 +157,15 @@ macro_rules! helper {
             // SAFETY: only compiled code calls helpers, with the context
             // `enter` gave it (see `parts`).
             let ($c, $vm) = unsafe { parts(ctx) };
+            $body
+        }
+    };
+    (stacks $(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        pub(crate) extern "C" fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
+            // SAFETY: as above.
+            let ($c, $vm) = unsafe { parts(ctx) };
+            sync_out($c, $vm);
             let r: $ret = $body;
             sync_in($c, $vm);
             r
@@ -162,7 +173,7 @@ macro_rules! helper {
     };
 }
 
-helper! {
+helper! { stacks
     /// `comms.push` (and `mul.push`).
     fn h_comms_push(c, vm, site, v: u64) -> () {
         if let Err(k) = vm.native_comms_push(v) {
@@ -170,7 +181,7 @@ helper! {
         }
     }
 }
-helper! {
+helper! { stacks
     /// `comms.reserve`.
     fn h_comms_reserve(c, vm, site, v: u64, n: u64) -> () {
         if let Err(k) = vm.native_comms_reserve(v, n as u32) {
@@ -178,14 +189,14 @@ helper! {
         }
     }
 }
-helper! {
+helper! { stacks
     /// `comms.push.r` (cannot trap; `site` is unused).
     fn h_comms_push_r(c, vm, site, v: u64) -> () {
         let _ = (&c, site);
         vm.native_comms_push_r(v);
     }
 }
-helper! {
+helper! { stacks
     /// `comms.pop`.
     fn h_comms_pop(c, vm, site) -> u64 {
         vm.native_comms_pop().unwrap_or_else(|k| {
@@ -194,7 +205,7 @@ helper! {
         })
     }
 }
-helper! {
+helper! { stacks
     /// `blk.push`.
     fn h_blk_push(c, vm, site, id: u64) -> () {
         if let Err(k) = vm.native_blk_push(id as u32) {
@@ -202,7 +213,7 @@ helper! {
         }
     }
 }
-helper! {
+helper! { stacks
     /// The pop of `blk.pop`.
     fn h_blk_pop(c, vm, site) -> u64 {
         vm.native_blk_pop().map(u64::from).unwrap_or_else(|k| {
