@@ -449,6 +449,28 @@ mod tests {
     }
 
     #[test]
+    fn stamps_are_fresh_per_verification_and_gone_when_unverified() {
+        let mut p = Program::new();
+        let a = p.push(function(0, 1, Vec::new()));
+        let b = p.push(calling(a));
+        assert_eq!(p.stamp(a), None);
+        crate::verify::verify_function(&mut p, a).expect("verifies");
+        crate::verify::verify_function(&mut p, b).expect("verifies");
+        let (sa, sb) = (p.stamp(a).expect("verified"), p.stamp(b).expect("verified"));
+        assert_ne!(sa, sb);
+        // A clone shares the stamps (same functions); replacing the callee
+        // unverifies the caller, and verifying again gives new stamps.
+        let q = p.clone();
+        assert_eq!(q.stamp(b), Some(sb));
+        p.set(a, function(0, 1, Vec::new())).expect("exists");
+        assert_eq!((p.stamp(a), p.stamp(b)), (None, None));
+        crate::verify::verify_function(&mut p, a).expect("verifies");
+        crate::verify::verify_function(&mut p, b).expect("verifies");
+        assert!(p.stamp(a) != Some(sa) && p.stamp(b) != Some(sb));
+        assert_eq!(p.stamp(FuncId(9)), None);
+    }
+
+    #[test]
     fn frame_images_exist_only_while_verified() {
         let mut p = Program::new();
         let id = p.push(function(2, 9, vec![7, 8]));
