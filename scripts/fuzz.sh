@@ -21,10 +21,10 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
-  targets=(assemble verify run_grad modes adl)
+  targets=(assemble verify run_grad modes adl jit_tiers)
 fi
 export RUSTC_BOOTSTRAP=1
-mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/corpus/adl fuzz/logs
+mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/corpus/adl fuzz/corpus/jit_tiers fuzz/logs
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
 find programs -name '*.adl' -exec cp {} fuzz/corpus/adl/ \;
 for i in 0 1 2 3 4 5 6 7; do
@@ -41,6 +41,8 @@ done
 ADVM_WRITE_VERIFY_SEEDS="$PWD/fuzz/corpus/verify" \
   cargo test -q -p advm-ad --test fuzz_smoke verify_target >/dev/null 2>&1 ||
   echo "note: could not write the verify seeds"
+# `jit_tiers` reads the same input format as `verify`.
+cp fuzz/corpus/verify/* fuzz/corpus/jit_tiers/ 2>/dev/null || true
 (cd fuzz && cargo fuzz build -O)
 status=0
 for target in "${targets[@]}"; do

@@ -36,7 +36,9 @@ pub struct Work {
 /// The bound was passed: `used` units were needed so far, `limit` allowed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Exceeded {
+    /// The units counted when the bound was passed.
     pub used: u64,
+    /// The units allowed.
     pub limit: u64,
 }
 

@@ -111,16 +111,16 @@ impl Engine {
                         custom::rule_pair(&self.module, rule, &gw, jd)
                     }
                     None => {
-                    let cleanup = self.cleanup;
-                    crate::transform::transform_within(
-                        &self.module,
-                        g,
-                        &gw,
-                        &mut ids,
-                        cleanup,
-                        &mut units,
-                    )
-                    .map_err(|r| refusal(&self.module, f, g, r))?
+                        let cleanup = self.cleanup;
+                        crate::transform::transform_within(
+                            &self.module,
+                            g,
+                            &gw,
+                            &mut ids,
+                            cleanup,
+                            &mut units,
+                        )
+                        .map_err(|r| refusal(&self.module, f, g, r))?
                     }
                 }
             };

@@ -28,7 +28,14 @@ pub enum AdError {
     /// work units ([`Engine::set_max_compile_work`], the CLI's
     /// `--max-compile-work`); `used` were counted when it stopped. Nothing
     /// derived is kept.
-    TooMuchWork { func: String, used: u64, limit: u64 },
+    TooMuchWork {
+        /// The function being differentiated.
+        func: String,
+        /// The work units counted when the derivation stopped.
+        used: u64,
+        /// The units allowed.
+        limit: u64,
+    },
     /// The module given to [`Engine::new`] is not valid: malformed IR
     /// (ids out of range, a call to no function, ...) or bytecode the
     /// verifier refuses. A library user's error; the assembler's modules

@@ -161,10 +161,12 @@ pub struct Engine {
 
 impl Clone for Engine {
     /// An engine sharing this one's module, bytecode and derived functions,
-    /// with a VM of its own (same limits, same interrupt flag).
+    /// with a VM of its own (same limits, same interrupt flag, a native tier
+    /// of the same kind if one is installed).
     fn clone(&self) -> Engine {
         let mut vm = Vm::new(self.vm.limits().clone());
         vm.set_interrupt_handle(self.vm.interrupt_handle());
+        vm.set_native(self.vm.native().map(|t| t.fork()));
         let mut lineage = self.lineage.clone();
         lineage.push((self.id, self.program.len()));
         Engine {

@@ -213,8 +213,8 @@ fn check_rules(
             {
                 // A fault of `f`'s own result or parameters is `f`'s; any
                 // other the rule function's.
-                let own_fault = fs.ret != Some(Type::F64)
-                    || !fs.params.iter().any(|t| t.is_differentiable());
+                let own_fault =
+                    fs.ret != Some(Type::F64) || !fs.params.iter().any(|t| t.is_differentiable());
                 let at = if own_fault { r.func.span } else { r.rule.span };
                 return Err((at, msg.replace('@', "")));
             }

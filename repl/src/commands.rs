@@ -156,9 +156,7 @@ fn finish(r: Result<(), Fail>) -> u8 {
 /// Read and assemble a file into an engine (bytes that are not UTF-8 are an
 /// assembly error; one leading byte-order mark is skipped).
 pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
-    let mut engine = advm::engine(load_module(file, opts)?, opts.inlining).map_err(Fail::from)?;
-    engine.set_max_compile_work(opts.max_compile_work);
-    Ok(engine)
+    advm::engine(load_module(file, opts)?, *opts).map_err(Fail::from)
 }
 
 /// Read a source file and build its IR: `.adl` files (by extension) are
@@ -872,6 +870,32 @@ pub fn disasm_hvp(file: &Path, opts: &Options, func: Option<&str>, wrt: Option<&
     })())
 }
 
+/// `advm disasm FILE --tier [--fn NAME]`: which tier runs each function.
+pub fn disasm_tiers(file: &Path, opts: &Options, func: Option<&str>) -> u8 {
+    finish((|| {
+        let engine = load(file, opts)?;
+        let targets: Vec<FuncId> = match func {
+            Some(name) => vec![pick(&engine, Some(name), file)?],
+            None => (0..engine.module().funcs.len())
+                .map(|i| FuncId(i as u32))
+                .collect(),
+        };
+        for f in targets {
+            let name = &engine.program().func(f).name;
+            let tier = if !opts.jit {
+                "interp (--no-jit)".to_string()
+            } else {
+                match jit::tier_of(engine.program(), f) {
+                    Ok(()) => "jit".to_string(),
+                    Err(why) => format!("interp ({why})"),
+                }
+            };
+            emit(format_args!("@{name}: {tier}"))?;
+        }
+        Ok(())
+    })())
+}
+
 pub fn disasm(
     file: &Path,
     opts: &Options,
@@ -991,8 +1015,11 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
             let wrt = selection(&engine, f, a.wrt.as_deref())?;
             // Fail early with the real error rather than inside the loops.
             engine.run(f, &args)?;
+            let tier = engine.vm_mut().last_tier().name();
             let mut out = Gradient::default();
             gradient(&mut engine, f, &args, wrt.as_deref(), &mut out)?;
+            // The tier of the gradient's last call (the reverse function).
+            let grad_tier = engine.vm_mut().last_tier().name();
             let (primal_ns, allocs_primal) =
                 time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
             let (grad_ns, allocs_grad) =
@@ -1044,6 +1071,8 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     // derivative recomputes any (a budget that storing
                     // everything exceeds traps), so 1.
                     "recompute_factor": 1.0,
+                    "tier": tier,
+                    "grad_tier": grad_tier,
                 });
                 if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
                     o.insert("hvp_ns".into(), json!(hvp_ns));
@@ -1058,6 +1087,7 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     "grad:   {grad_ns:.1} ns per call (median), {allocs_grad} allocations per call"
                 ))?;
                 emit(format_args!("ratio:  {ratio:.2}"))?;
+                emit(format_args!("tier:   {tier} (gradient: {grad_tier})"))?;
                 emit(format_args!(
                     "jvp:    {jvp_ns:.1} ns per call (median), {allocs_jvp} allocations per call \
                      (direction: all ones)"

@@ -93,9 +93,9 @@ impl From<ad::AdError> for Error {
         match e {
             ad::AdError::Trap(t) => Error::Trap(t),
             ad::AdError::Args(_) => Error::Usage(e.to_string()),
-            ad::AdError::NotDifferentiable(_) | ad::AdError::TooLarge { .. } => {
-                Error::NotDifferentiable(e.to_string())
-            }
+            ad::AdError::NotDifferentiable(_)
+            | ad::AdError::TooLarge { .. }
+            | ad::AdError::TooMuchWork { .. } => Error::NotDifferentiable(e.to_string()),
             // Only a module built by hand ([`crate::Program::from_module`]).
             ad::AdError::InvalidModule(_) => Error::Usage(e.to_string()),
             ad::AdError::Internal(m) => Error::Internal(m),

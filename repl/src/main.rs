@@ -48,6 +48,10 @@ struct Cli {
     /// inlined call takes none).
     #[arg(long, global = true)]
     no_inline: bool,
+    /// Run everything in the interpreter (by default the native tier runs
+    /// what it supports: `advm disasm` tells which tier a function uses).
+    #[arg(long, global = true)]
+    no_jit: bool,
     /// Most bytes of a source file or an arguments file (default 256 MiB).
     #[arg(long, global = true, value_name = "BYTES")]
     max_source_bytes: Option<u64>,
@@ -265,6 +269,10 @@ enum Command {
         /// file has only one function).
         #[arg(long, value_name = "NAMES")]
         wrt: Option<String>,
+        /// Instead of the bytecode, which tier runs each function (`jit`,
+        /// or `interp` and why).
+        #[arg(long, conflicts_with_all = ["ad", "jvp", "hvp", "wrt"])]
+        tier: bool,
     },
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
@@ -379,6 +387,7 @@ fn main() -> ExitCode {
     };
     let opts = advm::Options {
         inlining: !cli.no_inline,
+        jit: !cli.no_jit,
         max_source_bytes: cli
             .max_source_bytes
             .unwrap_or(advm::DEFAULT_MAX_SOURCE_BYTES),
@@ -406,9 +415,13 @@ fn main() -> ExitCode {
             hvp,
             ir,
             wrt,
+            tier,
         }) => {
             if ir {
                 return ExitCode::from(commands::disasm_ir(&file, opts, func.as_deref()));
+            }
+            if tier {
+                return ExitCode::from(commands::disasm_tiers(&file, opts, func.as_deref()));
             }
             if wrt.is_some() && !ad && !jvp && !hvp {
                 let e = "--wrt on disasm needs --ad, --jvp or --hvp";

@@ -1970,3 +1970,60 @@ entry:
     let err = text(&o.stderr);
     assert!(err.contains(":26:16: error: `@outer` must take"), "{err}");
 }
+
+#[test]
+fn native_tier_is_default_and_no_jit_switches_it_off() {
+    let call = [
+        "programs/bench/powloop.adasm",
+        "--fn",
+        "pow",
+        "--args",
+        "[1.5, 4]",
+    ];
+    let bench = |extra: &[&str]| ok_json(&[&["bench"][..], &call, &["--json"], extra].concat());
+    let j = bench(&[]);
+    assert_eq!(j["tier"], "jit", "{j}");
+    assert_eq!(j["grad_tier"], "jit", "{j}");
+    let j = bench(&["--no-jit"]);
+    assert_eq!(j["tier"], "interp", "{j}");
+    assert_eq!(j["grad_tier"], "interp", "{j}");
+    // The same output either way, traps included.
+    for cmd in ["run", "grad", "jvp"] {
+        let mut args = vec![cmd];
+        args.extend_from_slice(&call);
+        if cmd == "jvp" {
+            args.extend_from_slice(&["--dir", "[1.0, null]"]);
+        }
+        let native = advm(&args);
+        args.push("--no-jit");
+        let interp = advm(&args);
+        assert_eq!(native.stdout, interp.stdout, "{cmd}");
+        assert_eq!(status(&native), status(&interp), "{cmd}");
+    }
+    let trap = [
+        "run",
+        "programs/traps.adasm",
+        "--fn",
+        "pick",
+        "--args",
+        "[[1.0], 3]",
+    ];
+    let (a, b) = (advm(&trap), advm(&[&trap[..], &["--no-jit"]].concat()));
+    assert_eq!(status(&a), 1);
+    assert_eq!((text(&a.stderr), status(&a)), (text(&b.stderr), status(&b)));
+    // disasm --tier: recursion runs interpreted.
+    let out = ok(&["disasm", "programs/recursion.adasm", "--tier"]);
+    assert!(
+        out.starts_with("@rec: interp (recursive call graph"),
+        "{out}"
+    );
+    let out = ok(&["disasm", "programs/bench/powloop.adasm", "--tier"]);
+    assert_eq!(out.trim(), "@pow: jit");
+    let out = ok(&[
+        "disasm",
+        "programs/bench/powloop.adasm",
+        "--tier",
+        "--no-jit",
+    ]);
+    assert_eq!(out.trim(), "@pow: interp (--no-jit)");
+}

@@ -205,6 +205,9 @@ pub struct Program {
     /// What each derived function (one the AD stage built) was derived
     /// from, for trap messages ([`Program::set_origin`]).
     origins: HashMap<FuncId, Origin>,
+    /// Per function: the stamp it got when it was last verified (see
+    /// [`Program::stamp`]); meaningful only while it is verified.
+    stamps: Vec<u64>,
 }
 
 /// Where a derived function comes from: the user function it was derived
@@ -287,6 +290,7 @@ impl Program {
         self.note_calls(id, &f);
         self.funcs.push(f);
         self.init.push(None);
+        self.stamps.push(0);
         id
     }
 
@@ -333,6 +337,7 @@ impl Program {
         self.funcs.truncate(len);
         self.init.truncate(len);
         self.origins.retain(|id, _| id.index() < len);
+        self.stamps.truncate(len);
         let mut dropped: Vec<FuncId> = self
             .callers
             .keys()
@@ -370,6 +375,19 @@ impl Program {
         self.frame_init(id).is_some()
     }
 
+    /// For a verified function, a number that no other verification of any
+    /// function of any program in this process was given: a function keeps
+    /// its stamp while it stays verified, so a cache of something derived
+    /// from a verified function (the native tier's machine code) is valid
+    /// while the stamp is the same. A function is unverified whenever it or
+    /// a callee changes ([`Program::set`], [`Program::truncate`]), and gets
+    /// a new stamp when it is verified again. `None` if `id` does not exist
+    /// or is not verified.
+    pub fn stamp(&self, id: FuncId) -> Option<u64> {
+        self.frame_init(id)?;
+        self.stamps.get(id.index()).copied()
+    }
+
     /// For a verified function, the initial contents of its registers past
     /// the parameters (constants, then zeros; a multiple of [`FRAME_CHUNK`]
     /// long, at least `nregs - nparams`); `None` if `id` does not exist or
@@ -395,6 +413,8 @@ impl Program {
         let mut init = vec![0u64; len.max(f.consts.len())];
         init[..f.consts.len()].copy_from_slice(&f.consts);
         self.init[id.index()] = Some(init.into_boxed_slice());
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.stamps[id.index()] = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -478,6 +498,28 @@ mod tests {
         verify_all(&mut p);
         p.set(b, function(0, 1, Vec::new())).expect("exists");
         assert!(p.is_verified(a) && !p.is_verified(c2));
+    }
+
+    #[test]
+    fn stamps_are_fresh_per_verification_and_gone_when_unverified() {
+        let mut p = Program::new();
+        let a = p.push(function(0, 1, Vec::new()));
+        let b = p.push(calling(a));
+        assert_eq!(p.stamp(a), None);
+        crate::verify::verify_function(&mut p, a).expect("verifies");
+        crate::verify::verify_function(&mut p, b).expect("verifies");
+        let (sa, sb) = (p.stamp(a).expect("verified"), p.stamp(b).expect("verified"));
+        assert_ne!(sa, sb);
+        // A clone shares the stamps (same functions); replacing the callee
+        // unverifies the caller, and verifying again gives new stamps.
+        let q = p.clone();
+        assert_eq!(q.stamp(b), Some(sb));
+        p.set(a, function(0, 1, Vec::new())).expect("exists");
+        assert_eq!((p.stamp(a), p.stamp(b)), (None, None));
+        crate::verify::verify_function(&mut p, a).expect("verifies");
+        crate::verify::verify_function(&mut p, b).expect("verifies");
+        assert!(p.stamp(a) != Some(sa) && p.stamp(b) != Some(sb));
+        assert_eq!(p.stamp(FuncId(9)), None);
     }
 
     #[test]

@@ -47,5 +47,8 @@ mod regs;
 pub mod types;
 pub mod verify;
 
-pub use interp::{CallStack, Caller, Limits, Trap, TrapKind, Vm, CALLERS_SHOWN, SOURCE_LINE_CHARS};
+pub use interp::{
+    CallStack, Caller, Limits, NativeTier, Tier, Trap, TrapKind, Vm, CALLERS_SHOWN,
+    SOURCE_LINE_CHARS,
+};
 pub use types::{Type, Value};

@@ -81,6 +81,11 @@
 //!   written, each call a call. By default small callees are inlined
 //!   ([`vm::inline`]): faster, and `--max-depth` then counts frames, of
 //!   which an inlined call takes none; listings mark inlined blocks.
+//! * `--no-jit` (any subcommand that runs code, and the REPL): run
+//!   everything in the interpreter. By default verified bytecode runs in
+//!   the native tier (`advm-jit`, adasm.md §12) where it can;
+//!   `disasm --tier` says which tier runs each function and why, and
+//!   `bench --json` reports `"tier"` and `"grad_tier"`.
 //! * An f64 literal too large for an f64 (`1e999`, in a program or a REPL
 //!   argument) is an error (status 2 in a file), as an out-of-range i64
 //!   literal is, not infinity: `inf` is how infinity is written.
@@ -139,6 +144,9 @@ pub struct Options {
     /// Inline small callees into their callers ([`ad::Policy::default`]);
     /// off with `--no-inline` ([`ad::Policy::NONE`]).
     pub inlining: bool,
+    /// Run code in the native tier (`advm-jit`) where it can; off with
+    /// `--no-jit` (the interpreter runs everything).
+    pub jit: bool,
     /// The most bytes a source or arguments file may have.
     pub max_source_bytes: u64,
     /// The compile budget of each derivation, in work units
@@ -150,6 +158,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             inlining: true,
+            jit: true,
             max_source_bytes: DEFAULT_MAX_SOURCE_BYTES,
             max_compile_work: ad::compile_work::DEFAULT_MAX_COMPILE_WORK,
         }
@@ -186,12 +195,19 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 }
 
 /// An engine for `module`, inlining small callees (default policy,
-/// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]).
-pub fn engine(module: vm::ir::Module, inlining: bool) -> Result<ad::Engine, ad::AdError> {
-    let policy = if inlining {
+/// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]), with the native
+/// tier installed unless `--no-jit` ([`Options::jit`]) and the compile
+/// budget of `--max-compile-work`.
+pub fn engine(module: vm::ir::Module, opts: Options) -> Result<ad::Engine, ad::AdError> {
+    let policy = if opts.inlining {
         ad::Policy::default()
     } else {
         ad::Policy::NONE
     };
-    ad::Engine::with_inlining(module, &policy)
+    let mut engine = ad::Engine::with_inlining(module, &policy)?;
+    engine.set_max_compile_work(opts.max_compile_work);
+    if opts.jit {
+        jit::install(engine.vm_mut());
+    }
+    Ok(engine)
 }

@@ -939,13 +939,13 @@ impl Session {
     /// the old one in doubt).
     pub fn rebuild(&mut self) {
         let chunks = self.chunks.clone();
-        let inlining = self.opts.inlining;
+        let opts = self.opts;
         let combined = Combined::new(&chunks);
         let engine = assembler::assemble(&combined.text, "<session>")
             .ok()
             .and_then(|mut m| {
                 combined.relocate(&mut m, &chunks);
-                advm::engine(m, inlining).ok()
+                advm::engine(m, opts).ok()
             });
         match engine {
             Some(e) => self.set_engine(e),
@@ -1225,11 +1225,11 @@ impl Session {
         match assembled {
             Ok(mut module) => {
                 combined.relocate(&mut module, &order);
-                let inlining = self.opts.inlining;
+                let opts = self.opts;
                 let engine = if combined.text.len() < BACKGROUND_BYTES {
-                    advm::engine(module, inlining)
+                    advm::engine(module, opts)
                 } else {
-                    self.interruptible(move || advm::engine(module, inlining))?
+                    self.interruptible(move || advm::engine(module, opts))?
                 }
                 .map_err(|e| Failure::Engine(e.to_string()))?;
                 Ok((set.to_vec(), engine))
@@ -1531,8 +1531,7 @@ impl Session {
         let name = unique_name("expr", env);
         let compiled = adl::compile_expr(src, "<input>", &name, &vars, env)
             .map_err(|d| d.render_with(crate::out::color()))?;
-        let mut engine =
-            advm::engine(compiled.module, self.opts.inlining).map_err(|e| e.to_string())?;
+        let mut engine = advm::engine(compiled.module, self.opts).map_err(|e| e.to_string())?;
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
         *engine.vm_mut().limits_mut() = self.limits.clone();
         let args: Vec<Value> = self.vars.iter().map(|(_, v)| v.clone()).collect();

@@ -31,6 +31,8 @@ impl Vm {
             spill_at: None,
             limits_changed: true,
             executed_bytes: 0,
+            native: None,
+            last_tier: Tier::Interp,
         }
     }
 
@@ -253,6 +255,18 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
+        if let Some(mut tier) = self.native.take() {
+            let r = tier.call(self, prog, f, args);
+            self.native = Some(tier);
+            if let Some(r) = r {
+                self.last_tier = Tier::Native;
+                return match r {
+                    Ok(()) if self.spilled == 0 => Ok(()),
+                    r => self.budget_trap(prog, r),
+                };
+            }
+        }
+        self.last_tier = Tier::Interp;
         // The common case returns `Ok` as built here, without moving a
         // `Result` (a `Trap` is over 100 bytes) through a local.
         match self.exec(prog, f, args) {

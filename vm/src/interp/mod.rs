@@ -58,6 +58,7 @@
 
 mod api;
 mod exec;
+mod native;
 mod traps;
 
 #[allow(unused_imports)]
@@ -71,6 +72,7 @@ use crate::regs::{
     copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
 };
 use crate::types::{Type, Value};
+pub use native::{NativeTier, Tier};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -95,7 +97,6 @@ struct Frame {
     call: usize,
 }
 
-/// The virtual machine: reusable state for running programs.
 /// Which limit bounds the AD stacks ([`Vm::stack_budget`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum StackBound {
@@ -107,6 +108,7 @@ pub(crate) enum StackBound {
     Memory,
 }
 
+/// The virtual machine: reusable state for running programs.
 pub struct Vm {
     limits: Limits,
     regs: Vec<u64>,
@@ -138,4 +140,9 @@ pub struct Vm {
     /// interpreter's step count in bytes of code, kept as it is so that
     /// leaving the interpreter costs no division ([`Vm::executed`] divides).
     executed_bytes: u64,
+    /// The native tier, offered every call from the host first
+    /// (`native.rs`).
+    native: Option<Box<dyn NativeTier>>,
+    /// Which tier ran the last call.
+    last_tier: Tier,
 }

@@ -1,0 +1,531 @@
+//! The one module of the native tier that uses `unsafe`: the context that
+//! compiled code shares with the host, the `extern "C"` helpers compiled
+//! code calls (AD stacks, arrays, shadows, traps, math), entering compiled
+//! code, and giving its memory back.
+//!
+//! Compiled code is made only from functions that passed the verifier
+//! (`Program::stamp` is `Some` only for verified functions), so it reads and
+//! writes only its own registers (Cranelift variables: verifier check 2
+//! proves every register operand `< nregs`, and the translation declares
+//! `nregs` variables), indexes side tables the verifier checked (check 3),
+//! calls callees whose signatures match its call sites (check 4) and
+//! returns what its callers expect (check 5). Everything that touches
+//! memory outside its own frame goes through the helpers here, which call
+//! the VM's safe `native_*` methods.
+#![allow(unsafe_code)]
+
+use std::sync::atomic::AtomicBool;
+use vm::{TrapKind, Vm};
+
+/// What compiled code and the host share during one call from the host.
+/// Compiled code reads and writes the fields before `vm` at the offsets
+/// below (`repr(C)`); the rest is the host's.
+#[repr(C)]
+pub(crate) struct Ctx {
+    /// Nonzero once something trapped: every frame returns at once.
+    pub trapped: u64,
+    /// Instructions executed (handed from frame to frame at calls and
+    /// returns; written by the frame that traps).
+    pub steps: u64,
+    /// Active frames, the entry function's included.
+    pub depth: u64,
+    /// `Limits::max_call_depth`.
+    pub max_depth: u64,
+    /// `Limits::fuel`, or `u64::MAX`.
+    pub fuel: u64,
+    /// The VM's interrupt flag (an `AtomicBool`, read as a byte).
+    pub interrupt: *const AtomicBool,
+    /// The `pc` of the last `ret` or `ret.n` executed.
+    pub ret_pc: u64,
+    /// The VM's comms stack, which compiled code pushes to and pops from
+    /// in place while it has room: its buffer, length and capacity, read
+    /// from the stack on entry and after every helper that may change it
+    /// ([`sync_in`]), the length written back before such a helper and on
+    /// exit ([`sync_out`]).
+    pub comms_ptr: *mut u64,
+    pub comms_len: u64,
+    pub comms_cap: u64,
+    /// The VM's block stack, likewise.
+    pub blk_ptr: *mut u32,
+    pub blk_len: u64,
+    pub blk_cap: u64,
+    vm: *mut Vm,
+    /// The trap: where (`site`, see [`site`]) and what.
+    pub pending: Option<(u64, TrapKind)>,
+}
+
+pub(crate) const OFF_TRAPPED: i32 = std::mem::offset_of!(Ctx, trapped) as i32;
+pub(crate) const OFF_STEPS: i32 = std::mem::offset_of!(Ctx, steps) as i32;
+pub(crate) const OFF_DEPTH: i32 = std::mem::offset_of!(Ctx, depth) as i32;
+pub(crate) const OFF_MAX_DEPTH: i32 = std::mem::offset_of!(Ctx, max_depth) as i32;
+pub(crate) const OFF_FUEL: i32 = std::mem::offset_of!(Ctx, fuel) as i32;
+pub(crate) const OFF_INTERRUPT: i32 = std::mem::offset_of!(Ctx, interrupt) as i32;
+pub(crate) const OFF_RET_PC: i32 = std::mem::offset_of!(Ctx, ret_pc) as i32;
+pub(crate) const OFF_COMMS_PTR: i32 = std::mem::offset_of!(Ctx, comms_ptr) as i32;
+pub(crate) const OFF_COMMS_LEN: i32 = std::mem::offset_of!(Ctx, comms_len) as i32;
+pub(crate) const OFF_COMMS_CAP: i32 = std::mem::offset_of!(Ctx, comms_cap) as i32;
+pub(crate) const OFF_BLK_PTR: i32 = std::mem::offset_of!(Ctx, blk_ptr) as i32;
+pub(crate) const OFF_BLK_LEN: i32 = std::mem::offset_of!(Ctx, blk_len) as i32;
+pub(crate) const OFF_BLK_CAP: i32 = std::mem::offset_of!(Ctx, blk_cap) as i32;
+
+/// Where a trap happened, as compiled code passes it: function id in the
+/// high 32 bits, `pc` in the low ones.
+pub(crate) fn site(func: u32, pc: usize) -> u64 {
+    (u64::from(func) << 32) | (pc as u64 & 0xffff_ffff)
+}
+
+/// Trap codes of [`h_trap`] (the traps compiled code detects itself).
+pub(crate) const T_DIV_BY_ZERO: i64 = 0;
+pub(crate) const T_REM_BY_ZERO: i64 = 1;
+pub(crate) const T_FTOI: i64 = 2;
+pub(crate) const T_CALL_DEPTH: i64 = 3;
+pub(crate) const T_FUEL: i64 = 4;
+pub(crate) const T_INTERRUPTED: i64 = 5;
+pub(crate) const T_BAD_BLOCK: i64 = 6;
+
+impl Ctx {
+    fn fail(&mut self, site: u64, kind: TrapKind) {
+        self.trapped = 1;
+        self.pending = Some((site, kind));
+    }
+}
+
+/// Read the comms and block stacks' buffers, lengths and capacities into
+/// the context.
+fn sync_in(c: &mut Ctx, vm: &mut Vm) {
+    let v = vm.native_comms();
+    c.comms_ptr = v.as_mut_ptr();
+    c.comms_len = v.len() as u64;
+    c.comms_cap = v.capacity() as u64;
+    let b = vm.native_blk();
+    c.blk_ptr = b.as_mut_ptr();
+    c.blk_len = b.len() as u64;
+    c.blk_cap = b.capacity() as u64;
+}
+
+/// Give the comms and block stacks the lengths compiled code left in the
+/// context.
+fn sync_out(c: &Ctx, vm: &mut Vm) {
+    let v = vm.native_comms();
+    let len = c.comms_len as usize;
+    if len <= v.capacity() {
+        // SAFETY: `comms_ptr` and `comms_cap` were read from this very
+        // vector after its last change (`sync_in` runs on entry and after
+        // every `stacks` helper, the only code that changes the stacks
+        // while compiled code runs). Compiled code writes an element only at `comms_len <
+        // comms_cap` and then adds one, and lowers the length only while
+        // it is positive (`translate.rs`, `push_fast` and `pop_fast`), so
+        // every element below `len` is initialized (by the vector or by
+        // compiled code; any bits are a valid `u64`) and `len <= capacity`
+        // (checked here too).
+        unsafe { v.set_len(len) }
+    }
+    let b = vm.native_blk();
+    let len = c.blk_len as usize;
+    if len <= b.capacity() {
+        // SAFETY: as for the comms stack above, with `blk_*` (block ids are
+        // `u32`s; any bits are a valid one).
+        unsafe { b.set_len(len) }
+    }
+}
+
+/// The VM of a context.
+///
+/// # Safety
+/// `ctx` is the pointer [`enter`] passed to compiled code, which passes it
+/// on unchanged to every helper; [`enter`] made it from a `&mut Ctx` whose
+/// `vm` came from a `&mut Vm` that nothing else uses until compiled code
+/// returns.
+unsafe fn parts<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Vm) {
+    // SAFETY: see the function's contract: both pointers are valid and
+    // unaliased for the helper's duration (the host is suspended in
+    // `enter`, compiled code holds no reference).
+    unsafe {
+        let c = &mut *ctx;
+        let vm = &mut *c.vm;
+        (c, vm)
+    }
+}
+
+/// A helper. `stacks`: it may change the AD stacks, so their lengths are
+/// written back before it and everything read again after it; the others
+/// (arrays, shadows, traps) touch neither stack.
+macro_rules! helper {
+    ($(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        pub(crate) extern "C" fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
+            // SAFETY: only compiled code calls helpers, with the context
+            // `enter` gave it (see `parts`).
+            let ($c, $vm) = unsafe { parts(ctx) };
+            $body
+        }
+    };
+    (stacks $(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        pub(crate) extern "C" fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
+            // SAFETY: as above.
+            let ($c, $vm) = unsafe { parts(ctx) };
+            sync_out($c, $vm);
+            let r: $ret = $body;
+            sync_in($c, $vm);
+            r
+        }
+    };
+}
+
+helper! { stacks
+    /// `comms.push` (and `mul.push`).
+    fn h_comms_push(c, vm, site, v: u64) -> () {
+        if let Err(k) = vm.native_comms_push(v) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! { stacks
+    /// `comms.reserve`.
+    fn h_comms_reserve(c, vm, site, v: u64, n: u64) -> () {
+        if let Err(k) = vm.native_comms_reserve(v, n as u32) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! { stacks
+    /// `comms.push.r` (cannot trap; `site` is unused).
+    fn h_comms_push_r(c, vm, site, v: u64) -> () {
+        let _ = (&c, site);
+        vm.native_comms_push_r(v);
+    }
+}
+helper! { stacks
+    /// `comms.pop`.
+    fn h_comms_pop(c, vm, site) -> u64 {
+        vm.native_comms_pop().unwrap_or_else(|k| {
+            c.fail(site, k);
+            0
+        })
+    }
+}
+helper! { stacks
+    /// `blk.push`.
+    fn h_blk_push(c, vm, site, id: u64) -> () {
+        if let Err(k) = vm.native_blk_push(id as u32) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! { stacks
+    /// The pop of `blk.pop`.
+    fn h_blk_pop(c, vm, site) -> u64 {
+        vm.native_blk_pop().map(u64::from).unwrap_or_else(|k| {
+            c.fail(site, k);
+            0
+        })
+    }
+}
+helper! {
+    /// `anew`.
+    fn h_anew(c, vm, site, n: i64) -> u64 {
+        vm.native_anew(n).unwrap_or_else(|k| {
+            c.fail(site, k);
+            0
+        })
+    }
+}
+helper! {
+    /// `alen`.
+    fn h_alen(c, vm, site, h: u64) -> i64 {
+        vm.native_alen(h).unwrap_or_else(|k| {
+            c.fail(site, k);
+            0
+        })
+    }
+}
+helper! {
+    /// `aget`, `aget.add`.
+    fn h_aget(c, vm, site, h: u64, i: i64) -> f64 {
+        vm.native_aget(h, i).unwrap_or_else(|k| {
+            c.fail(site, k);
+            0.0
+        })
+    }
+}
+helper! {
+    /// `aset`.
+    fn h_aset(c, vm, site, h: u64, i: i64, v: f64) -> () {
+        if let Err(k) = vm.native_aset(h, i, v) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! {
+    /// `shadow.acc`, `shadow.acc.mul`.
+    fn h_shadow_add(c, vm, site, h: u64, i: i64, v: f64) -> () {
+        if let Err(k) = vm.native_shadow_add(h, i, v) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! {
+    /// `shadow.take`.
+    fn h_shadow_take(c, vm, site, h: u64, i: i64) -> f64 {
+        vm.native_shadow_take(h, i).unwrap_or_else(|k| {
+            c.fail(site, k);
+            0.0
+        })
+    }
+}
+helper! {
+    /// A trap compiled code detected itself (`code`: the `T_*` constants).
+    fn h_trap(c, vm, site, code: i64, payload: u64) -> () {
+        let _ = vm;
+        let kind = match code {
+            T_DIV_BY_ZERO => TrapKind::DivByZero,
+            T_REM_BY_ZERO => TrapKind::RemByZero,
+            T_FTOI => TrapKind::FtoiInvalid(f64::from_bits(payload)),
+            T_CALL_DEPTH => TrapKind::CallDepth {
+                limit: c.max_depth as usize,
+            },
+            T_FUEL => TrapKind::OutOfFuel { limit: c.fuel },
+            T_INTERRUPTED => TrapKind::Interrupted,
+            _ => TrapKind::BadBlockId(payload as u32),
+        };
+        c.fail(site, kind);
+    }
+}
+
+// Math, computed by the very functions the interpreter calls (Rust's f64
+// methods, which call the C library, and the libm crate), so that both
+// tiers give the same bits.
+macro_rules! math1 {
+    ($($name:ident = |$a:ident| $e:expr;)*) => {$(
+        pub(crate) extern "C" fn $name($a: f64) -> f64 { $e }
+    )*};
+}
+math1! {
+    m_sin = |a| a.sin();
+    m_cos = |a| a.cos();
+    m_tan = |a| a.tan();
+    m_exp = |a| a.exp();
+    m_log = |a| a.ln();
+    m_tanh = |a| a.tanh();
+    m_erf = |a| libm::erf(a);
+    m_erfc = |a| libm::erfc(a);
+    m_atan = |a| a.atan();
+    m_asin = |a| a.asin();
+    m_acos = |a| a.acos();
+    m_sinh = |a| a.sinh();
+    m_cosh = |a| a.cosh();
+    m_log1p = |a| a.ln_1p();
+    m_expm1 = |a| a.exp_m1();
+    m_log2 = |a| a.log2();
+    m_log10 = |a| a.log10();
+    m_cbrt = |a| a.cbrt();
+    m_round = |a| a.round();
+}
+pub(crate) extern "C" fn m_pow(a: f64, b: f64) -> f64 {
+    a.powf(b)
+}
+pub(crate) extern "C" fn m_atan2(a: f64, b: f64) -> f64 {
+    a.atan2(b)
+}
+pub(crate) extern "C" fn m_hypot(a: f64, b: f64) -> f64 {
+    a.hypot(b)
+}
+
+/// The signature class of a helper, for declaring it to Cranelift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sig {
+    /// `(ctx, site, i64...) -> ()`, with this many i64 arguments.
+    Void(u8),
+    /// `(ctx, site, i64...) -> i64`.
+    Int(u8),
+    /// `(ctx, site, i64...) -> f64`.
+    Float(u8),
+    /// `(ctx, site, i64, i64, f64) -> ()`.
+    VoidIIF,
+    /// `(f64) -> f64`.
+    F1,
+    /// `(f64, f64) -> f64`.
+    F2,
+}
+
+/// Every helper: name, address, signature class.
+pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
+    type V1 = extern "C" fn(*mut Ctx, u64, u64);
+    type V2 = extern "C" fn(*mut Ctx, u64, u64, u64);
+    type VT = extern "C" fn(*mut Ctx, u64, i64, u64);
+    type I0 = extern "C" fn(*mut Ctx, u64) -> u64;
+    type IA = extern "C" fn(*mut Ctx, u64, i64) -> u64;
+    type IL = extern "C" fn(*mut Ctx, u64, u64) -> i64;
+    type F2H = extern "C" fn(*mut Ctx, u64, u64, i64) -> f64;
+    type VF = extern "C" fn(*mut Ctx, u64, u64, i64, f64);
+    type M1 = extern "C" fn(f64) -> f64;
+    type M2 = extern "C" fn(f64, f64) -> f64;
+    let mut v: Vec<(&'static str, *const u8, Sig)> = vec![
+        (
+            "advm_comms_push",
+            h_comms_push as V1 as *const u8,
+            Sig::Void(1),
+        ),
+        (
+            "advm_comms_reserve",
+            h_comms_reserve as V2 as *const u8,
+            Sig::Void(2),
+        ),
+        (
+            "advm_comms_push_r",
+            h_comms_push_r as V1 as *const u8,
+            Sig::Void(1),
+        ),
+        (
+            "advm_comms_pop",
+            h_comms_pop as I0 as *const u8,
+            Sig::Int(0),
+        ),
+        ("advm_blk_push", h_blk_push as V1 as *const u8, Sig::Void(1)),
+        ("advm_blk_pop", h_blk_pop as I0 as *const u8, Sig::Int(0)),
+        ("advm_anew", h_anew as IA as *const u8, Sig::Int(1)),
+        ("advm_alen", h_alen as IL as *const u8, Sig::Int(1)),
+        ("advm_aget", h_aget as F2H as *const u8, Sig::Float(2)),
+        ("advm_aset", h_aset as VF as *const u8, Sig::VoidIIF),
+        (
+            "advm_shadow_add",
+            h_shadow_add as VF as *const u8,
+            Sig::VoidIIF,
+        ),
+        (
+            "advm_shadow_take",
+            h_shadow_take as F2H as *const u8,
+            Sig::Float(2),
+        ),
+        ("advm_trap", h_trap as VT as *const u8, Sig::Void(2)),
+    ];
+    let m1: [(&'static str, M1); 19] = [
+        ("advm_sin", m_sin),
+        ("advm_cos", m_cos),
+        ("advm_tan", m_tan),
+        ("advm_exp", m_exp),
+        ("advm_log", m_log),
+        ("advm_tanh", m_tanh),
+        ("advm_erf", m_erf),
+        ("advm_erfc", m_erfc),
+        ("advm_atan", m_atan),
+        ("advm_asin", m_asin),
+        ("advm_acos", m_acos),
+        ("advm_sinh", m_sinh),
+        ("advm_cosh", m_cosh),
+        ("advm_log1p", m_log1p),
+        ("advm_expm1", m_expm1),
+        ("advm_log2", m_log2),
+        ("advm_log10", m_log10),
+        ("advm_cbrt", m_cbrt),
+        ("advm_round", m_round),
+    ];
+    v.extend(m1.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F1)));
+    let m2: [(&'static str, M2); 3] = [
+        ("advm_pow", m_pow),
+        ("advm_atan2", m_atan2),
+        ("advm_hypot", m_hypot),
+    ];
+    v.extend(m2.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F2)));
+    v
+}
+
+/// What one call of compiled code left: the trap (site, kind) if any,
+/// the instructions executed and the `pc` of the last return.
+pub(crate) struct Outcome {
+    pub pending: Option<(u64, TrapKind)>,
+    pub steps: u64,
+    pub ret_pc: u64,
+}
+
+/// A compiled entry trampoline: `(ctx, args, out)`, reading `nparams`
+/// arguments and writing `nouts` results.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryCode {
+    pub ptr: *const u8,
+    pub nparams: usize,
+    pub nouts: usize,
+}
+
+// SAFETY: an `EntryCode` is an address of finalized, immutable machine code
+// owned by the tier's `JITModule`, which lives as long as the tier that
+// holds the `EntryCode`; calling it from another thread is as sound as from
+// this one.
+unsafe impl Send for EntryCode {}
+
+// SAFETY: as for `Send`: the code is immutable once finalized, and an
+// `&EntryCode` gives nothing but its address.
+unsafe impl Sync for EntryCode {}
+
+/// Run compiled code: the trampoline `code` on `args`, results in `out`.
+pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64]) -> Outcome {
+    let limits = vm.limits();
+    let mut ctx = Ctx {
+        trapped: 0,
+        steps: 0,
+        depth: 1,
+        max_depth: limits.max_call_depth as u64,
+        fuel: limits.fuel.unwrap_or(u64::MAX),
+        interrupt: vm.interrupt_flag() as *const AtomicBool,
+        ret_pc: 0,
+        comms_ptr: std::ptr::null_mut(),
+        comms_len: 0,
+        comms_cap: 0,
+        blk_ptr: std::ptr::null_mut(),
+        blk_len: 0,
+        blk_cap: 0,
+        vm: std::ptr::null_mut(),
+        pending: None,
+    };
+    sync_in(&mut ctx, vm);
+    if args.len() != code.nparams || out.len() < code.nouts {
+        // Never happens (the tier sizes both from the same function); no
+        // machine code runs on a mismatch.
+        return Outcome {
+            pending: Some((0, TrapKind::ArgMismatch("native tier: bad entry".into()))),
+            steps: 0,
+            ret_pc: 0,
+        };
+    }
+    // SAFETY: `code.ptr` is a trampoline the tier compiled with exactly
+    // this signature from a verified function and finalized in its
+    // `JITModule` (alive while the tier is); it reads `nparams` values from
+    // `args` and writes at most `nouts` to `out`, both checked just above.
+    // `ctx` outlives the call; `vm` is reached only through it until the
+    // call returns (see `parts`).
+    ctx.vm = vm as *mut Vm;
+    unsafe {
+        let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) = std::mem::transmute(code.ptr);
+        f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
+    }
+    sync_out(&ctx, vm);
+    Outcome {
+        pending: ctx.pending.take(),
+        steps: ctx.steps,
+        ret_pc: ctx.ret_pc,
+    }
+}
+
+/// Give back the machine code of a tier being dropped.
+pub(crate) fn free(module: cranelift_jit::JITModule) {
+    // SAFETY: called only from the tier's `Drop`: every `EntryCode` into
+    // this module is held by the tier being dropped, so no pointer into
+    // the code outlives it, and no compiled code is running (a call
+    // borrows the tier mutably).
+    unsafe { module.free_memory() }
+}
+
+/// Wrapper making the module `Send` and `Sync`.
+pub(crate) struct SendModule(pub cranelift_jit::JITModule);
+
+// SAFETY: the `JITModule` is owned by one tier and used only through
+// `&mut` of that tier (never shared between threads at once); its raw
+// pointers are to memory it owns, which moving it to another thread does
+// not invalidate.
+unsafe impl Send for SendModule {}
+
+// SAFETY: the tier never touches the module through a shared reference
+// (every use is through `&mut Jit`), so sharing `&SendModule` between
+// threads gives no concurrent access.
+unsafe impl Sync for SendModule {}

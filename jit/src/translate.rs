@@ -1,0 +1,1143 @@
+//! Bytecode to Cranelift IR, one verified function at a time.
+//!
+//! ## Calling convention
+//! A compiled function takes the context pointer (`native::Ctx`), then, if
+//! it returns several values (`ret.n`), a pointer to where it writes them,
+//! then its parameters (f64 parameters as `f64`, every other type as the
+//! 64 bits of an `i64`). It returns its value (`ret`: `f64` or `i64`) or
+//! nothing (`ret.n`). After a trap it returns at once (zeros); every
+//! caller checks `ctx.trapped` after a call and returns too.
+//!
+//! ## Registers
+//! Each register is a Cranelift variable of its type, defined on entry
+//! (parameters, constants, zeros), so the SSA form comes from
+//! `cranelift-frontend`.
+//!
+//! ## Instruction count, fuel, interrupt, depth
+//! Every leader of the bytecode (entry, jump targets, table entries,
+//! instructions after a jump) starts a Cranelift block, which adds its
+//! instruction count to a steps variable `s` on entry. The count at an
+//! instruction `pc` of a block ending at `end` is `s - (end - 1 - pc)`,
+//! which is what traps report and what calls hand to the callee through
+//! `ctx.steps` (the callee's count goes on from there, and the caller
+//! takes it back after the call), so the count is the interpreter's
+//! exactly. As in the interpreter, fuel is looked at on taken jumps and
+//! calls (and, for the entry function, at its return: by the host), the
+//! interrupt flag at taken backward jumps, and the depth limit at calls.
+
+use crate::native::{
+    site, Sig, OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR,
+    OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED,
+    T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
+};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{
+    types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, StackSlotData,
+    StackSlotKind, Type as CType, Value,
+};
+use cranelift_frontend::{FunctionBuilder, Switch, Variable};
+use std::collections::HashMap;
+use vm::bytecode::{Function, Program};
+use vm::ir::{FuncId, RetType};
+use vm::op::Op;
+use vm::Type;
+
+/// The Cranelift type of a register of type `t`.
+pub(crate) fn ctype(t: Type) -> CType {
+    match t {
+        Type::F64 => types::F64,
+        _ => types::I64,
+    }
+}
+
+/// How many values `f` returns through memory (`ret.n`), or `None` for a
+/// function returning one value.
+pub(crate) fn many(f: &Function) -> Option<usize> {
+    match &f.ret {
+        RetType::Many(ts) => Some(ts.len()),
+        _ => None,
+    }
+}
+
+/// The Cranelift type of `f`'s single result.
+fn ret_ctype(f: &Function) -> Option<CType> {
+    f.ret.carrier().map(ctype)
+}
+
+/// The signature of compiled `f` (see the module docs).
+pub(crate) fn signature(f: &Function, mut sig: Signature) -> Signature {
+    sig.params.push(AbiParam::new(types::I64));
+    if many(f).is_some() {
+        sig.params.push(AbiParam::new(types::I64));
+    }
+    for t in &f.param_types {
+        sig.params.push(AbiParam::new(ctype(*t)));
+    }
+    if let Some(t) = ret_ctype(f) {
+        sig.returns.push(AbiParam::new(t));
+    }
+    sig
+}
+
+/// The signature of a helper of class `s`.
+pub(crate) fn helper_signature(s: Sig, mut sig: Signature) -> Signature {
+    let i = AbiParam::new(types::I64);
+    let fl = AbiParam::new(types::F64);
+    match s {
+        Sig::Void(n) | Sig::Int(n) | Sig::Float(n) => {
+            sig.params.push(i);
+            sig.params.push(i);
+            for _ in 0..n {
+                sig.params.push(i);
+            }
+            match s {
+                Sig::Int(_) => sig.returns.push(i),
+                Sig::Float(_) => sig.returns.push(fl),
+                _ => {}
+            }
+        }
+        Sig::VoidIIF => {
+            sig.params.extend([i, i, i, i, fl]);
+        }
+        Sig::F1 => {
+            sig.params.push(fl);
+            sig.returns.push(fl);
+        }
+        Sig::F2 => {
+            sig.params.extend([fl, fl]);
+            sig.returns.push(fl);
+        }
+    }
+    sig
+}
+
+/// The instruction indices that start a block: 0, jump targets, table
+/// entries and the instruction after every jump or terminator.
+pub(crate) fn leaders(f: &Function) -> Vec<usize> {
+    let n = f.code.len();
+    let mut is = vec![false; n + 1];
+    is[0] = true;
+    for (pc, ins) in f.code.iter().enumerate() {
+        if ins.op.is_terminator() || ins.op.is_cond_jump() {
+            is[pc + 1] = true;
+        }
+        if ins.op == Op::Jmp || ins.op.is_cond_jump() {
+            if let Some(t) = is.get_mut(ins.x as usize) {
+                *t = true;
+            }
+        }
+        if ins.op == Op::BlkPop {
+            if let Some(table) = f.tables.get(ins.x as usize) {
+                for t in table {
+                    if let Some(t) = is.get_mut(*t as usize) {
+                        *t = true;
+                    }
+                }
+            }
+        }
+    }
+    (0..n).filter(|pc| is[*pc]).collect()
+}
+
+/// Function references a function being translated calls.
+pub(crate) struct Refs {
+    /// Helpers by name.
+    pub helpers: HashMap<&'static str, FuncRef>,
+    /// Callees by bytecode id.
+    pub callees: HashMap<FuncId, FuncRef>,
+}
+
+struct T<'a, 'b> {
+    b: &'a mut FunctionBuilder<'b>,
+    prog: &'a Program,
+    f: &'a Function,
+    fid: u32,
+    refs: &'a Refs,
+    regs: Vec<Variable>,
+    s: Variable,
+    ctx: Value,
+    out: Option<Value>,
+    fuel: Value,
+    max_depth: Value,
+    unwind: Block,
+    blocks: HashMap<usize, Block>,
+    /// End (exclusive) of the bytecode block being translated.
+    end: usize,
+}
+
+/// Where a stack's buffer, length and capacity are in the context, and
+/// the log2 of its element size.
+#[derive(Clone, Copy)]
+struct Stack {
+    ptr: i32,
+    len: i32,
+    cap: i32,
+    shift: i64,
+}
+
+const COMMS: Stack = Stack {
+    ptr: OFF_COMMS_PTR,
+    len: OFF_COMMS_LEN,
+    cap: OFF_COMMS_CAP,
+    shift: 3,
+};
+
+const BLK: Stack = Stack {
+    ptr: OFF_BLK_PTR,
+    len: OFF_BLK_LEN,
+    cap: OFF_BLK_CAP,
+    shift: 2,
+};
+
+fn mem() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl T<'_, '_> {
+    fn helper(&self, name: &str) -> FuncRef {
+        // Every name used below is in `native::helpers` (a test checks
+        // that each helper translates).
+        self.refs.helpers[name]
+    }
+
+    fn site(&mut self, pc: usize) -> Value {
+        self.b.ins().iconst(types::I64, site(self.fid, pc) as i64)
+    }
+
+    fn get(&mut self, r: u32) -> Value {
+        self.b.use_var(self.regs[r as usize])
+    }
+
+    fn set(&mut self, r: u32, v: Value) {
+        self.b.def_var(self.regs[r as usize], v)
+    }
+
+    fn ty(&self, r: u32) -> CType {
+        ctype(self.f.reg_types[r as usize])
+    }
+
+    /// The 64 bits of register `r`.
+    fn bits(&mut self, r: u32) -> Value {
+        let v = self.get(r);
+        self.raw_bits(v)
+    }
+
+    fn raw_bits(&mut self, v: Value) -> Value {
+        if self.b.func.dfg.value_type(v) == types::F64 {
+            self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
+        } else {
+            v
+        }
+    }
+
+    /// Write 64 bits to register `r`.
+    fn set_bits(&mut self, r: u32, v: Value) {
+        let v = self.typed(v, self.ty(r));
+        self.set(r, v)
+    }
+
+    fn typed(&mut self, v: Value, t: CType) -> Value {
+        let vt = self.b.func.dfg.value_type(v);
+        if vt == t {
+            v
+        } else {
+            self.b.ins().bitcast(t, MemFlagsData::new(), v)
+        }
+    }
+
+    /// The instructions executed once `pc` (of the current block) has.
+    fn done(&mut self, pc: usize) -> Value {
+        let s = self.b.use_var(self.s);
+        let back = (self.end - 1 - pc) as i64;
+        if back == 0 {
+            s
+        } else {
+            self.b.ins().iadd_imm_s(s, -back)
+        }
+    }
+
+    fn ctx_load(&mut self, off: i32) -> Value {
+        self.b.ins().load(types::I64, mem(), self.ctx, off)
+    }
+
+    fn ctx_store(&mut self, v: Value, off: i32) {
+        self.b.ins().store(mem(), v, self.ctx, off);
+    }
+
+    /// If `cond`, trap with `code` at `pc`.
+    fn trap_if(&mut self, cond: Value, pc: usize, code: i64, payload: Value) {
+        let cold = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(cond, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        self.trap_now(pc, code, payload);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Trap with `code` at `pc` (ends the current block).
+    fn trap_now(&mut self, pc: usize, code: i64, payload: Value) {
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
+        let site = self.site(pc);
+        let code = self.b.ins().iconst(types::I64, code);
+        let h = self.helper("advm_trap");
+        let ctx = self.ctx;
+        self.b.ins().call(h, &[ctx, site, code, payload]);
+        self.b.ins().jump(self.unwind, &[]);
+    }
+
+    /// After a helper that may have trapped at `pc`.
+    fn check_helper(&mut self, pc: usize) {
+        let t = self.ctx_load(OFF_TRAPPED);
+        let cold = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(t, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
+        self.b.ins().jump(self.unwind, &[]);
+        self.b.switch_to_block(cont);
+    }
+
+    /// Call helper `name` with the context, the site of `pc` and `args`.
+    fn call_helper(&mut self, name: &str, pc: usize, args: &[Value]) -> Option<Value> {
+        let h = self.helper(name);
+        let site = self.site(pc);
+        let mut all = vec![self.ctx, site];
+        all.extend_from_slice(args);
+        let call = self.b.ins().call(h, &all);
+        self.b.inst_results(call).first().copied()
+    }
+
+    /// A fallible helper: call, then check.
+    fn fallible(&mut self, name: &str, pc: usize, args: &[Value]) -> Option<Value> {
+        let r = self.call_helper(name, pc, args);
+        self.check_helper(pc);
+        r
+    }
+
+    fn math1(&mut self, name: &str, a: Value) -> Value {
+        let h = self.helper(name);
+        let call = self.b.ins().call(h, &[a]);
+        self.b.inst_results(call)[0]
+    }
+
+    fn math2(&mut self, name: &str, a: Value, c: Value) -> Value {
+        let h = self.helper(name);
+        let call = self.b.ins().call(h, &[a, c]);
+        self.b.inst_results(call)[0]
+    }
+
+    /// `a * b`, but 0 where either is zero and the product is nan
+    /// (`vm::math::mul_z`).
+    fn mul_z(&mut self, a: Value, c: Value) -> Value {
+        let p = self.b.ins().fmul(a, c);
+        let zero = self.b.ins().f64const(0.0);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, p, p);
+        let az = self.b.ins().fcmp(FloatCC::Equal, a, zero);
+        let bz = self.b.ins().fcmp(FloatCC::Equal, c, zero);
+        let z = self.b.ins().bor(az, bz);
+        let z = self.b.ins().band(z, nan);
+        self.b.ins().select(z, zero, p)
+    }
+
+    /// `a / b`, but 0 where `a` is zero and the quotient nan
+    /// (`vm::math::div_z`).
+    fn div_z(&mut self, a: Value, c: Value) -> Value {
+        let q = self.b.ins().fdiv(a, c);
+        let zero = self.b.ins().f64const(0.0);
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, q, q);
+        let az = self.b.ins().fcmp(FloatCC::Equal, a, zero);
+        let z = self.b.ins().band(az, nan);
+        self.b.ins().select(z, zero, q)
+    }
+
+    fn bool64(&mut self, c: Value) -> Value {
+        self.b.ins().uextend(types::I64, c)
+    }
+
+    fn truthy(&mut self, r: u32) -> Value {
+        let v = self.get(r);
+        self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
+    }
+
+    fn block_at(&self, pc: usize) -> Block {
+        self.blocks[&pc]
+    }
+
+    /// A taken jump at `pc` to `target`: fuel, then (backward) the
+    /// interrupt flag, then the jump. Ends the current block.
+    fn taken(&mut self, pc: usize, target: usize) {
+        self.poll(pc, target <= pc);
+        let blk = self.block_at(target);
+        self.b.ins().jump(blk, &[]);
+    }
+
+    /// The look at fuel (and the interrupt flag) of a taken jump at `pc`.
+    fn poll(&mut self, pc: usize, interrupt: bool) {
+        let done = self.done(pc);
+        let over = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThan, done, self.fuel);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.trap_if(over, pc, T_FUEL, zero);
+        if interrupt {
+            let p = self.ctx_load(OFF_INTERRUPT);
+            let flag = self.b.ins().uload8(types::I32, mem(), p, 0);
+            self.trap_if(flag, pc, T_INTERRUPTED, zero);
+        }
+    }
+
+    /// A conditional jump at `pc`: to `target` if `cond`, else on.
+    fn branch(&mut self, pc: usize, cond: Value, target: usize) {
+        let edge = self.b.create_block();
+        let next = self.block_at(pc + 1);
+        self.b.ins().brif(cond, edge, &[], next, &[]);
+        self.b.switch_to_block(edge);
+        self.taken(pc, target);
+    }
+
+    /// Translate the instruction at `pc`; `false` if it ended the block.
+    fn instr(&mut self, pc: usize) -> bool {
+        let ins = self.f.code[pc];
+        let (r0, r1, r2, x) = (ins.r0 as u32, ins.r1 as u32, ins.r2 as u32, ins.x);
+        macro_rules! ff {
+            (|$a:ident, $c:ident| $e:expr) => {{
+                let $a = self.get(r1);
+                let $c = self.get(r2);
+                let v = $e;
+                self.set(r0, v);
+            }};
+        }
+        macro_rules! uf {
+            (|$a:ident| $e:expr) => {{
+                let $a = self.get(r1);
+                let v = $e;
+                self.set(r0, v);
+            }};
+        }
+        macro_rules! m1 {
+            ($name:literal) => {
+                uf!(|a| self.math1($name, a))
+            };
+        }
+        macro_rules! fcmp {
+            ($cc:expr) => {{
+                let a = self.get(r1);
+                let c = self.get(r2);
+                let v = self.b.ins().fcmp($cc, a, c);
+                let v = self.bool64(v);
+                self.set(r0, v);
+            }};
+        }
+        macro_rules! icmp {
+            ($cc:expr) => {{
+                let a = self.get(r1);
+                let c = self.get(r2);
+                let v = self.b.ins().icmp($cc, a, c);
+                let v = self.bool64(v);
+                self.set(r0, v);
+            }};
+        }
+        macro_rules! jf {
+            ($cc:expr, $neg:expr) => {{
+                let a = self.get(r0);
+                let c = self.get(r1);
+                let mut v = self.b.ins().fcmp($cc, a, c);
+                if $neg {
+                    v = self.b.ins().bxor_imm_s(v, 1);
+                }
+                self.branch(pc, v, x as usize);
+                return false;
+            }};
+        }
+        macro_rules! ji {
+            ($cc:expr) => {{
+                let a = self.get(r0);
+                let c = self.get(r1);
+                let v = self.b.ins().icmp($cc, a, c);
+                self.branch(pc, v, x as usize);
+                return false;
+            }};
+        }
+        macro_rules! jstep {
+            ($cc:expr) => {{
+                let a = self.get(r0);
+                let st = self.get(r1);
+                let v = self.b.ins().iadd(a, st);
+                self.set(r0, v);
+                let lim = self.get(r2);
+                let c = self.b.ins().icmp($cc, v, lim);
+                self.branch(pc, c, x as usize);
+                return false;
+            }};
+        }
+        match ins.op {
+            Op::AddF => ff!(|a, c| self.b.ins().fadd(a, c)),
+            Op::SubF => ff!(|a, c| self.b.ins().fsub(a, c)),
+            Op::MulF => ff!(|a, c| self.b.ins().fmul(a, c)),
+            Op::DivF => ff!(|a, c| self.b.ins().fdiv(a, c)),
+            Op::PowF => ff!(|a, c| self.math2("advm_pow", a, c)),
+            Op::MinF => ff!(|a, c| {
+                let lt = self.b.ins().fcmp(FloatCC::LessThan, c, a);
+                self.b.ins().select(lt, c, a)
+            }),
+            Op::MaxF => ff!(|a, c| {
+                let gt = self.b.ins().fcmp(FloatCC::GreaterThan, c, a);
+                self.b.ins().select(gt, c, a)
+            }),
+            Op::NegF => uf!(|a| self.b.ins().fneg(a)),
+            Op::Sin => m1!("advm_sin"),
+            Op::Cos => m1!("advm_cos"),
+            Op::SinCos => {
+                let a = self.get(r2);
+                let s = self.math1("advm_sin", a);
+                let c = self.math1("advm_cos", a);
+                self.set(r0, s);
+                self.set(r1, c);
+            }
+            Op::Tan => m1!("advm_tan"),
+            Op::Exp => m1!("advm_exp"),
+            Op::Log => m1!("advm_log"),
+            Op::Sqrt => uf!(|a| self.b.ins().sqrt(a)),
+            Op::Tanh => m1!("advm_tanh"),
+            Op::AbsF => uf!(|a| self.b.ins().fabs(a)),
+            Op::Erf => m1!("advm_erf"),
+            Op::Erfc => m1!("advm_erfc"),
+            Op::Atan => m1!("advm_atan"),
+            Op::Asin => m1!("advm_asin"),
+            Op::Acos => m1!("advm_acos"),
+            Op::Atan2 => ff!(|a, c| self.math2("advm_atan2", a, c)),
+            Op::Sinh => m1!("advm_sinh"),
+            Op::Cosh => m1!("advm_cosh"),
+            Op::Log1p => m1!("advm_log1p"),
+            Op::Expm1 => m1!("advm_expm1"),
+            Op::Log2 => m1!("advm_log2"),
+            Op::Log10 => m1!("advm_log10"),
+            Op::Cbrt => m1!("advm_cbrt"),
+            Op::Hypot => ff!(|a, c| self.math2("advm_hypot", a, c)),
+            Op::Floor => uf!(|a| self.b.ins().floor(a)),
+            Op::Ceil => uf!(|a| self.b.ins().ceil(a)),
+            Op::Round => m1!("advm_round"),
+            Op::Trunc => uf!(|a| self.b.ins().trunc(a)),
+            Op::AddI => ff!(|a, c| self.b.ins().iadd(a, c)),
+            Op::SubI => ff!(|a, c| self.b.ins().isub(a, c)),
+            Op::MulI => ff!(|a, c| self.b.ins().imul(a, c)),
+            Op::DivI | Op::RemI => {
+                let a = self.get(r1);
+                let c = self.get(r2);
+                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
+                let code = if ins.op == Op::DivI {
+                    T_DIV_BY_ZERO
+                } else {
+                    T_REM_BY_ZERO
+                };
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.trap_if(zero, pc, code, z);
+                // Wrapping: `MIN / -1` is `MIN`, `MIN % -1` is 0, and
+                // neither may reach the machine's division, which faults.
+                let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, c, -1);
+                let one = self.b.ins().iconst(types::I64, 1);
+                let safe = self.b.ins().select(m1, one, c);
+                let v = if ins.op == Op::DivI {
+                    let q = self.b.ins().sdiv(a, safe);
+                    let n = self.b.ins().ineg(a);
+                    self.b.ins().select(m1, n, q)
+                } else {
+                    let r = self.b.ins().srem(a, safe);
+                    self.b.ins().select(m1, z, r)
+                };
+                self.set(r0, v);
+            }
+            Op::MinI => ff!(|a, c| {
+                let lt = self.b.ins().icmp(IntCC::SignedLessThan, c, a);
+                self.b.ins().select(lt, c, a)
+            }),
+            Op::MaxI => ff!(|a, c| {
+                let gt = self.b.ins().icmp(IntCC::SignedGreaterThan, c, a);
+                self.b.ins().select(gt, c, a)
+            }),
+            Op::NegI => uf!(|a| self.b.ins().ineg(a)),
+            Op::LtF => fcmp!(FloatCC::LessThan),
+            Op::LeF => fcmp!(FloatCC::LessThanOrEqual),
+            Op::GtF => fcmp!(FloatCC::GreaterThan),
+            Op::GeF => fcmp!(FloatCC::GreaterThanOrEqual),
+            Op::EqF => fcmp!(FloatCC::Equal),
+            Op::NeF => fcmp!(FloatCC::NotEqual),
+            Op::LtI => icmp!(IntCC::SignedLessThan),
+            Op::LeI => icmp!(IntCC::SignedLessThanOrEqual),
+            Op::GtI => icmp!(IntCC::SignedGreaterThan),
+            Op::GeI => icmp!(IntCC::SignedGreaterThanOrEqual),
+            Op::EqI => icmp!(IntCC::Equal),
+            Op::NeI => icmp!(IntCC::NotEqual),
+            Op::And | Op::Or => {
+                let a = self.truthy(r1);
+                let c = self.truthy(r2);
+                let v = if ins.op == Op::And {
+                    self.b.ins().band(a, c)
+                } else {
+                    self.b.ins().bor(a, c)
+                };
+                let v = self.bool64(v);
+                self.set(r0, v);
+            }
+            Op::Not => {
+                let v = self.get(r1);
+                let c = self.b.ins().icmp_imm_s(IntCC::Equal, v, 0);
+                let c = self.bool64(c);
+                self.set(r0, c);
+            }
+            Op::Select => {
+                let c = self.truthy(r1);
+                let a = self.bits(r2);
+                let d = self.bits(x);
+                let v = self.b.ins().select(c, a, d);
+                self.set_bits(r0, v);
+            }
+            Op::Mov | Op::NoGrad => {
+                let v = self.bits(r1);
+                self.set_bits(r0, v);
+            }
+            Op::ItoF => uf!(|a| self.b.ins().fcvt_from_sint(types::F64, a)),
+            Op::FtoI => {
+                let a = self.get(r1);
+                let t = self.b.ins().trunc(a);
+                let lo = self.b.ins().f64const(-9.223_372_036_854_776e18);
+                let hi = self.b.ins().f64const(9.223_372_036_854_776e18);
+                let ge = self.b.ins().fcmp(FloatCC::GreaterThanOrEqual, t, lo);
+                let lt = self.b.ins().fcmp(FloatCC::LessThan, t, hi);
+                let ok = self.b.ins().band(ge, lt);
+                let bad = self.b.ins().bxor_imm_s(ok, 1);
+                let bits = self.raw_bits(a);
+                self.trap_if(bad, pc, T_FTOI, bits);
+                let v = self.b.ins().fcvt_to_sint_sat(types::I64, t);
+                self.set(r0, v);
+            }
+            Op::ANew => {
+                let n = self.get(r1);
+                let h = self.fallible("advm_anew", pc, &[n]);
+                self.set_result(r0, h);
+            }
+            Op::ALen => {
+                let h = self.get(r1);
+                let n = self.fallible("advm_alen", pc, &[h]);
+                self.set_result(r0, n);
+            }
+            Op::AGet | Op::AGetAdd => {
+                let h = self.get(r1);
+                let mut i = self.get(r2);
+                if ins.op == Op::AGetAdd {
+                    let j = self.get(x);
+                    i = self.b.ins().iadd(i, j);
+                }
+                let v = self.fallible("advm_aget", pc, &[h, i]);
+                self.set_result(r0, v);
+            }
+            Op::ASet => {
+                let h = self.get(r0);
+                let i = self.get(r1);
+                let v = self.get(r2);
+                self.fallible("advm_aset", pc, &[h, i, v]);
+            }
+            Op::Call | Op::CallAcc | Op::CallN => self.call(pc),
+            Op::Ret => {
+                let v = self.get(r0);
+                self.finish_return(pc);
+                let v = match ret_ctype(self.f) {
+                    Some(t) => {
+                        let v = self.raw_bits(v);
+                        self.typed(v, t)
+                    }
+                    None => v,
+                };
+                self.b.ins().return_(&[v]);
+                return false;
+            }
+            Op::RetN => {
+                let list = &self.f.lists[x as usize];
+                let out = self.out.unwrap_or(self.ctx);
+                for (i, r) in list.clone().iter().enumerate() {
+                    let v = self.get(*r as u32);
+                    self.b.ins().store(mem(), v, out, (i * 8) as i32);
+                }
+                self.finish_return(pc);
+                self.b.ins().return_(&[]);
+                return false;
+            }
+            Op::Jmp => {
+                self.taken(pc, x as usize);
+                return false;
+            }
+            Op::JmpIf => {
+                let c = self.truthy(r0);
+                self.branch(pc, c, x as usize);
+                return false;
+            }
+            Op::JmpIfNot => {
+                let v = self.get(r0);
+                let c = self.b.ins().icmp_imm_s(IntCC::Equal, v, 0);
+                self.branch(pc, c, x as usize);
+                return false;
+            }
+            Op::JmpLtI => ji!(IntCC::SignedLessThan),
+            Op::JmpLeI => ji!(IntCC::SignedLessThanOrEqual),
+            Op::JmpGtI => ji!(IntCC::SignedGreaterThan),
+            Op::JmpGeI => ji!(IntCC::SignedGreaterThanOrEqual),
+            Op::JmpEqI => ji!(IntCC::Equal),
+            Op::JmpNeI => ji!(IntCC::NotEqual),
+            Op::JmpLtF => jf!(FloatCC::LessThan, false),
+            Op::JmpLeF => jf!(FloatCC::LessThanOrEqual, false),
+            Op::JmpGtF => jf!(FloatCC::GreaterThan, false),
+            Op::JmpGeF => jf!(FloatCC::GreaterThanOrEqual, false),
+            Op::JmpEqF => jf!(FloatCC::Equal, false),
+            Op::JmpNeF => jf!(FloatCC::NotEqual, false),
+            Op::JmpNotLtF => jf!(FloatCC::LessThan, true),
+            Op::JmpNotLeF => jf!(FloatCC::LessThanOrEqual, true),
+            Op::JmpNotGtF => jf!(FloatCC::GreaterThan, true),
+            Op::JmpNotGeF => jf!(FloatCC::GreaterThanOrEqual, true),
+            Op::JmpNotEqF => jf!(FloatCC::Equal, true),
+            Op::JmpNotNeF => jf!(FloatCC::NotEqual, true),
+            Op::JmpStepLtI => jstep!(IntCC::SignedLessThan),
+            Op::JmpStepLeI => jstep!(IntCC::SignedLessThanOrEqual),
+            Op::JmpStepGtI => jstep!(IntCC::SignedGreaterThan),
+            Op::JmpStepGeI => jstep!(IntCC::SignedGreaterThanOrEqual),
+            Op::JmpStepEqI => jstep!(IntCC::Equal),
+            Op::JmpStepNeI => jstep!(IntCC::NotEqual),
+            Op::BlkPush => {
+                let id = self.b.ins().iconst(types::I64, i64::from(x));
+                self.push_in(pc, id, 1, "advm_blk_push", &[], BLK);
+            }
+            Op::BlkPop => {
+                self.blk_pop(pc, x as usize);
+                return false;
+            }
+            Op::CommsPush => {
+                let v = self.bits(r0);
+                self.push_fast(pc, v, 1, "advm_comms_push", &[]);
+            }
+            Op::CommsReserve => {
+                let v = self.bits(r0);
+                let n = self.b.ins().iconst(types::I64, i64::from(x));
+                self.push_fast(pc, v, i64::from(x), "advm_comms_reserve", &[n]);
+            }
+            Op::CommsPushR => {
+                let v = self.bits(r0);
+                self.push_fast(pc, v, 1, "advm_comms_push_r", &[]);
+            }
+            Op::CommsPop => {
+                let v = self.pop_fast(pc);
+                self.set_bits(r0, v);
+            }
+            Op::Acc => {
+                let a = self.get(r0);
+                let c = self.get(r1);
+                let v = self.b.ins().fadd(a, c);
+                self.set(r0, v);
+            }
+            Op::AccNeg => {
+                let a = self.get(r0);
+                let c = self.get(r1);
+                let v = self.b.ins().fsub(a, c);
+                self.set(r0, v);
+            }
+            Op::AccMul => {
+                let a = self.get(r0);
+                let p = self.get(r1);
+                let q = self.get(r2);
+                let m = self.mul_z(p, q);
+                let v = self.b.ins().fadd(a, m);
+                self.set(r0, v);
+            }
+            Op::MulAddF => {
+                let a = self.get(r0);
+                let p = self.get(r1);
+                let q = self.get(r2);
+                let m = self.b.ins().fmul(p, q);
+                let v = self.b.ins().fadd(a, m);
+                self.set(r0, v);
+            }
+            Op::MulZ => ff!(|a, c| self.mul_z(a, c)),
+            Op::DivZ => ff!(|a, c| self.div_z(a, c)),
+            Op::AccMulPop => {
+                let v = self.popped(pc);
+                let a = self.get(r0);
+                let g = self.get(r1);
+                let m = self.mul_z(g, v);
+                let s = self.b.ins().fadd(a, m);
+                self.set(r0, s);
+            }
+            Op::MulPop => {
+                let v = self.popped(pc);
+                let g = self.get(r1);
+                let m = self.mul_z(g, v);
+                self.set(r0, m);
+            }
+            Op::MulPush => {
+                let a = self.get(r1);
+                let bits = self.raw_bits(a);
+                self.push_fast(pc, bits, 1, "advm_comms_push", &[]);
+                let c = self.get(r2);
+                let v = self.b.ins().fmul(a, c);
+                self.set(r0, v);
+            }
+            Op::AccMulPopMul => {
+                let v = self.popped(pc);
+                let g = self.get(r1);
+                let o = self.get(x);
+                let product = self.mul_z(g, o);
+                let term = self.mul_z(g, v);
+                let a = self.get(r0);
+                let acc = self.b.ins().fadd(a, term);
+                self.set(r2, product);
+                self.set(r0, acc);
+            }
+            Op::Zero => {
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.set_bits(r0, z);
+            }
+            Op::Take => {
+                let v = self.get(r1);
+                let z = self.b.ins().iconst(types::I64, 0);
+                self.set_bits(r1, z);
+                let v = self.raw_bits(v);
+                self.set_bits(r0, v);
+            }
+            Op::ShadowAcc | Op::ShadowAccMul => {
+                let h = self.get(r0);
+                let i = self.get(r1);
+                let mut v = self.get(r2);
+                if ins.op == Op::ShadowAccMul {
+                    let o = self.get(x);
+                    v = self.mul_z(v, o);
+                }
+                self.fallible("advm_shadow_add", pc, &[h, i, v]);
+            }
+            Op::ShadowTake => {
+                let h = self.get(r1);
+                let i = self.get(r2);
+                let v = self.fallible("advm_shadow_take", pc, &[h, i]);
+                self.set_result(r0, v);
+            }
+        }
+        true
+    }
+
+    /// Push `v` (64 bits) on the comms stack in place if it has room for
+    /// `need` more values, else through helper `name` (which grows the
+    /// stack or traps at `pc`); `extra` are the helper's arguments after
+    /// the value.
+    fn push_fast(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value]) {
+        self.push_in(pc, v, need, name, extra, COMMS)
+    }
+
+    /// [`T::push_fast`] on either stack.
+    fn push_in(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value], st: Stack) {
+        let len = self.ctx_load(st.len);
+        let cap = self.ctx_load(st.cap);
+        let spare = self.b.ins().isub(cap, len);
+        let room = self
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, spare, need);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(room, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let ptr = self.ctx_load(st.ptr);
+        let off = self.b.ins().ishl_imm_s(len, st.shift);
+        let addr = self.b.ins().iadd(ptr, off);
+        if st.shift == 3 {
+            self.b.ins().store(mem(), v, addr, 0);
+        } else {
+            self.b.ins().istore32(mem(), v, addr, 0);
+        }
+        let len1 = self.b.ins().iadd_imm_s(len, 1);
+        self.ctx_store(len1, st.len);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        let mut args = vec![v];
+        args.extend_from_slice(extra);
+        self.fallible(name, pc, &args);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+    }
+
+    /// Pop 64 bits from the comms stack: in place if it is not empty, else
+    /// through the helper (which traps at `pc`).
+    fn pop_fast(&mut self, pc: usize) -> Value {
+        self.pop_in(pc, "advm_comms_pop", COMMS)
+    }
+
+    /// [`T::pop_fast`] on either stack.
+    fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
+        let len = self.ctx_load(st.len);
+        let fast = self.b.create_block();
+        let slow = self.b.create_block();
+        let join = self.b.create_block();
+        let v = self.b.append_block_param(join, types::I64);
+        self.b.set_cold_block(slow);
+        self.b.ins().brif(len, fast, &[], slow, &[]);
+        self.b.switch_to_block(fast);
+        let len1 = self.b.ins().iadd_imm_s(len, -1);
+        self.ctx_store(len1, st.len);
+        let ptr = self.ctx_load(st.ptr);
+        let off = self.b.ins().ishl_imm_s(len1, st.shift);
+        let addr = self.b.ins().iadd(ptr, off);
+        let x = if st.shift == 3 {
+            self.b.ins().load(types::I64, mem(), addr, 0)
+        } else {
+            self.b.ins().uload32(mem(), addr, 0)
+        };
+        self.b.ins().jump(join, &[x.into()]);
+        self.b.switch_to_block(slow);
+        let y = self
+            .fallible(name, pc, &[])
+            .unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        self.b.ins().jump(join, &[y.into()]);
+        self.b.switch_to_block(join);
+        v
+    }
+
+    fn set_result(&mut self, r: u32, v: Option<Value>) {
+        if let Some(v) = v {
+            let v = self.raw_bits(v);
+            self.set_bits(r, v);
+        }
+    }
+
+    /// A value popped from the comms stack, as an f64.
+    fn popped(&mut self, pc: usize) -> Value {
+        let v = self.pop_fast(pc);
+        self.typed(v, types::F64)
+    }
+
+    /// A `ret` or `ret.n` at `pc`: hand the count and the `pc` back.
+    fn finish_return(&mut self, pc: usize) {
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
+        let p = self.b.ins().iconst(types::I64, pc as i64);
+        self.ctx_store(p, OFF_RET_PC);
+    }
+
+    fn blk_pop(&mut self, pc: usize, table: usize) {
+        let id = self.pop_in(pc, "advm_blk_pop", BLK);
+        let table = self.f.tables[table].clone();
+        if table.is_empty() {
+            self.trap_now(pc, T_BAD_BLOCK, id);
+            return;
+        }
+        let out =
+            self.b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, id, table.len() as i64);
+        self.trap_if(out, pc, T_BAD_BLOCK, id);
+        self.poll(pc, table.iter().any(|t| *t as usize <= pc));
+        let mut sw = Switch::new();
+        for (i, t) in table.iter().enumerate() {
+            sw.set_entry(i as u128, self.block_at(*t as usize));
+        }
+        let default = self.block_at(table[0] as usize);
+        sw.emit(self.b, id, default);
+    }
+
+    fn call(&mut self, pc: usize) {
+        let ins = self.f.code[pc];
+        let site = &self.f.sites[ins.x as usize];
+        let callee = self.prog.func(site.func);
+        let fref = self.refs.callees[&site.func];
+        // The depth limit, then fuel (the interpreter's order).
+        let d = self.ctx_load(OFF_DEPTH);
+        let deep = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedGreaterThanOrEqual, d, self.max_depth);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.trap_if(deep, pc, T_CALL_DEPTH, zero);
+        self.poll(pc, false);
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
+        let d1 = self.b.ins().iadd_imm_s(d, 1);
+        self.ctx_store(d1, OFF_DEPTH);
+        let mut args = vec![self.ctx];
+        let n = many(callee);
+        let slot = n.map(|n| {
+            let ss = self.b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                (n.max(1) * 8) as u32,
+                3,
+            ));
+            let a = self.b.ins().stack_addr(types::I64, ss, 0);
+            args.push(a);
+            a
+        });
+        for r in site.args.clone() {
+            let v = self.get(u32::from(r));
+            args.push(v);
+        }
+        let call = self.b.ins().call(fref, &args);
+        let result = self.b.inst_results(call).first().copied();
+        self.ctx_store(d, OFF_DEPTH);
+        // A trap in the callee: return at once (it stored the count).
+        let t = self.ctx_load(OFF_TRAPPED);
+        let cont = self.b.create_block();
+        self.b.ins().brif(t, self.unwind, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+        let steps = self.ctx_load(OFF_STEPS);
+        let back = (self.end - 1 - pc) as i64;
+        let s = self.b.ins().iadd_imm_s(steps, back);
+        self.b.def_var(self.s, s);
+        match (slot, result) {
+            (None, Some(v)) => {
+                let v = self.raw_bits(v);
+                self.set_bits(u32::from(ins.r0), v);
+            }
+            (Some(addr), _) => {
+                let rets = site.rets.clone();
+                for (i, r) in rets.iter().enumerate() {
+                    let r = u32::from(*r);
+                    let t = self.ty(r);
+                    let v = self.b.ins().load(t, mem(), addr, (i * 8) as i32);
+                    if ins.op == Op::CallN {
+                        self.set(r, v);
+                    } else {
+                        let a = self.get(r);
+                        let s = self.b.ins().fadd(a, v);
+                        self.set(r, s);
+                    }
+                }
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// Translate verified `f` (id `fid`) into the builder's function, whose
+/// signature is [`signature`] of `f`.
+pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId, refs: &Refs) {
+    let f = prog.func(fid);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry).to_vec();
+    let ctx = params[0];
+    let (out, first) = if many(f).is_some() {
+        (Some(params[1]), 2)
+    } else {
+        (None, 1)
+    };
+    let regs: Vec<Variable> = f
+        .reg_types
+        .iter()
+        .map(|t| b.declare_var(ctype(*t)))
+        .collect();
+    let s = b.declare_var(types::I64);
+    let np = f.param_types.len();
+    for (i, var) in regs.iter().enumerate() {
+        let t = ctype(f.reg_types[i]);
+        let v = if i < np {
+            params[first + i]
+        } else {
+            let bits = f.consts.get(i - np).copied().unwrap_or(0);
+            if t == types::F64 {
+                b.ins().f64const(f64::from_bits(bits))
+            } else {
+                b.ins().iconst(types::I64, bits as i64)
+            }
+        };
+        b.def_var(*var, v);
+    }
+    let steps = b.ins().load(types::I64, mem(), ctx, OFF_STEPS);
+    b.def_var(s, steps);
+    let fuel = b.ins().load(types::I64, mem(), ctx, OFF_FUEL);
+    let max_depth = b.ins().load(types::I64, mem(), ctx, OFF_MAX_DEPTH);
+    let unwind = b.create_block();
+    b.set_cold_block(unwind);
+    let starts = leaders(f);
+    let mut blocks = HashMap::new();
+    for pc in &starts {
+        blocks.insert(*pc, b.create_block());
+    }
+    b.ins().jump(blocks[&0], &[]);
+    let mut t = T {
+        b,
+        prog,
+        f,
+        fid: fid.0,
+        refs,
+        regs,
+        s,
+        ctx,
+        out,
+        fuel,
+        max_depth,
+        unwind,
+        blocks,
+        end: 0,
+    };
+    for (k, start) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(f.code.len());
+        t.end = end;
+        let blk = t.blocks[start];
+        t.b.switch_to_block(blk);
+        let s0 = t.b.use_var(t.s);
+        let s1 = t.b.ins().iadd_imm_s(s0, (end - start) as i64);
+        t.b.def_var(t.s, s1);
+        let mut open = true;
+        for pc in *start..end {
+            open = t.instr(pc);
+            if !open {
+                break;
+            }
+        }
+        if open {
+            // Falls into the next leader (the verifier makes the last
+            // instruction a terminator, so there is one).
+            let next = t.blocks[&end];
+            t.b.ins().jump(next, &[]);
+        }
+    }
+    t.b.switch_to_block(unwind);
+    match ret_ctype(f) {
+        Some(ty) if ty == types::F64 => {
+            let z = t.b.ins().f64const(0.0);
+            t.b.ins().return_(&[z]);
+        }
+        Some(_) => {
+            let z = t.b.ins().iconst(types::I64, 0);
+            t.b.ins().return_(&[z]);
+        }
+        None => {
+            t.b.ins().return_(&[]);
+        }
+    }
+    t.b.seal_all_blocks();
+}
+
+/// The entry trampoline of `f`: `(ctx, args, out)`, loading the arguments
+/// from `args`, calling `body` and storing its result(s) to `out`.
+pub(crate) fn trampoline(b: &mut FunctionBuilder<'_>, f: &Function, body: FuncRef) {
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let p = b.block_params(entry).to_vec();
+    let (ctx, argp, outp) = (p[0], p[1], p[2]);
+    let mut args = vec![ctx];
+    if many(f).is_some() {
+        args.push(outp);
+    }
+    for (i, t) in f.param_types.iter().enumerate() {
+        let v = b.ins().load(ctype(*t), mem(), argp, (i * 8) as i32);
+        args.push(v);
+    }
+    let call = b.ins().call(body, &args);
+    if let Some(v) = b.inst_results(call).first().copied() {
+        b.ins().store(mem(), v, outp, 0);
+    }
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+}

@@ -1,0 +1,296 @@
+//! Both tiers give the same bits: every call of the corpus's directives
+//! (`programs/**/*.adasm`: run, grad, jvp, hvp, trap) and of generated
+//! random programs (`testkit::gen`: run, grad, jvp) runs on an engine with
+//! the native tier and on one without, and the results (values,
+//! gradients, tangents, Hessian-vector products, traps with their
+//! messages and locations) must be identical, floats compared by their
+//! bits. The native tier must also have run a good share of the calls (a
+//! tier that declined everything would pass the comparison trivially).
+
+use ad::Engine;
+use assembler::{literals_to_values, parse_call};
+use serde_json::Value as Json;
+use std::path::{Path, PathBuf};
+use vm::{Tier, Type, Value};
+
+/// A result with every f64 spelled by its bits.
+fn key<T: std::fmt::Debug>(r: &T) -> String {
+    let s = format!("{r:?}");
+    // Floats are printed by Debug with the shortest round-trip spelling,
+    // which tells every two values apart except nans' payloads: compare
+    // those by bits through `bits_of` where values are at hand.
+    s
+}
+
+fn value_bits(v: &Value) -> Vec<u64> {
+    match v {
+        Value::F64(x) => vec![x.to_bits()],
+        Value::I64(i) => vec![*i as u64],
+        Value::Bool(b) => vec![u64::from(*b)],
+        Value::Arr(xs) => xs.iter().map(|x| x.to_bits()).collect(),
+    }
+}
+
+fn opt_bits(v: &[Option<Value>]) -> Vec<Vec<u64>> {
+    v.iter()
+        .map(|o| o.as_ref().map(value_bits).unwrap_or_default())
+        .collect()
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n != "reference") {
+                files(&p, out);
+            }
+        } else if p.extension().is_some_and(|e| e == "adasm") {
+            out.push(p);
+        }
+    }
+}
+
+fn direction(text: &str, params: &[Type]) -> Option<Vec<Option<Value>>> {
+    let Json::Array(entries) = serde_json::from_str::<Json>(text).ok()? else {
+        return None;
+    };
+    entries
+        .iter()
+        .zip(params)
+        .map(|(e, t)| match (e, t) {
+            (Json::Null, _) => Some(None),
+            (Json::Number(n), Type::F64) => n.as_f64().map(|x| Some(Value::F64(x))),
+            (Json::Array(xs), Type::Arr) => xs
+                .iter()
+                .map(|x| x.as_f64())
+                .collect::<Option<Vec<f64>>>()
+                .map(|v| Some(Value::Arr(v))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two engines for one source: interpreted and native.
+struct Pair {
+    interp: Engine,
+    jit: Engine,
+    native_calls: usize,
+    calls: usize,
+}
+
+impl Pair {
+    fn new(src: &str, name: &str) -> Option<Pair> {
+        let module = assembler::assemble(src, name).ok()?;
+        let interp = Engine::new(module.clone()).ok()?;
+        let mut jit = Engine::new(module).ok()?;
+        jit::install(jit.vm_mut());
+        Some(Pair {
+            interp,
+            jit,
+            native_calls: 0,
+            calls: 0,
+        })
+    }
+
+    fn set_fuel(&mut self, fuel: u64) {
+        self.interp.vm_mut().limits_mut().fuel = Some(fuel);
+        self.jit.vm_mut().limits_mut().fuel = Some(fuel);
+    }
+
+    /// Run `op` on both engines and compare what it returns.
+    fn same<R: std::fmt::Debug>(
+        &mut self,
+        what: &str,
+        mut op: impl FnMut(&mut Engine) -> R,
+        bits: impl Fn(&R) -> Vec<Vec<u64>>,
+    ) -> Result<(), String> {
+        let a = op(&mut self.interp);
+        let b = op(&mut self.jit);
+        self.calls += 1;
+        if self.jit.vm_mut().last_tier() == Tier::Native {
+            self.native_calls += 1;
+        }
+        if key(&a) != key(&b) || bits(&a) != bits(&b) {
+            return Err(format!("{what}:\n  interp {a:?}\n  jit    {b:?}"));
+        }
+        Ok(())
+    }
+}
+
+fn corpus_directive(p: &mut Pair, kind: &str, body: &str) -> Result<(), String> {
+    let call = body.split_once("=>").map_or(body, |(c, _)| c);
+    let (call, dir) = if kind == "jvp" || kind == "hvp" {
+        let close = call.rfind(')').ok_or("no call")?;
+        let (head, tail) = call.split_at(close + 1);
+        (head, tail.trim().strip_prefix("dir ").map(str::trim))
+    } else {
+        (call, None)
+    };
+    let (name, lits) = parse_call(call.trim())?;
+    let Some(f) = p.interp.find(&name) else {
+        return Err(format!("no function {name}"));
+    };
+    let params: Vec<Type> = p.interp.module().func(f).param_types();
+    let args = literals_to_values(&params, &lits)?;
+    let what = format!("{kind}: {body}");
+    match kind {
+        "run" | "trap" => p.same(
+            &what,
+            |e| e.run(f, &args),
+            |r| match r {
+                Ok(v) => vec![value_bits(v)],
+                Err(_) => Vec::new(),
+            },
+        ),
+        "grad" | "check" | "check-fails" => p.same(
+            &what,
+            |e| e.grad(f, &args),
+            |r| match r {
+                Ok(g) => {
+                    let mut v = opt_bits(&g.grad);
+                    v.push(vec![g.value.to_bits()]);
+                    v
+                }
+                Err(_) => Vec::new(),
+            },
+        ),
+        "jvp" | "hvp" => {
+            let Some(d) = dir.and_then(|d| direction(d, &params)) else {
+                return Ok(());
+            };
+            if kind == "jvp" {
+                p.same(
+                    &what,
+                    |e| e.jvp(f, &args, &d),
+                    |r| match r {
+                        Ok(t) => {
+                            let mut v = opt_bits(&t.arg_tangents);
+                            v.push(value_bits(&t.value));
+                            v.push(t.tangent.as_ref().map(value_bits).unwrap_or_default());
+                            v
+                        }
+                        Err(_) => Vec::new(),
+                    },
+                )
+            } else {
+                p.same(
+                    &what,
+                    |e| e.hvp(f, &args, &d),
+                    |r| match r {
+                        Ok(h) => {
+                            let mut v = opt_bits(&h.grad);
+                            v.extend(opt_bits(&h.hvp));
+                            v.push(vec![h.value.to_bits()]);
+                            v
+                        }
+                        Err(_) => Vec::new(),
+                    },
+                )
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+#[test]
+fn corpus_runs_the_same_in_both_tiers() {
+    let root = testkit::workspace_root();
+    let mut paths = Vec::new();
+    files(&root.join("programs"), &mut paths);
+    assert!(paths.len() >= 25, "corpus not found");
+    let (mut native, mut calls, mut failures) = (0, 0, Vec::new());
+    for path in &paths {
+        let src = std::fs::read_to_string(path).expect("readable");
+        let Some(mut pair) = Pair::new(&src, &path.display().to_string()) else {
+            continue;
+        };
+        pair.set_fuel(50_000_000);
+        for line in src.lines() {
+            let Some(rest) = line.trim().strip_prefix(';') else {
+                continue;
+            };
+            let Some((kind, body)) = rest.trim().split_once(':') else {
+                continue;
+            };
+            if !["run", "grad", "jvp", "hvp", "check", "check-fails", "trap"].contains(&kind.trim())
+            {
+                continue;
+            }
+            // Twice: the second call runs cached code.
+            for _ in 0..2 {
+                if let Err(e) = corpus_directive(&mut pair, kind.trim(), body.trim()) {
+                    failures.push(format!("{}: {e}", path.display()));
+                }
+            }
+        }
+        native += pair.native_calls;
+        calls += pair.calls;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!("corpus: {native} of {calls} calls ran natively");
+    assert!(calls > 100, "{calls} calls");
+    // Recursive programs run interpreted; everything else natively.
+    assert!(
+        native * 10 >= calls * 7,
+        "only {native} of {calls} calls ran natively"
+    );
+}
+
+#[test]
+fn random_programs_run_the_same_in_both_tiers() {
+    let cases = testkit::env_u64("ADVM_PROP_CASES", 150);
+    let first = testkit::env_u64("ADVM_PROP_SEED", 1);
+    let cfg = testkit::gen::Config::default();
+    let (mut native, mut calls, mut failures) = (0, 0, Vec::new());
+    for seed in first..first + cases {
+        let g = testkit::gen::program(seed, &cfg);
+        let Some(mut pair) = Pair::new(&g.source, "gen.adasm") else {
+            panic!("seed {seed}: bad program\n{}", g.source);
+        };
+        pair.set_fuel(10_000_000);
+        let f = pair.interp.find(&g.entry).expect("entry");
+        let args = g.args.clone();
+        let dir: Vec<Option<Value>> = args
+            .iter()
+            .map(|a| match a {
+                Value::F64(_) => Some(Value::F64(0.75)),
+                Value::Arr(xs) => Some(Value::Arr(vec![0.5; xs.len()])),
+                _ => None,
+            })
+            .collect();
+        let r = [
+            pair.same("run", |e| e.run(f, &args), |_| Vec::new()),
+            pair.same(
+                "grad",
+                |e| e.grad(f, &args),
+                |r| match r {
+                    Ok(g) => opt_bits(&g.grad),
+                    Err(_) => Vec::new(),
+                },
+            ),
+            pair.same(
+                "jvp",
+                |e| e.jvp(f, &args, &dir),
+                |r| match r {
+                    Ok(t) => vec![t.tangent.as_ref().map(value_bits).unwrap_or_default()],
+                    Err(_) => Vec::new(),
+                },
+            ),
+        ];
+        for e in r.into_iter().filter_map(Result::err) {
+            failures.push(format!("seed {seed}: {e}\n{}", g.source));
+        }
+        native += pair.native_calls;
+        calls += pair.calls;
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    eprintln!("random programs: {native} of {calls} calls ran natively");
+    assert!(
+        native * 4 >= calls,
+        "only {native} of {calls} calls ran natively"
+    );
+}

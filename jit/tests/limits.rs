@@ -1,0 +1,206 @@
+//! Limits in the native tier: fuel (every limit from 0 up, with the exact
+//! instruction count), call depth, array length, heap bytes and AD stack
+//! bytes give the interpreter's traps, at the same instruction; an endless
+//! loop is stopped by the interrupt flag.
+
+use ad::Engine;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use vm::{Limits, Tier, Value};
+
+const SRC: &str = r#"
+fn @leaf(%x: f64) -> f64 {
+entry:
+    %y = mul %x, %x
+    ret %y
+}
+
+fn @mid(%x: f64) -> f64 {
+entry:
+    %a = call @leaf(%x)
+    %b = sin %a
+    ret %b
+}
+
+fn @top(%x: f64, %n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %r = phi [entry: %x], [body: %r2]
+    %k = phi [entry: %n], [body: %k2]
+    %c = gt %k, 0
+    br %c, body, done
+body:
+    %m = call @mid(%r)
+    %r2 = add %m, %x
+    %k2 = sub %k, 1
+    jmp head
+done:
+    ret %r
+}
+
+fn @fill(%n: i64, %x: f64) -> f64 {
+entry:
+    %v = anew %n
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    aset %v, %i, %x
+    %e = aget %v, %i
+    %t = mul %e, %x
+    %s2 = add %s, %t
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+
+fn @forever(%x: f64) -> f64 {
+entry:
+    jmp head
+head:
+    %r = phi [entry: %x], [head: %r2]
+    %r2 = add %r, 1.0
+    jmp head
+}
+"#;
+
+/// Engines without and with the native tier, with the same limits.
+fn pair(limits: &Limits) -> (Engine, Engine) {
+    let module = assembler::assemble(SRC, "limits.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install(native.vm_mut());
+    *interp.vm_mut().limits_mut() = limits.clone();
+    *native.vm_mut().limits_mut() = limits.clone();
+    (interp, native)
+}
+
+/// Run and differentiate `name` in both tiers: the same results, traps and
+/// instruction counts; `true` if the native tier ran.
+fn same(limits: &Limits, name: &str, args: &[Value]) -> bool {
+    let (mut a, mut b) = pair(limits);
+    let f = a.find(name).expect("exists");
+    let (ra, rb) = (a.run(f, args), b.run(f, args));
+    assert_eq!(
+        format!("{ra:?}"),
+        format!("{rb:?}"),
+        "run {name} {limits:?}"
+    );
+    assert_eq!(
+        a.vm_mut().executed(),
+        b.vm_mut().executed(),
+        "count {name} {limits:?}"
+    );
+    let ran = b.vm_mut().last_tier() == Tier::Native;
+    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
+    assert_eq!(
+        format!("{ga:?}"),
+        format!("{gb:?}"),
+        "grad {name} {limits:?}"
+    );
+    ran
+}
+
+#[test]
+fn fuel_traps_at_the_same_instruction() {
+    let args = [Value::F64(0.5), Value::I64(4)];
+    let mut traps = 0;
+    for fuel in 0..160 {
+        let limits = Limits {
+            fuel: Some(fuel),
+            ..Limits::default()
+        };
+        assert!(same(&limits, "top", &args), "native tier ran");
+        let (_, mut b) = pair(&limits);
+        let f = b.find("top").expect("exists");
+        if let Err(ad::AdError::Trap(t)) = b.run(f, &args) {
+            assert!(matches!(t.kind, vm::TrapKind::OutOfFuel { .. }), "{t}");
+            traps += 1;
+        }
+    }
+    // Fuel runs out below the count and suffices from it on.
+    assert!(traps > 20 && traps < 160, "{traps}");
+    let args = [Value::I64(5), Value::F64(1.5)];
+    for fuel in 0..80 {
+        let limits = Limits {
+            fuel: Some(fuel),
+            ..Limits::default()
+        };
+        same(&limits, "fill", &args);
+    }
+}
+
+#[test]
+fn depth_limit_traps_at_the_same_call() {
+    let args = [Value::F64(0.5), Value::I64(3)];
+    for depth in 1..5 {
+        let limits = Limits {
+            max_call_depth: depth,
+            ..Limits::default()
+        };
+        assert!(same(&limits, "top", &args));
+    }
+}
+
+#[test]
+fn array_heap_and_stack_limits_trap_alike() {
+    let args = [Value::I64(100), Value::F64(1.5)];
+    for max_array_len in [0, 50, 99, 100, 1000] {
+        let limits = Limits {
+            max_array_len,
+            ..Limits::default()
+        };
+        assert!(same(&limits, "fill", &args));
+    }
+    for max_heap_bytes in [0, 100, 800, 900, 4000, 100_000] {
+        let limits = Limits {
+            max_heap_bytes,
+            ..Limits::default()
+        };
+        same(&limits, "fill", &args);
+    }
+    for max_stack_bytes in [0, 8, 64, 512, 2048, 1 << 20] {
+        let limits = Limits {
+            max_stack_bytes,
+            ..Limits::default()
+        };
+        same(&limits, "fill", &args);
+        same(&limits, "top", &[Value::F64(0.5), Value::I64(40)]);
+    }
+    // Bad arguments are the interpreter's to report.
+    let (mut a, mut b) = pair(&Limits::default());
+    let f = a.find("fill").expect("exists");
+    let (ra, rb) = (
+        a.run(f, &[Value::I64(-1), Value::F64(1.0)]),
+        b.run(f, &[Value::I64(-1), Value::F64(1.0)]),
+    );
+    assert_eq!(format!("{ra:?}"), format!("{rb:?}"));
+    assert!(format!("{rb:?}").contains("NegativeLength"));
+}
+
+#[test]
+fn an_endless_loop_is_interrupted() {
+    let (_, mut b) = pair(&Limits::default());
+    let f = b.find("forever").expect("exists");
+    let flag = b.vm_mut().interrupt_handle();
+    let setter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        flag.store(true, Ordering::Relaxed);
+    });
+    let r = b.run(f, &[Value::F64(0.0)]);
+    setter.join().expect("joins");
+    assert_eq!(b.vm_mut().last_tier(), Tier::Native);
+    match r {
+        Err(ad::AdError::Trap(t)) => {
+            assert_eq!(t.kind, vm::TrapKind::Interrupted);
+            assert_eq!(t.func, "forever");
+            assert!(t.instr.starts_with("jmp"), "{t}");
+        }
+        other => panic!("{other:?}"),
+    }
+}

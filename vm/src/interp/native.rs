@@ -1,0 +1,276 @@
+//! The hook for a native tier (machine code compiled from verified
+//! bytecode, the `advm-jit` crate) and the small API it runs through.
+//!
+//! The VM does not depend on any code generator: a tier is a
+//! [`NativeTier`] trait object installed with [`Vm::set_native`].
+//! [`Vm::call_raw`] (and so [`Vm::run`]) offers every call to it first;
+//! the tier runs the call, or declines it (a function it does not support)
+//! and the interpreter runs it. [`Vm::last_tier`] tells which one did.
+//!
+//! Compiled code keeps its registers to itself but uses the VM's own AD
+//! stacks and array heap, through the `native_*` methods below: each does
+//! exactly what the interpreter's handler of the same instruction does,
+//! with the same traps, so that both tiers agree bit for bit. Traps are
+//! built by [`Vm::native_trap`], the interpreter's own builder.
+
+use super::*;
+
+/// Which tier ran a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Tier {
+    /// The register interpreter.
+    #[default]
+    Interp,
+    /// Machine code of a native tier.
+    Native,
+}
+
+impl Tier {
+    /// `"interp"` or `"jit"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Interp => "interp",
+            Tier::Native => "jit",
+        }
+    }
+}
+
+/// A native tier: offered every call from the host. `Send` and `Sync` so
+/// that a VM (and an engine) can be moved and shared between threads as
+/// before; every method that changes the tier takes `&mut self`.
+pub trait NativeTier: Send + Sync {
+    /// Run `f` on `args` as [`Vm::call_raw`] would (results in
+    /// [`Vm::results`], the same traps), or `None` to leave the call to
+    /// the interpreter (before anything ran).
+    fn call(
+        &mut self,
+        vm: &mut Vm,
+        prog: &Program,
+        f: FuncId,
+        args: &[u64],
+    ) -> Option<Result<(), Trap>>;
+
+    /// A tier of the same kind for another VM (an engine's clone): a fresh
+    /// cache is fine.
+    fn fork(&self) -> Box<dyn NativeTier>;
+}
+
+impl Vm {
+    /// Install (or, with `None`, remove) a native tier.
+    pub fn set_native(&mut self, tier: Option<Box<dyn NativeTier>>) {
+        self.native = tier;
+    }
+
+    /// The installed native tier.
+    pub fn native(&self) -> Option<&dyn NativeTier> {
+        self.native.as_deref()
+    }
+
+    /// Which tier ran the last [`Vm::call_raw`] or [`Vm::run`].
+    pub fn last_tier(&self) -> Tier {
+        self.last_tier
+    }
+
+    /// Before compiled code runs a call from the host: what the
+    /// interpreter does on entry past the entry checks (which the tier
+    /// leaves to the interpreter: it declines a call that fails them).
+    pub fn native_begin(&mut self) {
+        self.frames.clear();
+        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+            self.comms.shrink_to_fit();
+            self.blk.shrink_to_fit();
+        }
+    }
+
+    /// Whether the interpreter's entry checks pass for this call
+    /// ([`Vm::entry`]).
+    pub fn native_entry_ok(&self, prog: &Program, f: FuncId, args: &[u64]) -> bool {
+        self.entry(prog, f, args).is_some()
+    }
+
+    /// After compiled code returned to the host: `steps` instructions
+    /// executed, `results` returned.
+    pub fn native_finish(&mut self, steps: u64, results: &[u64]) {
+        self.executed_bytes = steps.wrapping_mul(W);
+        self.results.clear();
+        self.results.extend_from_slice(results);
+        self.sample_peak();
+    }
+
+    /// The trap of compiled code at `pc` of `f` after `steps` instructions:
+    /// the interpreter's, built by the same code.
+    #[cold]
+    pub fn native_trap(
+        &mut self,
+        prog: &Program,
+        f: FuncId,
+        pc: usize,
+        steps: u64,
+        kind: TrapKind,
+    ) -> Trap {
+        self.executed_bytes = steps.wrapping_mul(W);
+        self.trap(prog, f, pc, kind)
+    }
+
+    /// The interrupt flag, to poll.
+    pub fn interrupt_flag(&self) -> &AtomicBool {
+        &self.interrupt
+    }
+
+    /// The comms stack itself, for a native tier that pushes and pops in
+    /// place while the stack has room (growing it only through
+    /// [`Vm::native_comms_push`] and [`Vm::native_comms_reserve`], which
+    /// keep it within the limits).
+    pub fn native_comms(&mut self) -> &mut Vec<u64> {
+        &mut self.comms
+    }
+
+    /// The block stack itself, likewise (grown only through
+    /// [`Vm::native_blk_push`]).
+    pub fn native_blk(&mut self) -> &mut Vec<u32> {
+        &mut self.blk
+    }
+
+    /// `comms.push v` (and the push of `mul.push`).
+    #[inline]
+    pub fn native_comms_push(&mut self, v: u64) -> Result<(), TrapKind> {
+        if self.comms.len() == self.comms.capacity() {
+            self.reserve_comms(1, 0)?;
+        }
+        self.comms.push(v);
+        Ok(())
+    }
+
+    /// `comms.reserve v, n`.
+    #[inline]
+    pub fn native_comms_reserve(&mut self, v: u64, n: u32) -> Result<(), TrapKind> {
+        if self.comms.capacity() - self.comms.len() < n as usize {
+            self.reserve_comms(n as usize, 0)?;
+        }
+        self.comms.push(v);
+        Ok(())
+    }
+
+    /// `comms.push.r v`: room was made by a `comms.reserve` (verifier
+    /// check 9), so this never grows the stack.
+    #[inline]
+    pub fn native_comms_push_r(&mut self, v: u64) {
+        self.comms.push(v);
+    }
+
+    /// `comms.pop`.
+    #[inline]
+    pub fn native_comms_pop(&mut self) -> Result<u64, TrapKind> {
+        self.comms.pop().ok_or(TrapKind::StackUnderflow)
+    }
+
+    /// `blk.push id`.
+    #[inline]
+    pub fn native_blk_push(&mut self, id: u32) -> Result<(), TrapKind> {
+        if self.blk.len() == self.blk.capacity() {
+            self.grow_blk(0)?;
+        }
+        self.blk.push(id);
+        Ok(())
+    }
+
+    /// The pop of `blk.pop`.
+    #[inline]
+    pub fn native_blk_pop(&mut self) -> Result<u32, TrapKind> {
+        self.blk.pop().ok_or(TrapKind::StackUnderflow)
+    }
+
+    /// `anew n`: a new array's handle.
+    pub fn native_anew(&mut self, n: i64) -> Result<u64, TrapKind> {
+        if n < 0 {
+            return Err(TrapKind::NegativeLength(n));
+        }
+        let max_array = self.limits.max_array_len;
+        if n as u64 > max_array as u64 {
+            return Err(TrapKind::ArrayTooLarge {
+                len: n,
+                limit: max_array,
+            });
+        }
+        self.heap.alloc(n as usize, self.limits.max_heap_bytes)
+    }
+
+    /// `alen h`.
+    #[inline]
+    pub fn native_alen(&self, h: u64) -> Result<i64, TrapKind> {
+        match self.heap.get(h) {
+            Some(a) => Ok(a.len() as i64),
+            None => Err(TrapKind::BadHandle),
+        }
+    }
+
+    /// `aget h, i` (and `aget.add` with the sum as `i`).
+    #[inline]
+    pub fn native_aget(&self, h: u64, i: i64) -> Result<f64, TrapKind> {
+        match self.heap.get(h) {
+            Some(a) => match a.get(i as usize) {
+                Some(v) if i >= 0 => Ok(*v),
+                _ => Err(TrapKind::OutOfBounds {
+                    index: i,
+                    len: a.len(),
+                }),
+            },
+            None => Err(TrapKind::BadHandle),
+        }
+    }
+
+    /// `aset h, i, v`.
+    #[inline]
+    pub fn native_aset(&mut self, h: u64, i: i64, v: f64) -> Result<(), TrapKind> {
+        match self.heap.get_mut(h) {
+            Some(a) => {
+                let len = a.len();
+                match a.get_mut(i as usize) {
+                    Some(slot) if i >= 0 => {
+                        *slot = v;
+                        Ok(())
+                    }
+                    _ => Err(TrapKind::OutOfBounds { index: i, len }),
+                }
+            }
+            None => Err(TrapKind::BadHandle),
+        }
+    }
+
+    /// `shadow(h)[i] += v` (`shadow.acc`, `shadow.acc.mul`).
+    #[inline]
+    pub fn native_shadow_add(&mut self, h: u64, i: i64, v: f64) -> Result<(), TrapKind> {
+        let ad = self.heap.is_ad();
+        match self.heap.shadow_mut(h) {
+            Some(s) => {
+                let len = s.len();
+                match s.get_mut(i as usize) {
+                    Some(slot) if i >= 0 => {
+                        *slot += v;
+                        Ok(())
+                    }
+                    _ => Err(TrapKind::OutOfBounds { index: i, len }),
+                }
+            }
+            None if !ad => Err(TrapKind::NoShadow),
+            None => Err(TrapKind::BadHandle),
+        }
+    }
+
+    /// `shadow.take h, i`.
+    #[inline]
+    pub fn native_shadow_take(&mut self, h: u64, i: i64) -> Result<f64, TrapKind> {
+        let ad = self.heap.is_ad();
+        match self.heap.shadow_mut(h) {
+            Some(s) => {
+                let len = s.len();
+                match s.get_mut(i as usize) {
+                    Some(slot) if i >= 0 => Ok(std::mem::replace(slot, 0.0)),
+                    _ => Err(TrapKind::OutOfBounds { index: i, len }),
+                }
+            }
+            None if !ad => Err(TrapKind::NoShadow),
+            None => Err(TrapKind::BadHandle),
+        }
+    }
+}
