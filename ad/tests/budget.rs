@@ -182,7 +182,7 @@ fn powloop_budget_trap_names_the_bytes_storing_everything_needs() {
             && text.contains(&format!("need {stored} bytes"))
             && text.contains("--ad-budget")
             // Where the stacks first filled up.
-            && text.contains("in @pow.fwd, block body, at `mul.push"),
+            && text.contains("in @pow (gradient's forward sweep), block body, at `mul.push"),
         "{text}"
     );
     assert!(e.vm_mut().stack_high_water_bytes() <= 1000);

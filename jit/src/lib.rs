@@ -398,14 +398,22 @@ impl NativeTier for Jit {
         vm.native_begin();
         let o = native::enter(code, vm, args, &mut self.out);
         if let Some((site, kind)) = o.pending {
-            let func = FuncId((site >> 32) as u32);
-            let pc = (site & 0xffff_ffff) as usize;
-            return Some(Err(vm.native_trap(prog, func, pc, o.steps, kind)));
+            let split = |s: u64| (FuncId((s >> 32) as u32), (s & 0xffff_ffff) as usize);
+            let (func, pc) = split(site);
+            let callers: Vec<(FuncId, usize)> = o.callers.iter().map(|&s| split(s)).collect();
+            return Some(Err(vm.native_trap(prog, func, pc, o.steps, kind, &callers)));
         }
         if let Some(fuel) = vm.limits().fuel {
             if o.steps > fuel {
                 let k = TrapKind::OutOfFuel { limit: fuel };
-                return Some(Err(vm.native_trap(prog, f, o.ret_pc as usize, o.steps, k)));
+                return Some(Err(vm.native_trap(
+                    prog,
+                    f,
+                    o.ret_pc as usize,
+                    o.steps,
+                    k,
+                    &[],
+                )));
             }
         }
         vm.native_finish(o.steps, &self.out[..code.nouts.min(self.out.len())]);

@@ -52,6 +52,9 @@ pub(crate) struct Ctx {
     vm: *mut Vm,
     /// The trap: where (`site`, see [`site`]) and what.
     pub pending: Option<(u64, TrapKind)>,
+    /// The sites of the calls a trap unwound through, innermost first
+    /// (host-only; filled on the trap path alone).
+    pub callers: Vec<u64>,
 }
 
 pub(crate) const OFF_TRAPPED: i32 = std::mem::offset_of!(Ctx, trapped) as i32;
@@ -275,6 +278,14 @@ helper! {
     }
 }
 helper! {
+    /// A trap unwinds through the call at `site`: note it for the trap's
+    /// call stack.
+    fn h_trap_caller(c, vm, site) -> () {
+        let _ = vm;
+        c.callers.push(site);
+    }
+}
+helper! {
     /// A trap compiled code detected itself (`code`: the `T_*` constants).
     fn h_trap(c, vm, site, code: i64, payload: u64) -> () {
         let _ = vm;
@@ -351,6 +362,7 @@ pub(crate) enum Sig {
 
 /// Every helper: name, address, signature class.
 pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
+    type V0 = extern "C" fn(*mut Ctx, u64);
     type V1 = extern "C" fn(*mut Ctx, u64, u64);
     type V2 = extern "C" fn(*mut Ctx, u64, u64, u64);
     type VT = extern "C" fn(*mut Ctx, u64, i64, u64);
@@ -399,6 +411,11 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
             Sig::Float(2),
         ),
         ("advm_trap", h_trap as VT as *const u8, Sig::Void(2)),
+        (
+            "advm_trap_caller",
+            h_trap_caller as V0 as *const u8,
+            Sig::Void(0),
+        ),
     ];
     let m1: [(&'static str, M1); 19] = [
         ("advm_sin", m_sin),
@@ -435,6 +452,8 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
 /// the instructions executed and the `pc` of the last return.
 pub(crate) struct Outcome {
     pub pending: Option<(u64, TrapKind)>,
+    /// The call sites the trap unwound through, innermost first.
+    pub callers: Vec<u64>,
     pub steps: u64,
     pub ret_pc: u64,
 }
@@ -477,6 +496,7 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
         blk_cap: 0,
         vm: std::ptr::null_mut(),
         pending: None,
+        callers: Vec::new(),
     };
     sync_in(&mut ctx, vm);
     if args.len() != code.nparams || out.len() < code.nouts {
@@ -484,6 +504,7 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
         // machine code runs on a mismatch.
         return Outcome {
             pending: Some((0, TrapKind::ArgMismatch("native tier: bad entry".into()))),
+            callers: Vec::new(),
             steps: 0,
             ret_pc: 0,
         };
@@ -502,6 +523,7 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
     sync_out(&ctx, vm);
     Outcome {
         pending: ctx.pending.take(),
+        callers: std::mem::take(&mut ctx.callers),
         steps: ctx.steps,
         ret_pc: ctx.ret_pc,
     }

@@ -982,10 +982,19 @@ impl T<'_, '_> {
         let call = self.b.ins().call(fref, &args);
         let result = self.b.inst_results(call).first().copied();
         self.ctx_store(d, OFF_DEPTH);
-        // A trap in the callee: return at once (it stored the count).
+        // A trap in the callee: note this call for the trap's call stack
+        // and return at once (the callee stored the count).
         let t = self.ctx_load(OFF_TRAPPED);
+        let cold = self.b.create_block();
         let cont = self.b.create_block();
-        self.b.ins().brif(t, self.unwind, &[], cont, &[]);
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(t, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        let h = self.helper("advm_trap_caller");
+        let at = self.site(pc);
+        let ctx = self.ctx;
+        self.b.ins().call(h, &[ctx, at]);
+        self.b.ins().jump(self.unwind, &[]);
         self.b.switch_to_block(cont);
         let steps = self.ctx_load(OFF_STEPS);
         let back = (self.end - 1 - pc) as i64;

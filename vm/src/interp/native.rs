@@ -76,7 +76,9 @@ impl Vm {
     /// leaves to the interpreter: it declines a call that fails them).
     pub fn native_begin(&mut self) {
         self.frames.clear();
-        if self.stack_capacity_bytes() > self.limits.max_stack_bytes {
+        if self.stack_capacity_bytes() > self.stack_limit {
+            // As in `exec`: a lowered limit or AD budget gives back what
+            // is not in use, so that pushes in place stay within it.
             self.comms.shrink_to_fit();
             self.blk.shrink_to_fit();
         }
@@ -97,8 +99,9 @@ impl Vm {
         self.sample_peak();
     }
 
-    /// The trap of compiled code at `pc` of `f` after `steps` instructions:
-    /// the interpreter's, built by the same code.
+    /// The trap of compiled code at `pc` of `f` after `steps` instructions,
+    /// reached through the calls at `callers` (function and `pc` of each
+    /// call, innermost first): the interpreter's, built by the same code.
     #[cold]
     pub fn native_trap(
         &mut self,
@@ -107,9 +110,12 @@ impl Vm {
         pc: usize,
         steps: u64,
         kind: TrapKind,
+        callers: &[(FuncId, usize)],
     ) -> Trap {
         self.executed_bytes = steps.wrapping_mul(W);
-        self.trap(prog, f, pc, kind)
+        let mut t = self.trap(prog, f, pc, kind);
+        t.stack = super::traps::stack_of_sites(prog, callers.len(), callers.iter().copied());
+        t
     }
 
     /// The interrupt flag, to poll.

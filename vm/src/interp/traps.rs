@@ -471,15 +471,28 @@ pub(super) fn trap_in(prog: &Program, id: FuncId, pc: usize, kind: TrapKind) -> 
 /// them), innermost first, at most [`CALLERS_SHOWN`] of them.
 #[cold]
 pub(super) fn call_stack(prog: &Program, frames: &[Frame]) -> Option<Box<CallStack>> {
-    if frames.is_empty() {
-        return None;
-    }
-    let callers = frames
+    let sites = frames
         .iter()
         .rev()
+        .map(|fr| (fr.func, fr.call / W as usize));
+    stack_of_sites(prog, frames.len(), sites)
+}
+
+/// The call stack of `count` callers whose call sites (function, `pc` of
+/// the call) `sites` gives, innermost first: the interpreter's suspended
+/// frames, or the calls a native tier unwound through.
+pub(super) fn stack_of_sites(
+    prog: &Program,
+    count: usize,
+    sites: impl Iterator<Item = (FuncId, usize)>,
+) -> Option<Box<CallStack>> {
+    if count == 0 {
+        return None;
+    }
+    let callers = sites
         .take(CALLERS_SHOWN)
-        .map(|fr| {
-            let s = site(prog, fr.func, fr.call / W as usize);
+        .map(|(func, pc)| {
+            let s = site(prog, func, pc);
             Caller {
                 func: s.func,
                 inlined_into: s.inlined_into,
@@ -490,6 +503,6 @@ pub(super) fn call_stack(prog: &Program, frames: &[Frame]) -> Option<Box<CallSta
         .collect();
     Some(Box::new(CallStack {
         callers,
-        more: frames.len().saturating_sub(CALLERS_SHOWN),
+        more: count.saturating_sub(CALLERS_SHOWN),
     }))
 }
