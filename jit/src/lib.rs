@@ -398,9 +398,9 @@ impl NativeTier for Jit {
         vm.native_begin();
         let o = native::enter(code, vm, args, &mut self.out);
         if let Some((site, kind)) = o.pending {
-            let split = |s: u64| (FuncId((s >> 32) as u32), (s & 0xffff_ffff) as usize);
-            let (func, pc) = split(site);
-            let callers: Vec<(FuncId, usize)> = o.callers.iter().map(|&s| split(s)).collect();
+            let (func, pc) = native::unsite(site);
+            let callers: Vec<(FuncId, usize)> =
+                o.callers.iter().map(|&s| native::unsite(s)).collect();
             return Some(Err(vm.native_trap(prog, func, pc, o.steps, kind, &callers)));
         }
         if let Some(fuel) = vm.limits().fuel {

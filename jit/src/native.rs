@@ -77,6 +77,11 @@ pub(crate) fn site(func: u32, pc: usize) -> u64 {
     (u64::from(func) << 32) | (pc as u64 & 0xffff_ffff)
 }
 
+/// The function and `pc` of a [`site`].
+pub(crate) fn unsite(s: u64) -> (vm::ir::FuncId, usize) {
+    (vm::ir::FuncId((s >> 32) as u32), (s & 0xffff_ffff) as usize)
+}
+
 /// Trap codes of [`h_trap`] (the traps compiled code detects itself).
 pub(crate) const T_DIV_BY_ZERO: i64 = 0;
 pub(crate) const T_REM_BY_ZERO: i64 = 1;
@@ -179,7 +184,7 @@ macro_rules! helper {
 helper! { stacks
     /// `comms.push` (and `mul.push`).
     fn h_comms_push(c, vm, site, v: u64) -> () {
-        if let Err(k) = vm.native_comms_push(v) {
+        if let Err(k) = vm.native_comms_push(v, unsite(site)) {
             c.fail(site, k);
         }
     }
@@ -187,7 +192,7 @@ helper! { stacks
 helper! { stacks
     /// `comms.reserve`.
     fn h_comms_reserve(c, vm, site, v: u64, n: u64) -> () {
-        if let Err(k) = vm.native_comms_reserve(v, n as u32) {
+        if let Err(k) = vm.native_comms_reserve(v, n as u32, unsite(site)) {
             c.fail(site, k);
         }
     }
@@ -211,7 +216,7 @@ helper! { stacks
 helper! { stacks
     /// `blk.push`.
     fn h_blk_push(c, vm, site, id: u64) -> () {
-        if let Err(k) = vm.native_blk_push(id as u32) {
+        if let Err(k) = vm.native_blk_push(id as u32, unsite(site)) {
             c.fail(site, k);
         }
     }

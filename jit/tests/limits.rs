@@ -172,6 +172,28 @@ fn array_heap_and_stack_limits_trap_alike() {
         same(&limits, "fill", &args);
         same(&limits, "top", &[Value::F64(0.5), Value::I64(40)]);
     }
+    // The AD budget: the same trap (bytes needed, where the stacks first
+    // filled up) or the same gradient, in-place pushes included.
+    for ad_budget in [0, 8, 64, 300, 2048, 1 << 20] {
+        let limits = Limits {
+            ad_budget: Some(ad_budget),
+            ..Limits::default()
+        };
+        same(&limits, "fill", &args);
+        same(&limits, "top", &[Value::F64(0.5), Value::I64(40)]);
+    }
+    let (mut a, mut b) = pair(&Limits::default());
+    let f = a.find("top").expect("exists");
+    let big = [Value::F64(0.5), Value::I64(400)];
+    // A warm-up without a budget grows the stacks; the budget set after
+    // it must still hold in place.
+    let (ga, gb) = (a.grad(f, &big), b.grad(f, &big));
+    assert_eq!(format!("{ga:?}"), format!("{gb:?}"));
+    a.set_ad_budget(Some(256));
+    b.set_ad_budget(Some(256));
+    let (ga, gb) = (a.grad(f, &big), b.grad(f, &big));
+    assert_eq!(format!("{ga:?}"), format!("{gb:?}"));
+    assert!(format!("{gb:?}").contains("AdBudget"), "{gb:?}");
     // Bad arguments are the interpreter's to report.
     let (mut a, mut b) = pair(&Limits::default());
     let f = a.find("fill").expect("exists");

@@ -29,6 +29,7 @@ impl Vm {
             stack_limit: Limits::default().max_stack_bytes,
             spilled: 0,
             spill_at: None,
+            native_spill_at: None,
             limits_changed: true,
             executed_bytes: 0,
             native: None,
@@ -71,6 +72,7 @@ impl Vm {
         self.grown_stack = 0;
         self.spilled = 0;
         self.spill_at = None;
+        self.native_spill_at = None;
         if self.limits_changed {
             self.apply_limits();
         }
@@ -295,6 +297,7 @@ impl Vm {
             .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
         self.spilled = 0;
         let at = self.spill_at.take();
+        let native_at = self.native_spill_at.take();
         self.comms.clear();
         self.blk.clear();
         match r {
@@ -310,13 +313,16 @@ impl Vm {
                 // Named where the stacks first filled up: the function
                 // whose code holds that address.
                 let w = std::mem::size_of::<Instr>();
-                let place = at.and_then(|a| {
-                    (0..prog.len()).find_map(|i| {
-                        let func = prog.get(FuncId(i as u32))?;
-                        let off = (a as usize).checked_sub(func.code.as_ptr() as usize)?;
-                        (off < func.code.len() * w).then_some((func, off / w))
-                    })
-                });
+                let place = match (at, native_at) {
+                    (Some(0), Some((f, pc))) => prog.get(f).map(|func| (func, pc)),
+                    _ => at.and_then(|a| {
+                        (0..prog.len()).find_map(|i| {
+                            let func = prog.get(FuncId(i as u32))?;
+                            let off = (a as usize).checked_sub(func.code.as_ptr() as usize)?;
+                            (off < func.code.len() * w).then_some((func, off / w))
+                        })
+                    }),
+                };
                 Err(match place {
                     Some((func, pc)) => trap_at(prog, func, pc, kind),
                     None => host_trap(kind),

@@ -132,6 +132,10 @@ pub struct Vm {
     /// Where the current call first spilled: the instruction's address
     /// ([`Cursor::addr`]).
     spill_at: Option<u64>,
+    /// Where the current call first spilled when compiled code ran it (the
+    /// native tier's helpers pass `0` as the address above): the function
+    /// and `pc` of the push.
+    native_spill_at: Option<(FuncId, usize)>,
     /// The limits were set or may have been changed ([`Vm::limits_mut`])
     /// since the stores were last brought within them: the next call does
     /// so first ([`Vm::apply_limits`]), the others skip that work.

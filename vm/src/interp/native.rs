@@ -118,6 +118,16 @@ impl Vm {
         t
     }
 
+    /// After a stack grew for compiled code at `at` (function, `pc`): if
+    /// that was the call's first spill (the helpers pass address 0), note
+    /// where, for the budget trap.
+    #[cold]
+    fn note_native_spill(&mut self, at: (FuncId, usize)) {
+        if self.spill_at == Some(0) && self.native_spill_at.is_none() {
+            self.native_spill_at = Some(at);
+        }
+    }
+
     /// The interrupt flag, to poll.
     pub fn interrupt_flag(&self) -> &AtomicBool {
         &self.interrupt
@@ -139,9 +149,11 @@ impl Vm {
 
     /// `comms.push v` (and the push of `mul.push`).
     #[inline]
-    pub fn native_comms_push(&mut self, v: u64) -> Result<(), TrapKind> {
+    pub fn native_comms_push(&mut self, v: u64, at: (FuncId, usize)) -> Result<(), TrapKind> {
         if self.comms.len() == self.comms.capacity() {
-            self.reserve_comms(1, 0)?;
+            let r = self.reserve_comms(1, 0);
+            self.note_native_spill(at);
+            r?;
         }
         self.comms.push(v);
         Ok(())
@@ -149,9 +161,16 @@ impl Vm {
 
     /// `comms.reserve v, n`.
     #[inline]
-    pub fn native_comms_reserve(&mut self, v: u64, n: u32) -> Result<(), TrapKind> {
+    pub fn native_comms_reserve(
+        &mut self,
+        v: u64,
+        n: u32,
+        at: (FuncId, usize),
+    ) -> Result<(), TrapKind> {
         if self.comms.capacity() - self.comms.len() < n as usize {
-            self.reserve_comms(n as usize, 0)?;
+            let r = self.reserve_comms(n as usize, 0);
+            self.note_native_spill(at);
+            r?;
         }
         self.comms.push(v);
         Ok(())
@@ -172,9 +191,11 @@ impl Vm {
 
     /// `blk.push id`.
     #[inline]
-    pub fn native_blk_push(&mut self, id: u32) -> Result<(), TrapKind> {
+    pub fn native_blk_push(&mut self, id: u32, at: (FuncId, usize)) -> Result<(), TrapKind> {
         if self.blk.len() == self.blk.capacity() {
-            self.grow_blk(0)?;
+            let r = self.grow_blk(0);
+            self.note_native_spill(at);
+            r?;
         }
         self.blk.push(id);
         Ok(())
