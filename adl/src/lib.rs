@@ -365,3 +365,60 @@ pub fn split_functions(text: &str) -> Vec<String> {
         .map(|w| format!("{}\n", text[w[0]..w[1]].trim_end()))
         .collect()
 }
+
+/// [`print_own`], with the line of `module`'s locations (the `.adl` text)
+/// behind each line of the printed text: `lines[k]` for line `k + 1`. The
+/// printed module is assembled again and its instructions paired with
+/// `module`'s; a line with no instruction of its own (a label, a brace)
+/// takes the line of the one before it; all 0 if the pairing fails.
+pub fn print_own_lines(module: &Module, own: usize) -> (String, Vec<u32>) {
+    let whole = assembler::print_module(module);
+    let text = split_functions(&whole)
+        .into_iter()
+        .take(own)
+        .collect::<Vec<String>>()
+        .join("\n");
+    let mut lines = vec![0u32; text.lines().count()];
+    if !whole.starts_with(&text) {
+        return (text, lines);
+    }
+    let Ok(again) = assembler::assemble(&whole, "<generated>") else {
+        return (text, lines);
+    };
+    let mut note = |at: vm::ir::Loc, from: vm::ir::Loc| {
+        let slot = at
+            .line
+            .checked_sub(1)
+            .and_then(|k| lines.get_mut(k as usize));
+        if let (Some(slot), true) = (slot, from.line > 0) {
+            *slot = from.line;
+        }
+    };
+    for (f, g) in module.funcs.iter().zip(&again.funcs).take(own) {
+        if f.name != g.name || f.blocks.len() != g.blocks.len() {
+            continue;
+        }
+        note(g.loc, f.loc);
+        for (a, b) in f.blocks.iter().zip(&g.blocks) {
+            if a.phis.len() != b.phis.len() || a.insts.len() != b.insts.len() {
+                continue;
+            }
+            for (p, q) in a.phis.iter().zip(&b.phis) {
+                note(q.loc, p.loc);
+            }
+            for (i, j) in a.insts.iter().zip(&b.insts) {
+                note(j.loc, i.loc);
+            }
+            note(b.term_loc, a.term_loc);
+        }
+    }
+    let mut last = 0;
+    for l in &mut lines {
+        if *l == 0 {
+            *l = last;
+        } else {
+            last = *l;
+        }
+    }
+    (text, lines)
+}
