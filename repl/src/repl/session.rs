@@ -1556,9 +1556,14 @@ impl Session {
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
         *engine.vm_mut().limits_mut() = self.limits.clone();
         let args: Vec<Value> = self.vars.iter().map(|(_, v)| v.clone()).collect();
-        let v = engine
-            .run(compiled.func, &args)
-            .map_err(|e| e.to_string())?;
+        let v = engine.run(compiled.func, &args).map_err(|e| match e {
+            // A trap in a session function shows its source line.
+            ad::AdError::Trap(mut t) => {
+                self.show_source_line(&mut t);
+                t.to_string()
+            }
+            e => e.to_string(),
+        })?;
         if compiled.ty.is_none() {
             return Err("the call has no result (none)".into());
         }
