@@ -120,7 +120,8 @@ const DEEP: [&str; 3] = [
     "fn outer(a: f64) -> f64 {\n    return mid(a, 3);\n}\n",
 ];
 
-const TRAP: &str = "trap: integer division by zero in @inner, block entry, at `let q = 10 / k` (line 3)";
+const TRAP: &str =
+    "trap: integer division by zero in @inner, block entry, at `let q = 10 / k` (line 3)";
 
 #[test]
 fn typed_adl_traps_name_adl_lines() {
@@ -159,7 +160,9 @@ fn loaded_adl_traps_name_adl_lines() {
     assert!(err.starts_with(&want), "{err}");
     // The gradient's forward sweep traps at the same .adl line.
     assert!(
-        err.contains("at `let q = 10 / k` (line 3)\n  called from @mid (gradient's forward sweep), line 8"),
+        err.contains(
+            "at `let q = 10 / k` (line 3)\n  called from @mid (gradient's forward sweep), line 8"
+        ),
         "{err}"
     );
 }
