@@ -422,3 +422,50 @@ pub fn print_own_lines(module: &Module, own: usize) -> (String, Vec<u32>) {
     }
     (text, lines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_lines_map_to_adl_lines() {
+        let src = "fn g(x: f64) -> f64 {\n    return x * 2.0;\n}\n\
+                   fn f(x: f64, i: i64) -> f64 {\n    let k = i - 3;\n\n    let q = 10 / k;\n    \
+                   if q > 0 {\n        return g(x);\n    }\n    return x;\n}\n";
+        let m = compile(src, "t.adl").expect("compiles");
+        let (text, lines) = print_own_lines(&m, m.funcs.len());
+        assert_eq!(text, print_own(&m, m.funcs.len()));
+        assert_eq!(lines.len(), text.lines().count());
+        let adl: Vec<&str> = src.lines().collect();
+        // Each generated instruction's line maps to the `.adl` line it
+        // came from; labels and braces to the line before.
+        let want = |generated: &str| -> &str {
+            if generated.contains("div ") {
+                "let q = 10 / k"
+            } else if generated.contains("call @g") {
+                "return g(x)"
+            } else if generated.contains("mul ") {
+                "return x * 2.0"
+            } else if generated.contains("sub ") {
+                "let k = i - 3"
+            } else {
+                ""
+            }
+        };
+        let mut checked = 0;
+        for (k, generated) in text.lines().enumerate() {
+            let w = want(generated);
+            if w.is_empty() {
+                continue;
+            }
+            let l = lines[k] as usize;
+            assert!(
+                l > 0 && adl[l - 1].contains(w),
+                "{generated:?} maps to line {l}\n{text}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 4, "{text}");
+        assert!(lines.iter().all(|l| *l > 0), "{lines:?}");
+    }
+}
