@@ -365,3 +365,107 @@ pub fn split_functions(text: &str) -> Vec<String> {
         .map(|w| format!("{}\n", text[w[0]..w[1]].trim_end()))
         .collect()
 }
+
+/// [`print_own`], with the line of `module`'s locations (the `.adl` text)
+/// behind each line of the printed text: `lines[k]` for line `k + 1`. The
+/// printed module is assembled again and its instructions paired with
+/// `module`'s; a line with no instruction of its own (a label, a brace)
+/// takes the line of the one before it; all 0 if the pairing fails.
+pub fn print_own_lines(module: &Module, own: usize) -> (String, Vec<u32>) {
+    let whole = assembler::print_module(module);
+    let text = split_functions(&whole)
+        .into_iter()
+        .take(own)
+        .collect::<Vec<String>>()
+        .join("\n");
+    let mut lines = vec![0u32; text.lines().count()];
+    if !whole.starts_with(&text) {
+        return (text, lines);
+    }
+    let Ok(again) = assembler::assemble(&whole, "<generated>") else {
+        return (text, lines);
+    };
+    let mut note = |at: vm::ir::Loc, from: vm::ir::Loc| {
+        let slot = at
+            .line
+            .checked_sub(1)
+            .and_then(|k| lines.get_mut(k as usize));
+        if let (Some(slot), true) = (slot, from.line > 0) {
+            *slot = from.line;
+        }
+    };
+    for (f, g) in module.funcs.iter().zip(&again.funcs).take(own) {
+        if f.name != g.name || f.blocks.len() != g.blocks.len() {
+            continue;
+        }
+        note(g.loc, f.loc);
+        for (a, b) in f.blocks.iter().zip(&g.blocks) {
+            if a.phis.len() != b.phis.len() || a.insts.len() != b.insts.len() {
+                continue;
+            }
+            for (p, q) in a.phis.iter().zip(&b.phis) {
+                note(q.loc, p.loc);
+            }
+            for (i, j) in a.insts.iter().zip(&b.insts) {
+                note(j.loc, i.loc);
+            }
+            note(b.term_loc, a.term_loc);
+        }
+    }
+    let mut last = 0;
+    for l in &mut lines {
+        if *l == 0 {
+            *l = last;
+        } else {
+            last = *l;
+        }
+    }
+    (text, lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn printed_lines_map_to_adl_lines() {
+        let src = "fn g(x: f64) -> f64 {\n    return x * 2.0;\n}\n\
+                   fn f(x: f64, i: i64) -> f64 {\n    let k = i - 3;\n\n    let q = 10 / k;\n    \
+                   if q > 0 {\n        return g(x);\n    }\n    return x;\n}\n";
+        let m = compile(src, "t.adl").expect("compiles");
+        let (text, lines) = print_own_lines(&m, m.funcs.len());
+        assert_eq!(text, print_own(&m, m.funcs.len()));
+        assert_eq!(lines.len(), text.lines().count());
+        let adl: Vec<&str> = src.lines().collect();
+        // Each generated instruction's line maps to the `.adl` line it
+        // came from; labels and braces to the line before.
+        let want = |generated: &str| -> &str {
+            if generated.contains("div ") {
+                "let q = 10 / k"
+            } else if generated.contains("call @g") {
+                "return g(x)"
+            } else if generated.contains("mul ") {
+                "return x * 2.0"
+            } else if generated.contains("sub ") {
+                "let k = i - 3"
+            } else {
+                ""
+            }
+        };
+        let mut checked = 0;
+        for (k, generated) in text.lines().enumerate() {
+            let w = want(generated);
+            if w.is_empty() {
+                continue;
+            }
+            let l = lines[k] as usize;
+            assert!(
+                l > 0 && adl[l - 1].contains(w),
+                "{generated:?} maps to line {l}\n{text}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 4, "{text}");
+        assert!(lines.iter().all(|l| *l > 0), "{lines:?}");
+    }
+}

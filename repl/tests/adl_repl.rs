@@ -1,15 +1,20 @@
 //! The REPL with `.adl` (adasm.md §11), driven through piped standard input:
 //! multi-line `.adl` definitions beside `.adasm` ones, calls without `@`,
 //! expressions typed alone, `let` variables in expressions and arguments,
-//! `:ir`, and `:load` of an `.adl` file.
+//! `:ir`, `:load` of an `.adl` file, and traps naming `.adl` lines.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 fn session(dir: &Path, input: &str) -> (String, String) {
+    session_with(dir, &[], input)
+}
+
+fn session_with(dir: &Path, args: &[&str], input: &str) -> (String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_advm"))
         .arg("repl")
+        .args(args)
         .current_dir(dir)
         .env("ADVM_NO_HISTORY", "1")
         .env("XDG_DATA_HOME", dir.join("data"))
@@ -104,4 +109,60 @@ fn load_an_adl_file() {
     assert_eq!(err, "", "{out}");
     assert!(out.contains("loaded 2 functions"), "{out}");
     assert!(out.contains("∂x = "), "{out}");
+}
+
+/// Three `.adl` functions, the trap two calls deep: in `inner` at line 3
+/// (`let q = 10 / k`), called from `mid` at line 3 of its own text (line 8
+/// of the file) and `outer` at line 2 (line 11 of the file).
+const DEEP: [&str; 3] = [
+    "fn inner(a: f64, i: i64) -> f64 {\n    let k = i - 3;\n    let q = 10 / k;\n    return a * f64(q);\n}\n",
+    "fn mid(a: f64, i: i64) -> f64 {\n    let b = a * 2.0;\n    return inner(b, i);\n}\n",
+    "fn outer(a: f64) -> f64 {\n    return mid(a, 3);\n}\n",
+];
+
+const TRAP: &str =
+    "trap: integer division by zero in @inner, block entry, at `let q = 10 / k` (line 3)";
+
+#[test]
+fn typed_adl_traps_name_adl_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = format!("{}@outer(1.0)\nouter(1.0)\n", DEEP.concat());
+    let (out, err) = session_with(dir.path(), &["--no-inline"], &input);
+    assert!(out.contains("defined @outer"), "{out}");
+    // The call and the expression: each names the .adl lines and echoes
+    // the .adl line (the generated .adasm has `%q = div 10, %k` at line 4).
+    let want = format!("{TRAP}\n  called from @mid, line 3\n  called from @outer, line 2\n");
+    assert!(err.starts_with(&want), "{err}");
+    assert!(
+        err.contains(&format!("{want}  called from @expr, line 1")),
+        "{err}"
+    );
+    // Inlined (the default), the line and its echo are the same.
+    let (_, err) = session(dir.path(), &input);
+    assert!(
+        err.contains("in @inner (inlined into @outer), block entry, at `let q = 10 / k` (line 3)"),
+        "{err}"
+    );
+    assert!(!err.contains('%'), "{err}");
+}
+
+#[test]
+fn loaded_adl_traps_name_adl_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("deep.adl"), DEEP.concat()).expect("written");
+    let (out, err) = session_with(
+        dir.path(),
+        &["--no-inline"],
+        ":load deep.adl\n@outer(1.0)\ngrad outer(1.0)\n",
+    );
+    assert!(out.contains("loaded 3 functions"), "{out}");
+    let want = format!("{TRAP}\n  called from @mid, line 8\n  called from @outer, line 11\n");
+    assert!(err.starts_with(&want), "{err}");
+    // The gradient's forward sweep traps at the same .adl line.
+    assert!(
+        err.contains(
+            "at `let q = 10 / k` (line 3)\n  called from @mid (gradient's forward sweep), line 8"
+        ),
+        "{err}"
+    );
 }

@@ -13,7 +13,7 @@
 //! (`define_appended`, `define_held`), so that a long script costs time
 //! linear in its length.
 
-use super::source::{self, call_shape, locate_call_error, Chunk, Combined, Problem, Source};
+use super::source::{self, call_shape, locate_call_error, Adl, Chunk, Combined, Problem, Source};
 use crate::commands::{self, gradient_lines, param_names, Fail};
 use ad::{Engine, Gradient};
 use assembler::Diagnostics;
@@ -476,10 +476,12 @@ impl Session {
     pub fn execute(&mut self, input: &str) -> Reply {
         self.interrupt.store(false, Ordering::Relaxed);
         let converted;
+        let mut adl = None;
         let input = if source::is_adl_definition(input) {
             match self.adl_to_adasm(input, "<input>") {
-                Ok(text) => {
+                Ok((text, lines)) => {
                     converted = text;
+                    adl = Some(lines);
                     converted.as_str()
                 }
                 Err(e) => return Reply::Err(e),
@@ -488,7 +490,7 @@ impl Session {
             input
         };
         if source::starts_definition(input) {
-            return match self.define_text(input) {
+            return match self.define_text(input, adl) {
                 Ok(d) if d.count == 0 => Reply::Err(
                     "<input>: error: no function here: a definition is `fn @f(%x: f64) -> f64 { ... }`"
                         .into(),
@@ -579,10 +581,14 @@ impl Session {
     }
 
     /// Show the instruction of trap `t` as the line the user wrote: a line
-    /// of the file or input that defined the function it names.
+    /// of the file or input that defined the function it names (for a
+    /// function defined in `.adl`, a line of the `.adl` input).
     fn show_source_line(&self, t: &mut vm::Trap) {
         if let Some(c) = self.chunks.iter().find(|c| c.name == t.func) {
-            t.show_source_line(&c.source.text, 1);
+            match &c.source.adl {
+                Some(adl) => t.show_source_line(&adl.text, 1),
+                None => t.show_source_line(&c.source.text, 1),
+            }
         }
     }
 
@@ -670,6 +676,7 @@ impl Session {
                 origin: "<input>".into(),
                 file: None,
                 text: input.clone(),
+                adl: None,
             });
             let chunks = source::split(&source);
             let fresh = |c: &Chunk, seen: &HashSet<String>| {
@@ -797,6 +804,7 @@ impl Session {
             origin: "<input>".into(),
             file: None,
             text: input.to_string(),
+            adl: None,
         });
         let new = source::split(&source);
         let pending: HashMap<&str, &Pending> = self
@@ -964,11 +972,13 @@ impl Session {
     // ---- definitions --------------------------------------------------------
 
     /// Define the functions of typed text.
-    fn define_text(&mut self, text: &str) -> Result<Defined, String> {
+    /// `adl`: the `.adl` input `text` was generated from.
+    fn define_text(&mut self, text: &str, adl: Option<Adl>) -> Result<Defined, String> {
         let source = Rc::new(Source {
             origin: "<input>".into(),
             file: None,
             text: text.to_string(),
+            adl,
         });
         self.define(source)
     }
@@ -1415,15 +1425,17 @@ impl Session {
         let origin = path.display().to_string();
         let text =
             assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
-        let text = if adl::is_adl(path) {
-            self.adl_to_adasm(&text, &origin)?
+        let (text, adl) = if adl::is_adl(path) {
+            let (generated, adl) = self.adl_to_adasm(&text, &origin)?;
+            (generated, Some(adl))
         } else {
-            text
+            (text, None)
         };
         let source = Rc::new(Source {
             origin,
             file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
             text,
+            adl,
         });
         let defined = self.define(source)?;
         self.last_file = Some(path.to_path_buf());
@@ -1443,13 +1455,22 @@ impl Session {
 
     /// The `.adasm` text of `.adl` definitions, compiled against the
     /// session's functions (which they may call); the session keeps and
-    /// re-assembles that text like typed `.adasm`.
-    fn adl_to_adasm(&self, text: &str, origin: &str) -> Result<String, String> {
+    /// re-assembles that text like typed `.adasm`, with the `.adl` input
+    /// and the `.adl` line of each generated line, so that traps and their
+    /// callers name `.adl` lines.
+    fn adl_to_adasm(&self, text: &str, origin: &str) -> Result<(String, Adl), String> {
         let empty = vm::ir::Module::default();
         let env = self.engine.as_ref().map_or(&empty, |e| e.module());
         let (module, own) =
             adl::compile_with(text, origin, env).map_err(|d| d.render_with(crate::out::color()))?;
-        Ok(adl::print_own(&module, own))
+        let (generated, lines) = adl::print_own_lines(&module, own);
+        Ok((
+            generated,
+            Adl {
+                text: text.to_string(),
+                lines,
+            },
+        ))
     }
 
     /// A command whose call is written the `.adl` way (`grad pow(x, 10)`:
@@ -1535,9 +1556,14 @@ impl Session {
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
         *engine.vm_mut().limits_mut() = self.limits.clone();
         let args: Vec<Value> = self.vars.iter().map(|(_, v)| v.clone()).collect();
-        let v = engine
-            .run(compiled.func, &args)
-            .map_err(|e| e.to_string())?;
+        let v = engine.run(compiled.func, &args).map_err(|e| match e {
+            // A trap in a session function shows its source line.
+            ad::AdError::Trap(mut t) => {
+                self.show_source_line(&mut t);
+                t.to_string()
+            }
+            e => e.to_string(),
+        })?;
         if compiled.ty.is_none() {
             return Err("the call has no result (none)".into());
         }

@@ -16,6 +16,31 @@ pub struct Source {
     /// The canonical path of a loaded file (`None` for typed input).
     pub file: Option<std::path::PathBuf>,
     pub text: String,
+    /// For `.adl` input, which the session keeps as the `.adasm` text it
+    /// compiled to (`text`): the `.adl` input and its lines.
+    pub adl: Option<Adl>,
+}
+
+/// `.adl` input behind a [`Source`] whose text is the `.adasm` generated
+/// from it: the locations of traps and calls in that text are translated
+/// back to this input's lines (see [`Combined::relocate`]).
+#[derive(Debug)]
+pub struct Adl {
+    /// The `.adl` text as typed or loaded.
+    pub text: String,
+    /// `lines[k]`: the `.adl` line of line `k + 1` of the generated text
+    /// (0 where unknown: the generated line is kept).
+    pub lines: Vec<u32>,
+}
+
+impl Adl {
+    /// The `.adl` line of line `line` of the generated text (0: unknown).
+    pub fn line(&self, line: u32) -> u32 {
+        line.checked_sub(1)
+            .and_then(|k| self.lines.get(k as usize))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// One function's source text.
@@ -324,9 +349,14 @@ impl Combined {
                 continue;
             };
             let (here, there) = (here as i64, i64::from(chunk.line));
+            let adl = chunk.source.adl.as_ref();
             let fix = |loc: &mut vm::ir::Loc| {
                 if loc.line > 0 {
                     loc.line = (loc.line as i64 - here + there).clamp(1, u32::MAX as i64) as u32;
+                    // Generated from `.adl`: the line of the `.adl` input.
+                    if let Some(line) = adl.map(|a| a.line(loc.line)).filter(|l| *l > 0) {
+                        loc.line = line;
+                    }
                 }
             };
             fix(&mut f.loc);
@@ -552,6 +582,7 @@ mod tests {
             origin: "t".into(),
             file: None,
             text: text.into(),
+            adl: None,
         })
     }
 
