@@ -9,6 +9,8 @@
 //!   generator; the fuzz crate (`fuzz/`) and the workspace's smoke and
 //!   differential tests (`ad/tests/fuzz_smoke.rs`, `differential.rs`) run
 //!   the same code.
+//! * [`errfiles`]: the data-driven negative tests of the assembler and of
+//!   the `.adl` front end (error files with located directives).
 //! * [`refeval`]: an independent reference evaluator of the SSA IR, for
 //!   differential testing against the VM.
 //! * [`suite`]: the benchmark programs' inputs and reference values.
@@ -16,6 +18,7 @@
 pub mod alloc;
 #[cfg(feature = "engine")]
 pub mod checks;
+pub mod errfiles;
 pub mod fd;
 pub mod gen;
 #[cfg(feature = "engine")]
@@ -66,39 +69,4 @@ pub fn same_gradient(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool {
         }
         _ => false,
     }
-}
-
-/// Problems with the plain rendering `text` of the diagnostics `items`
-/// (line, column, message) of the file `name`, as the error-file tests of
-/// `.adasm` and `.adl` check it: per diagnostic, the header
-/// `name:line:col: error: message`, the source line after its line number in
-/// a gutter (`12 │ `), and a caret line whose caret sits under the column
-/// (the files have no tabs, which the rendering expands).
-pub fn rendering_problems(text: &str, name: &str, items: &[(u32, u32, &str)]) -> Vec<String> {
-    let lines: Vec<&str> = text.split('\n').collect();
-    if lines.len() != 3 * items.len() {
-        return vec![format!(
-            "{name}: render has {} lines for {} diagnostics",
-            lines.len(),
-            items.len()
-        )];
-    }
-    let mut problems = Vec::new();
-    for (&(line, col, message), chunk) in items.iter().zip(lines.chunks(3)) {
-        let head = format!("{name}:{line}:{col}: error: {message}");
-        let gutter = format!("{line} │ ");
-        let blank = format!("{} │ ", " ".repeat(gutter.chars().count() - 3));
-        let caret_col = chunk[2]
-            .chars()
-            .position(|c| c == '^')
-            .map(|p| (p + 1).saturating_sub(gutter.chars().count()));
-        if chunk[0] != head
-            || !chunk[1].starts_with(&gutter)
-            || !chunk[2].starts_with(&blank)
-            || caret_col != Some(col as usize)
-        {
-            problems.push(format!("{name}: bad rendering:\n{}", chunk.join("\n")));
-        }
-    }
-    problems
 }
