@@ -43,7 +43,6 @@ pub mod types;
 
 use assembler::{Diagnostics, Span};
 use vm::ir::{Module, RetType};
-use vm::Type;
 
 pub use types::{builtin_names, Sig};
 
@@ -157,7 +156,7 @@ fn compile_inner(src: &str, file: &str, env: &Module) -> Result<(Module, usize),
 /// The rules of `ast` (`rule f jvp f_jvp`, §9 of the contract) and of
 /// `env`, by name, with where each is written: both functions exist (in
 /// the text or in `env`), `f` has one rule at most and is not its own
-/// rule, and the signatures fit ([`vm::ir::rule_signature_error`]); each
+/// rule, and the signatures fit ([`vm::ir::rule_line_error`]); each
 /// rule that does not is reported.
 fn check_rules(
     ast: &ast::File,
@@ -196,29 +195,16 @@ fn check_rules(
         };
         let checked = (|| {
             let (fs, js) = (lookup(&r.func)?, lookup(&r.rule)?);
-            if let Some((_, _, at)) = out.iter().find(|(f, _, _)| *f == r.func.name) {
-                let msg = format!(
-                    "`{}` already has a rule, at line {}; a function has at most one",
-                    r.func.name, at.line
-                );
-                return Err((r.func.span, msg));
+            let earlier = out
+                .iter()
+                .find(|(f, _, _)| *f == r.func.name)
+                .map(|(_, _, at)| at.line);
+            let sigs = Some((&fs.params[..], fs.ret, &js.params[..], js.ret));
+            match vm::ir::rule_line_error(&r.func.name, &r.rule.name, earlier, sigs) {
+                Some((vm::ir::RuleSide::F, msg)) => Err((r.func.span, msg.replace('@', ""))),
+                Some((vm::ir::RuleSide::Jvp, msg)) => Err((r.rule.span, msg.replace('@', ""))),
+                None => Ok(()),
             }
-            if r.func.name == r.rule.name {
-                let msg = format!("`{}` cannot be its own rule", r.func.name);
-                return Err((r.rule.span, msg));
-            }
-            let (f, j) = (&r.func.name, &r.rule.name);
-            if let Some(msg) =
-                vm::ir::rule_signature_error(f, &fs.params, fs.ret, j, &js.params, js.ret)
-            {
-                // A fault of `f`'s own result or parameters is `f`'s; any
-                // other the rule function's.
-                let own_fault =
-                    fs.ret != Some(Type::F64) || !fs.params.iter().any(|t| t.is_differentiable());
-                let at = if own_fault { r.func.span } else { r.rule.span };
-                return Err((at, msg.replace('@', "")));
-            }
-            Ok(())
         })();
         match checked {
             Ok(()) => out.push((

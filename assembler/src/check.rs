@@ -269,40 +269,33 @@ fn check_rules(rules: &[RuleAst], globals: &Globals<'_>, sink: &mut Sink) -> Vec
             continue;
         }
         let [f, jvp] = ids;
-        if let Some(line) = first_line.get(&f) {
-            let msg = format!(
-                "`@{}` already has a rule, at line {line}; a function has at most one",
-                r.f.text
-            );
-            sink.error(r.f.span, msg);
-            continue;
-        }
-        first_line.insert(f, r.loc.line);
-        if f == jvp {
-            let msg = format!("`@{}` cannot be its own rule", r.f.text);
-            sink.error(r.jvp.span, msg);
-            continue;
-        }
-        let (Some(fs), Some(js)) = (globals.sigs.get(f as usize), globals.sigs.get(jvp as usize))
-        else {
-            continue;
+        let earlier = first_line.get(&f).copied();
+        first_line.entry(f).or_insert(r.loc.line);
+        // Signatures whose header has an error (reported already) are not
+        // compared.
+        let sigs = match (globals.sigs.get(f as usize), globals.sigs.get(jvp as usize)) {
+            (Some(fs), Some(js)) if fs.complete && js.complete => Some((fs, js)),
+            _ => None,
         };
-        if !fs.complete || !js.complete {
-            // The header's error is reported already.
-            continue;
-        }
         let types = |s: &Sig| -> Vec<Type> { s.params.iter().flatten().copied().collect() };
-        let (fp, jp) = (types(fs), types(js));
-        if let Some(msg) =
-            vm::ir::rule_signature_error(&r.f.text, &fp, fs.ret, &r.jvp.text, &jp, js.ret)
-        {
-            // A fault of `@f`'s own result is `@f`'s; any other `@f_jvp`'s.
-            let at = if fs.ret != Some(Type::F64) || !fp.iter().any(|t| t.is_differentiable()) {
-                r.f.span
-            } else {
-                r.jvp.span
+        let typed = sigs.map(|(fs, js)| (types(fs), fs.ret, types(js), js.ret));
+        let fault = vm::ir::rule_line_error(
+            &r.f.text,
+            &r.jvp.text,
+            earlier,
+            typed
+                .as_ref()
+                .map(|(fp, fr, jp, jr)| (&fp[..], *fr, &jp[..], *jr)),
+        );
+        if let Some((side, msg)) = fault {
+            let at = match side {
+                vm::ir::RuleSide::F => r.f.span,
+                vm::ir::RuleSide::Jvp => r.jvp.span,
             };
             sink.error(at, msg);
+            continue;
+        }
+        if sigs.is_none() {
             continue;
         }
         out.push(vm::ir::Rule {

@@ -378,6 +378,52 @@ pub struct Rule {
     pub loc: Loc,
 }
 
+/// The name of a `rule f jvp f_jvp` line that an error of the rule is
+/// located at ([`rule_line_error`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleSide {
+    /// `f`, the function the rule is for.
+    F,
+    /// `f_jvp`, the rule function.
+    Jvp,
+}
+
+/// The signatures of a rule's two functions, as [`rule_line_error`]
+/// compares them: `f`'s parameter types and result, then `f_jvp`'s.
+pub type RuleSigs<'a> = (&'a [Type], Option<Type>, &'a [Type], Option<Type>);
+
+/// What is wrong with the line `rule f jvp f_jvp` of a source (either
+/// language), and at which of its two names: `f` already has a rule (at
+/// line `earlier`), `f` is its own rule, or the signatures (when both are
+/// known: `sigs` gives `f`'s parameters and result, then `f_jvp`'s) do not
+/// fit ([`rule_signature_error`]; a fault of `f`'s own result or
+/// parameters is located at `f`, any other at `f_jvp`).
+pub fn rule_line_error(
+    f: &str,
+    jvp: &str,
+    earlier: Option<u32>,
+    sigs: Option<RuleSigs<'_>>,
+) -> Option<(RuleSide, String)> {
+    if let Some(line) = earlier {
+        let msg = format!("`@{f}` already has a rule, at line {line}; a function has at most one");
+        return Some((RuleSide::F, msg));
+    }
+    if f == jvp {
+        return Some((RuleSide::Jvp, format!("`@{f}` cannot be its own rule")));
+    }
+    let (fp, fr, jp, jr) = sigs?;
+    let msg = rule_signature_error(f, fp, fr, jvp, jp, jr)?;
+    let own_fault = fr != Some(Type::F64) || !fp.iter().any(|t| t.is_differentiable());
+    Some((
+        if own_fault {
+            RuleSide::F
+        } else {
+            RuleSide::Jvp
+        },
+        msg,
+    ))
+}
+
 /// Why a function with parameter types `f_params` and result `f_ret`
 /// (`None`: no result) cannot have a rule function of parameter types
 /// `j_params` and result `j_ret`; `None` if it can (see [`Rule`]). `f` and
