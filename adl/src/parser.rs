@@ -652,21 +652,13 @@ impl<'s> Parser<'_, 's, '_> {
         self.node(ExprKind::Unary(op, Box::new(operand)), span, h)
     }
 
+    /// The value of a float literal, as `.adasm` reads one
+    /// ([`assembler::f64_value`]: too large for an f64 is an error).
     fn float(&mut self, text: &str, span: Span) -> PResult<f64> {
-        match text.parse::<f64>() {
-            Ok(x) if x.is_infinite() => {
-                self.errors.error(
-                    span,
-                    format!("`{text}` is out of range for f64 (write `inf` for infinity)"),
-                );
-                Err(Fail)
-            }
-            Ok(x) => Ok(x),
-            Err(_) => {
-                self.errors.error(span, format!("invalid number `{text}`"));
-                Err(Fail)
-            }
-        }
+        assembler::f64_value(text).map_err(|msg| {
+            self.errors.error(span, msg);
+            Fail
+        })
     }
 
     fn postfix(&mut self) -> PResult<Expr> {

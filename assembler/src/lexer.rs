@@ -151,7 +151,7 @@ pub(crate) fn lex<'s>(src: &'s str, sink: &mut Sink) -> Vec<Token<'s>> {
 /// The value of a number literal as an f64, or why it has none: a
 /// literal too large for an f64 (`1e999`) is an error, not infinity (write
 /// `inf`), as an integer literal too large for an i64 is.
-pub(crate) fn f64_value(text: &str) -> Result<f64, String> {
+pub fn f64_value(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(x) if x.is_infinite() && !text.trim_start_matches(['-', '+']).starts_with("inf") => Err(
             format!("`{text}` is out of range for f64 (write `inf` for infinity)"),

@@ -64,6 +64,7 @@ mod print;
 mod source;
 
 pub use diag::{closest, Diagnostic, Diagnostics, Span};
+pub use lexer::f64_value;
 pub use literal::{literals_to_values, parse_call, Literal};
 pub use print::print_module;
 pub use source::decode;
