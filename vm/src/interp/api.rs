@@ -314,17 +314,18 @@ impl Vm {
                 // whose code holds that address.
                 let w = std::mem::size_of::<Instr>();
                 let place = match (at, native_at) {
-                    (Some(0), Some((f, pc))) => prog.get(f).map(|func| (func, pc)),
+                    (Some(0), Some(site)) => Some(site),
                     _ => at.and_then(|a| {
                         (0..prog.len()).find_map(|i| {
-                            let func = prog.get(FuncId(i as u32))?;
+                            let id = FuncId(i as u32);
+                            let func = prog.get(id)?;
                             let off = (a as usize).checked_sub(func.code.as_ptr() as usize)?;
-                            (off < func.code.len() * w).then_some((func, off / w))
+                            (off < func.code.len() * w).then_some((id, off / w))
                         })
                     }),
                 };
                 Err(match place {
-                    Some((func, pc)) => trap_at(prog, func, pc, kind),
+                    Some((id, pc)) => trap_in(prog, id, pc, kind),
                     None => host_trap(kind),
                 })
             }
