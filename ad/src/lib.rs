@@ -50,6 +50,7 @@ pub mod compile_work;
 pub mod custom;
 mod derive;
 mod error;
+pub mod fd;
 pub mod forward;
 mod grad;
 mod hvp;

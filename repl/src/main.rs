@@ -17,7 +17,7 @@
 //! `out`
 //! (stdout without panics); argument conversion, the gradient check and a
 //! sweep's work per point live in the library (`advm::cli::args`,
-//! `advm::cli::fd`, `advm::cli::points`).
+//! `advm::cli::fd`, a re-export of `ad::fd`, `advm::cli::points`).
 
 mod cfg;
 mod commands;

@@ -19,7 +19,7 @@ use suite::peers::{EchidnaPeer, ReversePeer};
 #[cfg(feature = "peers")]
 use suite::Peer;
 use suite::{cases, close, first_mismatch, Input};
-use testkit::fd::{check, Verdict};
+use ad::fd::{check, Verdict};
 use testkit::suite::Case;
 use vm::Value;
 

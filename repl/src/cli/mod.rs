@@ -8,7 +8,7 @@
 //!
 //! * [`args`]: `--args` JSON to [`vm::Value`]s, and values to text and to
 //!   JSON (non-finite f64 as `"inf"`, `"-inf"`, `"nan"`).
-//! * [`fd`]: the gradient check of `advm check` (central finite
+//! * [`fd`]: `ad::fd`, re-exported: the gradient check of `advm check` (central finite
 //!   differences and the tolerance), also used by the program corpus test
 //!   for its `; check:` directives.
 //! * [`points`]: one point of `advm sweep`, a line of JSON arguments to a
@@ -128,7 +128,7 @@
 //!   (with `--ad` too, the forward and reverse functions before them).
 
 pub mod args;
-pub mod fd;
+pub use ad::fd;
 pub mod points;
 
 use std::io::Read;

@@ -1,12 +1,16 @@
-//! The gradient check of `advm check`: the AD gradient against central
-//! finite differences.
+//! # fd: AD derivatives against central finite differences
 //!
-//! The corpus test (`repl/tests/corpus.rs`) calls the same [`compare`], so a
-//! `; check:` directive means exactly what `advm check` reports.
+//! The one finite-difference checker of the project: `advm check` (the
+//! CLI re-exports this module as `advm::fd`), the corpus's `; check:`
+//! directives (`repl/tests/corpus.rs` calls the same [`compare`], so a
+//! directive means exactly what `advm check` reports) and the property
+//! tests (through `testkit::fd`, which adds only random directions) all
+//! compare with the code below.
 //!
 //! **Per entry** ([`compare`]): for every f64 parameter and every element of
 //! every f64[] parameter at the point `x`, the quotient `(f(x + h) - f(x -
-//! h)) / 2h` with `h = `[`step`]`(x)` is compared with the AD entry `ad`;
+//! h)) / 2h` with `h = `[`step`]`(x)` (relative step [`STEP`] `= 1e-6`) is
+//! compared with the AD entry `ad`;
 //! they agree when `|ad - fd| <= TOLERANCE * max(1, |ad|, |fd|) + noise`
 //! (or both are nan, or both are the same infinity), where `noise =
 //! ROUNDING * eps * max(|f(x + h)|, |f(x - h)|) / h` bounds what rounding
@@ -29,6 +33,15 @@
 //! directional derivative (which grows like the square root of the number
 //! of entries): an entry off by 1 among 10^5 entries of order 1 is caught,
 //! one off by 0.01 is not (`--full` finds it, in two runs per entry).
+//!
+//! **At points nobody chose** ([`check`], for property tests at random
+//! points, which may sit on a kink or a branch flip): two central
+//! quotients per entry, with steps `h = 1e-5 * max(1, |x|)` and `h / 8`,
+//! and the one-sided gaps of each. Where the two quotients disagree with
+//! each other, or the gap does not shrink with the step (a kink), the entry
+//! is [`Verdict::Unreliable`] rather than a failure; elsewhere the AD entry
+//! must be [`close`] to either quotient within [`TOLERANCE`], or the
+//! verdict is [`Verdict::Disagree`].
 
 use vm::Value;
 
@@ -275,7 +288,7 @@ pub fn check_direction(args: &[Value], wrt: &[bool]) -> Vec<Option<Value>> {
 
 /// `args + t·dir`, entry by entry (arguments past `dir`'s end, and those
 /// it leaves `None`, unmoved).
-fn along(args: &[Value], dir: &[Option<Value>], t: f64) -> Vec<Value> {
+pub fn along(args: &[Value], dir: &[Option<Value>], t: f64) -> Vec<Value> {
     args.iter()
         .zip(dir.iter().chain(std::iter::repeat(&None)))
         .map(|(a, d)| match (a, d) {
@@ -372,6 +385,100 @@ fn set(v: &mut Value, element: Option<usize>, x: f64) {
         }
         _ => {}
     }
+}
+
+// ---- the check at random points ---------------------------------------------
+
+/// The outcome of comparing an AD gradient with finite differences.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every entry agrees.
+    Agree,
+    /// Some difference quotient was unreliable (the two step sizes disagree
+    /// with each other: a kink, a branch flip or an overflow nearby), and no
+    /// entry disagreed where the quotients were reliable.
+    Unreliable(String),
+    /// An entry disagrees where finite differences are reliable.
+    Disagree(String),
+}
+
+/// Compare `grad` (one entry per argument, as [`crate::Gradient::grad`])
+/// with central differences of `f` at `args`, using steps `h` and `h / 8`
+/// per entry (see the module documentation). `f` returns `None` when
+/// evaluation fails (a trap).
+pub fn check(
+    mut f: impl FnMut(&[Value]) -> Option<f64>,
+    args: &[Value],
+    grad: &[Option<Value>],
+) -> Verdict {
+    let mut unreliable = None;
+    let mut probe = args.to_vec();
+    for (i, arg) in args.iter().enumerate() {
+        let entries: Vec<(Option<usize>, f64, f64)> = match (arg, grad.get(i)) {
+            (Value::F64(x), Some(Some(Value::F64(g)))) => vec![(None, *x, *g)],
+            (Value::Arr(xs), Some(Some(Value::Arr(gs)))) => xs
+                .iter()
+                .zip(gs)
+                .enumerate()
+                .map(|(j, (x, g))| (Some(j), *x, *g))
+                .collect(),
+            _ => continue,
+        };
+        for (j, x, g) in entries {
+            let mut at = |v: f64| {
+                set(&mut probe[i], j, v);
+                let y = f(&probe);
+                set(&mut probe[i], j, x);
+                y
+            };
+            let h = 1e-5 * x.abs().max(1.0);
+            let name = match j {
+                Some(j) => format!("argument {i}[{j}]"),
+                None => format!("argument {i}"),
+            };
+            let points = [x + h, x - h, x + h / 8.0, x - h / 8.0, x];
+            let ys: Option<Vec<f64>> = points.iter().map(|p| at(*p)).collect();
+            let Some(ys) = ys else {
+                unreliable = Some(format!("{name}: evaluation trapped near the point"));
+                continue;
+            };
+            let d1 = (ys[0] - ys[1]) / (2.0 * h);
+            let d2 = (ys[2] - ys[3]) / (h / 4.0);
+            // One-sided quotients reveal a kink at the point (abs at 0, a
+            // branch on `x > 0` at 0), where the central quotient is no
+            // derivative at all. For a smooth function their difference
+            // shrinks with the step (by 8 here); at a kink it does not.
+            let gap = |step: f64, up: f64, down: f64| ((up - ys[4]) - (ys[4] - down)) / step;
+            let (gap_h, gap_h8) = (gap(h, ys[0], ys[1]), gap(h / 8.0, ys[2], ys[3]));
+            let kink = gap_h8.abs() > 1e-4 * d2.abs().max(1.0) && gap_h8.abs() > 0.5 * gap_h.abs();
+            if !close(d1, d2, 1e-4) || kink {
+                unreliable = Some(format!(
+                    "{name}: quotients {d1} and {d2}, one-sided gaps {gap_h} and {gap_h8}"
+                ));
+                continue;
+            }
+            if !close(g, d2, TOLERANCE) && !close(g, d1, TOLERANCE) {
+                return Verdict::Disagree(format!(
+                    "{name}: AD {g}, finite differences {d2} (h/8), {d1} (h)"
+                ));
+            }
+        }
+    }
+    match unreliable {
+        Some(why) => Verdict::Unreliable(why),
+        None => Verdict::Agree,
+    }
+}
+
+/// `|a - b| <= tol * max(1, |a|, |b|)`, with nan equal to nan.
+pub fn close(a: f64, b: f64, tol: f64) -> bool {
+    if a.is_nan() || b.is_nan() {
+        return a.is_nan() && b.is_nan();
+    }
+    if a == b {
+        return true;
+    }
+    (a - b).abs() <= tol * 1f64.max(a.abs()).max(b.abs())
 }
 
 #[cfg(test)]
@@ -567,5 +674,32 @@ mod tests {
         assert!(!agree(f64::NAN, 0.0));
         assert!(agree(f64::INFINITY, f64::INFINITY));
         assert!(!agree(f64::INFINITY, 1e300));
+    }
+    #[test]
+    fn check_agrees_disagrees_and_sees_a_kink() {
+        let sq = |a: &[Value]| match a {
+            [Value::F64(x)] => Some(x * x),
+            _ => None,
+        };
+        let at = [Value::F64(1.5)];
+        assert_eq!(check(sq, &at, &[Some(Value::F64(3.0))]), Verdict::Agree);
+        assert!(matches!(
+            check(sq, &at, &[Some(Value::F64(3.01))]),
+            Verdict::Disagree(_)
+        ));
+        let abs = |a: &[Value]| match a {
+            [Value::F64(x)] => Some(x.abs()),
+            _ => None,
+        };
+        // At the kink any gradient in [-1, 1] is defensible: not a failure.
+        assert!(matches!(
+            check(abs, &[Value::F64(0.0)], &[Some(Value::F64(0.5))]),
+            Verdict::Unreliable(_)
+        ));
+        let trap = |_: &[Value]| None;
+        assert!(matches!(
+            check(trap, &at, &[Some(Value::F64(3.0))]),
+            Verdict::Unreliable(_)
+        ));
     }
 }
