@@ -12,6 +12,7 @@
 //! operation for operation, 1e-9 where a peer rounds differently
 //! (`Input::peer_value_exact`); gradients 1e-8.
 
+use ad::fd::{check, Verdict};
 use suite::advm::{Advm, InVmLoop};
 use suite::native::Native;
 #[cfg(feature = "peers")]
@@ -19,7 +20,6 @@ use suite::peers::{EchidnaPeer, ReversePeer};
 #[cfg(feature = "peers")]
 use suite::Peer;
 use suite::{cases, close, first_mismatch, Input};
-use ad::fd::{check, Verdict};
 use testkit::suite::Case;
 use vm::Value;
 

@@ -17,12 +17,12 @@ pub(crate) struct Emit<'t, 'a> {
 impl Emit<'_, '_> {
     /// The cotangent register of primal value `v`, if it is active f64.
     pub(crate) fn cot(&self, v: ValueId) -> Option<ValueId> {
-        self.t.cot[v.index()]
+        self.t.rev.cot[v.index()]
     }
 
     /// Whether primal value `v` is active (an array: carries cotangents).
     pub(crate) fn is_active(&self, v: ValueId) -> bool {
-        self.t.active[v.index()]
+        self.t.primal.active[v.index()]
     }
 
     /// The f64 constant `x` in the reverse function.
@@ -33,13 +33,13 @@ impl Emit<'_, '_> {
     /// The forward value holding the element that `aset` number `i` of
     /// this block overwrites.
     pub(crate) fn overwritten(&self, i: usize) -> ValueId {
-        self.t.overwritten[&(self.b, i)]
+        self.t.fwd.overwritten[&(self.b, i)]
     }
 
     /// The callee's derived functions of call number `i` of this block, if
     /// it is differentiated through.
     pub(crate) fn call_derived(&self, i: usize) -> Option<Derived> {
-        self.t.calls.get(&(self.b, i)).copied()
+        self.t.fwd.calls.get(&(self.b, i)).copied()
     }
 
     /// The reverse-frame register holding forward value `v` (see
@@ -52,7 +52,7 @@ impl Emit<'_, '_> {
     /// computed by the forward code (see [`Transform::factor`]); recomputed
     /// here only if the forward code has none, which translation rules out.
     pub(crate) fn factor(&mut self, i: usize, a: ValueId, op: Op) -> ValueId {
-        match self.t.factors.get(&(self.b, i)).copied() {
+        match self.t.fwd.factors.get(&(self.b, i)).copied() {
             Some(f) => self.need(f),
             None => {
                 let va = self.need(a);
@@ -63,7 +63,7 @@ impl Emit<'_, '_> {
 
     /// Emit `op`; returns the new destination (or a dummy id if none).
     pub(crate) fn op(&mut self, op: Op, dst_ty: Option<Type>, args: Vec<ValueId>) -> ValueId {
-        let dst = dst_ty.map(|ty| self.t.rev.new_value(ty, None));
+        let dst = dst_ty.map(|ty| self.t.rev.func.new_value(ty, None));
         // Instructions whose Def operand is an existing register (`zero`).
         let (dst, args) = if op == Op::Zero {
             (Some(args[0]), Vec::new())
@@ -130,7 +130,7 @@ impl Emit<'_, '_> {
     /// pullback with the result's cotangent, adding what it returns to the
     /// arguments' cotangents.
     pub(crate) fn reverse_call(&mut self, inst: &Inst, d: Derived, dbar: Option<ValueId>) {
-        let callee = self.t.module.func(inst.callee.unwrap_or(FuncId(0)));
+        let callee = self.t.primal.module.func(inst.callee.unwrap_or(FuncId(0)));
         let mut args = Vec::new();
         if callee.ret == RetType::One(Type::F64) {
             let seed = match dbar {
@@ -142,7 +142,7 @@ impl Emit<'_, '_> {
         let mut accs = Vec::new();
         for (param, arg) in callee.params.iter().zip(&inst.args) {
             if callee.ty(*param) == Type::F64 {
-                let c = match self.t.cot[arg.index()] {
+                let c = match self.t.rev.cot[arg.index()] {
                     Some(c) => c,
                     None => self.sink(),
                 };
@@ -157,11 +157,11 @@ impl Emit<'_, '_> {
 
     /// A register that absorbs cotangents of inactive arguments.
     fn sink(&mut self) -> ValueId {
-        if let Some(s) = self.t.sink {
+        if let Some(s) = self.t.rev.sink {
             return s;
         }
-        let s = self.t.rev.new_value(Type::F64, Some("sink".into()));
-        self.t.sink = Some(s);
+        let s = self.t.rev.func.new_value(Type::F64, Some("sink".into()));
+        self.t.rev.sink = Some(s);
         s
     }
 }

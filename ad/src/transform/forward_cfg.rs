@@ -6,13 +6,13 @@ use super::*;
 
 impl Transform<'_> {
     pub(super) fn assemble_forward(&mut self) {
-        let p = self.p;
+        let p = self.primal.p;
         let n = p.blocks.len();
-        let nrets = self.cfg.rets.len();
+        let nrets = self.primal.cfg.rets.len();
         // The loops whose synthetic counter steps in each block (a list per
         // block, not a search of every loop for each block).
         let mut synthetic_at: Vec<Vec<usize>> = vec![Vec::new(); n];
-        for (l, s) in self.loops.iter().enumerate() {
+        for (l, s) in self.plan.loops.iter().enumerate() {
             if let Some(Some((latch, _))) = s.as_ref().map(|s| &s.synthetic) {
                 if let Some(at) = synthetic_at.get_mut(*latch) {
                     at.push(l);
@@ -20,8 +20,8 @@ impl Transform<'_> {
             }
         }
         for (b, synthetic) in synthetic_at.iter().enumerate() {
-            let mut insts = Vec::with_capacity(p.blocks[b].insts.len() + self.needs[b].len());
-            let needs = &self.needs[b];
+            let mut insts = Vec::with_capacity(p.blocks[b].insts.len() + self.plan.needs[b].len());
+            let needs = &self.plan.needs[b];
             let push = |v: ValueId| Inst::new(Op::CommsPush, None, vec![v], Loc::default());
             // A callee's forward code pushes onto the same stack, and the
             // reverse block pops all of its own values before it replays the
@@ -30,12 +30,12 @@ impl Transform<'_> {
             // wait and happen right after it (in `needs` order).
             let cut = (0..p.blocks[b].insts.len())
                 .rev()
-                .find(|i| self.calls.contains_key(&(b, *i)));
+                .find(|i| self.fwd.calls.contains_key(&(b, *i)));
             let defined_at = |v: ValueId| -> Option<usize> {
                 p.blocks[b].insts.iter().enumerate().find_map(|(i, inst)| {
                     (inst.dst == Some(v)
-                        || self.overwritten.get(&(b, i)) == Some(&v)
-                        || self.factors.get(&(b, i)) == Some(&v))
+                        || self.fwd.overwritten.get(&(b, i)) == Some(&v)
+                        || self.fwd.factors.get(&(b, i)) == Some(&v))
                     .then_some(i)
                 })
             };
@@ -52,20 +52,20 @@ impl Transform<'_> {
             }
             for (i, inst) in p.blocks[b].insts.iter().enumerate() {
                 let mut inst = inst.clone();
-                if let Some(old) = self.overwritten.get(&(b, i)) {
+                if let Some(old) = self.fwd.overwritten.get(&(b, i)) {
                     let read = Inst::new(Op::AGet, Some(*old), inst.args[..2].to_vec(), inst.loc);
                     insts.push(read);
                     if needs.contains(old) && !(cut.is_some() && waits(*old)) {
                         insts.push(push(*old));
                     }
                 }
-                if let Some(d) = self.calls.get(&(b, i)) {
+                if let Some(d) = self.fwd.calls.get(&(b, i)) {
                     inst.callee = Some(d.fwd);
                 }
                 let dst = inst.dst;
                 // The factor right after the instruction, so that the
                 // lowering fuses the two into one `sincos`.
-                let factor = self.factors.get(&(b, i)).copied();
+                let factor = self.fwd.factors.get(&(b, i)).copied();
                 let factor_inst = factor.and_then(|f| {
                     let (other, a) = self.factor(&inst)?;
                     Some(Inst::new(other, Some(f), vec![a], inst.loc))
@@ -87,7 +87,7 @@ impl Transform<'_> {
             // The counter the forward code adds to a loop without an
             // induction variable steps at the end of the latch.
             for &l in synthetic {
-                if let Some(Some((_, inc))) = self.loops[l].as_ref().map(|s| &s.synthetic) {
+                if let Some(Some((_, inc))) = self.plan.loops[l].as_ref().map(|s| &s.synthetic) {
                     insts.push(inc.clone());
                 }
             }
@@ -105,7 +105,7 @@ impl Transform<'_> {
                     } else {
                         self.fwd_edge(here, *else_)
                     };
-                    self.fwd.blocks[b].term = Term::Br {
+                    self.fwd.func.blocks[b].term = Term::Br {
                         cond: *cond,
                         then_: t,
                         else_: e,
@@ -116,11 +116,12 @@ impl Transform<'_> {
                     // Before the block id (the two stacks are independent),
                     // so that these pushes share one reservation with the
                     // block's own (a `blk.push` ends a batch).
-                    for v in self.entry_values.iter().rev() {
+                    for v in self.plan.entry_values.iter().rev() {
                         insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
                     }
                     if nrets > 1 {
                         let k = self
+                            .primal
                             .cfg
                             .rets
                             .iter()
@@ -131,7 +132,7 @@ impl Transform<'_> {
                 }
                 Term::RetN(_) | Term::BlkPop(_) => {}
             }
-            self.fwd.blocks[b].insts = insts;
+            self.fwd.func.blocks[b].insts = insts;
         }
     }
 
@@ -143,7 +144,9 @@ impl Transform<'_> {
     pub(super) fn edge_insts(&self, from: BlockId, to: BlockId) -> Vec<Inst> {
         let mut insts = Vec::new();
         for l in self.counted_exited(from, to) {
-            let Some(s) = &self.loops[l] else { continue };
+            let Some(s) = &self.plan.loops[l] else {
+                continue;
+            };
             for v in s.invariants.iter().chain([&s.iv]) {
                 insts.push(Inst::new(Op::CommsPush, None, vec![*v], Loc::default()));
             }
@@ -158,13 +161,13 @@ impl Transform<'_> {
     /// predecessors and is not the header of a counted loop (otherwise the
     /// reverse code knows the edge statically or by the loop counter).
     pub(super) fn pred_index(&self, from: BlockId, to: BlockId) -> Option<u32> {
-        let preds = &self.cfg.preds[to.index()];
+        let preds = &self.primal.cfg.preds[to.index()];
         if preds.len() < 2 {
             return None;
         }
         // A header's innermost loop is its own (one loop per header).
-        let counted_header = self.cfg.loop_of[to.index()]
-            .is_some_and(|l| self.cfg.loops[l].header == to && self.loops[l].is_some());
+        let counted_header = self.primal.cfg.loop_of[to.index()]
+            .is_some_and(|l| self.primal.cfg.loops[l].header == to && self.plan.loops[l].is_some());
         if counted_header {
             return None;
         }
@@ -181,18 +184,18 @@ impl Transform<'_> {
         }
         let name = format!(
             "push.{}.{}",
-            self.p.blocks[from.index()].name,
-            self.p.blocks[to.index()].name
+            self.primal.p.blocks[from.index()].name,
+            self.primal.p.blocks[to.index()].name
         );
-        self.fwd.blocks.push(Block {
+        self.fwd.func.blocks.push(Block {
             name,
             phis: Vec::new(),
             insts,
             term: Term::Jmp(to),
-            term_loc: self.p.blocks[from.index()].term_loc,
+            term_loc: self.primal.p.blocks[from.index()].term_loc,
         });
-        let edge = BlockId(self.fwd.blocks.len() as u32 - 1);
-        for phi in &mut self.fwd.blocks[to.index()].phis {
+        let edge = BlockId(self.fwd.func.blocks.len() as u32 - 1);
+        for phi in &mut self.fwd.func.blocks[to.index()].phis {
             for (label, _) in &mut phi.incoming {
                 if *label == from {
                     *label = edge;

@@ -47,16 +47,29 @@
 //! iteration's instance starts from zero. Arrays carry their cotangents in
 //! the VM's shadow arrays, addressed by handle.
 //!
+//! The transform's state is split by concern, one structure per file:
+//! `primal.rs` (what step 1 found: CFG, activity, definitions; read only),
+//! `fwd_fn.rs` (the forward function being built and what translation adds
+//! to it), `rev_fn.rs` (the reverse function being built: cotangent
+//! registers, constants, fragments), `plan.rs` (what the reverse code reads
+//! and where the forward code saves it: loops, needs, recomputations, entry
+//! values). The steps are methods of `Transform`, which holds the four.
+//!
 //! [`Counted`]: crate::analysis::Counted
 
 mod emit;
 mod forward_cfg;
+mod fwd_fn;
+mod plan;
+mod primal;
+mod rev_fn;
 mod reverse_cfg;
 mod single;
 mod supply;
 mod translate;
 mod values;
 
+use self::{fwd_fn::FwdFn, plan::*, primal::Primal, rev_fn::RevFn};
 #[allow(unused_imports)]
 use self::{single::*, values::*};
 use crate::analysis::{activity_in, call_is_active, call_wrt, Cfg};
@@ -134,11 +147,11 @@ pub fn transform_within(
     t.assemble_reverse();
     t.assemble_forward();
     if cleanup {
-        crate::optimize::reverse_within(&mut t.rev, work).map_err(Refusal::Work)?;
+        crate::optimize::reverse_within(&mut t.rev.func, work).map_err(Refusal::Work)?;
     }
-    work.charge_function(&t.fwd).map_err(Refusal::Work)?;
-    work.charge_function(&t.rev).map_err(Refusal::Work)?;
-    Ok((t.fwd, t.rev))
+    work.charge_function(&t.fwd.func).map_err(Refusal::Work)?;
+    work.charge_function(&t.rev.func).map_err(Refusal::Work)?;
+    Ok((t.fwd.func, t.rev.func))
 }
 
 /// How the reverse code obtains a forward value that a fragment reads.
@@ -165,97 +178,15 @@ enum Supply {
     Push,
 }
 
-/// One of the ordered lists of values the reverse code reads once each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Listed {
-    /// `Transform::entry_values`.
-    Entry,
-    /// The `invariants` of counted loop `l`.
-    Invariant(usize),
-    /// The `needs` of block `b`.
-    Need(usize),
-}
-
-/// A counted loop as the reverse code sees it.
-struct LoopState {
-    /// Reverse register holding the loop's induction variable, counted down.
-    ctr: ValueId,
-    /// Forward value pushed at every exit as the counter's start: the
-    /// induction-variable phi, or the counter the forward code adds.
-    iv: ValueId,
-    /// The induction variable's value in the first iteration (forward).
-    init: ValueId,
-    step: i64,
-    /// Reverse register (or constant) holding `init - step`: the counter's
-    /// value after leaving the first iteration backwards.
-    lim: ValueId,
-    lim_const: bool,
-    /// Where the reverse code reads `init` (to compute `lim`).
-    init_reg: Option<ValueId>,
-    /// Forward values pushed at every exit (before `iv`), popped when the
-    /// reverse code enters the loop.
-    invariants: Vec<ValueId>,
-    /// Added forward counter: `(latch block, increment instruction)`.
-    synthetic: Option<(usize, Inst)>,
-}
-
+/// The state of one reverse-mode transform, by concern: what is known of
+/// the primal ([`Primal`]), the forward function being built ([`FwdFn`]),
+/// the reverse function being built ([`RevFn`]) and the plan of what the
+/// reverse code reads and how ([`Plan`]).
 struct Transform<'a> {
-    module: &'a Module,
-    p: &'a Function,
-    cfg: Cfg,
-    active: Vec<bool>,
-    /// The forward function: a copy of the primal, extended.
-    fwd: Function,
-    /// The block defining each forward value (extends `cfg.def_block`).
-    fwd_def: Vec<Option<BlockId>>,
-    /// The primal instruction `(block, index)` defining each value.
-    def_inst: Vec<Option<(usize, usize)>>,
-    /// Counted loops, by loop index (`None` for the others).
-    loops: Vec<Option<LoopState>>,
-    /// No instruction of the function can change an array element while it
-    /// runs (no `aset`, no call that receives an array), so an element read
-    /// can be repeated in the reverse code with the same result. (Callers'
-    /// later writes are undone by their own reverse code before this
-    /// function's reverse runs.)
-    arrays_immutable: bool,
-    /// For each `aset` (block, index), the forward value holding the element
-    /// it overwrites.
-    overwritten: HashMap<(usize, usize), ValueId>,
-    /// For each call (block, index) differentiated through, the callee's
-    /// derived functions.
-    calls: HashMap<(usize, usize), Derived>,
-    /// For each active `sin` and `cos` (block, index), the forward value
-    /// holding the other function of its operand (`cos a` for `sin a`,
-    /// `sin a` for `cos a`): the factor its pullback needs, computed by the
-    /// forward code right after it (see [`Transform::factor`]).
-    factors: HashMap<(usize, usize), ValueId>,
-    rev: Function,
-    /// Reverse-frame copy of each forward value the reverse code pops.
-    mirror: Vec<Option<ValueId>>,
-    /// Cotangent register of each active f64 primal value.
-    cot: Vec<Option<ValueId>>,
-    consts: HashMap<(Type, u64), ValueId>,
-    seed: Option<ValueId>,
-    sink: Option<ValueId>,
-    /// Forward values each primal block pushes for its reverse block, in
-    /// first-use order, deduplicated.
-    needs: Vec<Vec<ValueId>>,
-    /// Recomputations at the top of each reverse block, in dependency order.
-    remat: Vec<Vec<Inst>>,
-    remat_memo: HashMap<(usize, ValueId), ValueId>,
-    /// Reverse fragments of each primal block, already in reverse order.
-    frags: Vec<Vec<Inst>>,
-    /// Needed values defined in the entry block: pushed once at `ret`.
-    entry_values: Vec<ValueId>,
-    /// Reverse registers (cotangents) that receive exactly one
-    /// contribution per instance of their value.
-    set_once: Vec<bool>,
-    /// What `entry_values`, each loop's `invariants` and each block's
-    /// `needs` already hold, keyed by list ([`Listed`]) and value: the lists
-    /// keep their order, this answers "already there?" in constant time (a
-    /// function of many entry values would otherwise search them all for
-    /// each one, quadratically).
-    listed: hashbrown::HashSet<(Listed, ValueId)>,
+    primal: Primal<'a>,
+    fwd: FwdFn,
+    rev: RevFn,
+    plan: Plan,
 }
 
 impl<'a> Transform<'a> {
@@ -371,36 +302,44 @@ impl<'a> Transform<'a> {
         }
         let nblocks = p.blocks.len();
         let mut t = Transform {
-            module,
-            p,
-            cfg,
-            active,
-            fwd,
-            fwd_def,
-            def_inst,
-            loops,
-            arrays_immutable,
-            overwritten: HashMap::new(),
-            calls: HashMap::new(),
-            factors: HashMap::new(),
-            rev,
-            mirror: Vec::new(),
-            cot,
-            consts: HashMap::new(),
-            seed,
-            sink: None,
-            needs: vec![Vec::new(); nblocks],
-            remat: vec![Vec::new(); nblocks],
-            remat_memo: HashMap::new(),
-            frags: vec![Vec::new(); nblocks],
-            entry_values: Vec::new(),
-            set_once,
-            listed: hashbrown::HashSet::new(),
+            primal: Primal {
+                module,
+                p,
+                cfg,
+                active,
+                def_inst,
+                arrays_immutable,
+            },
+            fwd: FwdFn {
+                func: fwd,
+                def: fwd_def,
+                overwritten: HashMap::new(),
+                calls: HashMap::new(),
+                factors: HashMap::new(),
+            },
+            rev: RevFn {
+                func: rev,
+                mirror: Vec::new(),
+                cot,
+                consts: HashMap::new(),
+                seed,
+                sink: None,
+                frags: vec![Vec::new(); nblocks],
+                set_once,
+            },
+            plan: Plan {
+                loops,
+                needs: vec![Vec::new(); nblocks],
+                remat: vec![Vec::new(); nblocks],
+                remat_memo: HashMap::new(),
+                entry_values: Vec::new(),
+                listed: hashbrown::HashSet::new(),
+            },
         };
         // Constants made while setting up the loops are shared from now on.
-        for (i, v) in t.rev.values.iter().enumerate() {
+        for (i, v) in t.rev.func.values.iter().enumerate() {
             if let Some(k) = v.konst {
-                t.consts.insert((v.ty, k), ValueId(i as u32));
+                t.rev.consts.insert((v.ty, k), ValueId(i as u32));
             }
         }
         t

@@ -7,10 +7,10 @@ use super::*;
 
 impl Transform<'_> {
     pub(super) fn assemble_reverse(&mut self) {
-        let p = self.p;
+        let p = self.primal.p;
         let n = p.blocks.len();
         let start = self.new_block("start".into());
-        let rets: Vec<BlockId> = self.cfg.rets.clone();
+        let rets: Vec<BlockId> = self.primal.cfg.rets.clone();
         let ret_blocks: Vec<BlockId> = rets
             .iter()
             .map(|r| self.new_block(format!("ret.{}", p.blocks[r.index()].name)))
@@ -28,46 +28,46 @@ impl Transform<'_> {
         // them in the opposite order, so each pop can sink to its first
         // reader and fuse with it (`mul.pop`, `acc.mul.pop`).
         let mut insts = Vec::new();
-        for v in self.entry_values.clone().iter() {
+        for v in self.plan.entry_values.clone().iter() {
             let m = self.mirror_of(*v);
             insts.push(Inst::new(Op::CommsPop, Some(m), Vec::new(), Loc::default()));
         }
-        self.rev.blocks[start.index()].insts = insts;
-        self.rev.blocks[start.index()].term = match ret_blocks.len() {
+        self.rev.func.blocks[start.index()].insts = insts;
+        self.rev.func.blocks[start.index()].term = match ret_blocks.len() {
             0 => Term::Jmp(exit),
             1 => Term::Jmp(ret_blocks[0]),
             _ => Term::BlkPop(ret_blocks.clone()),
         };
         for (k, r) in rets.iter().enumerate() {
             let mut insts = Vec::new();
-            if let (Term::Ret(v), Some(seed)) = (&p.blocks[r.index()].term, self.seed) {
-                if let Some(c) = self.cot[v.index()] {
+            if let (Term::Ret(v), Some(seed)) = (&p.blocks[r.index()].term, self.rev.seed) {
+                if let Some(c) = self.rev.cot[v.index()] {
                     let loc = p.blocks[r.index()].term_loc;
                     insts.push(self.contribution(Op::Acc, c, vec![seed], loc));
                 }
             }
             let rb = ret_blocks[k];
-            self.rev.blocks[rb.index()].insts = insts;
-            self.rev.blocks[rb.index()].term = Term::Jmp(rblk[r.index()]);
+            self.rev.func.blocks[rb.index()].insts = insts;
+            self.rev.func.blocks[rb.index()].term = Term::Jmp(rblk[r.index()]);
         }
 
         // One reverse block per primal block.
-        let header_of: HashMap<usize, usize> = (0..self.loops.len())
-            .filter(|l| self.loops[*l].is_some())
-            .map(|l| (self.cfg.loops[l].header.index(), l))
+        let header_of: HashMap<usize, usize> = (0..self.plan.loops.len())
+            .filter(|l| self.plan.loops[*l].is_some())
+            .map(|l| (self.primal.cfg.loops[l].header.index(), l))
             .collect();
         for b in 0..n {
             let mut insts = Vec::new();
-            for v in self.needs[b].clone().iter().rev() {
+            for v in self.plan.needs[b].clone().iter().rev() {
                 let m = self.mirror_of(*v);
                 insts.push(Inst::new(Op::CommsPop, Some(m), Vec::new(), Loc::default()));
             }
-            insts.append(&mut self.remat[b]);
-            insts.append(&mut self.frags[b]);
+            insts.append(&mut self.plan.remat[b]);
+            insts.append(&mut self.rev.frags[b]);
             let term = match header_of.get(&b) {
                 Some(&l) => self.counted_dispatch(l, b, &rblk, &mut insts),
                 None => {
-                    let preds = self.cfg.preds[b].clone();
+                    let preds = self.primal.cfg.preds[b].clone();
                     let targets: Vec<BlockId> = preds
                         .iter()
                         .map(|pred| self.edge_target(*pred, b, &rblk))
@@ -80,8 +80,8 @@ impl Transform<'_> {
                 }
             };
             let rb = rblk[b];
-            self.rev.blocks[rb.index()].insts = insts;
-            self.rev.blocks[rb.index()].term = term;
+            self.rev.func.blocks[rb.index()].insts = insts;
+            self.rev.func.blocks[rb.index()].term = term;
         }
 
         // Exit: the parameters' cotangents (zero for unselected ones).
@@ -93,12 +93,12 @@ impl Transform<'_> {
             .collect();
         let grads: Vec<ValueId> = params
             .iter()
-            .map(|v| match self.cot[v.index()] {
+            .map(|v| match self.rev.cot[v.index()] {
                 Some(c) => c,
                 None => self.kf(0.0),
             })
             .collect();
-        self.rev.blocks[exit.index()].term = Term::RetN(grads);
+        self.rev.func.blocks[exit.index()].term = Term::RetN(grads);
         debug_assert_eq!(start, BlockId(0));
     }
 
@@ -112,16 +112,16 @@ impl Transform<'_> {
         rblk: &[BlockId],
         insts: &mut Vec<Inst>,
     ) -> Term {
-        let Some(s) = &self.loops[l] else {
+        let Some(s) = &self.plan.loops[l] else {
             return Term::Jmp(rblk[header]);
         };
         let (ctr, lim, step) = (s.ctr, s.lim, s.step);
-        let Some(c) = &self.cfg.loops[l].counted else {
+        let Some(c) = &self.primal.cfg.loops[l].counted else {
             return Term::Jmp(rblk[header]);
         };
         let (entry, latch) = (c.entry, c.latch);
         let step_reg = self.konst(Type::I64, step as u64);
-        let first = self.rev.new_value(Type::Bool, None);
+        let first = self.rev.func.new_value(Type::Bool, None);
         insts.push(Inst::new(
             Op::SubI,
             Some(ctr),
@@ -152,14 +152,16 @@ impl Transform<'_> {
         if exited.is_empty() && !self.has_active_phis(b) {
             return rblk[pred.index()];
         }
-        let p = self.p;
+        let p = self.primal.p;
         let name = format!("edge.{}.{}", p.blocks[pred.index()].name, p.blocks[b].name);
         let edge = self.new_block(name);
         let mut insts = Vec::new();
         // The forward edge pushed loop by loop, innermost first: pop the
         // outermost first.
         for &l in exited.iter().rev() {
-            let Some(s) = &self.loops[l] else { continue };
+            let Some(s) = &self.plan.loops[l] else {
+                continue;
+            };
             let (ctr, invariants) = (s.ctr, s.invariants.clone());
             let (lim, lim_const, init_reg, step) = (s.lim, s.lim_const, s.init_reg, s.step);
             insts.push(Inst::new(
@@ -183,24 +185,25 @@ impl Transform<'_> {
             }
         }
         self.phi_moves(pred, b, &mut insts);
-        self.rev.blocks[edge.index()].insts = insts;
-        self.rev.blocks[edge.index()].term = Term::Jmp(rblk[pred.index()]);
+        self.rev.func.blocks[edge.index()].insts = insts;
+        self.rev.func.blocks[edge.index()].term = Term::Jmp(rblk[pred.index()]);
         edge
     }
 
     /// The counted loops the edge `from -> to` leaves, innermost first.
     pub(super) fn counted_exited(&self, from: BlockId, to: BlockId) -> Vec<usize> {
-        self.cfg
+        self.primal
+            .cfg
             .loops_exited(from, to)
             .into_iter()
-            .filter(|l| self.loops[*l].is_some())
+            .filter(|l| self.plan.loops[*l].is_some())
             .collect()
     }
 
     /// Move the cotangents of `b`'s phis to their incoming values on the
     /// edge from `pred`.
     pub(super) fn phi_moves(&mut self, pred: BlockId, b: usize, insts: &mut Vec<Inst>) {
-        let p = self.p;
+        let p = self.primal.p;
         let phis = &p.blocks[b].phis;
         // A set, not a search of the phis: a block may have tens of
         // thousands of them.
@@ -209,7 +212,7 @@ impl Transform<'_> {
         let moves: Vec<(ValueId, Option<ValueId>, Loc)> = phis
             .iter()
             .filter_map(|ph| {
-                let c = self.cot[ph.dst.index()]?;
+                let c = self.rev.cot[ph.dst.index()]?;
                 let w = ph
                     .incoming
                     .iter()
@@ -218,28 +221,28 @@ impl Transform<'_> {
                 Some((c, w, ph.loc))
             })
             .collect();
-        let cyclic = self.cfg.in_cycle[b];
+        let cyclic = self.primal.cfg.in_cycle[b];
         // Phis are a parallel copy: when an incoming value is itself a phi of
         // this block (the swap), read every phi cotangent before writing any.
         let parallel = moves.iter().any(|(_, w, _)| w.is_some_and(is_phi_here));
         if parallel {
             let mut temps = Vec::new();
             for (c, w, loc) in &moves {
-                let t = self.rev.new_value(Type::F64, None);
+                let t = self.rev.func.new_value(Type::F64, None);
                 insts.push(Inst::new(Op::Mov, Some(t), vec![*c], *loc));
                 insts.push(Inst::new(Op::Zero, Some(*c), Vec::new(), *loc));
                 temps.push((t, *w, *loc));
             }
             for (t, w, loc) in temps {
-                if let Some(cw) = w.and_then(|w| self.cot[w.index()]) {
+                if let Some(cw) = w.and_then(|w| self.rev.cot[w.index()]) {
                     insts.push(self.contribution(Op::Acc, cw, vec![t], loc));
                 }
             }
         } else {
             for (c, w, loc) in moves {
-                let cw = w.and_then(|w| self.cot[w.index()]);
+                let cw = w.and_then(|w| self.rev.cot[w.index()]);
                 if let (Some(cw), true) = (cw, cyclic) {
-                    if self.set_once[cw.index()] {
+                    if self.rev.set_once[cw.index()] {
                         // Move and clear in one instruction.
                         insts.push(Inst::new(Op::Take, Some(cw), vec![c], loc));
                         continue;

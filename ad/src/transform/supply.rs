@@ -9,20 +9,22 @@ impl<'a> Transform<'a> {
     /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
     /// `depth` counts nested recomputations.
     pub(super) fn supply(&self, b: BlockId, v: ValueId, depth: u32) -> Supply {
-        if self.fwd.values[v.index()].konst.is_some() {
+        if self.fwd.func.values[v.index()].konst.is_some() {
             return Supply::Const;
         }
-        let def = self.fwd_def.get(v.index()).copied().flatten();
+        let def = self.fwd.def.get(v.index()).copied().flatten();
         if def == Some(BlockId(0)) {
             return Supply::Entry;
         }
         let mut invariant = None;
-        for l in self.cfg.loops_around(b) {
-            let Some(s) = &self.loops[l] else { continue };
+        for l in self.primal.cfg.loops_around(b) {
+            let Some(s) = &self.plan.loops[l] else {
+                continue;
+            };
             if s.iv == v {
                 return Supply::Counter(l);
             }
-            if def.is_some_and(|d| !self.cfg.loops[l].contains(d)) {
+            if def.is_some_and(|d| !self.primal.cfg.loops[l].contains(d)) {
                 invariant = Some(l);
             }
         }
@@ -48,11 +50,11 @@ impl<'a> Transform<'a> {
     /// (see [`Transform::arrays_immutable`]). A repeated instruction sees
     /// the operands it saw in the forward code, so it cannot trap.
     pub(super) fn remat_inst(&self, v: ValueId) -> Option<&'a Inst> {
-        let (b, i) = self.def_inst.get(v.index()).copied().flatten()?;
-        let inst = &self.p.blocks[b].insts[i];
+        let (b, i) = self.primal.def_inst.get(v.index()).copied().flatten()?;
+        let inst = &self.primal.p.blocks[b].insts[i];
         let cheap = match inst.op.facts().remat {
             Remat::Cheap => true,
-            Remat::CheapUnlessArraysChange => self.arrays_immutable,
+            Remat::CheapUnlessArraysChange => self.primal.arrays_immutable,
             Remat::Never => false,
         };
         cheap.then_some(inst)
@@ -63,20 +65,20 @@ impl<'a> Transform<'a> {
     pub(super) fn supply_reg(&mut self, b: BlockId, v: ValueId) -> ValueId {
         match self.supply(b, v, 0) {
             Supply::Const => {
-                let data = &self.fwd.values[v.index()];
+                let data = &self.fwd.func.values[v.index()];
                 let (ty, bits) = (data.ty, data.konst.unwrap_or(0));
                 self.konst(ty, bits)
             }
             Supply::Entry => {
-                if self.listed.insert((Listed::Entry, v)) {
-                    self.entry_values.push(v);
+                if self.plan.listed.insert((Listed::Entry, v)) {
+                    self.plan.entry_values.push(v);
                 }
                 self.mirror_of(v)
             }
-            Supply::Counter(l) => self.loops[l].as_ref().map_or(v, |s| s.ctr),
+            Supply::Counter(l) => self.plan.loops[l].as_ref().map_or(v, |s| s.ctr),
             Supply::Invariant(l) => {
-                if let Some(s) = &mut self.loops[l] {
-                    if self.listed.insert((Listed::Invariant(l), v)) {
+                if let Some(s) = &mut self.plan.loops[l] {
+                    if self.plan.listed.insert((Listed::Invariant(l), v)) {
                         s.invariants.push(v);
                     }
                 }
@@ -84,8 +86,8 @@ impl<'a> Transform<'a> {
             }
             Supply::Remat => self.rematerialize(b, v),
             Supply::Push => {
-                if self.listed.insert((Listed::Need(b.index()), v)) {
-                    self.needs[b.index()].push(v);
+                if self.plan.listed.insert((Listed::Need(b.index()), v)) {
+                    self.plan.needs[b.index()].push(v);
                 }
                 self.mirror_of(v)
             }
@@ -94,17 +96,17 @@ impl<'a> Transform<'a> {
 
     /// Recompute `v` at the top of `b`'s reverse block (once per block).
     pub(super) fn rematerialize(&mut self, b: BlockId, v: ValueId) -> ValueId {
-        if let Some(r) = self.remat_memo.get(&(b.index(), v)) {
+        if let Some(r) = self.plan.remat_memo.get(&(b.index(), v)) {
             return *r;
         }
         let Some(inst) = self.remat_inst(v) else {
             return self.mirror_of(v);
         };
         let args: Vec<ValueId> = inst.args.iter().map(|a| self.supply_reg(b, *a)).collect();
-        let data = &self.fwd.values[v.index()];
-        let dst = self.rev.new_value(data.ty, data.name.clone());
-        self.remat[b.index()].push(Inst::new(inst.op, Some(dst), args, inst.loc));
-        self.remat_memo.insert((b.index(), v), dst);
+        let data = &self.fwd.func.values[v.index()];
+        let dst = self.rev.func.new_value(data.ty, data.name.clone());
+        self.plan.remat[b.index()].push(Inst::new(inst.op, Some(dst), args, inst.loc));
+        self.plan.remat_memo.insert((b.index(), v), dst);
         dst
     }
 
@@ -115,31 +117,31 @@ impl<'a> Transform<'a> {
     /// which lets the lowering coalesce loop-carried values into their phis'
     /// registers. The reverse block pops in the opposite order.
     pub(super) fn order_needs(&mut self) {
-        for b in 0..self.p.blocks.len() {
+        for b in 0..self.primal.p.blocks.len() {
             let mut late = Vec::new();
-            for (i, inst) in self.p.blocks[b].insts.iter().enumerate() {
-                if let Some(old) = self.overwritten.get(&(b, i)) {
+            for (i, inst) in self.primal.p.blocks[b].insts.iter().enumerate() {
+                if let Some(old) = self.fwd.overwritten.get(&(b, i)) {
                     late.push(*old);
                 }
                 // A factor before its instruction's result: the reverse
                 // code reads the result first (in the fragments of later
                 // readers) and the factor last (in the instruction's own
                 // fragment), so popping in that order lets both pops fuse.
-                if let Some(f) = self.factors.get(&(b, i)) {
+                if let Some(f) = self.fwd.factors.get(&(b, i)) {
                     late.push(*f);
                 }
                 if let Some(d) = inst.dst {
                     late.push(d);
                 }
             }
-            let needs = &self.needs[b];
+            let needs = &self.plan.needs[b];
             let mut ordered: Vec<ValueId> = needs
                 .iter()
                 .copied()
                 .filter(|v| !late.contains(v))
                 .collect();
             ordered.extend(late.into_iter().filter(|v| needs.contains(v)));
-            self.needs[b] = ordered;
+            self.plan.needs[b] = ordered;
         }
     }
 }

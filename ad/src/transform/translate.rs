@@ -10,19 +10,19 @@ impl Transform<'_> {
         &mut self,
         derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
     ) -> Result<(), NoRule> {
-        let p = self.p;
+        let p = self.primal.p;
         for (b, block) in p.blocks.iter().enumerate() {
             for (i, inst) in block.insts.iter().enumerate() {
                 match inst.op {
                     Op::ASet => {
-                        let old = self.fwd.new_value(Type::F64, None);
-                        self.fwd_def.push(Some(BlockId(b as u32)));
-                        self.overwritten.insert((b, i), old);
+                        let old = self.fwd.func.new_value(Type::F64, None);
+                        self.fwd.def.push(Some(BlockId(b as u32)));
+                        self.fwd.overwritten.insert((b, i), old);
                     }
-                    Op::Call if call_is_active(p, inst, &self.active) => {
+                    Op::Call if call_is_active(p, inst, &self.primal.active) => {
                         let callee = inst.callee.expect("calls name a callee");
-                        let wrt = call_wrt(&inst.args, &self.active);
-                        self.calls.insert((b, i), derived(callee, wrt));
+                        let wrt = call_wrt(&inst.args, &self.primal.active);
+                        self.fwd.calls.insert((b, i), derived(callee, wrt));
                     }
                     _ => {}
                 }
@@ -32,30 +32,32 @@ impl Transform<'_> {
                         .name
                         .as_ref()
                         .map(|n| format!("{}.{n}", other.mnemonic()));
-                    let f = self.fwd.new_value(Type::F64, name);
-                    self.fwd_def.push(Some(BlockId(b as u32)));
-                    self.factors.insert((b, i), f);
+                    let f = self.fwd.func.new_value(Type::F64, name);
+                    self.fwd.def.push(Some(BlockId(b as u32)));
+                    self.fwd.factors.insert((b, i), f);
                 }
             }
             let mut frag = Vec::new();
             for (i, inst) in block.insts.iter().enumerate().rev() {
                 self.reverse_inst(b, i, inst, &mut frag)?;
             }
-            self.frags[b] = frag;
+            self.rev.frags[b] = frag;
         }
         // Where each counted loop's reverse reads the first value of its
         // induction variable. It is defined before the loop (its definition
         // dominates the entry edge, which is not a back edge), so this is a
         // constant, an entry value, an outer loop's counter, or a value
         // pushed at the loop's exits: never a per-iteration push.
-        for l in 0..self.loops.len() {
-            let Some(s) = &self.loops[l] else { continue };
+        for l in 0..self.plan.loops.len() {
+            let Some(s) = &self.plan.loops[l] else {
+                continue;
+            };
             if s.lim_const {
                 continue;
             }
-            let (init, header) = (s.init, self.cfg.loops[l].header);
+            let (init, header) = (s.init, self.primal.cfg.loops[l].header);
             let r = self.supply_reg(header, init);
-            if let Some(s) = &mut self.loops[l] {
+            if let Some(s) = &mut self.plan.loops[l] {
                 s.init_reg = Some(r);
             }
         }
@@ -81,7 +83,7 @@ impl Transform<'_> {
         let (&[a], Some(d)) = (&inst.args[..], inst.dst) else {
             return None;
         };
-        (self.active[a.index()] && self.active[d.index()]).then_some((other, a))
+        (self.primal.active[a.index()] && self.primal.active[d.index()]).then_some((other, a))
     }
 
     /// Append the reverse fragment of `inst` (block `b`, index `i`) to
@@ -102,10 +104,10 @@ impl Transform<'_> {
             loc,
         };
         rules::reverse::rule(&mut e, i, inst)?;
-        if let Some(d) = inst.dst.and_then(|d| e.t.cot[d.index()]) {
+        if let Some(d) = inst.dst.and_then(|d| e.t.rev.cot[d.index()]) {
             // A single-contribution cotangent is overwritten, not added to,
             // by its next instance, so it needs no zeroing.
-            if e.t.cfg.in_cycle[b] && !e.t.set_once[d.index()] {
+            if e.t.primal.cfg.in_cycle[b] && !e.t.rev.set_once[d.index()] {
                 e.op(Op::Zero, None, vec![d]);
             }
         }
@@ -116,7 +118,7 @@ impl Transform<'_> {
     /// outright into a cotangent that receives exactly one contribution per
     /// instance (see [`single_contribution`]).
     pub(super) fn contribution(&self, op: Op, to: ValueId, args: Vec<ValueId>, loc: Loc) -> Inst {
-        if !self.set_once.get(to.index()).copied().unwrap_or(false) {
+        if !self.rev.set_once.get(to.index()).copied().unwrap_or(false) {
             let mut all = vec![to];
             all.extend(args);
             return Inst::new(op, None, all, loc);

@@ -9,45 +9,45 @@ impl Transform<'_> {
     }
 
     pub(super) fn konst(&mut self, ty: Type, bits: u64) -> ValueId {
-        if let Some(v) = self.consts.get(&(ty, bits)) {
+        if let Some(v) = self.rev.consts.get(&(ty, bits)) {
             return *v;
         }
-        let v = self.rev.new_const(ty, bits);
-        self.consts.insert((ty, bits), v);
+        let v = self.rev.func.new_const(ty, bits);
+        self.rev.consts.insert((ty, bits), v);
         v
     }
 
     pub(super) fn mirror_of(&mut self, v: ValueId) -> ValueId {
-        if self.mirror.len() < self.fwd.values.len() {
-            self.mirror.resize(self.fwd.values.len(), None);
+        if self.rev.mirror.len() < self.fwd.func.values.len() {
+            self.rev.mirror.resize(self.fwd.func.values.len(), None);
         }
-        if let Some(m) = self.mirror[v.index()] {
+        if let Some(m) = self.rev.mirror[v.index()] {
             return m;
         }
-        let data = &self.fwd.values[v.index()];
-        let m = self.rev.new_value(data.ty, data.name.clone());
-        self.mirror[v.index()] = Some(m);
+        let data = &self.fwd.func.values[v.index()];
+        let m = self.rev.func.new_value(data.ty, data.name.clone());
+        self.rev.mirror[v.index()] = Some(m);
         m
     }
 
     pub(super) fn new_block(&mut self, name: String) -> BlockId {
-        self.rev.blocks.push(Block {
+        self.rev.func.blocks.push(Block {
             name,
             phis: Vec::new(),
             insts: Vec::new(),
             term: Term::RetN(Vec::new()),
             term_loc: Loc::default(),
         });
-        BlockId(self.rev.blocks.len() as u32 - 1)
+        BlockId(self.rev.func.blocks.len() as u32 - 1)
     }
 
     /// Whether block `b` has an active f64 phi (its incoming edges then need
     /// reverse edge blocks).
     pub(super) fn has_active_phis(&self, b: usize) -> bool {
-        self.p.blocks[b]
+        self.primal.p.blocks[b]
             .phis
             .iter()
-            .any(|phi| self.cot[phi.dst.index()].is_some())
+            .any(|phi| self.rev.cot[phi.dst.index()].is_some())
     }
 }
 
