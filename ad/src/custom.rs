@@ -403,12 +403,13 @@ impl Engine {
     /// The rule a derived function (forward, reverse or tangent function,
     /// by bytecode id) was made from, if it was.
     pub(crate) fn rule_made(&self, g: FuncId) -> Option<Rule> {
-        self.module.rules.iter().copied().find(|r| {
-            let pairs = self.derived.get(r.f.index()).into_iter().flatten();
-            let jvps = self.jvps.get(r.f.index()).into_iter().flatten();
-            pairs.map(|(_, d)| d).any(|d| d.fwd == g || d.rev == g)
-                || jvps.map(|(_, id)| id).any(|id| *id == g)
-        })
+        // Forward, reverse and tangent functions of the rule's function
+        // (not the tangents of derived functions, which no rule makes).
+        let of = match self.derived.kind(g)? {
+            (crate::Kind::Hvp(_), _) => return None,
+            (_, of) => of,
+        };
+        self.module.rules.iter().copied().find(|r| r.f == of)
     }
 
     /// The comment line (with its newline) a listing shows above derived

@@ -14,7 +14,7 @@ impl Engine {
         if func.ret != RetType::One(Type::F64) {
             return None;
         }
-        lookup(&self.derived, f, wrt)
+        self.derived.pair(f, wrt)
     }
 
     /// The forward and reverse functions of `f` with respect to every `f64`
@@ -52,7 +52,7 @@ impl Engine {
     /// [`Engine::derive_wrt`] for a function of any result (an `f64[]`
     /// result's cotangent is its shadow array, see [`Engine::vjp_wrt`]).
     pub(crate) fn derive_any(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
-        if let Some(d) = lookup(&self.derived, f, wrt) {
+        if let Some(d) = self.derived.pair(f, wrt) {
             return Ok(d);
         }
         let func = self.user_func(f)?;
@@ -69,15 +69,7 @@ impl Engine {
     /// a failed derivation leaves behind.
     pub(crate) fn rollback(&mut self, first_new: usize) {
         Arc::make_mut(&mut self.program).truncate(first_new);
-        Arc::make_mut(&mut self.derived_ir).truncate(first_new - self.module.funcs.len());
-        for list in self.derived.iter_mut() {
-            list.retain(|(_, d)| d.fwd.index() < first_new);
-        }
-        for list in self.jvps.iter_mut() {
-            list.retain(|(_, id)| id.index() < first_new);
-        }
-        self.derived_tangents
-            .retain(|g, t| g.index() < first_new && t.index() < first_new);
+        self.derived.truncate(first_new);
     }
 
     pub(crate) fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
@@ -91,7 +83,7 @@ impl Engine {
                 let program_len = &mut self.program.len();
                 let derived = &mut self.derived;
                 let mut ids = |h: FuncId, hw: Vec<bool>| {
-                    if let Some(d) = lookup(derived, h, &hw) {
+                    if let Some(d) = derived.pair(h, &hw) {
                         return d;
                     }
                     let d = Derived {
@@ -100,7 +92,7 @@ impl Engine {
                     };
                     *program_len += 2;
                     let hw = hw.into_boxed_slice();
-                    derived[h.index()].push((hw.clone(), d));
+                    derived.add_pair(h, hw.clone(), d);
                     pending.push((h, hw));
                     d
                 };
@@ -129,7 +121,9 @@ impl Engine {
                 self.push_placeholders(h, &hw);
                 work.push((h, hw));
             }
-            let d = lookup(&self.derived, g, &gw)
+            let d = self
+                .derived
+                .pair(g, &gw)
                 .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
             self.install_derived(d.fwd, fwd, g)?;
             self.install_derived(d.rev, rev, g)?;
@@ -161,8 +155,11 @@ impl Engine {
         Arc::make_mut(&mut self.program)
             .set(id, bc)
             .map_err(|e| AdError::Internal(e.to_string()))?;
-        let first_derived = self.module.funcs.len();
-        Arc::make_mut(&mut self.derived_ir)[id.index() - first_derived] = func;
+        if !self.derived.install(id, func) {
+            return Err(AdError::Internal(format!(
+                "no slot for derived function {id}"
+            )));
+        }
         Ok(())
     }
 
@@ -194,7 +191,7 @@ impl Engine {
             fwd: FuncId(n),
             rev: FuncId(n + 1),
         };
-        self.derived[f.index()].push((wrt.clone(), d));
+        self.derived.add_pair(f, wrt.clone(), d);
         self.push_placeholders(f, &wrt);
         work.push((f, wrt));
         d
@@ -237,12 +234,12 @@ impl Engine {
                 .collect();
             format!(".wrt.{}", names.join("."))
         };
-        self.push_named_placeholder(format!("{}.{part}{suffix}", func.name));
-        let code = match part {
-            "fwd" => "gradient's forward sweep",
-            "rev" => "gradient's reverse sweep",
-            _ => "tangent code",
+        let (kind, code) = match part {
+            "fwd" => (Kind::Fwd, "gradient's forward sweep"),
+            "rev" => (Kind::Rev, "gradient's reverse sweep"),
+            _ => (Kind::Tangent, "tangent code"),
         };
+        self.push_named_placeholder(format!("{}.{part}{suffix}", func.name), kind, f);
         self.set_last_origin(f, code.to_string());
     }
 
@@ -264,8 +261,9 @@ impl Engine {
 
     /// One empty function named `name` (followed by `'` as often as needed
     /// to differ from a user function's name) standing for a derived
-    /// function until it is built.
-    pub(crate) fn push_named_placeholder(&mut self, mut name: String) {
+    /// function of kind `kind`, derived from user function `of`, until it
+    /// is built.
+    pub(crate) fn push_named_placeholder(&mut self, mut name: String, kind: Kind, of: FuncId) {
         while self.derived_like.contains(&name) {
             name.push('\'');
         }
@@ -284,21 +282,19 @@ impl Engine {
             reg_names: Vec::new(),
         };
         Arc::make_mut(&mut self.program).push(placeholder);
-        Arc::make_mut(&mut self.derived_ir).push(ir::Function {
-            name,
-            params: Vec::new(),
-            ret: RetType::Many(Vec::new()),
-            values: Vec::new(),
-            blocks: Vec::new(),
-            loc: Default::default(),
-        });
+        self.derived.push(name, kind, of);
     }
 
     /// The IR of a derived function (forward or reverse), by bytecode id.
     pub fn derived_ir(&self, id: FuncId) -> Option<&ir::Function> {
-        id.index()
-            .checked_sub(self.module.funcs.len())
-            .and_then(|i| self.derived_ir.get(i))
+        self.derived.ir(id)
+    }
+
+    /// What a derived function (by bytecode id) computes, and the user
+    /// function it derives from; `None` for a user function or an unknown
+    /// id.
+    pub fn derived_kind(&self, id: FuncId) -> Option<(Kind, FuncId)> {
+        self.derived.kind(id)
     }
 
     /// Forward and reverse bytecode of `f` and of every function derived
@@ -334,7 +330,7 @@ impl Engine {
     /// reverse of each). Empty if that pair is not built yet.
     pub fn reachable_derived(&self, f: FuncId) -> Vec<FuncId> {
         let full = self.full_masks.get(f.index()).map(|m| &**m).unwrap_or(&[]);
-        match lookup(&self.derived, f, full) {
+        match self.derived.pair(f, full) {
             Some(d) => self.reachable_from(d),
             None => Vec::new(),
         }

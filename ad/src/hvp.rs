@@ -15,7 +15,7 @@
 //!    Hessian-vector product. An array parameter's gradient is its shadow,
 //!    its product the shadow of its tangent array.
 
-use crate::{check_mask, scalar_bits, AdError, Engine};
+use crate::{check_mask, scalar_bits, AdError, Engine, Kind};
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
@@ -347,10 +347,10 @@ impl Engine {
             None => self.derive_wrt(f, wrt)?,
         };
         if let (Some(a), Some(b)) = (
-            self.derived_tangents.get(&d.fwd),
-            self.derived_tangents.get(&d.rev),
+            self.derived.tangent_of(d.fwd),
+            self.derived.tangent_of(d.rev),
         ) {
-            return Ok((*a, *b));
+            return Ok((a, b));
         }
         let func = self.module.func(f);
         check_mask(func, wrt)?;
@@ -367,10 +367,10 @@ impl Engine {
         }
         result?;
         match (
-            self.derived_tangents.get(&d.fwd),
-            self.derived_tangents.get(&d.rev),
+            self.derived.tangent_of(d.fwd),
+            self.derived.tangent_of(d.rev),
         ) {
-            (Some(a), Some(b)) => Ok((*a, *b)),
+            (Some(a), Some(b)) => Ok((a, b)),
             _ => Err(AdError::Internal("lost tangent ids".into())),
         }
     }
@@ -383,13 +383,14 @@ impl Engine {
         let first_derived = self.module.funcs.len();
         let mut work: Vec<(FuncId, FuncId)> = Vec::new();
         for g in roots {
-            if self.derived_tangents.contains_key(g) {
+            if self.derived.tangent_of(*g).is_some() {
                 continue;
             }
             let id = FuncId(self.program.len() as u32);
-            self.derived_tangents.insert(*g, id);
+            self.derived.set_tangent_of(*g, id);
             let name = format!("{}.jvp", self.program.func(*g).name);
-            self.push_named_placeholder(name);
+            let of = self.derived.kind(*g).map_or(f, |(_, of)| of);
+            self.push_named_placeholder(name, Kind::Hvp(*g), of);
             self.set_last_tangent_origin(*g);
             work.push((*g, id));
         }
@@ -403,17 +404,17 @@ impl Engine {
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
-                let tangents = &mut self.derived_tangents;
+                let table = &mut self.derived;
                 let mut ids = |h: FuncId| {
                     if h.index() < first_derived {
                         return user_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
                     }
-                    if let Some(t) = tangents.get(&h) {
-                        return Some(*t);
+                    if let Some(t) = table.tangent_of(h) {
+                        return Some(t);
                     }
                     let t = FuncId(*program_len as u32);
                     *program_len += 1;
-                    tangents.insert(h, t);
+                    table.set_tangent_of(h, t);
                     pending.push((h, t));
                     Some(t)
                 };
@@ -423,7 +424,8 @@ impl Engine {
                 func.map_err(|e| AdError::Internal(format!("forward mode of @{}: {e}", ir.name)))?;
             for (h, t) in pending {
                 let name = format!("{}.jvp", self.program.func(h).name);
-                self.push_named_placeholder(name);
+                let of = self.derived.kind(h).map_or(f, |(_, of)| of);
+                self.push_named_placeholder(name, Kind::Hvp(h), of);
                 self.set_last_tangent_origin(h);
                 work.push((h, t));
             }

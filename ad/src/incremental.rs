@@ -35,8 +35,7 @@ impl Engine {
             given.funcs.truncate(n);
             Arc::make_mut(&mut e.module).funcs.truncate(n);
             Arc::make_mut(&mut e.program).truncate(n);
-            e.derived.iter_mut().for_each(Vec::clear);
-            Arc::make_mut(&mut e.derived_ir).clear();
+            e.derived.reset(n);
             Err(err)
         };
         let given = if inlining {
@@ -94,9 +93,7 @@ impl Engine {
         }
         self.budget = budget;
         self.total_size = total;
-        self.derived.iter_mut().for_each(Vec::clear);
-        self.derived.resize(n + added, Vec::new());
-        Arc::make_mut(&mut self.derived_ir).clear();
+        self.derived.reset(n + added);
         for f in &self.module.funcs[n..] {
             self.full_masks
                 .push(analysis::all_params(f).into_boxed_slice());

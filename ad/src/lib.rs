@@ -20,8 +20,9 @@
 //! [`Engine::hessian`]).
 //!
 //! [`Engine`] is the library entry point: it owns a module, its bytecode, a
-//! VM and the cache of derived functions (built lazily, on the first gradient
-//! that needs them, so recursion and mutual recursion work). Before
+//! VM and one table of derived functions (built lazily, on the first gradient
+//! that needs them, so recursion and mutual recursion work; each with its
+//! IR, its [`Kind`] and the user function it derives from). Before
 //! anything is lowered, [`Engine::new`] inlines small callees into their
 //! callers ([`vm::inline`]; a small self-recursive function runs eight
 //! levels per frame); [`Engine::with_inlining`] with [`Policy::NONE`] keeps
@@ -58,6 +59,7 @@ mod incremental;
 mod modes;
 pub mod optimize;
 pub mod rules;
+mod table;
 pub mod transform;
 
 pub use error::{AdError, FRAME_REGISTERS};
@@ -67,6 +69,7 @@ pub use modes::{Jacobian, Vjp};
 use rules::reverse::NoRule;
 use std::fmt;
 use std::sync::{Arc, Mutex};
+pub use table::Kind;
 use transform::Derived;
 use vm::bytecode::Program;
 pub use vm::inline::Policy;
@@ -85,16 +88,6 @@ pub struct Gradient {
     pub grad: Vec<Option<Value>>,
 }
 
-/// Derived function pairs of each user function (indexed by its id), each
-/// with the mask of parameters it differentiates with respect to. A vector,
-/// not a hash map: the lookup is on every gradient call, and hashing the id
-/// cost more than the rest of a small gradient's bookkeeping.
-type DerivedCache = Vec<Vec<(Box<[bool]>, Derived)>>;
-
-/// Tangent functions of each user function (indexed by its id), each with
-/// its mask, like [`DerivedCache`].
-type JvpCache = Vec<Vec<(Box<[bool]>, FuncId)>>;
-
 /// A module, its bytecode, a VM and the derived functions built so far.
 ///
 /// Cloning is cheap: a clone shares the module, the bytecode and the IR of
@@ -107,15 +100,11 @@ type JvpCache = Vec<Vec<(Box<[bool]>, FuncId)>>;
 pub struct Engine {
     module: Arc<ir::Module>,
     program: Arc<Program>,
-    /// Derived functions of each user function, once built, by the
-    /// parameters they differentiate with respect to (one flag per
-    /// parameter; usually one or two masks per function, so a list).
-    derived: DerivedCache,
+    /// Every derived function (its IR, kind and origin, by bytecode id)
+    /// and the index by (user function, mask, mode) ([`table`]).
+    derived: table::DerivedTable,
     /// Every `f64` and `f64[]` parameter of each user function selected.
     full_masks: Vec<Box<[bool]>>,
-    /// IR of every derived function, indexed like `program.funcs` past the
-    /// user functions (kept for printing and for pictures of the CFG).
-    derived_ir: Arc<Vec<ir::Function>>,
     vm: Vm,
     /// Raw argument buffer, reused across calls.
     raw: Vec<u64>,
@@ -131,9 +120,6 @@ pub struct Engine {
     /// `f.rev...`, `f.jvp...`), which a derived function's name must not
     /// repeat.
     derived_like: Arc<hashbrown::HashSet<String>>,
-    /// Tangent (forward-mode) functions of each user function, once built,
-    /// by the parameters they differentiate with respect to.
-    jvps: JvpCache,
     /// Handles of the tangent arrays of the current forward-mode call.
     tangent_handles: Vec<u64>,
     /// Zeros, for the tangent array of an array parameter given no
@@ -154,10 +140,6 @@ pub struct Engine {
     total_size: usize,
     /// User functions by name (the first of a name, as `Module::find`).
     by_name: hashbrown::HashMap<String, FuncId>,
-    /// The tangent function of each derived function (forward function or
-    /// pullback) built so far, by bytecode id: what Hessian-vector
-    /// products run (see [`Engine::hvp`]).
-    derived_tangents: hashbrown::HashMap<FuncId, FuncId>,
 }
 
 impl Clone for Engine {
@@ -175,14 +157,12 @@ impl Clone for Engine {
             program: Arc::clone(&self.program),
             derived: self.derived.clone(),
             full_masks: self.full_masks.clone(),
-            derived_ir: Arc::clone(&self.derived_ir),
             vm,
             raw: Vec::new(),
             handles: Vec::new(),
             id: engine_id(),
             lineage,
             derived_like: Arc::clone(&self.derived_like),
-            jvps: self.jvps.clone(),
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: self.cleanup,
@@ -192,7 +172,6 @@ impl Clone for Engine {
             budget: self.budget,
             total_size: self.total_size,
             by_name: self.by_name.clone(),
-            derived_tangents: self.derived_tangents.clone(),
         }
     }
 }
@@ -280,16 +259,14 @@ impl Engine {
         Ok(Engine {
             module: Arc::new(module),
             program: Arc::new(program),
-            derived: vec![Vec::new(); nfuncs],
+            derived: table::DerivedTable::new(nfuncs),
             full_masks,
-            derived_ir: Arc::new(Vec::new()),
             vm: Vm::new(Default::default()),
             raw: Vec::new(),
             handles: Vec::new(),
             id: engine_id(),
             lineage: Vec::new(),
             derived_like: Arc::new(derived_like),
-            jvps: vec![Vec::new(); nfuncs],
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: true,
@@ -299,7 +276,6 @@ impl Engine {
             budget,
             total_size,
             by_name: hashbrown::HashMap::new(),
-            derived_tangents: hashbrown::HashMap::new(),
         })
         .map(|mut e| {
             e.index_names(0);
@@ -486,23 +462,6 @@ impl Engine {
         }
         Ok(())
     }
-}
-
-/// The derived pair of `f` with respect to `wrt`, if built (no allocation).
-#[inline]
-fn lookup(derived: &DerivedCache, f: FuncId, wrt: &[bool]) -> Option<Derived> {
-    derived
-        .get(f.index())?
-        .iter()
-        .find(|(m, _)| same_mask(m, wrt))
-        .map(|(_, d)| *d)
-}
-
-/// `a == b`, element by element: masks are a few flags long, shorter than
-/// what a call to `memcmp` costs.
-#[inline]
-fn same_mask(a: &[bool], b: &[bool]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// A mask must have one flag per parameter and select only `f64` and

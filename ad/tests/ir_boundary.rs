@@ -446,3 +446,51 @@ fn added_functions_compile_as_in_a_fresh_engine() {
     }
     assert!(one_at_a_time > 10, "{one_at_a_time}");
 }
+
+/// Derived code lives in one table, reset as a whole when the module
+/// grows: after `Engine::add_functions`, an added function gets its
+/// tangent and Hessian-vector product (exact for `sin(x²)`), and every
+/// derived function's kind and origin are known, including those of code
+/// derived before the module grew.
+#[test]
+fn added_functions_get_tangents_and_hvps_from_one_table() {
+    let func = |name: &str| {
+        let src = format!(
+            "fn @{name}(%x: f64) -> f64 {{\nentry:\n    %y = mul %x, %x\n    %z = sin %y\n    ret %z\n}}\n"
+        );
+        assembler::assemble(&src, "f.adasm")
+            .expect("assembles")
+            .funcs
+            .remove(0)
+    };
+    let (x, d) = (0.7f64, [Some(Value::F64(1.0))]);
+    let mut e = Engine::new(Module::default()).expect("empty");
+    e.add_functions(vec![func("g")]).expect("adds");
+    let g = FuncId(0);
+    e.jvp(g, &[Value::F64(x)], &d).expect("tangent of @g");
+    e.hvp(g, &[Value::F64(x)], &d).expect("hvp of @g");
+    e.add_functions(vec![func("f")]).expect("adds");
+    let f = FuncId(1);
+    let t = e.jvp(f, &[Value::F64(x)], &d).expect("tangent of @f");
+    let dz = 2.0 * x * (x * x).cos();
+    match t.tangent {
+        Some(Value::F64(v)) => assert!((v - dz).abs() <= 1e-12 * dz.abs(), "{v} vs {dz}"),
+        other => panic!("{other:?}"),
+    }
+    let h = e.hvp(f, &[Value::F64(x)], &d).expect("hvp of @f");
+    let d2z = 2.0 * (x * x).cos() - 4.0 * x * x * (x * x).sin();
+    match &h.hvp[0] {
+        Some(Value::F64(v)) => assert!((v - d2z).abs() <= 1e-12 * d2z.abs(), "{v} vs {d2z}"),
+        other => panic!("{other:?}"),
+    }
+    let (fwd, rev) = e.derive_hvp(f, &[true]).expect("built");
+    let pair = e.derive(f).expect("built");
+    assert_eq!(e.derived_kind(pair.fwd), Some((ad::Kind::Fwd, f)));
+    assert_eq!(e.derived_kind(pair.rev), Some((ad::Kind::Rev, f)));
+    assert_eq!(e.derived_kind(fwd), Some((ad::Kind::Hvp(pair.fwd), f)));
+    assert_eq!(e.derived_kind(rev), Some((ad::Kind::Hvp(pair.rev), f)));
+    assert_eq!(e.derived_kind(f), None, "a user function");
+    let jvp = e.derive_jvp(f, &[true]).expect("built");
+    assert_eq!(e.derived_kind(jvp), Some((ad::Kind::Tangent, f)));
+    assert_eq!(e.derived_ir(jvp).map(|i| i.name.as_str()), Some("f.jvp"));
+}

@@ -2,7 +2,7 @@
 //! lazily like derived pairs, and run on the same VM.
 
 use super::jvp_function;
-use crate::{check_mask, same_mask, scalar_bits, AdError, Engine, JvpCache};
+use crate::{check_mask, scalar_bits, AdError, Engine};
 use vm::ir::{FuncId, RetType};
 use vm::{Type, Value};
 
@@ -57,16 +57,6 @@ impl PreparedJvp {
     }
 }
 
-/// The tangent function of `f` with respect to `wrt`, if built (no
-/// allocation).
-#[inline]
-fn lookup_jvp(jvps: &JvpCache, f: FuncId, wrt: &[bool]) -> Option<FuncId> {
-    jvps.get(f.index())?
-        .iter()
-        .find(|(m, _)| same_mask(m, wrt))
-        .map(|(_, id)| *id)
-}
-
 impl Engine {
     /// Value and directional derivative of `f` at `args` along `dir`, with
     /// respect to every `f64` and `f64[]` parameter. `dir` has one entry
@@ -112,7 +102,7 @@ impl Engine {
         out: &mut Tangent,
     ) -> Result<(), AdError> {
         let arrays = self.raw_args(f, args)?;
-        let id = match lookup_jvp(&self.jvps, f, wrt) {
+        let id = match self.derived.tangent_fn(f, wrt) {
             Some(id) => id,
             None => self.derive_jvp(f, wrt)?,
         };
@@ -296,7 +286,7 @@ impl Engine {
     /// building it, and those of the functions it calls through, on first
     /// use. Its bytecode id; its IR is [`Engine::derived_ir`].
     pub fn derive_jvp(&mut self, f: FuncId, wrt: &[bool]) -> Result<FuncId, AdError> {
-        if let Some(id) = lookup_jvp(&self.jvps, f, wrt) {
+        if let Some(id) = self.derived.tangent_fn(f, wrt) {
             return Ok(id);
         }
         let func = self.user_func(f)?;
@@ -312,22 +302,22 @@ impl Engine {
     fn derive_jvp_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<FuncId, AdError> {
         let first_new = self.program.len();
         let root = FuncId(first_new as u32);
-        self.jvps[f.index()].push((wrt.into(), root));
+        self.derived.add_tangent_fn(f, wrt.into(), root);
         self.push_placeholder(f, wrt, "jvp");
         let mut work: Vec<(FuncId, Box<[bool]>, FuncId)> = vec![(f, wrt.into(), root)];
         while let Some((g, gw, id)) = work.pop() {
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
-                let jvps = &mut self.jvps;
+                let table = &mut self.derived;
                 let mut ids = |h: FuncId, hw: Vec<bool>| {
-                    if let Some(id) = lookup_jvp(jvps, h, &hw) {
+                    if let Some(id) = table.tangent_fn(h, &hw) {
                         return id;
                     }
                     let id = FuncId(*program_len as u32);
                     *program_len += 1;
                     let hw = hw.into_boxed_slice();
-                    jvps[h.index()].push((hw.clone(), id));
+                    table.add_tangent_fn(h, hw.clone(), id);
                     pending.push((h, hw, id));
                     id
                 };
