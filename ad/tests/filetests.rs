@@ -21,6 +21,11 @@
 //! and review the diff of `ad/tests/expect/` before committing it. A second
 //! test checks that the expectations, together, show every opcode that the
 //! AD stage writes, so that every reverse-mode rule has a listing.
+//!
+//! **Stage files** (`ad/tests/stages/*.adasm`) test one stage or one
+//! clean-up pass on a small program, the expectation in the same file
+//! (see "stage file tests" below and docs/ARCHITECTURE.md); the same
+//! `UPDATE_EXPECT=1` blesses them.
 
 use ad::Engine;
 use std::collections::BTreeSet;
@@ -178,4 +183,296 @@ fn the_expectations_show_every_opcode_of_derived_code() {
         missing.is_empty(),
         "no expected listing shows {missing:?}: add a program that needs them"
     );
+}
+
+// ---- stage file tests -------------------------------------------------------
+//
+// `ad/tests/stages/*.adasm`: a program, one `; stage:` directive naming one
+// stage or pass, `; fn: NAME` (default `f`), and after the line
+// `; ==== expected` the listing that stage gives, each line behind `; ` so
+// that the file still assembles. Stages:
+//
+// * `lower`: the function's bytecode (inlining off);
+// * `reverse`: the IR of the forward and reverse functions as the rules and
+//   the reverse CFG's assembly build them (clean-up off);
+// * `optimize`: the reverse function's IR after the whole clean-up;
+// * `pass NAME...`: the reverse function's IR as `reverse` builds it after
+//   the clean-up passes named, in order (`merge_blocks`, `known_zero`,
+//   `propagate_copies`, `remove_dead`, `sink_writes`, `coalesce`,
+//   `fuse_pops`, `fuse_shadow_products`, `layout`): the pass a file tests
+//   is the last, the others make its input (a pass such as `coalesce`
+//   finds work only in what earlier ones leave), and the listing's first
+//   line says whether that last pass changed the function;
+// * `tangent`: the IR of the tangent (forward-mode) function.
+//
+// IR prints as `assembler::print_module` prints it. `UPDATE_EXPECT=1`
+// rewrites the expectations, as for the corpus listings.
+
+/// The marker line after which a stage file's expectation starts.
+const EXPECTED: &str = "; ==== expected";
+
+/// The IR of the derived functions `ids` of `e`, printed with every
+/// function of the engine in the module so that callees have their names.
+/// `instead` replaces one derived function's IR (a pass's result).
+fn derived_text(e: &Engine, ids: &[FuncId], instead: Option<(FuncId, vm::ir::Function)>) -> String {
+    let n = e.module().funcs.len();
+    let mut m = vm::ir::Module {
+        funcs: e.module().funcs.clone(),
+        ..Default::default()
+    };
+    for i in n..e.program().len() {
+        let f = FuncId(i as u32);
+        let ir = match &instead {
+            Some((g, ir)) if *g == f => Some(ir.clone()),
+            _ => e.derived_ir(f).cloned(),
+        };
+        m.funcs.push(ir.unwrap_or_else(|| {
+            let mut empty = e.module().funcs[0].clone();
+            empty.blocks.clear();
+            empty
+        }));
+    }
+    let text = assembler::print_module(&m);
+    let mut chunks: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("fn @") {
+            chunks.push(String::new());
+        }
+        if let Some(c) = chunks.last_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+    }
+    let mut out = String::new();
+    for id in ids {
+        if let Some(c) = chunks.get(id.index()) {
+            out.push_str(c.trim_end());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Run one clean-up pass by name. (What a pass returns means "another
+/// round may help"; the caller compares the function instead.)
+fn run_pass(name: &str, f: &mut vm::ir::Function) -> Result<(), String> {
+    use ad::optimize as o;
+    let _another_round = match name {
+        "merge_blocks" => {
+            o::merge_blocks(f);
+            false
+        }
+        "known_zero" => o::known_zero(f),
+        "propagate_copies" => o::propagate_copies(f),
+        "remove_dead" => o::remove_dead(f),
+        "sink_writes" => o::sink_writes(f),
+        "coalesce" => o::coalesce(f),
+        "fuse_pops" => o::fuse_pops(f),
+        "fuse_shadow_products" => o::fuse_shadow_products(f),
+        "layout" => {
+            o::layout(f);
+            false
+        }
+        _ => return Err(format!("no clean-up pass `{name}`")),
+    };
+    Ok(())
+}
+
+/// The listing a stage file's directives ask for.
+fn stage_listing(src: &str, name: &str) -> Result<String, String> {
+    let directive = |key: &str| {
+        src.lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
+    };
+    let stage = directive("; stage:").ok_or("no `; stage:` directive")?;
+    let fname = directive("; fn:").unwrap_or_else(|| "f".to_string());
+    let module = assembler::assemble(src, name).map_err(|e| e.render())?;
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).map_err(|e| e.to_string())?;
+    let f = e.find(&fname).ok_or(format!("no function @{fname}"))?;
+    let words: Vec<&str> = stage.split_whitespace().collect();
+    match words.as_slice() {
+        ["lower"] => Ok(vm::disasm::function_in(
+            e.program().func(f),
+            Some(e.program()),
+        )),
+        ["reverse"] => {
+            e.set_reverse_cleanup(false);
+            let d = e.derive(f).map_err(|e| e.to_string())?;
+            Ok(derived_text(&e, &[d.fwd, d.rev], None))
+        }
+        ["optimize"] => {
+            let d = e.derive(f).map_err(|e| e.to_string())?;
+            Ok(derived_text(&e, &[d.rev], None))
+        }
+        ["pass", passes @ ..] if !passes.is_empty() => {
+            e.set_reverse_cleanup(false);
+            let d = e.derive(f).map_err(|e| e.to_string())?;
+            let mut rev = e.derived_ir(d.rev).cloned().ok_or("no reverse IR")?;
+            // Whether the last pass changed the function, by comparison
+            // (the passes' own answers mean "another round may help").
+            let mut changed = false;
+            for pass in passes {
+                let before = rev.clone();
+                run_pass(pass, &mut rev)?;
+                changed = rev != before;
+            }
+            let last = passes[passes.len() - 1];
+            let what = if changed { "changed" } else { "unchanged" };
+            let text = derived_text(&e, &[d.rev], Some((d.rev, rev)));
+            Ok(format!("; {last}: {what}\n{text}"))
+        }
+        ["tangent"] => {
+            let mask: Vec<bool> = {
+                let func = e.module().func(f);
+                func.params
+                    .iter()
+                    .map(|p| func.ty(*p).is_differentiable())
+                    .collect()
+            };
+            let t = e.derive_jvp(f, &mask).map_err(|e| e.to_string())?;
+            Ok(derived_text(&e, &[t], None))
+        }
+        _ => Err(format!("unknown stage `{stage}`")),
+    }
+}
+
+/// A stage file's text with `listing` as its expectation: the part before
+/// the marker (or the whole file), the marker, then each line behind `; `.
+fn with_expectation(src: &str, listing: &str) -> String {
+    let head = match src.find(EXPECTED) {
+        Some(i) => &src[..i],
+        None => src,
+    };
+    let mut out = head.trim_end().to_string();
+    out.push_str("\n\n");
+    out.push_str(EXPECTED);
+    out.push('\n');
+    for line in listing.lines() {
+        out.push_str(if line.is_empty() { ";" } else { "; " });
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// What is wrong with a stage file, if anything: its listing differs from
+/// its expectation (the first differing line), or its directives fail.
+fn stage_mismatch(src: &str, name: &str) -> Option<String> {
+    let got = match stage_listing(src, name) {
+        Ok(text) => text,
+        Err(e) => return Some(format!("{name}: {e}")),
+    };
+    let want = with_expectation(src, &got);
+    if want == src {
+        return None;
+    }
+    let line = want
+        .lines()
+        .zip(src.lines())
+        .position(|(a, b)| a != b)
+        .unwrap_or(want.lines().count().min(src.lines().count()));
+    Some(format!(
+        "{name}: line {}: expected `{}`, the stage gives `{}`",
+        line + 1,
+        src.lines().nth(line).unwrap_or("<end>"),
+        want.lines().nth(line).unwrap_or("<end>"),
+    ))
+}
+
+fn stage_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stages");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|x| x == "adasm"));
+    files.sort();
+    files
+}
+
+#[test]
+fn stage_files_match_their_expectations() {
+    let bless = std::env::var_os("UPDATE_EXPECT").is_some();
+    let files = stage_files();
+    assert!(files.len() >= 12, "the stage files: {files:?}");
+    let mut failed = Vec::new();
+    for path in &files {
+        let name = path.display().to_string();
+        let src = std::fs::read_to_string(path).expect("readable");
+        if bless {
+            let listing = stage_listing(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(path, with_expectation(&src, &listing)).expect("write");
+            continue;
+        }
+        failed.extend(stage_mismatch(&src, &name));
+    }
+    assert!(
+        failed.is_empty(),
+        "stage listings differ from their expectations (if the change is meant, run \
+         UPDATE_EXPECT=1 cargo test -p advm-ad --test filetests and review the diff):\n{}",
+        failed.join("\n")
+    );
+}
+
+/// Every clean-up pass has a stage file that ends with it, and it changes
+/// its input there (a file whose pass does nothing shows nothing).
+#[test]
+fn every_pass_has_a_stage_file_that_it_changes() {
+    let mut seen = BTreeSet::new();
+    for path in stage_files() {
+        let src = std::fs::read_to_string(&path).expect("readable");
+        if let Some(passes) = src.lines().find_map(|l| l.strip_prefix("; stage: pass ")) {
+            let pass = passes.split_whitespace().last().unwrap_or("").to_string();
+            assert!(
+                src.contains(&format!("; ; {pass}: changed")),
+                "{}: the pass changes nothing",
+                path.display()
+            );
+            seen.insert(pass);
+        }
+    }
+    for pass in [
+        "merge_blocks",
+        "known_zero",
+        "propagate_copies",
+        "remove_dead",
+        "sink_writes",
+        "coalesce",
+        "fuse_pops",
+        "fuse_shadow_products",
+        "layout",
+    ] {
+        assert!(seen.contains(pass), "no stage file for `{pass}`");
+    }
+}
+
+/// The comparison fails when an expectation is wrong: each stage file with
+/// one expected line changed, or one dropped, is reported at that line.
+#[test]
+fn a_wrong_expectation_fails() {
+    for path in stage_files() {
+        let name = path.display().to_string();
+        let src = std::fs::read_to_string(&path).expect("readable");
+        let Some(at) = src.find(EXPECTED) else {
+            panic!("{name}: no expectation");
+        };
+        let first = src[at..].lines().count() > 1;
+        assert!(first, "{name}: an empty expectation");
+        let marker_line = src[..at].lines().count();
+        let mut lines: Vec<&str> = src.lines().collect();
+        let changed_line = format!("{} (changed)", lines[marker_line + 1]);
+        lines[marker_line + 1] = &changed_line;
+        let changed = lines.join("\n") + "\n";
+        let report = stage_mismatch(&changed, &name).expect("a changed line is reported");
+        assert!(
+            report.contains(&format!("line {}:", marker_line + 2)),
+            "{report}"
+        );
+        let mut lines: Vec<&str> = src.lines().collect();
+        lines.pop();
+        let dropped = lines.join("\n") + "\n";
+        assert!(
+            stage_mismatch(&dropped, &name).is_some(),
+            "{name}: a dropped line"
+        );
+    }
 }
