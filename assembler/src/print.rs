@@ -261,7 +261,9 @@ impl<'a> FnPrinter<'a> {
                 let callee = i.callee.map_or("?".to_string(), |c| self.fname(c));
                 format!("call @{callee}({})", self.vals(&i.args))
             }
-            Op::CallAcc => {
+            // The callee's results are added to (`call.acc`) or written
+            // to (`call.n`) the registers in brackets.
+            Op::CallAcc | Op::CallN => {
                 let callee = i.callee.map_or("?".to_string(), |c| self.fname(c));
                 format!(
                     "{m} @{callee}({}) -> [{}]",
