@@ -309,9 +309,9 @@ fn make_module() -> Option<JITModule> {
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
     flags.set("opt_level", "speed").ok()?;
-    // Cranelift's own IR verifier re-checks every function it compiles
-    // (about a fifth of the compile time); the translation's output is
-    // checked by it in debug builds (every test), not in release ones.
+    // Cranelift's own IR verifier re-checks every function it compiles,
+    // which costs compile time; the translation's output is checked by it
+    // in debug builds (every test), not in release ones.
     if !cfg!(debug_assertions) {
         flags.set("enable_verifier", "false").ok()?;
     }
