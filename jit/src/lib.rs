@@ -103,6 +103,7 @@ pub struct Jit {
     bodies: Vec<Option<Body>>,
     entries: Vec<Option<Entry>>,
     out: Vec<u64>,
+    views: Vec<native::ArrView>,
     fctx: FunctionBuilderContext,
     compile_times: Vec<Duration>,
     next_name: u64,
@@ -129,6 +130,7 @@ impl Jit {
             bodies: Vec::new(),
             entries: Vec::new(),
             out: Vec::new(),
+            views: Vec::new(),
             fctx: FunctionBuilderContext::new(),
             compile_times: Vec::new(),
             next_name: 0,
@@ -307,6 +309,12 @@ fn make_module() -> Option<JITModule> {
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
     flags.set("opt_level", "speed").ok()?;
+    // Cranelift's own IR verifier re-checks every function it compiles,
+    // which costs compile time; the translation's output is checked by it
+    // in debug builds (every test), not in release ones.
+    if !cfg!(debug_assertions) {
+        flags.set("enable_verifier", "false").ok()?;
+    }
     let isa = cranelift_native::builder()
         .ok()?
         .finish(settings::Flags::new(flags))
@@ -396,7 +404,7 @@ impl NativeTier for Jit {
             self.out.resize(code.nouts, 0);
         }
         vm.native_begin();
-        let o = native::enter(code, vm, args, &mut self.out);
+        let o = native::enter(code, vm, args, &mut self.out, &mut self.views);
         if let Some((site, kind)) = o.pending {
             let (func, pc) = native::unsite(site);
             let callers: Vec<(FuncId, usize)> =

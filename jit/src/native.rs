@@ -49,7 +49,20 @@ pub(crate) struct Ctx {
     pub blk_ptr: *mut u32,
     pub blk_len: u64,
     pub blk_cap: u64,
+    /// The live arrays' views ([`ArrView`], indexed by handle - 1) and
+    /// their number: `views`' buffer and length, set on entry and after
+    /// every `anew` ([`sync_arrays`]). Compiled code reads and writes an
+    /// element in place when the handle and index are within these
+    /// bounds, and calls the helper (which traps as the interpreter does)
+    /// otherwise.
+    pub arr_tab: *const ArrView,
+    pub arr_n: u64,
     vm: *mut Vm,
+    /// The views themselves (host-only; the tier's buffer, lent for the
+    /// call, so that a warm call allocates nothing).
+    views: Vec<ArrView>,
+    /// [`Vm::native_array_moves`] when `views` was last filled.
+    moves: u64,
     /// The trap: where (`site`, see [`site`]) and what.
     pub pending: Option<(u64, TrapKind)>,
     /// The sites of the calls a trap unwound through, innermost first
@@ -70,6 +83,29 @@ pub(crate) const OFF_COMMS_CAP: i32 = std::mem::offset_of!(Ctx, comms_cap) as i3
 pub(crate) const OFF_BLK_PTR: i32 = std::mem::offset_of!(Ctx, blk_ptr) as i32;
 pub(crate) const OFF_BLK_LEN: i32 = std::mem::offset_of!(Ctx, blk_len) as i32;
 pub(crate) const OFF_BLK_CAP: i32 = std::mem::offset_of!(Ctx, blk_cap) as i32;
+pub(crate) const OFF_ARR_TAB: i32 = std::mem::offset_of!(Ctx, arr_tab) as i32;
+pub(crate) const OFF_ARR_N: i32 = std::mem::offset_of!(Ctx, arr_n) as i32;
+
+/// Where one live array's elements and shadow are (`repr(C)`: compiled
+/// code reads the fields at the offsets below). Addresses are kept as
+/// integers so that the tier stays `Send`; compiled code only
+/// dereferences them below the lengths beside them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ArrView {
+    pub data: u64,
+    pub len: u64,
+    /// 0 and 0 outside AD mode (no shadows).
+    pub shadow: u64,
+    pub shadow_len: u64,
+}
+
+pub(crate) const AV_SHIFT: i64 = 5;
+pub(crate) const AV_DATA: i32 = std::mem::offset_of!(ArrView, data) as i32;
+pub(crate) const AV_LEN: i32 = std::mem::offset_of!(ArrView, len) as i32;
+pub(crate) const AV_SHADOW: i32 = std::mem::offset_of!(ArrView, shadow) as i32;
+pub(crate) const AV_SHADOW_LEN: i32 = std::mem::offset_of!(ArrView, shadow_len) as i32;
+const _: () = assert!(std::mem::size_of::<ArrView>() == 1 << AV_SHIFT);
 
 /// Where a trap happened, as compiled code passes it: function id in the
 /// high 32 bits, `pc` in the low ones.
@@ -109,6 +145,34 @@ fn sync_in(c: &mut Ctx, vm: &mut Vm) {
     c.blk_ptr = b.as_mut_ptr();
     c.blk_len = b.len() as u64;
     c.blk_cap = b.capacity() as u64;
+}
+
+/// Bring the views of the live arrays up to date: all of them if buffers
+/// may have moved since they were taken (or `all`), else those of the
+/// arrays allocated since; then point the context at them.
+fn sync_arrays(c: &mut Ctx, vm: &mut Vm, all: bool) {
+    let moves = vm.native_array_moves();
+    let n = vm.native_array_count();
+    if all || moves != c.moves || n < c.views.len() {
+        c.views.clear();
+        c.moves = moves;
+    }
+    for h in c.views.len() + 1..=n {
+        let v = match vm.native_array_raw(h as u64) {
+            Some((d, l, s, sl)) => ArrView {
+                data: d as u64,
+                len: l as u64,
+                shadow: s as u64,
+                shadow_len: sl as u64,
+            },
+            // Never happens (handles `1..=n` are live); an empty view
+            // sends every access to the helper.
+            None => ArrView::default(),
+        };
+        c.views.push(v);
+    }
+    c.arr_tab = c.views.as_ptr();
+    c.arr_n = c.views.len() as u64;
 }
 
 /// Give the comms and block stacks the lengths compiled code left in the
@@ -158,27 +222,58 @@ unsafe fn parts<'a>(ctx: *mut Ctx) -> (&'a mut Ctx, &'a mut Vm) {
 /// A helper. `stacks`: it may change the AD stacks, so their lengths are
 /// written back before it and everything read again after it; the others
 /// (arrays, shadows, traps) touch neither stack.
+///
+/// On x86-64 the helpers use the Windows x64 calling convention (`win64`,
+/// Cranelift's `WindowsFastcall`), whose callee keeps `xmm6`-`xmm15`:
+/// helpers are called on cold paths inside loops, and under the System V
+/// convention, where every vector register is the caller's to save, the
+/// register allocator kept the loops' `f64` values in stack slots (a store
+/// and a load on every dependency chain). Elsewhere they are `extern "C"`.
 macro_rules! helper {
     ($(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
-        $(#[$doc])*
-        pub(crate) extern "C" fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
+        helper_abi! { $(#[$doc])* fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
             // SAFETY: only compiled code calls helpers, with the context
             // `enter` gave it (see `parts`).
             let ($c, $vm) = unsafe { parts(ctx) };
             $body
-        }
+        }}
     };
     (stacks $(#[$doc:meta])* fn $name:ident($c:ident, $vm:ident, $site:ident $(, $a:ident: $t:ty)*) -> $ret:ty $body:block) => {
-        $(#[$doc])*
-        pub(crate) extern "C" fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
+        helper_abi! { $(#[$doc])* fn $name(ctx: *mut Ctx, $site: u64 $(, $a: $t)*) -> $ret {
             // SAFETY: as above.
             let ($c, $vm) = unsafe { parts(ctx) };
             sync_out($c, $vm);
             let r: $ret = $body;
             sync_in($c, $vm);
             r
-        }
+        }}
     };
+}
+
+/// A helper function with the helpers' calling convention ([`helper!`]).
+#[cfg(target_arch = "x86_64")]
+macro_rules! helper_abi {
+    ($(#[$doc:meta])* fn $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) extern "win64" fn $($rest)*
+    };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! helper_abi {
+    ($(#[$doc:meta])* fn $($rest:tt)*) => {
+        $(#[$doc])*
+        pub(crate) extern "C" fn $($rest)*
+    };
+}
+
+/// The function-pointer type of a helper with these arguments and result.
+#[cfg(target_arch = "x86_64")]
+macro_rules! helper_ty {
+    ($($t:ty),* $(=> $r:ty)?) => { extern "win64" fn($($t),*) $(-> $r)? };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! helper_ty {
+    ($($t:ty),* $(=> $r:ty)?) => { extern "C" fn($($t),*) $(-> $r)? };
 }
 
 helper! { stacks
@@ -233,10 +328,12 @@ helper! { stacks
 helper! {
     /// `anew`.
     fn h_anew(c, vm, site, n: i64) -> u64 {
-        vm.native_anew(n).unwrap_or_else(|k| {
+        let h = vm.native_anew(n).unwrap_or_else(|k| {
             c.fail(site, k);
             0
-        })
+        });
+        sync_arrays(c, vm, false);
+        h
     }
 }
 helper! {
@@ -367,15 +464,15 @@ pub(crate) enum Sig {
 
 /// Every helper: name, address, signature class.
 pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
-    type V0 = extern "C" fn(*mut Ctx, u64);
-    type V1 = extern "C" fn(*mut Ctx, u64, u64);
-    type V2 = extern "C" fn(*mut Ctx, u64, u64, u64);
-    type VT = extern "C" fn(*mut Ctx, u64, i64, u64);
-    type I0 = extern "C" fn(*mut Ctx, u64) -> u64;
-    type IA = extern "C" fn(*mut Ctx, u64, i64) -> u64;
-    type IL = extern "C" fn(*mut Ctx, u64, u64) -> i64;
-    type F2H = extern "C" fn(*mut Ctx, u64, u64, i64) -> f64;
-    type VF = extern "C" fn(*mut Ctx, u64, u64, i64, f64);
+    type V0 = helper_ty!(*mut Ctx, u64);
+    type V1 = helper_ty!(*mut Ctx, u64, u64);
+    type V2 = helper_ty!(*mut Ctx, u64, u64, u64);
+    type VT = helper_ty!(*mut Ctx, u64, i64, u64);
+    type I0 = helper_ty!(*mut Ctx, u64 => u64);
+    type IA = helper_ty!(*mut Ctx, u64, i64 => u64);
+    type IL = helper_ty!(*mut Ctx, u64, u64 => i64);
+    type F2H = helper_ty!(*mut Ctx, u64, u64, i64 => f64);
+    type VF = helper_ty!(*mut Ctx, u64, u64, i64, f64);
     type M1 = extern "C" fn(f64) -> f64;
     type M2 = extern "C" fn(f64, f64) -> f64;
     let mut v: Vec<(&'static str, *const u8, Sig)> = vec![
@@ -483,7 +580,16 @@ unsafe impl Send for EntryCode {}
 unsafe impl Sync for EntryCode {}
 
 /// Run compiled code: the trampoline `code` on `args`, results in `out`.
-pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64]) -> Outcome {
+///
+/// `views` is a buffer for the arrays' views, lent for the call and handed
+/// back (its contents are stale afterwards).
+pub(crate) fn enter(
+    code: EntryCode,
+    vm: &mut Vm,
+    args: &[u64],
+    out: &mut [u64],
+    views: &mut Vec<ArrView>,
+) -> Outcome {
     let limits = vm.limits();
     let mut ctx = Ctx {
         trapped: 0,
@@ -499,14 +605,20 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
         blk_ptr: std::ptr::null_mut(),
         blk_len: 0,
         blk_cap: 0,
+        arr_tab: std::ptr::null(),
+        arr_n: 0,
         vm: std::ptr::null_mut(),
+        views: std::mem::take(views),
+        moves: 0,
         pending: None,
         callers: Vec::new(),
     };
     sync_in(&mut ctx, vm);
+    sync_arrays(&mut ctx, vm, true);
     if args.len() != code.nparams || out.len() < code.nouts {
         // Never happens (the tier sizes both from the same function); no
         // machine code runs on a mismatch.
+        *views = std::mem::take(&mut ctx.views);
         return Outcome {
             pending: Some((0, TrapKind::ArgMismatch("native tier: bad entry".into()))),
             callers: Vec::new(),
@@ -519,13 +631,25 @@ pub(crate) fn enter(code: EntryCode, vm: &mut Vm, args: &[u64], out: &mut [u64])
     // `JITModule` (alive while the tier is); it reads `nparams` values from
     // `args` and writes at most `nouts` to `out`, both checked just above.
     // `ctx` outlives the call; `vm` is reached only through it until the
-    // call returns (see `parts`).
+    // call returns (see `parts`). Compiled code reads and writes array
+    // elements in place only at `arr_tab[h - 1]` with `h - 1 < arr_n` and
+    // below that view's length (`translate.rs`, `in_place`, unsigned
+    // compares): `arr_tab` and `arr_n` are `views`' buffer and length,
+    // which `sync_arrays` took from the heap's live arrays on entry and
+    // again after every `anew` (the only thing that allocates or, through
+    // `Heap::release_spare`, moves a live array's buffers while compiled
+    // code runs; it is a helper, and compiled code reloads both fields at
+    // each access), so each view's address and length are those of a live
+    // array's buffer. No Rust reference to those buffers is held while
+    // compiled code runs (helpers make theirs from `vm` and drop them
+    // before returning).
     ctx.vm = vm as *mut Vm;
     unsafe {
         let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) = std::mem::transmute(code.ptr);
         f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
     }
     sync_out(&ctx, vm);
+    *views = std::mem::take(&mut ctx.views);
     Outcome {
         pending: ctx.pending.take(),
         callers: std::mem::take(&mut ctx.callers),

@@ -26,9 +26,10 @@
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
 use crate::native::{
-    site, Sig, OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR,
-    OFF_DEPTH, OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED,
-    T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
+    site, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
+    OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH,
+    OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED, T_BAD_BLOCK,
+    T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -83,6 +84,11 @@ pub(crate) fn signature(f: &Function, mut sig: Signature) -> Signature {
 pub(crate) fn helper_signature(s: Sig, mut sig: Signature) -> Signature {
     let i = AbiParam::new(types::I64);
     let fl = AbiParam::new(types::F64);
+    // The helpers' calling convention (`native.rs`, `helper!`); the math
+    // functions keep the platform's.
+    if cfg!(target_arch = "x86_64") && !matches!(s, Sig::F1 | Sig::F2) {
+        sig.call_conv = cranelift_codegen::isa::CallConv::WindowsFastcall;
+    }
     match s {
         Sig::Void(n) | Sig::Int(n) | Sig::Float(n) => {
             sig.params.push(i);
@@ -161,8 +167,54 @@ struct T<'a, 'b> {
     max_depth: Value,
     unwind: Block,
     blocks: HashMap<usize, Block>,
+    /// The context fields kept in variables ([`CACHED`]).
+    cached: [Variable; 8],
     /// End (exclusive) of the bytecode block being translated.
     end: usize,
+}
+
+/// The context fields compiled code keeps in variables between helpers
+/// and calls: the AD stacks' buffers, lengths and capacities and the
+/// arrays' views. The lengths (the only ones compiled code changes) are
+/// written back before every helper that uses the stacks, every call and
+/// every return ([`T::spill`]); all are read again after a helper or call
+/// that may change them ([`T::reload`]). So the stack lengths live in
+/// machine registers across a loop instead of going through memory at
+/// every push and pop.
+const CACHED: [i32; 8] = [
+    OFF_COMMS_PTR,
+    OFF_COMMS_LEN,
+    OFF_COMMS_CAP,
+    OFF_BLK_PTR,
+    OFF_BLK_LEN,
+    OFF_BLK_CAP,
+    OFF_ARR_TAB,
+    OFF_ARR_N,
+];
+
+/// The helpers that use or change the AD stacks (`stacks` in `native.rs`).
+const STACK_HELPERS: [&str; 6] = [
+    "advm_comms_push",
+    "advm_comms_reserve",
+    "advm_comms_push_r",
+    "advm_comms_pop",
+    "advm_blk_push",
+    "advm_blk_pop",
+];
+
+/// What an array access in place does with the element ([`T::in_place`]).
+#[derive(Clone, Copy)]
+enum Elem {
+    /// Nothing: the length is the result (`alen`).
+    Len,
+    /// Read it (`aget`).
+    Load,
+    /// Write the value (`aset`).
+    Store(Value),
+    /// Add the value (`shadow.acc`).
+    Add(Value),
+    /// Read it and write 0 (`shadow.take`).
+    Take,
 }
 
 /// Where a stack's buffer, length and capacity are in the context, and
@@ -264,6 +316,41 @@ impl T<'_, '_> {
         self.b.ins().store(mem(), v, self.ctx, off);
     }
 
+    fn cvar(&self, off: i32) -> Variable {
+        let k = CACHED.iter().position(|o| *o == off).unwrap_or(0);
+        self.cached[k]
+    }
+
+    /// A cached context field ([`CACHED`]).
+    fn cget(&mut self, off: i32) -> Value {
+        let var = self.cvar(off);
+        self.b.use_var(var)
+    }
+
+    fn cset(&mut self, off: i32, v: Value) {
+        let var = self.cvar(off);
+        self.b.def_var(var, v)
+    }
+
+    /// Write the stack lengths back to the context.
+    fn spill(&mut self) {
+        for off in [OFF_COMMS_LEN, OFF_BLK_LEN] {
+            let v = self.cget(off);
+            self.ctx_store(v, off);
+        }
+    }
+
+    /// Read the stacks' fields (`stacks`) and the arrays' (`arrays`) from
+    /// the context again.
+    fn reload(&mut self, stacks: bool, arrays: bool) {
+        for (k, off) in CACHED.iter().enumerate() {
+            if (k < 6 && stacks) || (k >= 6 && arrays) {
+                let v = self.ctx_load(*off);
+                self.cset(*off, v);
+            }
+        }
+    }
+
     /// If `cond`, trap with `code` at `pc`.
     fn trap_if(&mut self, cond: Value, pc: usize, code: i64, payload: Value) {
         let cold = self.b.create_block();
@@ -307,8 +394,16 @@ impl T<'_, '_> {
         let site = self.site(pc);
         let mut all = vec![self.ctx, site];
         all.extend_from_slice(args);
+        let stacks = STACK_HELPERS.contains(&name);
+        if stacks {
+            self.spill();
+        }
         let call = self.b.ins().call(h, &all);
-        self.b.inst_results(call).first().copied()
+        let r = self.b.inst_results(call).first().copied();
+        if stacks || name == "advm_anew" {
+            self.reload(stacks, true);
+        }
+        r
     }
 
     /// A fallible helper: call, then check.
@@ -331,27 +426,46 @@ impl T<'_, '_> {
     }
 
     /// `a * b`, but 0 where either is zero and the product is nan
-    /// (`vm::math::mul_z`).
+    /// (`vm::math::mul_z`). As in the interpreter, the common case is the
+    /// product and one predicted branch (a select would put the compares
+    /// on the product's dependency chain: a loop carrying it through
+    /// `acc.mul.pop.mul` ran at a third of the speed); the nan case is
+    /// a cold block.
     fn mul_z(&mut self, a: Value, c: Value) -> Value {
         let p = self.b.ins().fmul(a, c);
-        let zero = self.b.ins().f64const(0.0);
-        let nan = self.b.ins().fcmp(FloatCC::Unordered, p, p);
-        let az = self.b.ins().fcmp(FloatCC::Equal, a, zero);
-        let bz = self.b.ins().fcmp(FloatCC::Equal, c, zero);
-        let z = self.b.ins().bor(az, bz);
-        let z = self.b.ins().band(z, nan);
-        self.b.ins().select(z, zero, p)
+        self.nan_fixup(p, |t, p| {
+            let zero = t.b.ins().f64const(0.0);
+            let az = t.b.ins().fcmp(FloatCC::Equal, a, zero);
+            let bz = t.b.ins().fcmp(FloatCC::Equal, c, zero);
+            let z = t.b.ins().bor(az, bz);
+            t.b.ins().select(z, zero, p)
+        })
     }
 
     /// `a / b`, but 0 where `a` is zero and the quotient nan
-    /// (`vm::math::div_z`).
+    /// (`vm::math::div_z`), likewise.
     fn div_z(&mut self, a: Value, c: Value) -> Value {
         let q = self.b.ins().fdiv(a, c);
-        let zero = self.b.ins().f64const(0.0);
-        let nan = self.b.ins().fcmp(FloatCC::Unordered, q, q);
-        let az = self.b.ins().fcmp(FloatCC::Equal, a, zero);
-        let z = self.b.ins().band(az, nan);
-        self.b.ins().select(z, zero, q)
+        self.nan_fixup(q, |t, q| {
+            let zero = t.b.ins().f64const(0.0);
+            let az = t.b.ins().fcmp(FloatCC::Equal, a, zero);
+            t.b.ins().select(az, zero, q)
+        })
+    }
+
+    /// `v`, or where it is nan, `fix(v)` (computed in a cold block).
+    fn nan_fixup(&mut self, v: Value, fix: impl FnOnce(&mut Self, Value) -> Value) -> Value {
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, v, v);
+        let cold = self.b.create_block();
+        let join = self.b.create_block();
+        let out = self.b.append_block_param(join, types::F64);
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(nan, cold, &[], join, &[v.into()]);
+        self.b.switch_to_block(cold);
+        let w = fix(self, v);
+        self.b.ins().jump(join, &[w.into()]);
+        self.b.switch_to_block(join);
+        out
     }
 
     fn bool64(&mut self, c: Value) -> Value {
@@ -623,7 +737,9 @@ impl T<'_, '_> {
             }
             Op::ALen => {
                 let h = self.get(r1);
-                let n = self.fallible("advm_alen", pc, &[h]);
+                let n = self.in_place(pc, h, None, AV_LEN, types::I64, Elem::Len, |t| {
+                    t.fallible("advm_alen", pc, &[h])
+                });
                 self.set_result(r0, n);
             }
             Op::AGet | Op::AGetAdd => {
@@ -633,14 +749,18 @@ impl T<'_, '_> {
                     let j = self.get(x);
                     i = self.b.ins().iadd(i, j);
                 }
-                let v = self.fallible("advm_aget", pc, &[h, i]);
+                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    t.fallible("advm_aget", pc, &[h, i])
+                });
                 self.set_result(r0, v);
             }
             Op::ASet => {
                 let h = self.get(r0);
                 let i = self.get(r1);
                 let v = self.get(r2);
-                self.fallible("advm_aset", pc, &[h, i, v]);
+                self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Store(v), |t| {
+                    t.fallible("advm_aset", pc, &[h, i, v])
+                });
             }
             Op::Call | Op::CallAcc | Op::CallN => self.call(pc),
             Op::Ret => {
@@ -813,16 +933,118 @@ impl T<'_, '_> {
                     let o = self.get(x);
                     v = self.mul_z(v, o);
                 }
-                self.fallible("advm_shadow_add", pc, &[h, i, v]);
+                self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Add(v), |t| {
+                    t.fallible("advm_shadow_add", pc, &[h, i, v])
+                });
             }
             Op::ShadowTake => {
                 let h = self.get(r1);
                 let i = self.get(r2);
-                let v = self.fallible("advm_shadow_take", pc, &[h, i]);
+                let v = self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Take, |t| {
+                    t.fallible("advm_shadow_take", pc, &[h, i])
+                });
                 self.set_result(r0, v);
             }
         }
         true
+    }
+
+    /// An array access at `pc` in place: element `i` of array `h` (its
+    /// data, or with `ptr` = `AV_SHADOW` its shadow; with `i` `None`, the
+    /// length itself), when `h` is a live handle and `i` is below the
+    /// length in its view; else `slow` (the helper, which traps as the
+    /// interpreter does). The result (of type `ty`) for `Len`, `Load` and
+    /// `Take`.
+    #[allow(clippy::too_many_arguments)]
+    fn in_place(
+        &mut self,
+        pc: usize,
+        h: Value,
+        i: Option<Value>,
+        ptr: i32,
+        ty: CType,
+        what: Elem,
+        slow: impl FnOnce(&mut Self) -> Option<Value>,
+    ) -> Option<Value> {
+        let _ = pc;
+        let gives = matches!(what, Elem::Len | Elem::Load | Elem::Take);
+        let n = self.cget(OFF_ARR_N);
+        let k = self.b.ins().iadd_imm_s(h, -1);
+        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
+        let handle_ok = self.b.create_block();
+        let slow_blk = self.b.create_block();
+        let join = self.b.create_block();
+        let out = gives.then(|| self.b.append_block_param(join, ty));
+        self.b.set_cold_block(slow_blk);
+        self.b.ins().brif(live, handle_ok, &[], slow_blk, &[]);
+        self.b.switch_to_block(handle_ok);
+        let tab = self.cget(OFF_ARR_TAB);
+        let off = self.b.ins().ishl_imm_s(k, AV_SHIFT);
+        let e = self.b.ins().iadd(tab, off);
+        let len_off = if ptr == AV_SHADOW {
+            AV_SHADOW_LEN
+        } else {
+            AV_LEN
+        };
+        let len = self.b.ins().load(types::I64, mem(), e, len_off);
+        match i {
+            None => {
+                self.b.ins().jump(join, &[len.into()]);
+            }
+            Some(i) => {
+                let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
+                let fast = self.b.create_block();
+                self.b.ins().brif(inside, fast, &[], slow_blk, &[]);
+                self.b.switch_to_block(fast);
+                let base = self.b.ins().load(types::I64, mem(), e, ptr);
+                let off = self.b.ins().ishl_imm_s(i, 3);
+                let addr = self.b.ins().iadd(base, off);
+                let r = match what {
+                    Elem::Len => None,
+                    Elem::Load => Some(self.b.ins().load(types::F64, mem(), addr, 0)),
+                    Elem::Store(v) => {
+                        self.b.ins().store(mem(), v, addr, 0);
+                        None
+                    }
+                    Elem::Add(v) => {
+                        let a = self.b.ins().load(types::F64, mem(), addr, 0);
+                        let s = self.b.ins().fadd(a, v);
+                        self.b.ins().store(mem(), s, addr, 0);
+                        None
+                    }
+                    Elem::Take => {
+                        let a = self.b.ins().load(types::F64, mem(), addr, 0);
+                        let z = self.b.ins().f64const(0.0);
+                        self.b.ins().store(mem(), z, addr, 0);
+                        Some(a)
+                    }
+                };
+                match r {
+                    Some(v) => self.b.ins().jump(join, &[v.into()]),
+                    None => self.b.ins().jump(join, &[]),
+                };
+            }
+        }
+        self.b.switch_to_block(slow_blk);
+        let y = slow(self);
+        match (out, y) {
+            (Some(_), Some(y)) => {
+                self.b.ins().jump(join, &[y.into()]);
+            }
+            (Some(_), None) => {
+                let z = if ty == types::F64 {
+                    self.b.ins().f64const(0.0)
+                } else {
+                    self.b.ins().iconst(types::I64, 0)
+                };
+                self.b.ins().jump(join, &[z.into()]);
+            }
+            (None, _) => {
+                self.b.ins().jump(join, &[]);
+            }
+        }
+        self.b.switch_to_block(join);
+        out
     }
 
     /// Push `v` (64 bits) on the comms stack in place if it has room for
@@ -835,8 +1057,8 @@ impl T<'_, '_> {
 
     /// [`T::push_fast`] on either stack.
     fn push_in(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value], st: Stack) {
-        let len = self.ctx_load(st.len);
-        let cap = self.ctx_load(st.cap);
+        let len = self.cget(st.len);
+        let cap = self.cget(st.cap);
         let spare = self.b.ins().isub(cap, len);
         let room = self
             .b
@@ -848,7 +1070,7 @@ impl T<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(room, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let ptr = self.ctx_load(st.ptr);
+        let ptr = self.cget(st.ptr);
         let off = self.b.ins().ishl_imm_s(len, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
         if st.shift == 3 {
@@ -857,7 +1079,7 @@ impl T<'_, '_> {
             self.b.ins().istore32(mem(), v, addr, 0);
         }
         let len1 = self.b.ins().iadd_imm_s(len, 1);
-        self.ctx_store(len1, st.len);
+        self.cset(st.len, len1);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
         let mut args = vec![v];
@@ -875,7 +1097,7 @@ impl T<'_, '_> {
 
     /// [`T::pop_fast`] on either stack.
     fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
-        let len = self.ctx_load(st.len);
+        let len = self.cget(st.len);
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
@@ -884,8 +1106,8 @@ impl T<'_, '_> {
         self.b.ins().brif(len, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
         let len1 = self.b.ins().iadd_imm_s(len, -1);
-        self.ctx_store(len1, st.len);
-        let ptr = self.ctx_load(st.ptr);
+        self.cset(st.len, len1);
+        let ptr = self.cget(st.ptr);
         let off = self.b.ins().ishl_imm_s(len1, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
         let x = if st.shift == 3 {
@@ -918,6 +1140,7 @@ impl T<'_, '_> {
 
     /// A `ret` or `ret.n` at `pc`: hand the count and the `pc` back.
     fn finish_return(&mut self, pc: usize) {
+        self.spill();
         let done = self.done(pc);
         self.ctx_store(done, OFF_STEPS);
         let p = self.b.ins().iconst(types::I64, pc as i64);
@@ -979,8 +1202,10 @@ impl T<'_, '_> {
             let v = self.get(u32::from(r));
             args.push(v);
         }
+        self.spill();
         let call = self.b.ins().call(fref, &args);
         let result = self.b.inst_results(call).first().copied();
+        self.reload(true, true);
         self.ctx_store(d, OFF_DEPTH);
         // A trap in the callee: note this call for the trap's call stack
         // and return at once (the callee stored the count).
@@ -1071,7 +1296,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
     for pc in &starts {
         blocks.insert(*pc, b.create_block());
     }
-    b.ins().jump(blocks[&0], &[]);
+    let cached = [(); 8].map(|_| b.declare_var(types::I64));
     let mut t = T {
         b,
         prog,
@@ -1086,8 +1311,12 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         max_depth,
         unwind,
         blocks,
+        cached,
         end: 0,
     };
+    t.reload(true, true);
+    let first = t.blocks[&0];
+    t.b.ins().jump(first, &[]);
     for (k, start) in starts.iter().enumerate() {
         let end = starts.get(k + 1).copied().unwrap_or(f.code.len());
         t.end = end;
@@ -1111,6 +1340,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         }
     }
     t.b.switch_to_block(unwind);
+    t.spill();
     match ret_ctype(f) {
         Some(ty) if ty == types::F64 => {
             let z = t.b.ins().f64const(0.0);

@@ -41,6 +41,10 @@ pub(crate) struct Heap {
     /// VM last said ([`Heap::set_memory`]); `usize::MAX` and 0 until then.
     max_memory: usize,
     other_bytes: usize,
+    /// How many times [`Heap::release_spare`] ran: the only thing that
+    /// moves a live array's buffers (a native tier's raw views of the live
+    /// arrays are stale once it changes; [`Heap::raw`]).
+    moves: u64,
 }
 
 impl Default for Heap {
@@ -54,6 +58,7 @@ impl Default for Heap {
             buf_bytes: 0,
             max_memory: usize::MAX,
             other_bytes: 0,
+            moves: 0,
         }
     }
 }
@@ -156,6 +161,7 @@ impl Heap {
     /// after [`Heap::begin`]), the spare capacity of live ones and of the
     /// slot tables. Afterwards [`Heap::held_bytes`] is the live bytes.
     pub(crate) fn release_spare(&mut self) {
+        self.moves = self.moves.wrapping_add(1);
         self.data.truncate(self.live);
         self.shadow.truncate(self.live);
         self.data.shrink_to_fit();
@@ -262,6 +268,38 @@ impl Heap {
 
     pub(crate) fn is_ad(&self) -> bool {
         self.ad
+    }
+
+    /// The number of live arrays (handles `1..=live`).
+    #[inline]
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// See the field `moves`.
+    #[inline]
+    pub(crate) fn moves(&self) -> u64 {
+        self.moves
+    }
+
+    /// Where live array `h`'s elements are and how many, then its shadow's
+    /// (length 0 outside AD mode), for a native tier that reads and writes
+    /// them in place. The buffers of a live array stay where they are
+    /// until [`Heap::begin`] or [`Heap::release_spare`] (counted by
+    /// [`Heap::moves`]): [`Heap::alloc`] fills only the slot past the live
+    /// ones and grows the slot tables, which moves the `Vec` headers, not
+    /// the buffers they point to.
+    pub(crate) fn raw(&mut self, h: u64) -> Option<(*mut f64, usize, *mut f64, usize)> {
+        let i = self.index(h)?;
+        let d = &mut self.data[i];
+        let (dp, dl) = (d.as_mut_ptr(), d.len());
+        let s = &mut self.shadow[i];
+        let (sp, sl) = if self.ad {
+            (s.as_mut_ptr(), s.len())
+        } else {
+            (std::ptr::null_mut(), 0)
+        };
+        Some((dp, dl, sp, sl))
     }
 }
 

@@ -300,4 +300,29 @@ impl Vm {
             None => Err(TrapKind::BadHandle),
         }
     }
+
+    /// The number of live arrays: handles `1..=n` are valid.
+    #[inline]
+    pub fn native_array_count(&self) -> usize {
+        self.heap.live()
+    }
+
+    /// A counter that changes whenever live arrays' buffers may have moved
+    /// (their raw views from [`Vm::native_array_raw`] are then stale).
+    /// Only an array allocation (`anew`, [`Vm::native_anew`]) changes it
+    /// while compiled code runs.
+    #[inline]
+    pub fn native_array_moves(&self) -> u64 {
+        self.heap.moves()
+    }
+
+    /// Live array `h`'s elements (address, length) and its shadow's
+    /// (address, length; null and 0 outside AD mode), for a native tier
+    /// that accesses them in place within these bounds. Valid until an
+    /// allocation changes [`Vm::native_array_moves`] or the next call from
+    /// the host.
+    #[inline]
+    pub fn native_array_raw(&mut self, h: u64) -> Option<(*mut f64, usize, *mut f64, usize)> {
+        self.heap.raw(h)
+    }
 }

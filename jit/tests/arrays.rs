@@ -1,0 +1,137 @@
+//! Arrays in place: compiled code reads and writes array elements and
+//! shadows without a helper call while the handle is live and the index in
+//! bounds, and leaves everything else to the helpers. These tests check that
+//! both tiers agree (values, gradients, traps, instruction counts) on every
+//! index around the bounds and across an
+//! allocation that gives back spare buffers (which may move live arrays'
+//! buffers, after which compiled code must use their new place).
+
+use ad::Engine;
+use vm::{Limits, Tier, Value};
+
+const SRC: &str = r#"
+fn @at(%i: i64, %x: f64) -> f64 {
+entry:
+    %a = anew 4
+    aset %a, %i, %x
+    %e = aget %a, %i
+    %n = alen %a
+    %f = itof %n
+    %y = mul %e, %e
+    %z = add %y, %f
+    ret %z
+}
+
+fn @grow(%n: i64, %x: f64) -> f64 {
+entry:
+    %v = anew %n
+    aset %v, 0, %x
+    %e = aget %v, 0
+    ret %e
+}
+
+fn @moved(%m: i64, %x: f64) -> f64 {
+entry:
+    %a = anew 4
+    jmp fill
+fill:
+    %i = phi [entry: 0], [fill: %i2]
+    %fi = itof %i
+    %v = mul %fi, %x
+    aset %a, %i, %v
+    %i2 = add %i, 1
+    %c = lt %i2, 4
+    br %c, fill, more
+more:
+    %b = anew %m
+    %last = sub %m, 1
+    aset %b, %last, %x
+    jmp sum
+sum:
+    %j = phi [more: 0], [sum: %j2]
+    %s = phi [more: 0.0], [sum: %s2]
+    %e = aget %a, %j
+    %t = mul %e, %e
+    %s2 = add %s, %t
+    %j2 = add %j, 1
+    %d = lt %j2, 4
+    br %d, sum, done
+done:
+    %l = aget %b, %last
+    %r = mul %s2, %l
+    ret %r
+}
+"#;
+
+/// Engines without and with the native tier, with the same limits.
+fn pair(limits: &Limits) -> (Engine, Engine) {
+    let module = assembler::assemble(SRC, "arrays.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install(native.vm_mut());
+    *interp.vm_mut().limits_mut() = limits.clone();
+    *native.vm_mut().limits_mut() = limits.clone();
+    (interp, native)
+}
+
+/// Run and differentiate `name` on `args` in both engines: the same
+/// results, traps and counts. Returns the primal's `Debug` text and
+/// whether the native tier ran it.
+fn same(a: &mut Engine, b: &mut Engine, name: &str, args: &[Value]) -> (String, bool) {
+    let f = a.find(name).expect("exists");
+    let (ra, rb) = (a.run(f, args), b.run(f, args));
+    let text = format!("{rb:?}");
+    assert_eq!(format!("{ra:?}"), text, "run {name} {args:?}");
+    assert_eq!(
+        a.vm_mut().executed(),
+        b.vm_mut().executed(),
+        "count {name} {args:?}"
+    );
+    let ran = b.vm_mut().last_tier() == Tier::Native;
+    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
+    assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "grad {name} {args:?}");
+    (text, ran)
+}
+
+#[test]
+fn every_index_around_the_bounds_agrees() {
+    let (mut a, mut b) = pair(&Limits::default());
+    let mut traps = 0;
+    for i in [i64::MIN, -5, -1, 0, 1, 3, 4, 5, 1 << 40, i64::MAX] {
+        let (text, ran) = same(&mut a, &mut b, "at", &[Value::I64(i), Value::F64(1.5)]);
+        assert!(ran, "the native tier ran @at({i})");
+        if text.contains("OutOfBounds") {
+            traps += 1;
+        } else {
+            assert!(text.contains("6.25"), "{i}: {text}");
+        }
+    }
+    // In bounds: 0, 1, 3; every other index traps.
+    assert_eq!(traps, 7);
+}
+
+/// A first call leaves a large spare buffer; the second call's small array
+/// gets it, and its next allocation would take the heap past its limit, so
+/// the heap gives back spare capacity first (shrinking the live small
+/// array's buffer, which may move it) before compiled code reads the small
+/// array again.
+#[test]
+fn arrays_are_read_where_they_are_after_spare_buffers_go_back() {
+    let limits = Limits {
+        max_heap_bytes: 8000,
+        ..Limits::default()
+    };
+    let (mut a, mut b) = pair(&limits);
+    let x = Value::F64(1.25);
+    for m in [1, 300, 440, 600, 900] {
+        let (text, ran) = same(&mut a, &mut b, "grow", &[Value::I64(400), x.clone()]);
+        assert!(ran && text.contains("Ok"), "{text}");
+        let (text, ran) = same(&mut a, &mut b, "moved", &[Value::I64(m), x.clone()]);
+        assert!(ran, "the native tier ran @moved({m})");
+        // 1.25^2 (0 + 1 + 4 + 9) * 1.25 = 27.34375, where the heap fits.
+        assert!(
+            text.contains("27.34375") || text.contains("HeapLimit"),
+            "{m}: {text}"
+        );
+    }
+}
