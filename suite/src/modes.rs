@@ -167,8 +167,8 @@ pub fn vec_mismatch(got: &[f64], want: &[f64], tol: f64) -> Option<(usize, f64, 
         .zip(want)
         .enumerate()
         .find(|(_, (a, b))| {
-            let bound = tol * a.abs().max(b.abs()).max(scale);
-            !((*a - *b).abs() <= bound)
+            let diff = (*a - *b).abs();
+            diff.is_nan() || diff > tol * a.abs().max(b.abs()).max(scale)
         })
         .map(|(i, (a, b))| (i, *a, *b))
 }
