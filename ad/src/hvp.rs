@@ -432,6 +432,10 @@ impl Engine {
             if matches!(ir.ret, RetType::Many(_)) {
                 // A pullback: clean it up as reverse mode does.
                 crate::optimize::reverse(&mut func);
+            } else {
+                // A forward function's tangent: it computes again what the
+                // forward function computes for the reverse sweep.
+                crate::optimize::tangent(&mut func);
             }
             self.install_derived(id, func, f)?;
         }

@@ -554,3 +554,32 @@ entry:
         ref other => panic!("{other:?}"),
     }
 }
+
+/// The tangent of a derived forward function computes each transcendental
+/// once: the tangent rules of `sin` and `cos` need the `cos` and `sin` the
+/// forward function computes for the reverse sweep, and common
+/// subexpressions within a block are computed once
+/// (`ad::optimize::common_subexpressions`). sincos's HVP forward code has
+/// `sin x`, `cos x`, `sin c`, `cos c`, four, not eight; and the product is
+/// unchanged.
+#[test]
+fn hvp_forward_code_computes_each_transcendental_once() {
+    let src = bench_program("sincos");
+    let mut e = engine(&src);
+    let f = e.find("sincos").expect("sincos");
+    let text = e.disasm_hvp(f).expect("derives");
+    let fwd = function_text(&text, "sincos.fwd.jvp").join("\n");
+    assert!(!fwd.is_empty(), "{text}");
+    let trans = count_mnemonics(&fwd, &["sin", "cos"]) + 2 * count_mnemonics(&fwd, &["sincos"]);
+    assert_eq!(trans, 4, "{fwd}");
+    let x = 0.9f64;
+    let h = e
+        .hvp(f, &[Value::F64(x)], &[Some(Value::F64(1.0))])
+        .expect("hvp");
+    // d²/dx² sin(cos x) = -sin(cos x) sin² x - cos(cos x) cos x.
+    let want = -(x.cos().sin()) * x.sin() * x.sin() - x.cos().cos() * x.cos();
+    let Some(Some(Value::F64(got))) = h.hvp.first() else {
+        panic!("no f64 product: {h:?}")
+    };
+    assert!((got - want).abs() <= 1e-14, "{got} vs {want}");
+}

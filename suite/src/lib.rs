@@ -9,7 +9,10 @@
 //! * `peers` (with the `peers` feature): the same programs with the
 //!   tape-based AD crates `reverse` (0.2) and `echidna` (0.15);
 //! * [`advm`]: the `.adasm` programs run by advm's VM, primal and gradient
-//!   (the forward and reverse bytecode functions of `ad::Engine`).
+//!   (the forward and reverse bytecode functions of `ad::Engine`);
+//!   [`modes`]: its tangent and Hessian-vector product, beside the native
+//!   hand-written ones ([`native::Native::jvp`], [`native::Native::hvp`])
+//!   and echidna's dual numbers and `hvp` (`peers`).
 //!
 //! Every implementation takes an [`Input`] (built from a
 //! [`testkit::suite::Case`]) and writes the gradient with respect to the
@@ -23,6 +26,7 @@
 //! `cargo bench -p suite --features peers` times them.
 
 pub mod advm;
+pub mod modes;
 pub mod native;
 #[cfg(feature = "peers")]
 pub mod peers;
@@ -157,6 +161,84 @@ impl Input {
             Input::Logsumexp { v } | Input::Branchy { v } => v.len(),
             Input::Logreg { w, .. } => w.len(),
             Input::Mlp { w1, b1, w2, .. } => w1.len() + b1.len() + w2.len() + 1,
+        }
+    }
+
+    /// Indices of every f64 and f64[] argument: what advm's `jvp` and
+    /// `hvp` are benchmarked with respect to (`ad::analysis::all_params`),
+    /// and the layout of the directions of [`native::Native::jvp`] and
+    /// [`native::Native::hvp`]. Wider than [`Input::wrt`] for logreg (its
+    /// data `X` and `y`) and mlp (its input `x`).
+    pub fn params(&self) -> &'static [usize] {
+        match self {
+            Input::Logreg { .. } => &[0, 1, 2],
+            Input::Mlp { .. } => &[0, 1, 2, 3, 4],
+            _ => &[0],
+        }
+    }
+
+    /// Length of the flattened [`Input::params`].
+    pub fn params_len(&self) -> usize {
+        match self {
+            Input::Logreg { x, y, w, .. } => x.len() + y.len() + w.len(),
+            Input::Mlp { x, .. } => x.len() + self.grad_len(),
+            _ => self.grad_len(),
+        }
+    }
+
+    /// The values of [`Input::params`], flattened in argument order.
+    pub fn flatten_params(&self) -> Vec<f64> {
+        let mut f = Vec::with_capacity(self.params_len());
+        match self {
+            Input::Sincos { x } | Input::Powloop { x, .. } | Input::Recursion { x, .. } => {
+                f.push(*x)
+            }
+            Input::Logsumexp { v } | Input::Branchy { v } => f.extend_from_slice(v),
+            Input::Logreg { x, y, w, .. } => {
+                f.extend_from_slice(x);
+                f.extend_from_slice(y);
+                f.extend_from_slice(w);
+            }
+            Input::Mlp { x, w1, b1, w2, b2 } => {
+                f.extend_from_slice(x);
+                f.extend_from_slice(w1);
+                f.extend_from_slice(b1);
+                f.extend_from_slice(w2);
+                f.push(*b2);
+            }
+        }
+        f
+    }
+
+    /// The same program with its [`Input::params`] replaced by `flat`
+    /// (flattened as by [`Input::flatten_params`]).
+    pub fn with_params(&self, flat: &[f64]) -> Input {
+        assert_eq!(flat.len(), self.params_len(), "parameter count");
+        let take = |at: &mut usize, k: usize| {
+            *at += k;
+            flat[*at - k..*at].to_vec()
+        };
+        let mut at = 0;
+        match self {
+            Input::Sincos { .. } => Input::Sincos { x: flat[0] },
+            Input::Powloop { n, .. } => Input::Powloop { x: flat[0], n: *n },
+            Input::Recursion { n, .. } => Input::Recursion { x: flat[0], n: *n },
+            Input::Logsumexp { .. } => Input::Logsumexp { v: flat.to_vec() },
+            Input::Branchy { .. } => Input::Branchy { v: flat.to_vec() },
+            Input::Logreg { x, y, w, n, d } => Input::Logreg {
+                x: take(&mut at, x.len()),
+                y: take(&mut at, y.len()),
+                w: take(&mut at, w.len()),
+                n: *n,
+                d: *d,
+            },
+            Input::Mlp { x, w1, b1, w2, .. } => Input::Mlp {
+                x: take(&mut at, x.len()),
+                w1: take(&mut at, w1.len()),
+                b1: take(&mut at, b1.len()),
+                w2: take(&mut at, w2.len()),
+                b2: flat[flat.len() - 1],
+            },
         }
     }
 

@@ -26,13 +26,30 @@
 //! * Both differentiate `tanh` as `1 / cosh^2` (advm and the native adjoint
 //!   use `1 - tanh^2`), so mlp's gradients agree to rounding only.
 //!
+//! Beside them, echidna's forward mode and second order, with respect to
+//! every f64 and f64[] parameter ([`Input::params`], as advm's `jvp` and
+//! `hvp` are benchmarked):
+//!
+//! * [`EchidnaDual`]: the program over `echidna::Dual<f64>` (dual numbers,
+//!   a value and a tangent each), the inputs seeded in a reused buffer;
+//! * [`EchidnaHvp`]: `echidna::record` of the program over
+//!   `BReverse<f64>` (echidna's bytecode tape, the `bytecode` feature),
+//!   then `BytecodeTape::hvp` (forward over reverse on the tape), recorded
+//!   again on every call as `echidna::hvp` does: the programs branch on
+//!   their values, so a tape is only valid at the point it was recorded
+//!   at. Both return fresh `Vec`s.
+//!
+//! Both run one generic program ([`program`]) over the flattened
+//! parameters.
+//!
 //! The gradient is with respect to [`Input::wrt`] only: the other f64 data
 //! (logreg's `X`, `y`; mlp's `x`) enter as constants (`f64` operands).
 
 use crate::Input;
-use echidna::Scalar;
+use echidna::{BReverse, Dual, Scalar};
 use num_traits::Float;
 use reverse::{Gradient, Tape, Var};
+use std::ops::{Add, AddAssign, Div, Mul};
 
 type R = echidna::Reverse<f64>;
 
@@ -298,5 +315,161 @@ fn echidna_program(input: &Input, p: &[R]) -> R {
             }
             o * o
         }
+    }
+}
+
+/// The scalar types [`program`] runs over: echidna's active numbers with
+/// the arithmetic the suite needs, including with `f64` constants.
+pub trait Active:
+    Scalar<Float = f64>
+    + Add<f64, Output = Self>
+    + Mul<f64, Output = Self>
+    + Div<f64, Output = Self>
+    + AddAssign
+{
+}
+
+impl<S> Active for S where
+    S: Scalar<Float = f64>
+        + Add<f64, Output = S>
+        + Mul<f64, Output = S>
+        + Div<f64, Output = S>
+        + AddAssign
+{
+}
+
+/// The suite program of `input` over `p`, every f64 and f64[] parameter
+/// flattened in argument order ([`Input::flatten_params`]); the i64
+/// parameters (`n`, `N`, `D`) come from `input`. Same operations in the
+/// same order as `programs/bench/`.
+pub fn program<S: Active>(input: &Input, p: &[S]) -> S {
+    match input {
+        Input::Sincos { .. } => p[0].cos().sin(),
+        Input::Powloop { n, .. } => {
+            let x = p[0];
+            let mut r = S::from_f(1.0);
+            let mut k = *n;
+            while k > 0 {
+                r = r * x;
+                k -= 1;
+            }
+            r
+        }
+        Input::Logsumexp { .. } => {
+            let mut m = p[0];
+            for &e in &p[1..] {
+                m = m.max(e);
+            }
+            let mut s = S::from_f(0.0);
+            for &x in p {
+                s += (x - m).exp();
+            }
+            m + s.ln()
+        }
+        Input::Branchy { .. } => {
+            let mut s = S::from_f(0.0);
+            for &x in p {
+                let t = if x.value() > 0.0 { x * x } else { x * 0.01 };
+                s += t;
+            }
+            s
+        }
+        Input::Recursion { n, .. } => {
+            fn rec<S: Active>(x: S, n: i64) -> S {
+                if n == 0 {
+                    x
+                } else {
+                    x * rec(x, n - 1).sin()
+                }
+            }
+            rec(p[0], *n)
+        }
+        Input::Logreg { n, d, .. } => {
+            let (n, d) = (*n, *d);
+            let (xs, rest) = p.split_at(n * d);
+            let (ys, w) = rest.split_at(n);
+            let mut loss = S::from_f(0.0);
+            for k in 0..n {
+                let mut dot = S::from_f(0.0);
+                for (&xkj, &wj) in xs[k * d..k * d + d].iter().zip(w) {
+                    dot += xkj * wj;
+                }
+                let e = (-(ys[k] * dot)).exp();
+                loss += (e + 1.0).ln();
+            }
+            loss / n as f64
+        }
+        Input::Mlp { x, b1, .. } => {
+            let (d, h) = (x.len(), b1.len());
+            let (px, rest) = p.split_at(d);
+            let (pw1, rest) = rest.split_at(h * d);
+            let (pb1, rest) = rest.split_at(h);
+            let (pw2, pb2) = rest.split_at(h);
+            let mut o = pb2[0];
+            for i in 0..h {
+                let mut acc = pb1[i];
+                for (&wij, &xj) in pw1[i * d..i * d + d].iter().zip(px) {
+                    acc += wij * xj;
+                }
+                o += pw2[i] * acc.tanh();
+            }
+            o * o
+        }
+    }
+}
+
+/// echidna's forward mode: [`program`] over `Dual<f64>`.
+#[derive(Debug)]
+pub struct EchidnaDual {
+    input: Input,
+    flat: Vec<f64>,
+    duals: Vec<Dual<f64>>,
+}
+
+impl EchidnaDual {
+    pub fn new(input: &Input) -> EchidnaDual {
+        let flat = input.flatten_params();
+        EchidnaDual {
+            input: input.clone(),
+            duals: Vec::with_capacity(flat.len()),
+            flat,
+        }
+    }
+
+    /// The value and its derivative along `dir` (over [`Input::params`]).
+    pub fn jvp(&mut self, dir: &[f64]) -> (f64, f64) {
+        self.duals.clear();
+        self.duals
+            .extend(self.flat.iter().zip(dir).map(|(&x, &v)| Dual::new(x, v)));
+        let y = program(&self.input, &self.duals);
+        (y.re, y.eps)
+    }
+}
+
+/// echidna's Hessian-vector product: [`program`] recorded on a bytecode
+/// tape, then `BytecodeTape::hvp`.
+#[derive(Debug)]
+pub struct EchidnaHvp {
+    input: Input,
+    flat: Vec<f64>,
+}
+
+impl EchidnaHvp {
+    pub fn new(input: &Input) -> EchidnaHvp {
+        EchidnaHvp {
+            input: input.clone(),
+            flat: input.flatten_params(),
+        }
+    }
+
+    /// The value; the gradient and `H dir` (over [`Input::params`]) in `g`
+    /// and `hv`.
+    pub fn hvp(&mut self, dir: &[f64], g: &mut [f64], hv: &mut [f64]) -> f64 {
+        let input = &self.input;
+        let (tape, value) = echidna::record(|p: &[BReverse<f64>]| program(input, p), &self.flat);
+        let (grad, prod) = tape.hvp(&self.flat, dir);
+        g.copy_from_slice(&grad);
+        hv.copy_from_slice(&prod);
+        value
     }
 }

@@ -244,3 +244,67 @@ fn the_in_vm_loop_rejects_arguments_that_do_not_fit() {
         assert!(err.contains("sq.adasm:"), "no location: {err}");
     }
 }
+
+/// The native tangent against central differences of the native primal
+/// along a direction, and the native Hessian-vector product against
+/// central differences of the native HVP's gradient, so that a wrong
+/// native reference is told apart from a wrong advm.
+#[test]
+fn native_tangents_and_hvps_match_finite_differences() {
+    const H: f64 = 1e-6;
+    for (case, input) in cases() {
+        let at = input.flatten_params();
+        // branchy's v[0] = sin(0) = 0 sits on its kink: not moved.
+        let dir: Vec<f64> = suite::modes::direction(&input)
+            .iter()
+            .zip(&at)
+            .map(|(d, x)| if *x == 0.0 { 0.0 } else { *d })
+            .collect();
+        let moved = |s: f64| {
+            let p: Vec<f64> = at.iter().zip(&dir).map(|(x, d)| x + s * H * d).collect();
+            input.with_params(&p)
+        };
+        let mut native = Native::new();
+        let (_, dy) = native.jvp(&input, &dir);
+        let fd = (native.primal(&moved(1.0)) - native.primal(&moved(-1.0))) / (2.0 * H);
+        assert!(
+            close(dy, fd, 1e-6),
+            "{}: native tangent {dy:e} vs finite differences {fd:e}",
+            case.file
+        );
+        let len = input.params_len();
+        let (mut g, mut hv) = (vec![0.0; len], vec![0.0; len]);
+        native.hvp(&input, &dir, &mut g, &mut hv);
+        let (mut gp, mut gm, mut scratch) = (vec![0.0; len], vec![0.0; len], vec![0.0; len]);
+        native.hvp(&moved(1.0), &dir, &mut gp, &mut scratch);
+        native.hvp(&moved(-1.0), &dir, &mut gm, &mut scratch);
+        let fd: Vec<f64> = gp
+            .iter()
+            .zip(&gm)
+            .map(|(p, m)| (p - m) / (2.0 * H))
+            .collect();
+        if let Some((i, a, b)) = suite::modes::vec_mismatch(&hv, &fd, 1e-4) {
+            panic!(
+                "{}: native hvp[{i}] = {a:e} vs finite differences {b:e}",
+                case.file
+            );
+        }
+    }
+}
+
+/// advm's jvp and hvp (and echidna's dual numbers and hvp with the `peers`
+/// feature) agree with the native tangent and HVP, along all ones (as
+/// benchmarked) and along a direction that is not.
+#[test]
+fn tangents_and_hvps_agree_with_native() {
+    for (case, input) in cases() {
+        for dir in [
+            vec![1.0; input.params_len()],
+            suite::modes::direction(&input),
+        ] {
+            if let Err(e) = suite::modes::check_modes(&case, &dir) {
+                panic!("{e}");
+            }
+        }
+    }
+}

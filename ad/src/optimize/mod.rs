@@ -46,6 +46,7 @@
 
 mod coalesce;
 mod copies;
+mod cse;
 mod dead;
 mod known_zero;
 mod layout;
@@ -60,6 +61,7 @@ mod tests;
 
 pub use coalesce::coalesce;
 pub use copies::propagate_copies;
+pub use cse::common_subexpressions;
 pub use dead::remove_dead;
 pub use known_zero::known_zero;
 pub use layout::layout;
@@ -91,6 +93,14 @@ const ROUNDS: usize = 6;
 pub fn reverse(f: &mut Function) {
     // An unlimited budget is never exceeded (the count saturates).
     let _ = reverse_within(f, &mut Work::unlimited());
+}
+
+/// Clean up the tangent of a derived forward function (built by the
+/// Hessian-vector product): repeated pure computations within a block are
+/// computed once ([`common_subexpressions`]). Only which register holds a
+/// value changes; stack effects stay where they are.
+pub fn tangent(f: &mut Function) {
+    common_subexpressions(f);
 }
 
 /// [`reverse`], the function's size charged to `work` before each group
