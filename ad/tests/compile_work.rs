@@ -82,6 +82,30 @@ fn nested(n: usize) -> String {
     s
 }
 
+/// `@f(%x, %k)`: a chain of `n` blocks, block `i` computing `(i + 1) x`
+/// and branching to one join when `k < i`; the join's phi has `n`
+/// incoming values, listed in reverse block order. With `k = 1` the
+/// result is `3 x`.
+fn joins(n: usize) -> String {
+    let mut s = String::from("fn @f(%x: f64, %k: i64) -> f64 {\nentry:\n    jmp b0\n");
+    for i in 0..n {
+        s.push_str(&format!("b{i}:\n    %v{i} = mul %x, {}.0\n", i + 1));
+        if i + 1 < n {
+            s.push_str(&format!(
+                "    %c{i} = lt %k, {i}\n    br %c{i}, join, b{}\n",
+                i + 1
+            ));
+        } else {
+            s.push_str("    jmp join\n");
+        }
+    }
+    s.push_str("join:\n    %r = phi ");
+    let incoming: Vec<String> = (0..n).rev().map(|i| format!("[b{i}: %v{i}]")).collect();
+    s.push_str(&incoming.join(", "));
+    s.push_str("\n    ret %r\n}\n");
+    s
+}
+
 fn engine(src: &str) -> (Engine, FuncId) {
     let module = assembler::assemble(src, "gen.adasm").expect("assembles");
     let engine = Engine::new(module).expect("verifies");
@@ -139,6 +163,18 @@ fn deriving_9_000_nested_loops() {
     assert_eq!(d, 1.5);
 }
 
+/// A join of 14 000 predecessors (a phi of 14 000 incoming values; 4
+/// values per block, under the 60 000 a function holds): the
+/// lowering's edge copies and the reverse code's phi moves searched the
+/// phi's incoming values once per edge (N²/2 steps); now they look them
+/// up in an index of the join's phis.
+#[test]
+fn deriving_a_join_of_14_000_predecessors() {
+    let (mut engine, f) = engine(&joins(14_000));
+    let (value, d) = grad_x(&mut engine, f, 1.5);
+    assert_eq!((value, d), (4.5, 3.0));
+}
+
 /// 10⁶ overwrites of one array element in one block: 137 s once before
 /// the gradient was refused. Now refused by the compile budget (or as too
 /// large for a frame), quickly and cleanly.
@@ -165,6 +201,7 @@ fn compile_work_is_linear_in_each_shape() {
         ("phis", phis as Gen, 2_000),
         ("asets", asets as Gen, 5_000),
         ("nested", nested as Gen, 500),
+        ("joins", joins as Gen, 2_000),
     ] {
         let (w1, w2) = (work_of(&gen(n)), work_of(&gen(2 * n)));
         assert!(w1 > n as u64, "{name}: {w1} units for size {n}");

@@ -256,7 +256,15 @@ struct Transform<'a> {
     /// function of many entry values would otherwise search them all for
     /// each one, quadratically).
     listed: hashbrown::HashSet<(Listed, ValueId)>,
+    /// Per primal block joining more than [`JOIN_INDEXED`] edges, built on
+    /// first use: for each of its phis, the first incoming value per
+    /// predecessor (the phi moves of its N edges look them up instead of
+    /// searching N incoming values each, which was quadratic in N).
+    join_phis: HashMap<usize, Vec<HashMap<BlockId, ValueId>>>,
 }
+
+/// See [`Transform::join_phis`]; smaller joins are searched.
+const JOIN_INDEXED: usize = 16;
 
 impl<'a> Transform<'a> {
     fn new(module: &'a Module, p: &'a Function, wrt: &[bool]) -> Transform<'a> {
@@ -396,6 +404,7 @@ impl<'a> Transform<'a> {
             entry_values: Vec::new(),
             set_once,
             listed: hashbrown::HashSet::new(),
+            join_phis: HashMap::new(),
         };
         // Constants made while setting up the loops are shared from now on.
         for (i, v) in t.rev.values.iter().enumerate() {
