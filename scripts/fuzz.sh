@@ -6,7 +6,8 @@
 # Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
 # target checks is in testkit/src/checks.rs (the same checks run in CI, without
-# cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: programs/**/*.adasm
+# cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: fuzz/seeds/<target>/
+# (committed, a few inputs each); programs/**/*.adasm
 # for `assemble`, programs/**/*.adl for `adl`; bytecode that verifies (from the smoke test) for `verify`;
 # a few fixed seeds for `run_grad`. Corpora grow in
 # fuzz/corpus/<target>/ across runs (git-ignored). Crashes land in
@@ -25,6 +26,11 @@ if [ "${#targets[@]}" -eq 0 ]; then
 fi
 export RUSTC_BOOTSTRAP=1
 mkdir -p fuzz/corpus/assemble fuzz/corpus/verify fuzz/corpus/run_grad fuzz/corpus/modes fuzz/corpus/adl fuzz/corpus/jit_tiers fuzz/logs
+# The committed seeds (fuzz/seeds/<target>/: a few inputs per target, so a
+# corpus never starts empty), then the generated ones.
+for t in assemble verify run_grad modes adl jit_tiers; do
+  cp fuzz/seeds/"$t"/* fuzz/corpus/"$t"/ 2>/dev/null || true
+done
 find programs -name '*.adasm' -exec cp {} fuzz/corpus/assemble/ \;
 find programs -name '*.adl' -exec cp {} fuzz/corpus/adl/ \;
 for i in 0 1 2 3 4 5 6 7; do

@@ -79,6 +79,7 @@ impl Engine {
         let root = self.reserve(f, wrt.into(), &mut work);
         while let Some((g, gw)) = work.pop() {
             let mut pending = Vec::new();
+            let inline_units = self.inline_work(g);
             let (fwd, rev) = {
                 let program_len = &mut self.program.len();
                 let derived = &mut self.derived;
@@ -103,6 +104,9 @@ impl Engine {
                         custom::rule_pair(&self.module, rule, &gw, jd)
                     }
                     None => {
+                        units
+                            .charge(inline_units)
+                            .map_err(|e| too_much_work(&self.module, f, e))?;
                         let cleanup = self.cleanup;
                         crate::transform::transform_within(
                             &self.module,
@@ -392,10 +396,43 @@ fn refusal(
             module.func(g).name,
             op.mnemonic()
         )),
-        crate::transform::Refusal::Work(e) => AdError::TooMuchWork {
-            func: module.func(root).name.clone(),
-            used: e.used,
-            limit: e.limit,
-        },
+        crate::transform::Refusal::Work(e) => too_much_work(module, root, e),
+    }
+}
+
+/// The compile budget ran out building derived code for a request on
+/// `root`.
+pub(crate) fn too_much_work(
+    module: &vm::ir::Module,
+    root: FuncId,
+    e: crate::compile_work::Exceeded,
+) -> AdError {
+    AdError::TooMuchWork {
+        func: module.func(root).name.clone(),
+        used: e.used,
+        limit: e.limit,
+    }
+}
+
+impl Engine {
+    /// The work units of inlining user function `g`'s callees into it
+    /// (done when the engine was built), charged to each derivation that
+    /// reads `g`: its size as written and as inlined (the inliner reads
+    /// the one and writes the other). Nothing without inlining, or when
+    /// nothing was inlined into `g`.
+    pub(crate) fn inline_work(&self, g: FuncId) -> u64 {
+        match self.original.funcs.get(g.index()) {
+            Some(written) => {
+                let inlined = self.module.func(g);
+                if written.blocks.len() == inlined.blocks.len()
+                    && written.values.len() == inlined.values.len()
+                {
+                    0
+                } else {
+                    crate::compile_work::size(written) + crate::compile_work::size(inlined)
+                }
+            }
+            None => 0,
+        }
     }
 }

@@ -62,8 +62,7 @@ impl Engine {
         self.vm.begin(true);
         self.place_arrays(args, arrays)?;
         out.value = self.forward_reverse(f, d)?;
-        self.read_gradient(args, wrt, &mut out.grad);
-        Ok(())
+        self.read_gradient(args, wrt, &mut out.grad)
     }
 
     /// After `vm.begin`: the array arguments (if `arrays`) into the heap,
@@ -132,14 +131,16 @@ impl Engine {
         args: &[Value],
         wrt: &[bool],
         grad: &mut Vec<Option<Value>>,
-    ) {
-        self.read_entries(0, &self.handles, args, wrt, grad);
+    ) -> Result<(), AdError> {
+        self.read_entries(0, &self.handles, args, wrt, grad)
     }
 
     /// One entry per argument into `out` (its buffers reused): an `f64`
     /// parameter's from the results at `first` on, in order; an array
     /// parameter's from the shadow of its array in `handles`, in order;
     /// `None` for the parameters not selected by `wrt` and the integers.
+    /// The arrays are allocated fallibly (their length is the user's): a
+    /// failure is an `out of memory` trap, not an abort.
     #[inline]
     pub(crate) fn read_entries(
         &self,
@@ -148,7 +149,7 @@ impl Engine {
         args: &[Value],
         wrt: &[bool],
         out: &mut Vec<Option<Value>>,
-    ) {
+    ) -> Result<(), AdError> {
         if out.len() != args.len() {
             out.resize(args.len(), None);
         }
@@ -169,17 +170,25 @@ impl Engine {
                         continue;
                     }
                     let shadow = self.vm.shadow(h).unwrap_or(&[]);
+                    let oom = |_| AdError::Trap(vm::Trap::host(vm::TrapKind::OutOfMemory));
                     match slot {
                         Some(Value::Arr(v)) => {
                             v.clear();
+                            v.try_reserve_exact(shadow.len()).map_err(oom)?;
                             v.extend_from_slice(shadow);
                         }
-                        _ => *slot = Some(Value::Arr(shadow.to_vec())),
+                        _ => {
+                            let mut v = Vec::new();
+                            v.try_reserve_exact(shadow.len()).map_err(oom)?;
+                            v.extend_from_slice(shadow);
+                            *slot = Some(Value::Arr(v));
+                        }
                     }
                 }
                 Value::I64(_) | Value::Bool(_) => *slot = None,
             }
         }
+        Ok(())
     }
 
     /// Prepare the gradient of `f`, whose parameters must be scalars

@@ -139,9 +139,8 @@ impl Engine {
         // Every f64 and array parameter has a tangent.
         self.push_tangent_args(args, dir, wrt, true)?;
         out.value = self.forward_reverse_tangent(f, fwd, rev)?;
-        self.read_gradient(args, wrt, &mut out.grad);
-        self.read_hvp(args, wrt, &mut out.hvp);
-        Ok(())
+        self.read_gradient(args, wrt, &mut out.grad)?;
+        self.read_hvp(args, wrt, &mut out.hvp)
     }
 
     /// Run the tangents of the forward function (on `self.raw`) and of the
@@ -169,9 +168,14 @@ impl Engine {
     /// After the tangent of a pullback: one product entry per argument,
     /// from its second half of results (f64 parameters) and the shadows of
     /// the tangent arrays (`self.tangent_handles`).
-    fn read_hvp(&self, args: &[Value], wrt: &[bool], hvp: &mut Vec<Option<Value>>) {
+    fn read_hvp(
+        &self,
+        args: &[Value],
+        wrt: &[bool],
+        hvp: &mut Vec<Option<Value>>,
+    ) -> Result<(), AdError> {
         let half = self.vm.results().len() / 2;
-        self.read_entries(half, &self.tangent_handles, args, wrt, hvp);
+        self.read_entries(half, &self.tangent_handles, args, wrt, hvp)
     }
 
     /// The dense Hessian of `f` at `args` over every `f64` and `f64[]`
@@ -382,6 +386,12 @@ impl Engine {
         let first_new = self.program.len();
         let first_derived = self.module.funcs.len();
         let mut work: Vec<(FuncId, FuncId)> = Vec::new();
+        // The compile budget of the tangents (the pair they are of was
+        // charged when it was built): the derived function each transform
+        // reads, the tangent it writes, and a pullback's clean-up.
+        let mut units = crate::compile_work::Work::new(self.max_compile_work);
+        let module = std::sync::Arc::clone(&self.module);
+        let over = |e| crate::derive::too_much_work(&module, f, e);
         for g in roots {
             if self.derived.tangent_of(*g).is_some() {
                 continue;
@@ -399,6 +409,7 @@ impl Engine {
                 .derived_ir(g)
                 .cloned()
                 .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
+            units.charge_function(&ir).map_err(over)?;
             // A user call has a tangent (see `Engine::user_call_tangents`).
             let user_tangents = self.user_call_tangents(&ir)?;
             let mut pending = Vec::new();
@@ -429,9 +440,10 @@ impl Engine {
                 self.set_last_tangent_origin(h);
                 work.push((h, t));
             }
+            units.charge_function(&func).map_err(over)?;
             if matches!(ir.ret, RetType::Many(_)) {
                 // A pullback: clean it up as reverse mode does.
-                crate::optimize::reverse(&mut func);
+                crate::optimize::reverse_within(&mut func, &mut units).map_err(over)?;
             } else {
                 // A forward function's tangent: it computes again what the
                 // forward function computes for the reverse sweep.

@@ -143,8 +143,7 @@ impl Engine {
                 self.module.func(f).name
             )));
         }
-        self.read_gradient(args, wrt, &mut out.grad);
-        Ok(())
+        self.read_gradient(args, wrt, &mut out.grad)
     }
 
     /// The value and the dense Jacobian of `f` at `args` with respect to

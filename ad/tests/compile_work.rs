@@ -82,6 +82,30 @@ fn nested(n: usize) -> String {
     s
 }
 
+/// `@f(%x, %k)`: a chain of `n` blocks, block `i` computing `(i + 1) x`
+/// and branching to one join when `k < i`; the join's phi has `n`
+/// incoming values, listed in reverse block order. With `k = 1` the
+/// result is `3 x`.
+fn joins(n: usize) -> String {
+    let mut s = String::from("fn @f(%x: f64, %k: i64) -> f64 {\nentry:\n    jmp b0\n");
+    for i in 0..n {
+        s.push_str(&format!("b{i}:\n    %v{i} = mul %x, {}.0\n", i + 1));
+        if i + 1 < n {
+            s.push_str(&format!(
+                "    %c{i} = lt %k, {i}\n    br %c{i}, join, b{}\n",
+                i + 1
+            ));
+        } else {
+            s.push_str("    jmp join\n");
+        }
+    }
+    s.push_str("join:\n    %r = phi ");
+    let incoming: Vec<String> = (0..n).rev().map(|i| format!("[b{i}: %v{i}]")).collect();
+    s.push_str(&incoming.join(", "));
+    s.push_str("\n    ret %r\n}\n");
+    s
+}
+
 fn engine(src: &str) -> (Engine, FuncId) {
     let module = assembler::assemble(src, "gen.adasm").expect("assembles");
     let engine = Engine::new(module).expect("verifies");
@@ -139,6 +163,18 @@ fn deriving_9_000_nested_loops() {
     assert_eq!(d, 1.5);
 }
 
+/// A join of 14 000 predecessors (a phi of 14 000 incoming values; 4
+/// values per block, under the 60 000 a function holds): the
+/// lowering's edge copies and the reverse code's phi moves searched the
+/// phi's incoming values once per edge (N²/2 steps); now they look them
+/// up in an index of the join's phis.
+#[test]
+fn deriving_a_join_of_14_000_predecessors() {
+    let (mut engine, f) = engine(&joins(14_000));
+    let (value, d) = grad_x(&mut engine, f, 1.5);
+    assert_eq!((value, d), (4.5, 3.0));
+}
+
 /// 10⁶ overwrites of one array element in one block: 137 s once before
 /// the gradient was refused. Now refused by the compile budget (or as too
 /// large for a frame), quickly and cleanly.
@@ -165,6 +201,7 @@ fn compile_work_is_linear_in_each_shape() {
         ("phis", phis as Gen, 2_000),
         ("asets", asets as Gen, 5_000),
         ("nested", nested as Gen, 500),
+        ("joins", joins as Gen, 2_000),
     ] {
         let (w1, w2) = (work_of(&gen(n)), work_of(&gen(2 * n)));
         assert!(w1 > n as u64, "{name}: {w1} units for size {n}");
@@ -230,4 +267,122 @@ fn the_budget_is_exact_at_the_boundary() {
     assert!(matches!(engine.derive(f), Err(AdError::TooMuchWork { .. })));
     engine.set_max_compile_work(units);
     engine.derive(f).expect("derives within its count");
+}
+
+/// The refusal of a request on `@f` by a budget of `limit` units.
+fn assert_refused(r: Result<impl std::fmt::Debug, AdError>, limit: u64) {
+    match r {
+        Err(AdError::TooMuchWork {
+            func,
+            used,
+            limit: l,
+        }) => {
+            assert_eq!((func.as_str(), l), ("f", limit));
+            assert!(used > limit, "{used} units counted");
+        }
+        other => panic!("expected TooMuchWork, got {other:?}"),
+    }
+}
+
+/// The tangent (forward-mode) derivation is charged: 2 000 phis in one
+/// loop header need more than 5 000 units for their tangent function, so
+/// that budget refuses it, keeping nothing; the default derives it, and
+/// the tangent of `x²` along 1 at 1.5 is 3.
+#[test]
+fn the_tangent_derivation_is_charged() {
+    let (mut engine, f) = engine(&phis(2_000));
+    engine.set_max_compile_work(5_000);
+    let len = engine.program().len();
+    assert_refused(engine.derive_jvp(f, &[true, false]), 5_000);
+    assert_eq!(engine.program().len(), len, "nothing of it is kept");
+    engine.set_max_compile_work(DEFAULT_MAX_COMPILE_WORK);
+    let t = engine
+        .jvp(
+            f,
+            &[Value::F64(1.5), Value::I64(1)],
+            &[Some(Value::F64(1.0)), None],
+        )
+        .expect("tangent");
+    assert_eq!(t.value, Value::F64(2.25));
+    assert_eq!(t.tangent, Some(Value::F64(3.0)));
+}
+
+/// The Hessian-vector product's tangents are charged: with the gradient's
+/// pair already built under the default budget, a budget its tangents
+/// exceed refuses the product (the pair stays); the default gives
+/// `H·1 = 2` for `x²`.
+#[test]
+fn the_hessian_vector_derivation_is_charged() {
+    let (mut engine, f) = engine(&phis(2_000));
+    engine.derive(f).expect("the pair derives");
+    let len = engine.program().len();
+    engine.set_max_compile_work(5_000);
+    assert_refused(engine.derive_hvp(f, &[true, false]), 5_000);
+    assert_eq!(engine.program().len(), len, "nothing of it is kept");
+    engine.set_max_compile_work(DEFAULT_MAX_COMPILE_WORK);
+    let h = engine
+        .hvp(
+            f,
+            &[Value::F64(1.5), Value::I64(1)],
+            &[Some(Value::F64(1.0)), None],
+        )
+        .expect("hvp");
+    assert_eq!(h.value, 2.25);
+    assert_eq!(h.hvp[0], Some(Value::F64(2.0)));
+}
+
+/// `@f(%x, %k)`: `n` calls of the small `@sq` (inlined by the default
+/// policy), summed: `n x²`.
+fn calls(n: usize) -> String {
+    let mut s = String::from(
+        "fn @sq(%y: f64) -> f64 {\nentry:\n    %r = mul %y, %y\n    ret %r\n}\n\
+         fn @f(%x: f64, %k: i64) -> f64 {\nentry:\n    %s0 = copy 0.0\n",
+    );
+    for i in 0..n {
+        s.push_str(&format!(
+            "    %c{i} = call @sq(%x)\n    %s{} = add %s{i}, %c{i}\n",
+            i + 1
+        ));
+    }
+    s.push_str(&format!("    ret %s{n}\n}}\n"));
+    s
+}
+
+/// Inlining is charged to the derivations that read an inlined function:
+/// its size as written and as inlined, on top of the derivation's own
+/// count (computed on the inlined function). One unit less is refused.
+#[test]
+fn inlining_is_charged() {
+    let src = calls(50);
+    let written = assembler::assemble(&src, "gen.adasm").expect("assembles");
+    let (mut engine, f) = engine(&src);
+    let inlined = engine.module().clone();
+    assert!(
+        inlined.func(f).values.len() > written.func(f).values.len(),
+        "the calls were inlined"
+    );
+    let own = {
+        let mut work = Work::unlimited();
+        let mut no_callee =
+            |_: FuncId, _: Vec<bool>| -> ad::transform::Derived { unreachable!("all inlined") };
+        ad::transform::transform_within(
+            &inlined,
+            f,
+            &[true, false],
+            &mut no_callee,
+            true,
+            &mut work,
+        )
+        .expect("derives");
+        work.used()
+    };
+    let inlining =
+        ad::compile_work::size(written.func(f)) + ad::compile_work::size(inlined.func(f));
+    let units = own + inlining;
+    engine.set_max_compile_work(units - 1);
+    assert_refused(engine.derive(f), units - 1);
+    engine.set_max_compile_work(units);
+    engine.derive(f).expect("derives within its count");
+    let (value, d) = grad_x(&mut engine, f, 1.5);
+    assert_eq!((value, d), (50.0 * 2.25, 50.0 * 3.0));
 }

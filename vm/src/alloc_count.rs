@@ -76,3 +76,113 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.realloc(p, l, n) }
     }
 }
+
+thread_local! {
+    static FAIL: Cell<FailState> = const { Cell::new(FailState::OFF) };
+}
+
+/// The state of [`Failing`] on one thread.
+#[derive(Clone, Copy)]
+struct FailState {
+    armed: bool,
+    /// Allocations smaller than this are neither counted nor failed.
+    min_size: usize,
+    /// The allocation (1-based, among those counted) that fails.
+    fail_at: u64,
+    /// Counted allocations since arming.
+    seen: u64,
+    /// Whether the failure was injected.
+    injected: bool,
+}
+
+impl FailState {
+    const OFF: FailState = FailState {
+        armed: false,
+        min_size: 0,
+        fail_at: 0,
+        seen: 0,
+        injected: false,
+    };
+}
+
+/// Arm [`Failing`] on this thread: the `k`-th allocation (`alloc`,
+/// `alloc_zeroed` or `realloc`, 1-based) of at least `min_size` bytes from
+/// now on fails (returns null); the others succeed. SQLite's malloc tests
+/// are the model: run an operation for k = 1, 2, ... until it completes
+/// with no failure injected.
+pub fn arm_failure(k: u64, min_size: usize) {
+    FAIL.with(|s| {
+        s.set(FailState {
+            armed: true,
+            min_size,
+            fail_at: k,
+            seen: 0,
+            injected: false,
+        })
+    });
+}
+
+/// Disarm [`Failing`] on this thread: the number of allocations it counted
+/// since [`arm_failure`] and whether it made one fail.
+pub fn disarm_failure() -> (u64, bool) {
+    FAIL.with(|s| {
+        let st = s.replace(FailState::OFF);
+        (st.seen, st.injected)
+    })
+}
+
+/// Whether this allocation of `size` bytes is the one to fail.
+fn fail_now(size: usize) -> bool {
+    FAIL.try_with(|s| {
+        let mut st = s.get();
+        if !st.armed || size < st.min_size {
+            return false;
+        }
+        st.seen += 1;
+        let fail = st.seen == st.fail_at;
+        st.injected |= fail;
+        s.set(st);
+        fail
+    })
+    .unwrap_or(false)
+}
+
+/// Forwards to the system allocator, counting like [`Counting`], except
+/// for the one allocation [`arm_failure`] selects, which fails: the test
+/// allocator of `ad/tests/alloc_failure.rs`.
+pub struct Failing;
+
+// SAFETY: every method forwards to `System` with the caller's arguments, or
+// returns null, which `GlobalAlloc` allows for `alloc`, `alloc_zeroed` and
+// `realloc` (a failed `realloc` leaves the old block as it was, which not
+// calling `System.realloc` does).
+unsafe impl GlobalAlloc for Failing {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if fail_now(l.size()) {
+            return std::ptr::null_mut();
+        }
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        if fail_now(l.size()) {
+            return std::ptr::null_mut();
+        }
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded contract.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if fail_now(n) {
+            return std::ptr::null_mut();
+        }
+        count();
+        // SAFETY: forwarded contract.
+        unsafe { System.realloc(p, l, n) }
+    }
+}

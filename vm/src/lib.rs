@@ -25,7 +25,7 @@
 //!   AD stage's loop analysis).
 //!
 //! `unsafe` lives only in the private `regs` module (and in [`alloc_count`],
-//! a counting global allocator that forwards to the system's) (unchecked register
+//! the test allocators (counting, and failing an armed allocation), which forward to the system's) (unchecked register
 //! access, instruction fetch and reserved comms push, justified by the
 //! verifier).
 

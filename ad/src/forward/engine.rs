@@ -305,7 +305,17 @@ impl Engine {
         self.derived.add_tangent_fn(f, wrt.into(), root);
         self.push_placeholder(f, wrt, "jvp");
         let mut work: Vec<(FuncId, Box<[bool]>, FuncId)> = vec![(f, wrt.into(), root)];
+        // The compile budget of this request: each function's inlining, the
+        // primal the transform reads and the tangent function it writes
+        // (which lowering and verification read).
+        let mut units = crate::compile_work::Work::new(self.max_compile_work);
+        let module = std::sync::Arc::clone(&self.module);
+        let over = |e| crate::derive::too_much_work(&module, f, e);
         while let Some((g, gw, id)) = work.pop() {
+            units
+                .charge(self.inline_work(g))
+                .and_then(|()| units.charge_function(self.module.func(g)))
+                .map_err(over)?;
             let mut pending = Vec::new();
             let func = {
                 let program_len = &mut self.program.len();
@@ -334,6 +344,7 @@ impl Engine {
                     self.module.func(g).name
                 ))
             })?;
+            units.charge_function(&func).map_err(over)?;
             // Placeholders for the callees named while transforming `g`,
             // in the order their ids were given.
             for (h, hw, hid) in pending {

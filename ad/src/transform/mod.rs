@@ -189,6 +189,9 @@ struct Transform<'a> {
     plan: Plan,
 }
 
+/// See [`Transform::join_phis`]; smaller joins are searched.
+const JOIN_INDEXED: usize = 16;
+
 impl<'a> Transform<'a> {
     fn new(module: &'a Module, p: &'a Function, wrt: &[bool]) -> Transform<'a> {
         let cfg = Cfg::new(p);
@@ -334,6 +337,7 @@ impl<'a> Transform<'a> {
                 remat_memo: HashMap::new(),
                 entry_values: Vec::new(),
                 listed: hashbrown::HashSet::new(),
+                join_phis: HashMap::new(),
             },
         };
         // Constants made while setting up the loops are shared from now on.

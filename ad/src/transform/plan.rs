@@ -26,6 +26,12 @@ pub(super) struct Plan {
     /// function of many entry values would otherwise search them all for
     /// each one, quadratically).
     pub(super) listed: hashbrown::HashSet<(Listed, ValueId)>,
+    /// Per primal block joining more than [`super::JOIN_INDEXED`] edges,
+    /// built on first use: for each of its phis, the first incoming value
+    /// per predecessor (the phi moves of its N edges look them up instead
+    /// of searching N incoming values each, which was quadratic in N).
+    pub(super) join_phis:
+        hashbrown::HashMap<usize, Vec<hashbrown::HashMap<vm::ir::BlockId, ValueId>>>,
 }
 
 /// One of the ordered lists of values the reverse code reads once each.

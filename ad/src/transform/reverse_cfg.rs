@@ -209,15 +209,38 @@ impl Transform<'_> {
         // thousands of them.
         let here: hashbrown::HashSet<ValueId> = phis.iter().map(|ph| ph.dst).collect();
         let is_phi_here = |v: ValueId| here.contains(&v);
+        if phis
+            .first()
+            .is_some_and(|ph| ph.incoming.len() > super::JOIN_INDEXED)
+            && !self.plan.join_phis.contains_key(&b)
+        {
+            let maps = phis
+                .iter()
+                .map(|ph| {
+                    let mut m = HashMap::with_capacity(ph.incoming.len());
+                    for (l, v) in &ph.incoming {
+                        // The first, as a search finds it.
+                        m.entry(*l).or_insert(*v);
+                    }
+                    m
+                })
+                .collect();
+            self.plan.join_phis.insert(b, maps);
+        }
+        let index = self.plan.join_phis.get(&b);
         let moves: Vec<(ValueId, Option<ValueId>, Loc)> = phis
             .iter()
-            .filter_map(|ph| {
+            .enumerate()
+            .filter_map(|(k, ph)| {
                 let c = self.rev.cot[ph.dst.index()]?;
-                let w = ph
-                    .incoming
-                    .iter()
-                    .find(|(l, _)| *l == pred)
-                    .map(|(_, v)| *v);
+                let w = match index.and_then(|maps| maps.get(k)) {
+                    Some(m) => m.get(&pred).copied(),
+                    None => ph
+                        .incoming
+                        .iter()
+                        .find(|(l, _)| *l == pred)
+                        .map(|(_, v)| *v),
+                };
                 Some((c, w, ph.loc))
             })
             .collect();

@@ -375,6 +375,14 @@ impl fmt::Display for Trap {
 impl std::error::Error for Trap {}
 
 /// A trap raised outside any function (bad host arguments, allocation).
+impl Trap {
+    /// A trap of the host, outside any function (a bad argument, memory
+    /// the host could not get for a result): only `kind` is set.
+    pub fn host(kind: TrapKind) -> Trap {
+        host_trap(kind)
+    }
+}
+
 pub(super) fn host_trap(kind: TrapKind) -> Trap {
     Trap {
         kind,

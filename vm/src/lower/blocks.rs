@@ -135,16 +135,20 @@ impl Lowerer<'_> {
     ) -> Result<Vec<(Reg, Reg)>, LowerError> {
         let target = &self.f.blocks[to.index()];
         let mut copies = Vec::with_capacity(target.phis.len());
-        for phi in &target.phis {
-            let v = phi
-                .incoming
-                .iter()
-                .find(|(l, _)| *l == from)
-                .map(|(_, v)| *v)
-                .ok_or_else(|| LowerError::MissingPhiEdge {
-                    func: self.f.name.clone(),
-                    block: target.name.clone(),
-                })?;
+        let index = self.join_phis.get(&to);
+        for (k, phi) in target.phis.iter().enumerate() {
+            let v = match index.and_then(|maps| maps.get(k)) {
+                Some(m) => m.get(&from).copied(),
+                None => phi
+                    .incoming
+                    .iter()
+                    .find(|(l, _)| *l == from)
+                    .map(|(_, v)| *v),
+            };
+            let v = v.ok_or_else(|| LowerError::MissingPhiEdge {
+                func: self.f.name.clone(),
+                block: target.name.clone(),
+            })?;
             copies.push((self.r(phi.dst), self.r(v)));
         }
         Ok(copies)

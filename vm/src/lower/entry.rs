@@ -140,6 +140,7 @@ pub(super) fn lower_pass(
             .map(|(i, p)| p.len() + usize::from(i == 0))
             .collect(),
         neg_steps,
+        join_phis: super::join_phis(f),
     };
     let mut starts = vec![0u32; f.blocks.len()];
     for (bi, start) in starts.iter_mut().enumerate() {

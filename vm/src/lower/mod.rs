@@ -203,4 +203,41 @@ struct Lowerer<'f> {
     /// `(register of constant k, register of constant -k)` for the
     /// constant steps of `sub.i` (see `negated_steps`).
     neg_steps: Vec<(Reg, Reg)>,
+    /// Per block with more than [`JOIN_INDEXED`] predecessors: for each
+    /// of its phis, the first incoming value per predecessor, so that the
+    /// copies of its N edges take N lookups each instead of N searches
+    /// (a join of N predecessors was quadratic in N).
+    join_phis: std::collections::HashMap<BlockId, Vec<std::collections::HashMap<BlockId, ValueId>>>,
+}
+
+/// Joins with more incoming edges than this have their phis indexed
+/// ([`Lowerer::join_phis`]); smaller ones are searched.
+const JOIN_INDEXED: usize = 16;
+
+/// The index of [`Lowerer::join_phis`] for `f`.
+fn join_phis(
+    f: &ir::Function,
+) -> std::collections::HashMap<BlockId, Vec<std::collections::HashMap<BlockId, ValueId>>> {
+    let mut out = std::collections::HashMap::new();
+    for (bi, b) in f.blocks.iter().enumerate() {
+        if b.phis
+            .first()
+            .is_some_and(|p| p.incoming.len() > JOIN_INDEXED)
+        {
+            let maps = b
+                .phis
+                .iter()
+                .map(|phi| {
+                    let mut m = std::collections::HashMap::with_capacity(phi.incoming.len());
+                    for (l, v) in &phi.incoming {
+                        // The first, as a search finds it.
+                        m.entry(*l).or_insert(*v);
+                    }
+                    m
+                })
+                .collect();
+            out.insert(BlockId(bi as u32), maps);
+        }
+    }
+    out
 }

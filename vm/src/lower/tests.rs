@@ -24,6 +24,7 @@ fn lowerer<'f>(f: &'f ir::Function, types: &[Type]) -> Lowerer<'f> {
         budget: COPY_BUDGET,
         preds: Vec::new(),
         neg_steps: Vec::new(),
+        join_phis: Default::default(),
     }
 }
 
