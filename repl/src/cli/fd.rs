@@ -1,7 +1,7 @@
 //! The gradient check of `advm check`: the AD gradient against central
 //! finite differences.
 //!
-//! The corpus test (`repl/tests/corpus.rs`) calls the same [`compare`], so a
+//! The corpus test (`repl/tests/it/corpus.rs`) calls the same [`compare`], so a
 //! `; check:` directive means exactly what `advm check` reports.
 //!
 //! **Per entry** ([`compare`]): for every f64 parameter and every element of
