@@ -6,14 +6,14 @@
 # Needs `cargo install cargo-fuzz`; the stable toolchain is switched into
 # nightly mode for the sanitizer flags with RUSTC_BOOTSTRAP=1. What each
 # target checks is in testkit/src/checks.rs (the same checks run in CI, without
-# cargo-fuzz, as ad/tests/fuzz_smoke.rs). Seed corpora: fuzz/seeds/<target>/
+# cargo-fuzz, as ad/tests/it/fuzz_smoke.rs). Seed corpora: fuzz/seeds/<target>/
 # (committed, a few inputs each); programs/**/*.adasm
 # for `assemble`, programs/**/*.adl for `adl`; bytecode that verifies (from the smoke test) for `verify`;
 # a few fixed seeds for `run_grad`. Corpora grow in
 # fuzz/corpus/<target>/ across runs (git-ignored). Crashes land in
 # fuzz/artifacts/<target>/; replay one with
 #   (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run TARGET artifacts/TARGET/crash-...)
-# and turn it into a regression test in ad/tests/fuzz_smoke.rs. The last
+# and turn it into a regression test in ad/tests/it/fuzz_smoke.rs. The last
 # lines of each run (libFuzzer's "Done N runs in S second(s)") are printed;
 # full logs are in fuzz/logs/<target>.log.
 set -euo pipefail
@@ -45,7 +45,7 @@ done
 # The `verify` target's seeds: bytecode that passes the verifier, written by
 # the smoke test (random words almost never do).
 ADVM_WRITE_VERIFY_SEEDS="$PWD/fuzz/corpus/verify" \
-  cargo test -q -p advm-ad --test fuzz_smoke verify_target >/dev/null 2>&1 ||
+  cargo test -q -p advm-ad --test it fuzz_smoke::verify_target >/dev/null 2>&1 ||
   echo "note: could not write the verify seeds"
 # `jit_tiers` reads the same input format as `verify`.
 cp fuzz/corpus/verify/* fuzz/corpus/jit_tiers/ 2>/dev/null || true

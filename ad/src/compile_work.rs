@@ -10,7 +10,7 @@
 //! and translation, the reverse function before each round of clean-up, the
 //! forward and reverse functions before lowering). The count is checked
 //! between stages, so one stage runs at most once past the bound, and every
-//! stage is linear (or n log n) in its input (`ad/tests/linear_time.rs`).
+//! stage is linear (or n log n) in its input (`ad/tests/it/linear_time.rs`).
 //!
 //! One budget covers one request: a function and every callee derived with
 //! it. Past the bound, derivation stops with [`AdError::TooMuchWork`]

@@ -2,7 +2,7 @@
 //!
 //! The one finite-difference checker of the project: `advm check` (the
 //! CLI re-exports this module as `advm::fd`), the corpus's `; check:`
-//! directives (`repl/tests/corpus.rs` calls the same [`compare`], so a
+//! directives (`repl/tests/it/corpus.rs` calls the same [`compare`], so a
 //! directive means exactly what `advm check` reports) and the property
 //! tests (through `testkit::fd`, which adds only random directions) all
 //! compare with the code below.

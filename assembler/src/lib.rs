@@ -76,7 +76,7 @@ pub const MAX_VALUES: usize = check::MAX_VALUES;
 /// Every instruction mnemonic the text accepts: the ordinary ones (an
 /// overloaded mnemonic such as `add` once, for both of its typed opcodes)
 /// and `phi`, `call`, `jmp`, `br`, `ret`. docs/language.md documents each
-/// (`repl/tests/docs.rs`).
+/// (`repl/tests/it/docs.rs`).
 pub fn mnemonics() -> impl Iterator<Item = &'static str> {
     check::mnemonics()
         .map(|(m, _)| m)

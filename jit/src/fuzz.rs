@@ -1,5 +1,5 @@
 //! The check of the `jit_tiers` fuzz target (`fuzz/`), also run on
-//! plausible inputs by `jit/tests/fuzz_smoke.rs`: arbitrary bytecode that
+//! plausible inputs by `jit/tests/it/fuzz_smoke.rs`: arbitrary bytecode that
 //! passes the verifier runs the same in both tiers.
 
 use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};

@@ -24,7 +24,7 @@ output (full precision, repr()).
                                     derivative disagrees with differences of
                                     its first derivative
 
-`repl/tests/corpus.rs` runs `--check`, so the directives cannot drift from
+`repl/tests/it/corpus.rs` runs `--check`, so the directives cannot drift from
 the reference. Semantics follow adasm.md §3: i64 division and remainder
 truncate toward zero and trap on zero; `min`/`max` ties go to the first
 operand; abs'(0) = 0; pow's b-cotangent is y ln(a) only where a > 0;

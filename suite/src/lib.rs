@@ -19,7 +19,7 @@
 //! *differentiated inputs* of [`Input::wrt`], flattened in argument order,
 //! into a caller-provided slice of [`Input::grad_len`] elements.
 //!
-//! `tests/agree.rs` checks that all of them agree; `benches/suite.rs` times
+//! `tests/it/agree.rs` checks that all of them agree; `benches/suite.rs` times
 //! them (docs/benchmarks.md). The peers are behind the `peers` feature so
 //! that the workspace's tests do not build the peer crates:
 //! `cargo test -p suite --features peers` checks them too, and
@@ -296,7 +296,7 @@ pub fn first_mismatch(a: &[f64], b: &[f64], tol: f64) -> Option<(usize, f64, f64
 
 /// Run every implementation of `case` once (two gradient rounds for the
 /// ones with reusable state) and check that they agree with each other and
-/// with testkit's references, with the tolerances of `tests/agree.rs`.
+/// with testkit's references, with the tolerances of `tests/it/agree.rs`.
 /// The benches call this before timing anything.
 pub fn check_agreement(case: &Case) -> Result<(), String> {
     const VALUE_EXACT: f64 = 1e-12;

@@ -1,6 +1,6 @@
 //! What the fuzz targets check, as plain functions of their input bytes, so
 //! that the same logic runs under libFuzzer (`fuzz/fuzz_targets/*.rs`) and
-//! as a deterministic smoke test in CI (`ad/tests/fuzz_smoke.rs`). Every function panics, with a message
+//! as a deterministic smoke test in CI (`ad/tests/it/fuzz_smoke.rs`). Every function panics, with a message
 //! that says how to reproduce, when a property fails.
 //!
 //! * [`assemble_input`]: arbitrary text through the assembler: never a panic;

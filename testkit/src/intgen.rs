@@ -10,7 +10,7 @@
 //!
 //! `program(seed)` is a pure function of the seed. This file is shared by
 //! the fuzz crate (`fuzz/src/lib.rs`) and the tests that include it with
-//! the fuzz crate and the workspace tests (`ad/tests/differential.rs`, `ad/tests/fuzz_smoke.rs`).
+//! the fuzz crate and the workspace tests (`ad/tests/it/differential.rs`, `ad/tests/it/fuzz_smoke.rs`).
 
 use crate::gen::Rng;
 use std::fmt::Write;

@@ -7,7 +7,7 @@
 //! * `checks`, `intgen` (feature `engine`): what the fuzz targets check, as
 //!   plain functions of their input bytes, and an integer-heavy program
 //!   generator; the fuzz crate (`fuzz/`) and the workspace's smoke and
-//!   differential tests (`ad/tests/fuzz_smoke.rs`, `differential.rs`) run
+//!   differential tests (`ad/tests/it/fuzz_smoke.rs`, `differential.rs`) run
 //!   the same code.
 //! * [`errfiles`]: the data-driven negative tests of the assembler and of
 //!   the `.adl` front end (error files with located directives).

@@ -440,7 +440,7 @@ impl Vm {
                 Op::SinCos => {
                     // LLVM turns the two into one call to `sincos`, which
                     // returns the same bits as `sin` and `cos` (glibc;
-                    // checked by vm/tests/semantics.rs).
+                    // checked by vm/tests/it/semantics.rs).
                     let a = fr!(ins.r2);
                     let (s, c) = (a.sin(), a.cos());
                     setf!(ins.r0, s);

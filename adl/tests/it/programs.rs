@@ -1,5 +1,5 @@
 //! The `.adl` programs of the corpus (`programs/**/*.adl`, whose directives
-//! `repl/tests/corpus.rs` checks) and of `tests/programs/`, compiled:
+//! `repl/tests/it/corpus.rs` checks) and of `tests/programs/`, compiled:
 //!
 //! * the `.adasm` text `advm disasm --ir` prints for each re-assembles, and
 //!   the re-assembled module gives bit-identical values and gradients at

@@ -15,7 +15,7 @@
 //! of text. When a change is meant, bless the new listings with
 //!
 //! ```sh
-//! UPDATE_EXPECT=1 cargo test -p advm-ad --test filetests
+//! UPDATE_EXPECT=1 cargo test -p advm-ad --test it filetests::
 //! ```
 //!
 //! and review the diff of `ad/tests/expect/` before committing it. A second
@@ -83,7 +83,7 @@ fn listing(rel: &Path) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "; {name}: expected listings (see ad/tests/filetests.rs)\n"
+        "; {name}: expected listings (see ad/tests/it/filetests.rs)\n"
     );
     out.push_str("==== lowered\n");
     out.push_str(&vm::disasm::program(plain.program()));
@@ -153,7 +153,7 @@ fn listings_match_their_expectations() {
     assert!(
         failed.is_empty(),
         "listings differ from their expectations (if the change is meant, run \
-         UPDATE_EXPECT=1 cargo test -p advm-ad --test filetests and review the diff):\n{}",
+         UPDATE_EXPECT=1 cargo test -p advm-ad --test it filetests:: and review the diff):\n{}",
         failed.join("\n")
     );
 }

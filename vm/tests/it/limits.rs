@@ -1,6 +1,6 @@
 //! Resource limits of the VM through the library (`vm::Limits`): the heap
 //! limit, the exact meaning of the depth limit, and what their traps say.
-//! The same limits through the `advm` binary: `repl/tests/limits.rs`.
+//! The same limits through the `advm` binary: `repl/tests/it/limits.rs`.
 
 use testkit::ir::*;
 use vm::bytecode::Program;

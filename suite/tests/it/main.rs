@@ -1,0 +1,10 @@
+//! The integration tests, one module per topic, in one test binary (one
+//! link of the dependency graph instead of one per file):
+//! `cargo test -p suite --test it`, or one module with
+//! `cargo test -p suite --test it MODULE::`.
+//!
+//! `tests/alloc.rs` stays a binary of its own: its counting global
+//! allocator sees every allocation of the process.
+
+mod agree;
+mod counts;
