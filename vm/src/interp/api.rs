@@ -34,6 +34,14 @@ impl Vm {
             executed_bytes: 0,
             native: None,
             last_tier: Tier::Interp,
+            segment: None,
+            suspend_need: 0,
+            suspended: None,
+            resume: None,
+            ckpt: None,
+            snap_bytes: 0,
+            sweep_instrs: 0,
+            recomputed_instrs: 0,
         }
     }
 
@@ -73,6 +81,7 @@ impl Vm {
         self.spilled = 0;
         self.spill_at = None;
         self.native_spill_at = None;
+        self.end_checkpoints();
         if self.limits_changed {
             self.apply_limits();
         }
@@ -257,6 +266,11 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
+        if self.limits.ad_budget.is_some() {
+            if let Some(r) = self.call_checkpointed(prog, f, args) {
+                return r;
+            }
+        }
         if let Some(mut tier) = self.native.take() {
             let r = tier.call(self, prog, f, args);
             self.native = Some(tier);
@@ -337,7 +351,7 @@ impl Vm {
     /// on this cold path, never by the interpreter loop.
     #[cold]
     #[inline(never)]
-    fn with_call_stack(&mut self, prog: &Program, mut t: Trap) -> Trap {
+    pub(super) fn with_call_stack(&mut self, prog: &Program, mut t: Trap) -> Trap {
         if !self.frames.is_empty() {
             t.stack = call_stack(prog, &self.frames);
             self.frames.clear();

@@ -186,7 +186,22 @@ impl Vm {
     /// `comms.pop`.
     #[inline]
     pub fn native_comms_pop(&mut self) -> Result<u64, TrapKind> {
-        self.comms.pop().ok_or(TrapKind::StackUnderflow)
+        match self.comms.pop() {
+            Some(v) => Ok(v),
+            None => self.native_refill().and_then(|()| self.comms.pop().ok_or(TrapKind::StackUnderflow)),
+        }
+    }
+
+    /// A pop of compiled code found its stack empty: the stacks refilled
+    /// from the checkpoints of the forward call (`ckpt.rs`), as the
+    /// interpreter's pops do, or the stack underflow.
+    #[cold]
+    #[inline(never)]
+    fn native_refill(&mut self) -> Result<(), TrapKind> {
+        match self.refill()? {
+            true => Ok(()),
+            false => Err(TrapKind::StackUnderflow),
+        }
     }
 
     /// `blk.push id`.
@@ -204,7 +219,10 @@ impl Vm {
     /// The pop of `blk.pop`.
     #[inline]
     pub fn native_blk_pop(&mut self) -> Result<u32, TrapKind> {
-        self.blk.pop().ok_or(TrapKind::StackUnderflow)
+        match self.blk.pop() {
+            Some(v) => Ok(v),
+            None => self.native_refill().and_then(|()| self.blk.pop().ok_or(TrapKind::StackUnderflow)),
+        }
     }
 
     /// `anew n`: a new array's handle.
