@@ -673,32 +673,33 @@ fn max_stack_bytes_stops_a_long_gradient() {
 }
 
 #[test]
-fn ad_budget_stops_every_derivative_that_stores_more() {
+fn ad_budget_checkpoints_every_derivative_that_stores_more() {
     let fx = fixture();
     let call = ["--fn", "long", "--args", "[1.0001, 10000]"];
     // One f64 per iteration, the counter and the entry value: 80016 bytes
-    // for the reverse sweep; twice that (with tangents) for hvp and hessian.
-    for (cmd, extra, needed) in [
-        ("grad", &[][..], "80016"),
-        ("vjp", &["--seed", "1.0"][..], "80016"),
-        ("check", &[][..], "80016"),
-        ("bench", &[][..], "80016"),
-        ("hvp", &["--dir", "[1.0, null]"][..], "160024"),
-        ("hessian", &[][..], "160024"),
+    // for the reverse sweep (twice that, with tangents, for hvp and
+    // hessian); a budget of 1000 bytes checkpoints the forward sweep and
+    // gives the same output as storing everything.
+    for (cmd, extra) in [
+        ("grad", &[][..]),
+        ("vjp", &["--seed", "1.0"][..]),
+        ("check", &[][..]),
+        ("hvp", &["--dir", "[1.0, null]"][..]),
+        ("hessian", &[][..]),
     ] {
         let mut args = vec![cmd];
         args.extend(call);
         args.extend(extra);
+        args.push("--json");
+        let all = ok_json(&fx, &args);
         args.extend(["--ad-budget", "1000"]);
-        traps(
-            &fx,
-            &args,
-            &[
-                "budget of 1000 bytes",
-                &format!("need {needed} bytes"),
-                "--ad-budget",
-            ],
-        );
+        let got = ok_json(&fx, &args);
+        assert_eq!(got, all, "{args:?}");
+        // Below the minimum (the entry's arguments and one push): the trap
+        // names the budget and the bytes needed.
+        let n = args.len();
+        args[n - 1] = "10";
+        traps(&fx, &args, &["budget of 10 bytes", "need at least", "--ad-budget"]);
     }
     // Exactly enough stores everything; the smaller of the two limits
     // applies.
@@ -774,20 +775,30 @@ fn ad_budget_stops_every_derivative_that_stores_more() {
 #[test]
 fn bench_reports_its_recompute_factor() {
     let fx = fixture();
-    let b = ok_json(
-        &fx,
-        &[
-            "bench",
-            "--fn",
-            "long",
-            "--args",
-            "[1.0001, 100]",
-            "--json",
-            "--ad-budget",
-            "4096",
-        ],
-    );
+    let bench = |n: &str, budget: &str| {
+        let args = format!("[1.0001, {n}]");
+        ok_json(
+            &fx,
+            &[
+                "bench",
+                "--fn",
+                "long",
+                "--args",
+                &args,
+                "--json",
+                "--ad-budget",
+                budget,
+            ],
+        )
+    };
+    // Storing everything fits: nothing is recomputed.
+    let b = bench("100", "4096");
     assert_eq!(b["recompute_factor"].as_f64(), Some(1.0), "{b}");
+    // 80 kB under a budget of 4 kB: checkpointed, every segment but the
+    // last run about twice.
+    let b = bench("10000", "4096");
+    let factor = b["recompute_factor"].as_f64().expect("a number");
+    assert!(factor > 1.5 && factor < 3.0, "{b}");
 }
 
 #[test]

@@ -39,6 +39,7 @@ impl Vm {
             suspended: None,
             resume: None,
             ckpt: None,
+            min_budget: None,
             snap_bytes: 0,
             sweep_instrs: 0,
             recomputed_instrs: 0,
@@ -303,12 +304,28 @@ impl Vm {
     #[cold]
     #[inline(never)]
     fn budget_trap(&mut self, prog: &Program, r: Result<(), Trap>) -> Result<(), Trap> {
+        // A budget too small for checkpointing's snapshot 0: the trap names
+        // a budget checkpointing works in where that is less.
+        let least = self.min_budget.take();
+        let r = r.map_err(|mut t| {
+            if let TrapKind::AdBudget { needed, exact, .. } = &mut t.kind {
+                if let Some(m) = least.filter(|m| *m < *needed) {
+                    (*needed, *exact) = (m, false);
+                }
+            }
+            t
+        });
         if self.spilled == 0 {
             return r;
         }
-        let needed = self
+        let mut needed = self
             .spilled
             .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
+        let mut exact = true;
+        if let Some(m) = least.filter(|m| *m < needed) {
+            needed = m;
+            exact = false;
+        }
         self.spilled = 0;
         let at = self.spill_at.take();
         let native_at = self.native_spill_at.take();
@@ -322,7 +339,7 @@ impl Vm {
                 let kind = TrapKind::AdBudget {
                     budget: self.stack_limit(),
                     needed,
-                    exact: true,
+                    exact,
                 };
                 // Named where the stacks first filled up: the function
                 // whose code holds that address.

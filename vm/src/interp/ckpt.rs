@@ -155,6 +155,7 @@ impl Vm {
         f: FuncId,
         args: &[u64],
     ) -> Option<Result<(), Trap>> {
+        self.min_budget = None;
         let budget = self.limits.ad_budget?;
         if budget >= self.limits.max_stack_bytes
             || !self.heap.is_ad()
@@ -168,7 +169,10 @@ impl Vm {
         let heap = self.heap.snapshot();
         let z0 = (args.len() * 8).saturating_add(self.heap.snapshot_bytes());
         if z0 >= budget {
-            // Not even snapshot 0 fits: storing everything or the trap.
+            // Not even snapshot 0 fits: storing everything or the trap,
+            // which names the least of what storing everything needs and
+            // a budget that checkpointing works in.
+            self.min_budget = Some(z0.saturating_add(max_batch_bytes(prog)));
             return None;
         }
         self.ckpt = None;
@@ -180,10 +184,9 @@ impl Vm {
             heap,
             bytes: z0,
         };
-        let room = budget - z0;
-        self.snap_bytes = z0;
-        self.fit_stacks(room);
-        self.note_high_water();
+        // Snapshot 0 is a copy of the arguments: it counts once the call
+        // is checkpointed, not while it may store everything.
+        self.fit_stacks(budget);
         let r = self.run_checkpointed(prog, f, snap0, budget);
         self.segment = None;
         self.suspend_need = 0;
@@ -205,12 +208,11 @@ impl Vm {
         snap0: Snapshot,
         budget: usize,
     ) -> Result<(), Trap> {
-        let room = budget - snap0.bytes;
         let mut tried = false;
         if let Some(mut tier) = self.native.take() {
             // Compiled code cannot suspend: it spills (as at the budget)
             // and the call is run again here.
-            self.segment = Some((room, false));
+            self.segment = Some((budget, false));
             let r = tier.call(self, prog, f, &snap0.regs);
             self.native = Some(tier);
             self.segment = None;
@@ -236,7 +238,7 @@ impl Vm {
         }
         self.last_tier = Tier::Interp;
         if !tried {
-            self.segment = Some((room, true));
+            self.segment = Some((budget, true));
             let r = self.exec(prog, f, &snap0.regs);
             if self.suspended.take().is_none() {
                 if r.is_ok() {
@@ -252,7 +254,9 @@ impl Vm {
             .restore(&snap0.heap, self.limits.max_heap_bytes)
             .map_err(host_trap)?;
         self.frames.clear();
+        let room = budget - snap0.bytes;
         let cap = (room / 2).max(max_batch_bytes(prog).min(room));
+        self.snap_bytes = snap0.bytes;
         self.fit_stacks(cap);
         self.segment = Some((cap, true));
         let mut c = Box::new(Ckpt {
@@ -329,20 +333,32 @@ impl Vm {
     }
 
     /// A pop found its stack empty: if segments of the last checkpointed
-    /// forward call are left, put the one before on the stacks (`true`).
-    /// `false` is a stack underflow.
+    /// forward call are left, put the one before under what the stacks
+    /// hold (`true`; the reverse code pops the two stacks in its own
+    /// order, so the other stack may still hold the first entries of the
+    /// segment after). `false` is a stack underflow.
     #[cold]
     #[inline(never)]
     pub(super) fn refill(&mut self) -> Result<bool, TrapKind> {
         let Some(mut c) = self.ckpt.take() else {
             return Ok(false);
         };
-        if c.on_stack == 0 || !self.comms.is_empty() || !self.blk.is_empty() {
+        if c.on_stack == 0 {
             self.ckpt = Some(c);
             return Ok(false);
         }
+        // What is left of the segment after (a few entries), kept aside
+        // while the buffers are refilled.
+        let left = (self.comms.clone(), self.blk.clone());
+        self.comms.clear();
+        self.blk.clear();
         let r = self.refill_from(&mut c);
         self.ckpt = Some(c);
+        if r.is_ok() {
+            self.comms.extend_from_slice(&left.0);
+            self.blk.extend_from_slice(&left.1);
+            self.note_high_water();
+        }
         r.map(|()| true)
     }
 

@@ -74,7 +74,7 @@ impl Vm {
             bound = (b, StackBound::Budget);
         }
         // A checkpointed call's segment (`ckpt.rs`).
-        if let Some((cap, suspend)) = self.segment.filter(|s| s.0 < bound.0) {
+        if let Some((cap, suspend)) = self.segment.filter(|s| s.0 <= bound.0) {
             let kind = if suspend {
                 StackBound::Segment
             } else {

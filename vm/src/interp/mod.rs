@@ -166,6 +166,9 @@ pub struct Vm {
     /// The checkpoints of the last forward call that outgrew its segment,
     /// for the reverse call's refills.
     ckpt: Option<Box<ckpt::Ckpt>>,
+    /// A budget checkpointing works in, for the trap of a call whose
+    /// budget was too small for its snapshot 0 ([`Vm::budget_trap`]).
+    min_budget: Option<usize>,
     /// Bytes the snapshots of `ckpt` hold (counted against the budget).
     snap_bytes: usize,
     /// Forward instructions of the first sweep and recomputed since

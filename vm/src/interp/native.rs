@@ -186,9 +186,11 @@ impl Vm {
     /// `comms.pop`.
     #[inline]
     pub fn native_comms_pop(&mut self) -> Result<u64, TrapKind> {
-        match self.comms.pop() {
-            Some(v) => Ok(v),
-            None => self.native_refill().and_then(|()| self.comms.pop().ok_or(TrapKind::StackUnderflow)),
+        loop {
+            match self.comms.pop() {
+                Some(v) => return Ok(v),
+                None => self.native_refill()?,
+            }
         }
     }
 
@@ -219,9 +221,11 @@ impl Vm {
     /// The pop of `blk.pop`.
     #[inline]
     pub fn native_blk_pop(&mut self) -> Result<u32, TrapKind> {
-        match self.blk.pop() {
-            Some(v) => Ok(v),
-            None => self.native_refill().and_then(|()| self.blk.pop().ok_or(TrapKind::StackUnderflow)),
+        loop {
+            match self.blk.pop() {
+                Some(v) => return Ok(v),
+                None => self.native_refill()?,
+            }
         }
     }
 
