@@ -136,7 +136,10 @@ fn random_programs_under_random_budgets() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     if cases >= 100 {
         assert!(stored_all >= cases / 10, "{stored_all} stored everything");
-        assert!(checkpointed >= cases / 10, "{checkpointed} were checkpointed");
+        assert!(
+            checkpointed >= cases / 10,
+            "{checkpointed} were checkpointed"
+        );
         assert!(traps >= cases / 20, "{traps} trapped below the minimum");
     }
 }

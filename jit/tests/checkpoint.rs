@@ -65,8 +65,8 @@ fn random_programs_in_both_tiers_under_random_budgets() {
                     failures.push(format!("seed {seed} budget {budget}: {got:?} vs {all:?}"));
                 }
             }
-            Err(ad::AdError::Trap(t))
-                if matches!(t.kind, TrapKind::AdBudget { needed, .. } if needed > budget) => {}
+            Err(ad::AdError::Trap(t)) if matches!(t.kind, TrapKind::AdBudget { needed, .. } if needed > budget) =>
+                {}
             Err(err) => failures.push(format!("seed {seed} budget {budget}: {err}")),
         }
         let high = native.vm_mut().stack_high_water_bytes();

@@ -699,7 +699,11 @@ fn ad_budget_checkpoints_every_derivative_that_stores_more() {
         // names the budget and the bytes needed.
         let n = args.len();
         args[n - 1] = "10";
-        traps(&fx, &args, &["budget of 10 bytes", "need at least", "--ad-budget"]);
+        traps(
+            &fx,
+            &args,
+            &["budget of 10 bytes", "need at least", "--ad-budget"],
+        );
     }
     // Exactly enough stores everything; the smaller of the two limits
     // applies.

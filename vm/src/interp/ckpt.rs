@@ -423,7 +423,13 @@ impl Vm {
 
     /// Run `rvm` from snapshot `ki` to the end of segment `j`, taking
     /// snapshots on the way where they fit.
-    fn recompute(&mut self, c: &mut Ckpt, rvm: &mut Vm, ki: usize, j: usize) -> Result<(), TrapKind> {
+    fn recompute(
+        &mut self,
+        c: &mut Ckpt,
+        rvm: &mut Vm,
+        ki: usize,
+        j: usize,
+    ) -> Result<(), TrapKind> {
         let (k, args, first) = {
             let s = &c.snaps[ki];
             rvm.heap.restore(&s.heap, rvm.limits.max_heap_bytes)?;
@@ -467,12 +473,7 @@ impl Vm {
                 let b = m + 1;
                 if (b - k) % step == 0 {
                     let bytes = state_bytes(rvm, &c.prog, &at);
-                    if self
-                        .snap_bytes
-                        .saturating_add(bytes)
-                        .saturating_add(c.cap)
-                        <= c.budget
-                    {
+                    if self.snap_bytes.saturating_add(bytes).saturating_add(c.cap) <= c.budget {
                         c.snaps.push(take_snapshot(rvm, &c.prog, b, at, bytes));
                         self.snap_bytes += bytes;
                     }
