@@ -115,8 +115,11 @@ done:
         let got = native.grad(f, &args).expect("checkpointed");
         assert_eq!(bits(&got), bits(&all), "{budget}");
         assert_eq!(native.vm_mut().last_tier(), Tier::Native);
+        // 800 segments and room for a dozen snapshots at 2000 bytes; 16
+        // segments, each with its snapshot, at 50,000.
         let factor = native.recompute_factor();
-        assert!(factor > 1.0 && factor < 3.5, "{budget}: {factor}");
+        let most = if budget == 2000 { 12.0 } else { 3.0 };
+        assert!(factor > 1.0 && factor < most, "{budget}: {factor}");
         assert!(native.vm_mut().stack_high_water_bytes() <= budget);
     }
 }
