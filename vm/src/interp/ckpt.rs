@@ -290,7 +290,7 @@ impl Vm {
                 ));
             }
             seg += 1;
-            if seg % spacing == 0 {
+            if seg.is_multiple_of(spacing) {
                 let bytes = state_bytes(self, prog, &at);
                 while self.snap_bytes.saturating_add(bytes).saturating_add(cap) > budget
                     && c.snaps.len() > 1
@@ -299,7 +299,7 @@ impl Vm {
                     let before = c.snaps.len();
                     let mut dropped = 0;
                     c.snaps.retain(|s| {
-                        let keep = s.seg % spacing == 0;
+                        let keep = s.seg.is_multiple_of(spacing);
                         if !keep {
                             dropped += s.bytes;
                         }
@@ -310,7 +310,7 @@ impl Vm {
                         break;
                     }
                 }
-                if seg % spacing == 0
+                if seg.is_multiple_of(spacing)
                     && self.snap_bytes.saturating_add(bytes).saturating_add(cap) <= budget
                 {
                     c.snaps.push(take_snapshot(self, prog, seg, at, bytes));
@@ -471,7 +471,7 @@ impl Vm {
             last = at.executed;
             if m < j {
                 let b = m + 1;
-                if (b - k) % step == 0 {
+                if (b - k).is_multiple_of(step) {
                     let bytes = state_bytes(rvm, &c.prog, &at);
                     if self.snap_bytes.saturating_add(bytes).saturating_add(c.cap) <= c.budget {
                         c.snaps.push(take_snapshot(rvm, &c.prog, b, at, bytes));
