@@ -322,13 +322,25 @@ impl Engine {
     }
 
     /// Bound what the forward code stores for the reverse code (the comms
-    /// and block stacks together) to `bytes` at every moment, or lift the
-    /// bound with `None` (`vm::Limits::ad_budget`, `--ad-budget`). A
-    /// derivative whose storage does not fit traps with
-    /// [`TrapKind::AdBudget`], which names the bytes storing everything
-    /// needs.
+    /// and block stacks and the checkpoints' snapshots together) to
+    /// `bytes` at every moment, or lift the bound with `None`
+    /// (`vm::Limits::ad_budget`, `--ad-budget`). A derivative whose
+    /// storage does not fit is checkpointed: its forward sweep is
+    /// recomputed in segments during the reverse sweep, with the same
+    /// result bit for bit ([`Engine::recompute_factor`]). A budget below
+    /// the minimum (the arguments and arrays at entry, and the largest
+    /// batch of pushes) traps with [`TrapKind::AdBudget`], which names the
+    /// bytes needed.
     pub fn set_ad_budget(&mut self, bytes: Option<usize>) {
         self.vm.limits_mut().ad_budget = bytes;
+    }
+
+    /// Of the last derivative: forward instructions executed (the first
+    /// sweep and what checkpointing recomputed) divided by those of the
+    /// first sweep; 1.0 when nothing was recomputed
+    /// ([`vm::interp::Vm::recompute_factor`]).
+    pub fn recompute_factor(&self) -> f64 {
+        self.vm.recompute_factor()
     }
 
     /// The AD budget set by [`Engine::set_ad_budget`] (or the VM's limits).

@@ -1024,6 +1024,10 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                 time_calls(|| engine.run(f, &args).map(|_| ()).map_err(Fail::from))?;
             let (grad_ns, allocs_grad) =
                 time_calls(|| gradient(&mut engine, f, &args, wrt.as_deref(), &mut out))?;
+            // Of the last gradient: forward instructions run (first sweep
+            // and recomputation under `--ad-budget`) per instruction of
+            // the first sweep.
+            let recompute_factor = engine.recompute_factor();
             let ratio = grad_ns / primal_ns;
             // Forward mode along all ones over the differentiated inputs.
             let mask = match &wrt {
@@ -1067,10 +1071,7 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                     "allocs_per_grad": allocs_grad,
                     "jvp_ns": jvp_ns,
                     "allocs_per_jvp": allocs_jvp,
-                    // Forward iterations run per loop iteration: no
-                    // derivative recomputes any (a budget that storing
-                    // everything exceeds traps), so 1.
-                    "recompute_factor": 1.0,
+                    "recompute_factor": recompute_factor,
                     "tier": tier,
                     "grad_tier": grad_tier,
                 });

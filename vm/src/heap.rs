@@ -301,6 +301,56 @@ impl Heap {
         };
         Some((dp, dl, sp, sl))
     }
+
+    /// A copy of the live arrays' elements (not their shadows), for a
+    /// checkpoint (`interp/ckpt.rs`).
+    pub(crate) fn snapshot(&self) -> Vec<Vec<f64>> {
+        self.data[..self.live].to_vec()
+    }
+
+    /// Bytes [`Heap::snapshot`] holds.
+    pub(crate) fn snapshot_bytes(&self) -> usize {
+        self.data[..self.live]
+            .iter()
+            .map(|d| d.len().saturating_mul(8).saturating_add(SLOT_BYTES / 2))
+            .fold(0, usize::saturating_add)
+    }
+
+    /// Make the live arrays those of `arrays` (a [`Heap::snapshot`]), with
+    /// the same handles. Where the heap already has those arrays (the same
+    /// lengths: a snapshot of this heap, or a restore before), only their
+    /// elements are copied back, the arrays made after them are dropped
+    /// and the shadows are left as they are;
+    /// otherwise the heap starts anew (zero shadows in AD mode).
+    pub(crate) fn restore(&mut self, arrays: &[Vec<f64>], limit: usize) -> Result<(), TrapKind> {
+        let same = self.live >= arrays.len()
+            && arrays
+                .iter()
+                .zip(&self.data)
+                .zip(&self.shadow)
+                .all(|((a, d), s)| a.len() == d.len() && (!self.ad || s.len() == a.len()));
+        if same {
+            for (d, a) in self.data.iter_mut().zip(arrays) {
+                d.copy_from_slice(a);
+            }
+            let per = if self.ad { 16 } else { 8 };
+            self.live = arrays.len();
+            self.live_bytes = arrays
+                .iter()
+                .map(|a| a.len().saturating_mul(per).saturating_add(SLOT_BYTES))
+                .fold(0, usize::saturating_add);
+            return Ok(());
+        }
+        let ad = self.ad;
+        self.begin(ad);
+        for a in arrays {
+            let h = self.alloc(a.len(), limit)?;
+            if let Some(d) = self.get_mut(h) {
+                d.copy_from_slice(a);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

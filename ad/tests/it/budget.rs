@@ -1,9 +1,12 @@
 //! The AD budget (`vm::Limits::ad_budget`, `Engine::set_ad_budget`,
-//! `--ad-budget`): the AD stacks never reserve more than the budget; a
-//! derivative whose storage fits gives the gradient of a run without a
-//! budget bit for bit; one that does not traps with `TrapKind::AdBudget`,
-//! which names exactly the bytes a run without a budget stores; the engine
-//! works on afterwards.
+//! `--ad-budget`): what the forward code stores for the reverse code (the
+//! AD stacks and the checkpoints' snapshots) never takes more than the
+//! budget; where storing everything does not fit, the forward call is
+//! checkpointed and recomputed in segments (`vm/src/interp/ckpt.rs`) and
+//! every derivative is the one of a run without a budget bit for bit; a
+//! budget below the minimum (snapshot 0 and one batch of pushes) traps with
+//! `TrapKind::AdBudget`, which names the budget and the bytes needed; the
+//! engine works on afterwards.
 //!
 //! `ADVM_PROP_CASES` sets the number of random programs (default 200) and
 //! `ADVM_PROP_SEED` the first seed, as in `random_programs.rs`.
@@ -13,11 +16,13 @@ use testkit::gen::{program, Config, Rng};
 use vm::interp::TrapKind;
 use vm::Value;
 
-fn same_bits(a: &Gradient, b: &Gradient) -> bool {
-    let eq = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-    eq(a.value, b.value)
-        && a.grad.len() == b.grad.len()
-        && a.grad.iter().zip(&b.grad).all(|(x, y)| match (x, y) {
+fn eq(x: f64, y: f64) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+}
+
+fn same_values(a: &[Option<Value>], b: &[Option<Value>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| match (x, y) {
             (None, None) => true,
             (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
             (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
@@ -25,6 +30,10 @@ fn same_bits(a: &Gradient, b: &Gradient) -> bool {
             }
             _ => false,
         })
+}
+
+fn same_bits(a: &Gradient, b: &Gradient) -> bool {
+    eq(a.value, b.value) && same_values(&a.grad, &b.grad)
 }
 
 fn engine(src: &str) -> Engine {
@@ -36,11 +45,7 @@ fn engine(src: &str) -> Engine {
 fn budget_trap<T: std::fmt::Debug>(r: Result<T, AdError>) -> (usize, usize, String) {
     match r {
         Err(AdError::Trap(t)) => match t.kind {
-            TrapKind::AdBudget {
-                budget,
-                needed,
-                exact: true,
-            } => (budget, needed, t.to_string()),
+            TrapKind::AdBudget { budget, needed, .. } => (budget, needed, t.to_string()),
             _ => panic!("not a budget trap: {t}"),
         },
         other => panic!("not a budget trap: {other:?}"),
@@ -52,7 +57,7 @@ fn random_programs_under_random_budgets() {
     let cases = testkit::env_u64("ADVM_PROP_CASES", 200);
     let first = testkit::env_u64("ADVM_PROP_SEED", 1);
     let cfg = Config::default();
-    let (mut fits, mut traps, mut exact) = (0u64, 0u64, 0u64);
+    let (mut stored_all, mut checkpointed, mut traps) = (0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     for seed in first..first + cases {
         let g = program(seed, &cfg);
@@ -72,55 +77,50 @@ fn random_programs_under_random_budgets() {
         };
         let stored = e.vm_mut().peak_stack_bytes();
         let mut rng = Rng::new(seed ^ 0xb0d6e7);
-        // Budgets around what storing everything takes, below and above.
+        // Budgets from nothing to what storing everything takes, and above.
         let budget = match rng.below(4) {
             0 => rng.below(64),
             1 => stored.saturating_sub(1 + rng.below(stored.max(1))),
-            2 => stored + rng.below(64),
-            _ => stored,
+            2 => stored / 2 + rng.below(stored / 2 + 1),
+            _ => stored + rng.below(64),
         };
         e.set_ad_budget(Some(budget));
         let r = e.grad(f, &g.args);
         let high = e.vm_mut().stack_high_water_bytes();
         if high > budget {
             failures.push(format!(
-                "seed {seed}: the stacks reserved {high} bytes under a budget of {budget}"
+                "seed {seed}: {high} bytes held under a budget of {budget}"
             ));
         }
         match r {
-            Ok(got) if stored <= budget => {
-                fits += 1;
+            Ok(got) => {
+                if stored <= budget {
+                    stored_all += 1;
+                } else {
+                    checkpointed += 1;
+                    if e.vm_mut().recompute_factor() <= 1.0 {
+                        failures.push(format!(
+                            "seed {seed}: {stored} stored under {budget} and nothing recomputed"
+                        ));
+                    }
+                }
                 if !same_bits(&got, &all) {
                     failures.push(format!("seed {seed}: {got:?} vs {all:?}"));
                 }
             }
-            Ok(got) => failures.push(format!(
-                "seed {seed}: {stored} bytes stored under a budget of {budget}: {got:?}"
-            )),
-            Err(AdError::Trap(t)) if stored > budget => match t.kind {
+            // Below the minimum: snapshot 0 and one batch of pushes.
+            Err(AdError::Trap(t)) => match t.kind {
                 TrapKind::AdBudget {
-                    budget: b,
-                    needed,
-                    exact: e,
-                } => {
+                    budget: b, needed, ..
+                } if b == budget && needed > budget && stored > budget => {
                     traps += 1;
-                    // Exact, unless one batch of pushes alone is larger
-                    // than the budget (then the call stops there and
-                    // says "at least").
-                    exact += u64::from(e);
-                    let text = t.to_string();
-                    if b != budget
-                        || needed <= budget
-                        || needed > stored
-                        || (e && needed != stored)
-                        || e == text.contains("at least")
-                    {
-                        failures.push(format!(
-                            "seed {seed}: {t} (budget {budget}, {stored} stored)"
-                        ));
+                    if !t.to_string().contains("budget") {
+                        failures.push(format!("seed {seed}: {t}"));
                     }
                 }
-                _ => failures.push(format!("seed {seed}: {t}")),
+                _ => failures.push(format!(
+                    "seed {seed}: {t} ({stored} stored, budget {budget})"
+                )),
             },
             Err(err) => failures.push(format!(
                 "seed {seed}: {err} ({stored} stored, budget {budget})"
@@ -135,15 +135,12 @@ fn random_programs_under_random_budgets() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     if cases >= 100 {
-        assert!(fits >= cases / 10, "{fits} fitted their budget");
-        assert!(traps >= cases / 10, "{traps} trapped");
-        // Both kinds of trap are seen: the exact count (the budget holds
-        // a batch of pushes) and "at least" (budgets under 64 bytes often
-        // do not).
+        assert!(stored_all >= cases / 10, "{stored_all} stored everything");
         assert!(
-            exact >= cases / 20 && exact < traps,
-            "{exact} of {traps} traps named the exact bytes"
+            checkpointed >= cases / 10,
+            "{checkpointed} were checkpointed"
         );
+        assert!(traps >= cases / 20, "{traps} trapped below the minimum");
     }
 }
 
@@ -165,42 +162,88 @@ done:
 }";
 
 #[test]
-fn powloop_budget_trap_names_the_bytes_storing_everything_needs() {
+fn powloop_under_a_small_budget_is_checkpointed() {
     let mut e = engine(POW);
     let f = e.find("pow").expect("defined");
     let args = [Value::F64(1.0001), Value::I64(10_000)];
     let all = e.grad(f, &args).expect("runs");
     let stored = e.vm_mut().peak_stack_bytes();
+    let seed = Value::F64(1.0);
+    let vjp_all = e.vjp(f, &args, &seed).expect("runs");
+    let dir = [Some(Value::F64(1.0)), None];
+    let hvp_all = e.hvp(f, &args, &dir).expect("runs");
     // One f64 per iteration, and the counter and the entry values.
     assert!((80_000..80_100).contains(&stored), "{stored}");
-    e.set_ad_budget(Some(1000));
-    assert_eq!(e.ad_budget(), Some(1000));
-    let (budget, needed, text) = budget_trap(e.grad(f, &args));
-    assert_eq!((budget, needed), (1000, stored), "{text}");
-    assert!(
-        text.contains("budget of 1000 bytes")
-            && text.contains(&format!("need {stored} bytes"))
-            && text.contains("--ad-budget")
-            // Where the stacks first filled up.
-            && text.contains("in @pow (gradient's forward sweep), block body, at `mul.push"),
-        "{text}"
-    );
-    assert!(e.vm_mut().stack_high_water_bytes() <= 1000);
-    // The other derivatives that store: the same trap.
-    let seed = Value::F64(1.0);
-    let (_, needed, _) = budget_trap(e.vjp(f, &args, &seed));
-    assert_eq!(needed, stored);
-    let dir = [Some(Value::F64(1.0)), None];
-    let (_, needed, _) = budget_trap(e.hvp(f, &args, &dir));
-    assert!(needed > 1000, "{needed}");
+    for budget in [1000, 4096, 30_000, stored - 1] {
+        e.set_ad_budget(Some(budget));
+        assert_eq!(e.ad_budget(), Some(budget));
+        let got = e.grad(f, &args).expect("checkpointed");
+        assert!(same_bits(&got, &all), "{budget}: {got:?} vs {all:?}");
+        let high = e.vm_mut().stack_high_water_bytes();
+        assert!(high <= budget, "{high} held under {budget}");
+        // Each segment but the last recomputed about once where snapshots
+        // fit at every boundary; more where they are sparse (a 1000-byte
+        // budget holds about six).
+        let factor = e.vm_mut().recompute_factor();
+        let most = if budget == 1000 { 8.0 } else { 3.5 };
+        assert!(factor > 1.0 && factor < most, "{budget}: factor {factor}");
+        assert_eq!(e.recompute_factor(), factor);
+        let v = e.vjp(f, &args, &seed).expect("checkpointed");
+        assert!(v.value == vjp_all.value && same_values(&v.grad, &vjp_all.grad));
+        let h = e.hvp(f, &args, &dir).expect("checkpointed");
+        assert!(
+            eq(h.value, hvp_all.value)
+                && same_values(&h.grad, &hvp_all.grad)
+                && same_values(&h.hvp, &hvp_all.hvp),
+            "{budget}: {h:?} vs {hvp_all:?}"
+        );
+        assert!(e.vm_mut().stack_high_water_bytes() <= budget);
+    }
     // Forward mode stores nothing: no budget applies.
     e.set_ad_budget(Some(0));
     assert!(e.jvp(f, &args, &dir).is_ok());
-    // Exactly enough.
-    e.set_ad_budget(Some(stored));
+    // Exactly enough to store everything, and nothing is recomputed.
+    e.set_ad_budget(Some(stored + 64));
     let got = e.grad(f, &args).expect("fits");
     assert!(same_bits(&got, &all), "{got:?} vs {all:?}");
-    assert!(e.vm_mut().stack_high_water_bytes() <= stored);
+    assert_eq!(e.recompute_factor(), 1.0);
+    assert!(e.vm_mut().stack_high_water_bytes() <= stored + 64);
+}
+
+#[test]
+fn a_budget_below_the_minimum_traps_with_the_bytes_needed() {
+    let mut e = engine(POW);
+    let f = e.find("pow").expect("defined");
+    let args = [Value::F64(1.0001), Value::I64(10_000)];
+    let all = e.grad(f, &args).expect("runs");
+    // Below snapshot 0 (the two arguments, 16 bytes) and one batch of
+    // pushes: the trap names what is needed, and that budget is enough
+    // (or, where a larger batch comes later, names more).
+    for mut budget in [0, 8, 16, 20] {
+        let mut tries = 0;
+        loop {
+            e.set_ad_budget(Some(budget));
+            let r = e.grad(f, &args);
+            assert!(e.vm_mut().stack_high_water_bytes() <= budget);
+            if let Ok(got) = r {
+                assert!(same_bits(&got, &all));
+                break;
+            }
+            let (b, needed, text) = budget_trap(r);
+            assert_eq!(b, budget, "{text}");
+            assert!(needed > budget, "{text}");
+            assert!(
+                text.contains(&format!("budget of {budget} bytes"))
+                    && text.contains("need at least")
+                    && text.contains("--ad-budget"),
+                "{text}"
+            );
+            budget = needed;
+            tries += 1;
+            assert!(tries < 4, "{text}");
+        }
+        assert!(budget < 64, "{budget}");
+    }
 }
 
 #[test]
@@ -208,6 +251,7 @@ fn the_smaller_of_the_budget_and_max_stack_bytes_applies() {
     let mut e = engine(POW);
     let f = e.find("pow").expect("defined");
     let args = [Value::F64(1.0001), Value::I64(10_000)];
+    let all = e.grad(f, &args).expect("runs");
     e.vm_mut().limits_mut().max_stack_bytes = 4096;
     e.set_ad_budget(Some(1 << 20));
     match e.grad(f, &args) {
@@ -215,13 +259,13 @@ fn the_smaller_of_the_budget_and_max_stack_bytes_applies() {
         other => panic!("{other:?}"),
     }
     e.set_ad_budget(Some(2048));
-    let (budget, _, _) = budget_trap(e.grad(f, &args));
-    assert_eq!(budget, 2048);
+    let got = e.grad(f, &args).expect("checkpointed");
+    assert!(same_bits(&got, &all));
     assert!(e.vm_mut().stack_high_water_bytes() <= 2048);
 }
 
 #[test]
-fn deep_recursion_past_the_budget_traps() {
+fn deep_recursion_under_a_small_budget_is_checkpointed() {
     let src = "
 fn @down(%x: f64, %n: i64) -> f64 {
 entry:
@@ -243,10 +287,82 @@ base:
     let all = e.grad(f, &args).expect("runs");
     let stored = e.vm_mut().peak_stack_bytes();
     assert!(stored > 2000 * 16, "{stored}");
-    e.set_ad_budget(Some(stored / 2));
-    let (_, needed, _) = budget_trap(e.grad(f, &args));
-    assert_eq!(needed, stored);
+    // Snapshots hold every frame: the deeper, the larger; a budget of a
+    // fraction of the storage still leaves room for a few.
+    for budget in [stored / 2, stored / 4] {
+        e.set_ad_budget(Some(budget));
+        let got = e.grad(f, &args).expect("checkpointed");
+        assert!(same_bits(&got, &all), "{budget}");
+        assert!(e.recompute_factor() > 1.0);
+        assert!(e.vm_mut().stack_high_water_bytes() <= budget);
+    }
     e.set_ad_budget(Some(stored));
     let got = e.grad(f, &args).expect("fits");
     assert!(same_bits(&got, &all));
+}
+
+/// Arrays written in a loop (the heap is in every snapshot; the reverse
+/// call's heap is rolled back by the reverse code as without a budget),
+/// nested loops, a `while` loop and calls in one program.
+#[test]
+fn arrays_nested_loops_and_calls_under_a_budget() {
+    let src = "
+fn @step(%a: f64, %b: f64) -> f64 {
+entry:
+    %p = mul %a, %b
+    %s = sin %p
+    %r = add %s, %a
+    ret %r
+}
+fn @f(%xs: f64[], %n: i64) -> f64 {
+entry:
+    %len = alen %xs
+    jmp outer
+outer:
+    %k = phi [entry: 0], [inner_done: %k2]
+    %acc = phi [entry: 0.0], [inner_done: %acc3]
+    %c = lt %k, %n
+    br %c, inner_pre, done
+inner_pre:
+    jmp inner
+inner:
+    %i = phi [inner_pre: 0], [inner: %i2]
+    %acc2 = phi [inner_pre: %acc], [inner: %t]
+    %x = aget %xs, %i
+    %t = call @step(%x, %acc2)
+    %y = mul %x, %t
+    aset %xs, %i, %y
+    %i2 = add %i, 1
+    %ci = lt %i2, %len
+    br %ci, inner, inner_done
+inner_done:
+    %acc3 = phi [inner: %t]
+    %k2 = add %k, 1
+    jmp outer
+done:
+    %z = aget %xs, 0
+    %r = add %acc, %z
+    ret %r
+}";
+    let module = assembler::assemble(src, "t.adasm").expect("assembles");
+    for policy in [ad::Policy::NONE, ad::Policy::default()] {
+        let mut e = Engine::with_inlining(module.clone(), &policy).expect("verifies");
+        let f = e.find("f").expect("defined");
+        let xs: Vec<f64> = (0..16).map(|i| 0.1 + 0.01 * f64::from(i)).collect();
+        let args = [Value::Arr(xs), Value::I64(40)];
+        let all = e.grad(f, &args).expect("runs");
+        let stored = e.vm_mut().peak_stack_bytes();
+        assert!(stored > 16 * 40 * 16, "{stored}");
+        for budget in [stored / 2, stored / 5, stored / 20, 1024] {
+            e.set_ad_budget(Some(budget));
+            let got = e.grad(f, &args).expect("checkpointed");
+            assert!(same_bits(&got, &all), "{budget}: {got:?} vs {all:?}");
+            assert!(e.recompute_factor() > 1.0);
+            let high = e.vm_mut().stack_high_water_bytes();
+            assert!(high <= budget, "{high} under {budget}");
+        }
+        e.set_ad_budget(None);
+        let got = e.grad(f, &args).expect("runs");
+        assert!(same_bits(&got, &all));
+    }
 }

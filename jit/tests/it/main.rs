@@ -7,6 +7,7 @@
 //! allocator sees every allocation of the process.
 
 mod arrays;
+mod checkpoint;
 mod differential;
 mod fuzz_smoke;
 mod limits;

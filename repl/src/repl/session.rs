@@ -2491,9 +2491,13 @@ mod tests {
         let all = out(s.execute("grad @pw(1.001, 100)"));
         assert_eq!(out(s.execute(":budget 100")), "AD budget: 100 bytes");
         assert_eq!(out(s.execute(":budget")), "AD budget: 100 bytes");
+        // 808 bytes stored: checkpointed, the same gradient.
+        assert_eq!(out(s.execute("grad @pw(1.001, 100)")), all);
+        // Below the minimum (the arguments and one push).
+        assert_eq!(out(s.execute(":budget 10")), "AD budget: 10 bytes");
         let e = err(s.execute("grad @pw(1.001, 100)"));
         assert!(
-            e.contains("budget of 100 bytes") && e.contains("need 8"),
+            e.contains("budget of 10 bytes") && e.contains("need at least"),
             "{e}"
         );
         // Running stores nothing.

@@ -673,31 +673,41 @@ fn max_stack_bytes_stops_a_long_gradient() {
 }
 
 #[test]
-fn ad_budget_stops_every_derivative_that_stores_more() {
+fn ad_budget_checkpoints_every_derivative_that_stores_more() {
     let fx = fixture();
     let call = ["--fn", "long", "--args", "[1.0001, 10000]"];
     // One f64 per iteration, the counter and the entry value: 80016 bytes
-    // for the reverse sweep; twice that (with tangents) for hvp and hessian.
-    for (cmd, extra, needed) in [
-        ("grad", &[][..], "80016"),
-        ("vjp", &["--seed", "1.0"][..], "80016"),
-        ("check", &[][..], "80016"),
-        ("bench", &[][..], "80016"),
-        ("hvp", &["--dir", "[1.0, null]"][..], "160024"),
-        ("hessian", &[][..], "160024"),
+    // for the reverse sweep (twice that, with tangents, for hvp and
+    // hessian); a budget of 1000 bytes checkpoints the forward sweep and
+    // gives the same output as storing everything.
+    for (cmd, extra) in [
+        ("grad", &[][..]),
+        ("vjp", &["--seed", "1.0"][..]),
+        ("check", &[][..]),
+        ("hvp", &["--dir", "[1.0, null]"][..]),
+        ("hessian", &[][..]),
     ] {
         let mut args = vec![cmd];
         args.extend(call);
         args.extend(extra);
+        args.push("--json");
+        // The same exit status and output (`check` of a power of 10^4
+        // disagrees with its finite differences either way: status 3).
+        let all = advm(&fx, &args);
+        assert!(matches!(all.status.code(), Some(0 | 3)), "{args:?}");
         args.extend(["--ad-budget", "1000"]);
+        let got = advm(&fx, &args);
+        assert_eq!(got.status.code(), all.status.code(), "{args:?}");
+        assert_eq!(text(&got.stdout), text(&all.stdout), "{args:?}");
+        assert!(!text(&got.stdout).is_empty(), "{args:?}");
+        // Below the minimum (the entry's arguments and one push): the trap
+        // names the budget and the bytes needed.
+        let n = args.len();
+        args[n - 1] = "10";
         traps(
             &fx,
             &args,
-            &[
-                "budget of 1000 bytes",
-                &format!("need {needed} bytes"),
-                "--ad-budget",
-            ],
+            &["budget of 10 bytes", "need at least", "--ad-budget"],
         );
     }
     // Exactly enough stores everything; the smaller of the two limits
@@ -774,20 +784,30 @@ fn ad_budget_stops_every_derivative_that_stores_more() {
 #[test]
 fn bench_reports_its_recompute_factor() {
     let fx = fixture();
-    let b = ok_json(
-        &fx,
-        &[
-            "bench",
-            "--fn",
-            "long",
-            "--args",
-            "[1.0001, 100]",
-            "--json",
-            "--ad-budget",
-            "4096",
-        ],
-    );
+    let bench = |n: &str, budget: &str| {
+        let args = format!("[1.0001, {n}]");
+        ok_json(
+            &fx,
+            &[
+                "bench",
+                "--fn",
+                "long",
+                "--args",
+                &args,
+                "--json",
+                "--ad-budget",
+                budget,
+            ],
+        )
+    };
+    // Storing everything fits: nothing is recomputed.
+    let b = bench("100", "4096");
     assert_eq!(b["recompute_factor"].as_f64(), Some(1.0), "{b}");
+    // 80 kB under a budget of 4 kB: checkpointed, 40 segments and room
+    // for about twenty snapshots.
+    let b = bench("10000", "4096");
+    let factor = b["recompute_factor"].as_f64().expect("a number");
+    assert!(factor > 1.5 && factor < 5.0, "{b}");
 }
 
 #[test]

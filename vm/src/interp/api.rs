@@ -34,6 +34,15 @@ impl Vm {
             executed_bytes: 0,
             native: None,
             last_tier: Tier::Interp,
+            segment: None,
+            suspend_need: 0,
+            suspended: None,
+            resume: None,
+            ckpt: None,
+            min_budget: None,
+            snap_bytes: 0,
+            sweep_instrs: 0,
+            recomputed_instrs: 0,
         }
     }
 
@@ -73,6 +82,7 @@ impl Vm {
         self.spilled = 0;
         self.spill_at = None;
         self.native_spill_at = None;
+        self.end_checkpoints();
         if self.limits_changed {
             self.apply_limits();
         }
@@ -257,6 +267,11 @@ impl Vm {
         if self.limits_changed {
             self.apply_limits();
         }
+        if self.limits.ad_budget.is_some() {
+            if let Some(r) = self.call_checkpointed(prog, f, args) {
+                return r;
+            }
+        }
         if let Some(mut tier) = self.native.take() {
             let r = tier.call(self, prog, f, args);
             self.native = Some(tier);
@@ -289,12 +304,28 @@ impl Vm {
     #[cold]
     #[inline(never)]
     fn budget_trap(&mut self, prog: &Program, r: Result<(), Trap>) -> Result<(), Trap> {
+        // A budget too small for checkpointing's snapshot 0: the trap names
+        // a budget checkpointing works in where that is less.
+        let least = self.min_budget.take();
+        let r = r.map_err(|mut t| {
+            if let TrapKind::AdBudget { needed, exact, .. } = &mut t.kind {
+                if let Some(m) = least.filter(|m| *m < *needed) {
+                    (*needed, *exact) = (m, false);
+                }
+            }
+            t
+        });
         if self.spilled == 0 {
             return r;
         }
-        let needed = self
+        let mut needed = self
             .spilled
             .saturating_add(self.comms.len() * 8 + self.blk.len() * 4);
+        let mut exact = true;
+        if let Some(m) = least.filter(|m| *m < needed) {
+            needed = m;
+            exact = false;
+        }
         self.spilled = 0;
         let at = self.spill_at.take();
         let native_at = self.native_spill_at.take();
@@ -308,7 +339,7 @@ impl Vm {
                 let kind = TrapKind::AdBudget {
                     budget: self.stack_limit(),
                     needed,
-                    exact: true,
+                    exact,
                 };
                 // Named where the stacks first filled up: the function
                 // whose code holds that address.
@@ -337,7 +368,7 @@ impl Vm {
     /// on this cold path, never by the interpreter loop.
     #[cold]
     #[inline(never)]
-    fn with_call_stack(&mut self, prog: &Program, mut t: Trap) -> Trap {
+    pub(super) fn with_call_stack(&mut self, prog: &Program, mut t: Trap) -> Trap {
         if !self.frames.is_empty() {
             t.stack = call_stack(prog, &self.frames);
             self.frames.clear();

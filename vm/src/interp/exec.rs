@@ -73,6 +73,15 @@ impl Vm {
         if let Some(b) = self.limits.ad_budget.filter(|b| *b < bound.0) {
             bound = (b, StackBound::Budget);
         }
+        // A checkpointed call's segment (`ckpt.rs`).
+        if let Some((cap, suspend)) = self.segment.filter(|s| s.0 <= bound.0) {
+            let kind = if suspend {
+                StackBound::Segment
+            } else {
+                StackBound::Budget
+            };
+            bound = (cap, kind);
+        }
         if left < bound.0 {
             bound = (left, StackBound::Memory);
         }
@@ -121,7 +130,8 @@ impl Vm {
     /// high-water mark.
     #[inline(always)]
     pub(super) fn note_high_water(&mut self) {
-        self.grown_stack = self.grown_stack.max(self.stack_capacity_bytes());
+        let held = self.stack_capacity_bytes().saturating_add(self.snap_bytes);
+        self.grown_stack = self.grown_stack.max(held);
     }
 
     #[cold]
@@ -147,6 +157,10 @@ impl Vm {
     pub(super) fn reserve_comms(&mut self, n: usize, at: u64) -> Result<(), TrapKind> {
         let (limit, bound) = self.stack_budget();
         let mut r = grow_stack(&mut self.comms, &mut self.blk, n, limit);
+        if r.is_err() && bound == StackBound::Segment {
+            self.suspend_need = n.saturating_mul(8);
+            return r;
+        }
         if r.is_err() && bound == StackBound::Budget {
             self.spill(at);
             r = grow_stack(&mut self.comms, &mut self.blk, n, limit).map_err(|_| {
@@ -166,6 +180,10 @@ impl Vm {
     pub(super) fn grow_blk(&mut self, at: u64) -> Result<(), TrapKind> {
         let (limit, bound) = self.stack_budget();
         let mut r = grow_stack(&mut self.blk, &mut self.comms, 1, limit);
+        if r.is_err() && bound == StackBound::Segment {
+            self.suspend_need = 4;
+            return r;
+        }
         if r.is_err() && bound == StackBound::Budget {
             self.spill(at);
             r = grow_stack(&mut self.blk, &mut self.comms, 1, limit).map_err(|_| {
@@ -191,31 +209,39 @@ impl Vm {
     /// peak of the AD stacks is sampled at the end.
     #[inline(never)]
     pub(super) fn exec(&mut self, prog: &Program, entry: FuncId, args: &[u64]) -> Result<(), Trap> {
-        let Some((mut f, init)) = self.entry(prog, entry, args) else {
-            return Err(self.entry_trap(prog, entry, args));
-        };
-        self.frames.clear();
-        if self.stack_capacity_bytes() > self.stack_limit {
-            // The limit was lowered since the stacks grew: give back what
-            // is not in use, so that pushes stay within it.
-            self.comms.shrink_to_fit();
-            self.blk.shrink_to_fit();
-        }
         let fuel = self.limits.fuel.unwrap_or(u64::MAX);
         let max_depth = self.limits.max_call_depth;
         let max_array = self.limits.max_array_len;
         let max_heap = self.limits.max_heap_bytes;
-        let mut fid = entry;
-        let mut base = 0usize;
-        // `args` has one value per parameter (the entry checks).
-        if let Err(k) = load_entry_frame(&mut self.regs, args, init, grow_regs) {
-            return Err(self.trap(prog, fid, 0, k));
-        }
+        // A checkpointed forward call resumes where it suspended
+        // (`ckpt.rs`): its frames and registers are as it left them, or
+        // as a snapshot restored them.
+        let (mut f, mut fid, mut base, pc, before) = match self.resume.take() {
+            Some(r) => (prog.func(r.fid), r.fid, r.base, r.pc, r.executed),
+            None => {
+                let Some((f, init)) = self.entry(prog, entry, args) else {
+                    return Err(self.entry_trap(prog, entry, args));
+                };
+                self.frames.clear();
+                if self.stack_capacity_bytes() > self.stack_limit {
+                    // The limit was lowered since the stacks grew: give back what
+                    // is not in use, so that pushes stay within it.
+                    self.comms.shrink_to_fit();
+                    self.blk.shrink_to_fit();
+                }
+                // `args` has one value per parameter (the entry checks).
+                if let Err(k) = load_entry_frame(&mut self.regs, args, init, grow_regs) {
+                    return Err(self.trap(prog, entry, 0, k));
+                }
+                (f, entry, 0usize, 0usize, 0u64)
+            }
+        };
         // `load_entry_frame` made `regs` at least `nparams + init.len() >=
         // nregs` long (the verifier made `init` at least `nregs - nparams`
-        // long).
+        // long); a resumed call's registers are at least `base + nregs`
+        // long (`Vm::suspend` kept them, `ckpt::restore` copied them).
         let mut w = Window::resume(&mut self.regs, base, f.nregs());
-        let mut cur = Cursor::new(&f.code, 0);
+        let mut cur = Cursor::new(&f.code, pc);
 
         // Executed instructions are counted in bytes of code, `W` per
         // instruction, so that the hot path needs no instruction index:
@@ -226,7 +252,7 @@ impl Vm {
         // `done - ip`, so the count goes on from there. Wrapping arithmetic:
         // only differences of addresses matter. (A u64 of bytes holds
         // 1.5e18 instructions.)
-        let mut meter: u64 = 0u64.wrapping_sub(cur.addr());
+        let mut meter: u64 = before.wrapping_sub(cur.addr());
         // Fuel and the interrupt flag are looked at (at a taken jump or a
         // call) once `done` passes `next_poll` (also in bytes): one compare
         // in the hot path.
@@ -400,6 +426,33 @@ impl Vm {
                 }
             }};
         }
+        // A push found the stacks full (the error of `reserve_comms` or
+        // `grow_blk`): in a checkpointed forward call (`ckpt.rs`) the call
+        // suspends at the push, else the trap.
+        macro_rules! full {
+            ($k:expr) => {{
+                if self.suspend_need != 0 {
+                    let at = done!().wrapping_sub(W);
+                    return Err(self.suspend(fid, cur.pc(), base, at));
+                }
+                trap!($k);
+            }};
+        }
+        // A pop found its stack empty: the stacks are refilled with the
+        // segment before (recomputed from a checkpoint, `ckpt.rs`) and the
+        // pop runs again, or it is a stack underflow.
+        macro_rules! underflow {
+            () => {{
+                match self.refill() {
+                    Ok(true) => {
+                        meter = meter.wrapping_sub(W);
+                        continue;
+                    }
+                    Ok(false) => trap!(TrapKind::StackUnderflow),
+                    Err(k) => trap!(k),
+                }
+            }};
+        }
         // Room for one more value on the comms stack (a checked push:
         // `comms.push`, `mul.push`), growing it on the cold path or
         // trapping; the push after it needs no second check.
@@ -407,7 +460,7 @@ impl Vm {
             () => {
                 if self.comms.len() == self.comms.capacity() {
                     if let Err(k) = self.reserve_comms(1, cur.addr()) {
-                        trap!(k);
+                        full!(k);
                     }
                 }
             };
@@ -734,14 +787,14 @@ impl Vm {
                 Op::BlkPush => {
                     if self.blk.len() == self.blk.capacity() {
                         if let Err(k) = self.grow_blk(cur.addr()) {
-                            trap!(k);
+                            full!(k);
                         }
                     }
                     self.blk.push(ins.x);
                 }
                 Op::BlkPop => {
                     let Some(id) = self.blk.pop() else {
-                        trap!(TrapKind::StackUnderflow);
+                        underflow!();
                     };
                     let table = verified(&f.tables, ins.x);
                     // Id 0 by a conditional branch of its own, the rest
@@ -770,7 +823,7 @@ impl Vm {
                 Op::CommsReserve => {
                     if self.comms.capacity() - self.comms.len() < ins.x as usize {
                         if let Err(k) = self.reserve_comms(ins.x as usize, cur.addr()) {
-                            trap!(k);
+                            full!(k);
                         }
                     }
                     push_reserved(&mut self.comms, w.get(ins.r0 as u32));
@@ -780,7 +833,7 @@ impl Vm {
                 Op::CommsPushR => push_reserved(&mut self.comms, w.get(ins.r0 as u32)),
                 Op::CommsPop => {
                     let Some(&v) = self.comms.last() else {
-                        trap!(TrapKind::StackUnderflow);
+                        underflow!();
                     };
                     let len = self.comms.len();
                     w.set(ins.r0 as u32, v);
@@ -796,7 +849,7 @@ impl Vm {
                 Op::DivZ => ff!(ins, |a, b| div_z(a, b)),
                 Op::AccMulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), f64::from_bits(v))),
-                    None => trap!(TrapKind::StackUnderflow),
+                    None => underflow!(),
                 },
                 Op::MulPush => {
                     room_for_push!();
@@ -815,7 +868,7 @@ impl Vm {
                     // share that tail, and past 16 of them LLVM stops
                     // giving each its own dispatch.)
                     let Some(&v) = self.comms.last() else {
-                        trap!(TrapKind::StackUnderflow);
+                        underflow!();
                     };
                     let len = self.comms.len();
                     // Every read before either write: `r2` is usually `r1`
@@ -831,7 +884,7 @@ impl Vm {
                 }
                 Op::MulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, mul_z(fr!(ins.r1), f64::from_bits(v))),
-                    None => trap!(TrapKind::StackUnderflow),
+                    None => underflow!(),
                 },
                 Op::Zero => w.set(ins.r0 as u32, 0),
                 Op::Take => {

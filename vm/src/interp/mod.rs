@@ -57,6 +57,7 @@
 //! executed more than the limit never succeeds).
 
 mod api;
+mod ckpt;
 mod exec;
 mod native;
 mod traps;
@@ -106,6 +107,9 @@ pub(crate) enum StackBound {
     Budget,
     /// What `Limits::max_memory_bytes` leaves the stacks.
     Memory,
+    /// The segment of a checkpointed forward call (`ckpt.rs`): a full
+    /// stack suspends the call.
+    Segment,
 }
 
 /// The virtual machine: reusable state for running programs.
@@ -149,4 +153,26 @@ pub struct Vm {
     native: Option<Box<dyn NativeTier>>,
     /// Which tier ran the last call.
     last_tier: Tier,
+    /// The stacks' capacity in a checkpointed call (`ckpt.rs`), and whether
+    /// a full stack suspends the call (else it spills, as at the budget).
+    segment: Option<(usize, bool)>,
+    /// Bytes of the push that found the stacks full of a segment: nonzero
+    /// while the call suspends ([`Vm::suspend`]).
+    suspend_need: usize,
+    /// Where the interpreter suspended ([`Vm::suspend`]).
+    suspended: Option<ckpt::Resume>,
+    /// Where the next `exec` resumes instead of entering its function.
+    resume: Option<ckpt::Resume>,
+    /// The checkpoints of the last forward call that outgrew its segment,
+    /// for the reverse call's refills.
+    ckpt: Option<Box<ckpt::Ckpt>>,
+    /// A budget checkpointing works in, for the trap of a call whose
+    /// budget was too small for its snapshot 0 ([`Vm::budget_trap`]).
+    min_budget: Option<usize>,
+    /// Bytes the snapshots of `ckpt` hold (counted against the budget).
+    snap_bytes: usize,
+    /// Forward instructions of the first sweep and recomputed since
+    /// [`Vm::begin`] ([`Vm::recompute_factor`]).
+    sweep_instrs: u64,
+    recomputed_instrs: u64,
 }

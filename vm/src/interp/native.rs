@@ -186,7 +186,24 @@ impl Vm {
     /// `comms.pop`.
     #[inline]
     pub fn native_comms_pop(&mut self) -> Result<u64, TrapKind> {
-        self.comms.pop().ok_or(TrapKind::StackUnderflow)
+        loop {
+            match self.comms.pop() {
+                Some(v) => return Ok(v),
+                None => self.native_refill()?,
+            }
+        }
+    }
+
+    /// A pop of compiled code found its stack empty: the stacks refilled
+    /// from the checkpoints of the forward call (`ckpt.rs`), as the
+    /// interpreter's pops do, or the stack underflow.
+    #[cold]
+    #[inline(never)]
+    fn native_refill(&mut self) -> Result<(), TrapKind> {
+        match self.refill()? {
+            true => Ok(()),
+            false => Err(TrapKind::StackUnderflow),
+        }
     }
 
     /// `blk.push id`.
@@ -204,7 +221,12 @@ impl Vm {
     /// The pop of `blk.pop`.
     #[inline]
     pub fn native_blk_pop(&mut self) -> Result<u32, TrapKind> {
-        self.blk.pop().ok_or(TrapKind::StackUnderflow)
+        loop {
+            match self.blk.pop() {
+                Some(v) => return Ok(v),
+                None => self.native_refill()?,
+            }
+        }
     }
 
     /// `anew n`: a new array's handle.
