@@ -1022,6 +1022,11 @@ impl Session {
     /// must assemble on its own (with the session), as before.
     fn define(&mut self, source: Rc<Source>) -> Result<Defined, String> {
         let new = source::split(&source);
+        self.define_split(source, new)
+    }
+
+    /// [`Session::define`] of `source` split into `new`.
+    fn define_split(&mut self, source: Rc<Source>, new: Vec<Chunk>) -> Result<Defined, String> {
         if new.is_empty() {
             // A text without the `fn` keyword (only a file can be one) has
             // no chunks, so nothing of it would reach the assembler:
@@ -1277,6 +1282,12 @@ impl Session {
         } else {
             order.extend(rest);
         }
+        // Ctrl-C during the work before (a large `:load`): stop here.
+        if self.interrupt.swap(false, Ordering::Relaxed) {
+            return Err(Failure::Engine(
+                "interrupted: nothing was defined or loaded".into(),
+            ));
+        }
         let combined = Combined::new(&order);
         let assembled = if combined.text.len() < BACKGROUND_BYTES {
             assembler::assemble(&combined.text, &source.origin)
@@ -1478,6 +1489,31 @@ impl Session {
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
         let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
+        if bytes.len() >= BACKGROUND_BYTES && !adl::is_adl(path) {
+            // A large file: decoded and split on a thread of its own, so
+            // that Ctrl-C interrupts this part of the load too.
+            let o = origin.clone();
+            let (text, raw) = self
+                .interruptible(move || {
+                    let text = assembler::decode(&bytes, &o)?;
+                    let raw = source::split_raw(&text);
+                    Ok((text, raw))
+                })
+                .map_err(|f| match f {
+                    Failure::Engine(e) => e,
+                    Failure::Assembly(_) => "internal error (please report): a load".into(),
+                })?
+                .map_err(|d: assembler::Diagnostics| d.render_with(crate::out::color()))?;
+            let source = Rc::new(Source {
+                origin,
+                file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+                text,
+                adl: None,
+            });
+            let new = source::chunks_of(&source, raw);
+            let defined = self.define_split(source, new)?;
+            return Ok(self.loaded(path, defined));
+        }
         let text =
             assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
         let (text, adl) = if adl::is_adl(path) {
@@ -1493,6 +1529,11 @@ impl Session {
             adl,
         });
         let defined = self.define(source)?;
+        Ok(self.loaded(path, defined))
+    }
+
+    /// The reply of a `:load` of `path` that defined `defined`.
+    fn loaded(&mut self, path: &Path, defined: Defined) -> String {
         self.last_file = Some(path.to_path_buf());
         let mut lines = defined.dropped;
         lines.push(format!(
@@ -1503,7 +1544,7 @@ impl Session {
         ));
         // Pending definitions this file completed.
         lines.extend(defined.completed);
-        Ok(lines.join("\n"))
+        lines.join("\n")
     }
 
     // ---- .adl --------------------------------------------------------------------

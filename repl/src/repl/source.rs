@@ -151,7 +151,31 @@ fn name_after(text: &str, at: usize) -> String {
 /// of its `fn` (or at the `fn` itself if other text precedes it on that
 /// line); text before the first function (comments) belongs to the first.
 pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
-    let text = &source.text;
+    chunks_of(source, split_raw(&source.text))
+}
+
+/// A chunk of a text not yet shared as a [`Source`] (what [`split_raw`]
+/// finds, on any thread).
+pub struct RawChunk {
+    name: String,
+    range: Range<usize>,
+    line: u32,
+}
+
+/// The chunks of `source`, from [`split_raw`] of its text.
+pub fn chunks_of(source: &Rc<Source>, raw: Vec<RawChunk>) -> Vec<Chunk> {
+    raw.into_iter()
+        .map(|r| Chunk {
+            name: r.name,
+            source: source.clone(),
+            range: r.range,
+            line: r.line,
+        })
+        .collect()
+}
+
+/// [`split`] of a text, before it is a [`Source`].
+pub fn split_raw(text: &str) -> Vec<RawChunk> {
     let keywords = fn_keywords(text);
     let starts: Vec<usize> = keywords
         .iter()
@@ -177,9 +201,8 @@ pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
         .map(|(k, &at)| {
             line += newlines(&text[counted..starts[k]]);
             counted = starts[k];
-            Chunk {
+            RawChunk {
                 name: name_after(text, at),
-                source: source.clone(),
                 range: starts[k]..starts.get(k + 1).copied().unwrap_or(text.len()),
                 line: u32::try_from(line).unwrap_or(u32::MAX),
             }
