@@ -21,7 +21,7 @@
 //!   transform of `f.fwd` and `f.rev` as for any derived pair, which
 //!   differentiates `f_jvp`'s own body; the call of `f` in `f.fwd` calls
 //!   `f`'s (rule) tangent function, so the value's tangent is the rule's
-//!   (in derived code every call of a user function returning f64 has a
+//!   (in derived code every call of a user function returning f64 or f64[] has a
 //!   tangent, [`Engine::user_call_tangents`]).
 //!
 //! The code is ordinary IR, lowered and verified like every derived
@@ -200,6 +200,15 @@ fn zero_tangent(b: &mut Build, at: BlockId, p: ValueId, ty: Type) -> ValueId {
     }
 }
 
+/// The type of `f`'s result: `f64` or `f64[]` for a function with a rule
+/// (checked when the rule was made).
+fn result_type(f: &Function) -> Type {
+    match f.ret {
+        RetType::One(t) => t,
+        _ => Type::F64,
+    }
+}
+
 /// The tangent function of `f = rule.f` with respect to `wrt` (as
 /// `forward::jvp_function` would build it from `f`'s body):
 ///
@@ -211,9 +220,10 @@ fn zero_tangent(b: &mut Build, at: BlockId, p: ValueId, ty: Type) -> ValueId {
 /// parameters outside `wrt`.
 pub(crate) fn rule_tangent(m: &Module, rule: Rule, wrt: &[bool]) -> Function {
     let f = m.func(rule.f);
+    let ret = result_type(f);
     let mut b = Build::new(
         format!("{}.jvp", f.name),
-        RetType::Many(vec![Type::F64, Type::F64]),
+        RetType::Many(vec![ret, ret]),
         rule.loc,
     );
     let ps = copy_params(&mut b, f);
@@ -231,7 +241,7 @@ pub(crate) fn rule_tangent(m: &Module, rule: Rule, wrt: &[bool]) -> Function {
         }
     }
     let entry = b.block("entry");
-    let y = b.call(entry, rule.f, Type::F64, ps.clone(), Some("y".into()));
+    let y = b.call(entry, rule.f, ret, ps.clone(), Some("y".into()));
     let mut args = ps.clone();
     let diff: Vec<ValueId> = ps
         .iter()
@@ -248,7 +258,7 @@ pub(crate) fn rule_tangent(m: &Module, rule: Rule, wrt: &[bool]) -> Function {
         };
         args.push(t);
     }
-    let dy = b.call(entry, rule.jvp, Type::F64, args, Some("d.y".into()));
+    let dy = b.call(entry, rule.jvp, ret, args, Some("d.y".into()));
     b.term(entry, Term::RetN(vec![y, dy]));
     b.f
 }
@@ -285,7 +295,8 @@ pub(crate) fn rule_pair(
     let mut fb = Build::new(format!("{}.fwd", f.name), f.ret.clone(), loc);
     let ps = copy_params(&mut fb, f);
     let entry = fb.block("entry");
-    let y = fb.call(entry, rule.f, Type::F64, ps.clone(), Some("y".into()));
+    let ret = result_type(f);
+    let y = fb.call(entry, rule.f, ret, ps.clone(), Some("y".into()));
     let mut args = ps.clone();
     // (parameter index, array, its zero tangent array) of selected arrays.
     let mut arrays = Vec::new();
@@ -299,13 +310,19 @@ pub(crate) fn rule_pair(
             }
         }
     }
-    let mut call = Inst::new(Op::Call, None, args, loc);
-    call.dst = Some(fb.f.new_value(Type::F64, None));
+    let t = fb.f.new_value(ret, None);
+    let mut call = Inst::new(Op::Call, Some(t), args, loc);
     call.callee = Some(jd.fwd);
     fb.push(entry, call);
     for (_, p, z) in &arrays {
         fb.push(entry, Inst::new(Op::CommsPush, None, vec![*p], loc));
         fb.push(entry, Inst::new(Op::CommsPush, None, vec![*z], loc));
+    }
+    if ret == Type::Arr {
+        // The result's cotangent arrives in its shadow; the rule's
+        // pullback reads it from the shadow of its own result.
+        fb.push(entry, Inst::new(Op::CommsPush, None, vec![y], loc));
+        fb.push(entry, Inst::new(Op::CommsPush, None, vec![t], loc));
     }
     fb.term(entry, Term::Ret(y));
 
@@ -316,14 +333,27 @@ pub(crate) fn rule_pair(
         RetType::Many(vec![Type::F64; n_f64]),
         loc,
     );
-    let seed = rb.param(Type::F64, Some("seed".into()));
     let entry = rb.block("start");
+    // The result's cotangent: the seed of an f64 result. An array result's
+    // arrives in its shadow: moved into the shadow of the rule's result,
+    // where the rule's pullback (which then takes no seed) reads it.
+    let mut seeds = Vec::new();
+    let mut at = entry;
+    if ret == Type::Arr {
+        let t = rb.f.new_value(Type::Arr, None);
+        rb.push(entry, Inst::new(Op::CommsPop, Some(t), Vec::new(), loc));
+        let y = rb.f.new_value(Type::Arr, Some("y".into()));
+        rb.push(entry, Inst::new(Op::CommsPop, Some(y), Vec::new(), loc));
+        at = move_shadow(&mut rb, at, y, t);
+    } else {
+        seeds.push(rb.param(Type::F64, Some("seed".into())));
+    }
     let mut popped = Vec::new();
     for (i, _, _) in arrays.iter().rev() {
         let z = rb.f.new_value(Type::Arr, None);
-        rb.push(entry, Inst::new(Op::CommsPop, Some(z), Vec::new(), loc));
+        rb.push(at, Inst::new(Op::CommsPop, Some(z), Vec::new(), loc));
         let p = rb.f.new_value(Type::Arr, None);
-        rb.push(entry, Inst::new(Op::CommsPop, Some(p), Vec::new(), loc));
+        rb.push(at, Inst::new(Op::CommsPop, Some(p), Vec::new(), loc));
         popped.push((*i, p, z));
     }
     popped.reverse();
@@ -331,14 +361,14 @@ pub(crate) fn rule_pair(
     // cotangents are not asked for), then the tangents of `f`'s f64
     // parameters, which become `f`'s cotangents.
     let sink = rb.f.new_value(Type::F64, Some("sink".into()));
-    rb.push(entry, Inst::new(Op::Zero, Some(sink), Vec::new(), loc));
+    rb.push(at, Inst::new(Op::Zero, Some(sink), Vec::new(), loc));
     let mut accs = vec![sink; n_f64];
     let mut grads = Vec::new();
     for (i, p) in f.params.iter().enumerate() {
         if f.ty(*p) == Type::F64 {
             let name = f.values[p.index()].name.as_ref().map(|n| format!("d.{n}"));
             let c = rb.f.new_value(Type::F64, name);
-            rb.push(entry, Inst::new(Op::Zero, Some(c), Vec::new(), loc));
+            rb.push(at, Inst::new(Op::Zero, Some(c), Vec::new(), loc));
             accs.push(c);
             grads.push(if wrt.get(i).copied().unwrap_or(false) {
                 c
@@ -347,39 +377,47 @@ pub(crate) fn rule_pair(
             });
         }
     }
-    let mut call = Inst::new(Op::CallAcc, None, vec![seed], loc);
+    let mut call = Inst::new(Op::CallAcc, None, seeds, loc);
     call.callee = Some(jd.rev);
     call.accs = accs;
-    rb.push(entry, call);
-    // shadow(p)[k] += shadow(ṗ)[k] for each selected array, k counted up.
-    let mut at = entry;
+    rb.push(at, call);
+    // shadow(p) += shadow(ṗ) for each selected array.
     for (_, p, z) in popped {
-        let k = rb.f.new_value(Type::I64, Some("k".into()));
-        let n = rb.op(at, Op::ALen, Type::I64, None, vec![z]);
-        let zero = rb.f.new_const(Type::I64, 0);
-        rb.op(at, Op::Mov, Type::I64, Some(k), vec![zero]);
-        let head = rb.block("add.head");
-        let body = rb.block("add.body");
-        let next = rb.block("add.done");
-        rb.term(at, Term::Jmp(head));
-        let c = rb.op(head, Op::LtI, Type::Bool, None, vec![k, n]);
-        rb.term(
-            head,
-            Term::Br {
-                cond: c,
-                then_: body,
-                else_: next,
-            },
-        );
-        let t = rb.op(body, Op::ShadowTake, Type::F64, None, vec![z, k]);
-        rb.push(body, Inst::new(Op::ShadowAcc, None, vec![p, k, t], loc));
-        let one = rb.f.new_const(Type::I64, 1);
-        rb.op(body, Op::AddI, Type::I64, Some(k), vec![k, one]);
-        rb.term(body, Term::Jmp(head));
-        at = next;
+        at = move_shadow(&mut rb, at, z, p);
     }
     rb.term(at, Term::RetN(grads));
     (fb.f, rb.f)
+}
+
+/// `shadow(to)[k] += shadow(from)[k]` (taken: `from`'s shadow left zero)
+/// for each index k of `from`, counted up, in a loop emitted from block
+/// `at` on; the block after it. An index past the end of `to` (a rule's
+/// tangent array shorter than the result) traps.
+fn move_shadow(rb: &mut Build, at: BlockId, from: ValueId, to: ValueId) -> BlockId {
+    let loc = rb.loc;
+    let k = rb.f.new_value(Type::I64, Some("k".into()));
+    let n = rb.op(at, Op::ALen, Type::I64, None, vec![from]);
+    let zero = rb.f.new_const(Type::I64, 0);
+    rb.op(at, Op::Mov, Type::I64, Some(k), vec![zero]);
+    let head = rb.block("add.head");
+    let body = rb.block("add.body");
+    let next = rb.block("add.done");
+    rb.term(at, Term::Jmp(head));
+    let c = rb.op(head, Op::LtI, Type::Bool, None, vec![k, n]);
+    rb.term(
+        head,
+        Term::Br {
+            cond: c,
+            then_: body,
+            else_: next,
+        },
+    );
+    let t = rb.op(body, Op::ShadowTake, Type::F64, None, vec![from, k]);
+    rb.push(body, Inst::new(Op::ShadowAcc, None, vec![to, k, t], loc));
+    let one = rb.f.new_const(Type::I64, 1);
+    rb.op(body, Op::AddI, Type::I64, Some(k), vec![k, one]);
+    rb.term(body, Term::Jmp(head));
+    next
 }
 
 impl Engine {
@@ -428,7 +466,7 @@ impl Engine {
     }
 
     /// For a derived function `ir`: the tangent functions (full
-    /// selection, built here) of the user functions returning f64 of some
+    /// selection, built here) of the user functions returning f64 or f64[] of some
     /// f64 or f64[] parameter that it calls. Reverse mode leaves such a
     /// call as it is when it is inactive (`f` for the value in a rule's
     /// `f.fwd`; a function of `f`'s parameters in the rule function's pair,
@@ -449,7 +487,7 @@ impl Engine {
             }
             let func = self.module.func(g);
             let wrt = crate::analysis::all_params(func);
-            if func.ret != RetType::One(Type::F64) || !wrt.iter().any(|w| *w) {
+            if !matches!(func.ret, RetType::One(Type::F64 | Type::Arr)) || !wrt.iter().any(|w| *w) {
                 continue;
             }
             let id = self.derive_jvp(g, &wrt)?;

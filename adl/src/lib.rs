@@ -364,11 +364,34 @@ pub fn print_own_lines(module: &Module, own: usize) -> (String, Vec<u32>) {
         .take(own)
         .collect::<Vec<String>>()
         .join("\n");
+    // The rules, printed after every function, end the last piece when
+    // all functions are own: taken out, and the own functions' rules put
+    // back below (with their `.adl` lines).
+    let stripped: String = text
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with("rule @"))
+        .collect();
+    let (mut text, mut lines) = own_lines(module, own, &whole, &stripped);
+    for r in module.rules.iter().filter(|r| r.f.index() < own) {
+        text.push_str(&format!(
+            "rule @{} jvp @{}\n",
+            module.func(r.f).name,
+            module.func(r.jvp).name
+        ));
+        lines.push(r.loc.line);
+    }
+    (text, lines)
+}
+
+/// The `.adl` line behind each line of `text`, the printed own functions
+/// of `module` (see [`print_own_lines`]); `whole` is all of it printed.
+fn own_lines(module: &Module, own: usize, whole: &str, text: &str) -> (String, Vec<u32>) {
+    let text = text.to_string();
     let mut lines = vec![0u32; text.lines().count()];
     if !whole.starts_with(&text) {
         return (text, lines);
     }
-    let Ok(again) = assembler::assemble(&whole, "<generated>") else {
+    let Ok(again) = assembler::assemble(whole, "<generated>") else {
         return (text, lines);
     };
     let mut note = |at: vm::ir::Loc, from: vm::ir::Loc| {

@@ -1052,7 +1052,11 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
             })?;
             // Hessian-vector products along the same direction, where the
             // function can be differentiated twice that way.
+            // A derivation refused for its size (past the compile budget, or
+            // too large for a frame) leaves the other figures standing: the
+            // refusal is reported instead of the HVP's time.
             let mut h = ad::Hvp::default();
+            let mut hvp_error = None;
             let hvp = match engine.hvp_wrt_into(f, &args, &dir, &mask, &mut h) {
                 Ok(()) => Some(time_calls(|| {
                     engine
@@ -1060,6 +1064,10 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                         .map_err(Fail::from)
                 })?),
                 Err(AdError::NotDifferentiable(_)) => None,
+                Err(e @ (AdError::TooMuchWork { .. } | AdError::TooLarge { .. })) => {
+                    hvp_error = Some(e.to_string());
+                    None
+                }
                 Err(e) => return Err(e.into()),
             };
             if a.json {
@@ -1078,6 +1086,9 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                 if let (Some((hvp_ns, allocs_hvp)), Some(o)) = (hvp, obj.as_object_mut()) {
                     o.insert("hvp_ns".into(), json!(hvp_ns));
                     o.insert("allocs_per_hvp".into(), json!(allocs_hvp));
+                }
+                if let (Some(msg), Some(o)) = (&hvp_error, obj.as_object_mut()) {
+                    o.insert("hvp_error".into(), json!(msg));
                 }
                 emit(obj)?;
             } else {
@@ -1098,6 +1109,9 @@ pub fn bench(a: &CallArgs, opts: &Options) -> u8 {
                         "hvp:    {hvp_ns:.1} ns per call (median), {allocs_hvp} allocations per \
                          call (direction: all ones)"
                     ))?;
+                }
+                if let Some(msg) = &hvp_error {
+                    emit(format_args!("hvp:    refused: {msg}"))?;
                 }
             }
             Ok(())

@@ -269,18 +269,7 @@ fn run_sweep(a: &SweepArgs, opts: &advm::Options) -> Result<u8, Fail> {
             } else {
                 engine.derive_hvp(f, &mask)?;
             }
-            let func = engine.module().func(f);
-            let names = func
-                .params
-                .iter()
-                .enumerate()
-                .map(|(i, p)| {
-                    func.values[p.index()]
-                        .name
-                        .clone()
-                        .unwrap_or_else(|| i.to_string())
-                })
-                .collect();
+            let names = dir_names(engine.module().func(f));
             if a.mode == Mode::Jvp {
                 Job::Jvp { mask, dir, names }
             } else {
@@ -477,4 +466,33 @@ fn evaluate(workers: &[Mutex<Worker>], task: &Task, chunk: &mut Chunk) {
             let mut w = workers[me].lock().unwrap_or_else(|e| e.into_inner());
             *failed = !w.result_line(task, *i, text, out);
         });
+}
+
+/// The parameters' names in messages about `--dir`: as everywhere else in
+/// advm (`arg0`, `arg1`, ... for unnamed ones).
+fn dir_names(func: &vm::ir::Function) -> Vec<String> {
+    crate::commands::param_names(func)
+}
+
+#[cfg(test)]
+mod tests {
+    use vm::ir::{Function, RetType};
+    use vm::Type;
+
+    #[test]
+    fn unnamed_parameters_are_arg_n() {
+        let mut f = Function {
+            name: "f".into(),
+            params: Vec::new(),
+            ret: RetType::One(Type::F64),
+            values: Vec::new(),
+            blocks: Vec::new(),
+            loc: Default::default(),
+        };
+        let a = f.new_value(Type::F64, None);
+        let b = f.new_value(Type::F64, Some("x".into()));
+        let c = f.new_value(Type::Arr, None);
+        f.params = vec![a, b, c];
+        assert_eq!(super::dir_names(&f), ["arg0", "x", "arg2"]);
+    }
 }

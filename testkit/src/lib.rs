@@ -27,12 +27,40 @@ pub mod ir;
 pub mod refeval;
 pub mod suite;
 
-/// The workspace root (for reading `programs/`).
+/// The workspace root (for reading `programs/`), found at run time: the
+/// nearest directory holding a `Cargo.toml` with a `[workspace]` table,
+/// looking up from the package directory cargo names in
+/// `CARGO_MANIFEST_DIR` when it runs a test or benchmark, else from the
+/// current directory (which cargo sets to the package directory). So a
+/// checkout that was moved (or test binaries copied elsewhere and run from
+/// inside a checkout) reads its own files. Only if neither finds one: the
+/// parent of this crate's directory at compile time.
 pub fn workspace_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(|p| p.to_path_buf())
-        .unwrap_or_default()
+    let starts = [
+        std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from),
+        std::env::current_dir().ok(),
+    ];
+    starts
+        .into_iter()
+        .flatten()
+        .find_map(|start| find_workspace_root(&start))
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .map(|p| p.to_path_buf())
+                .unwrap_or_default()
+        })
+}
+
+/// The nearest of `start` and its ancestors whose `Cargo.toml` has a
+/// `[workspace]` table.
+pub fn find_workspace_root(start: &std::path::Path) -> Option<std::path::PathBuf> {
+    start.ancestors().find_map(|dir| {
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).ok()?;
+        text.lines()
+            .any(|l| l.trim() == "[workspace]")
+            .then(|| dir.to_path_buf())
+    })
 }
 
 /// The text of a file of the workspace (`programs/...`); panics, naming
@@ -68,5 +96,33 @@ pub fn same_gradient(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool {
             xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| close(*x, *y))
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod root_tests {
+    use super::*;
+
+    #[test]
+    fn the_workspace_root_is_found_from_a_moved_checkout() {
+        let base = std::env::temp_dir().join(format!("advm-root-{}", std::process::id()));
+        let pkg = base.join("moved/ws/pkg/src");
+        std::fs::create_dir_all(&pkg).expect("temp dirs");
+        std::fs::write(
+            base.join("moved/ws/Cargo.toml"),
+            "[workspace]\nmembers = [\"pkg\"]\n",
+        )
+        .expect("write");
+        std::fs::write(
+            base.join("moved/ws/pkg/Cargo.toml"),
+            "[package]\nname = \"pkg\"\n",
+        )
+        .expect("write");
+        let found = find_workspace_root(&pkg);
+        assert_eq!(found, Some(base.join("moved/ws")));
+        // (The package's own Cargo.toml, nearer, has no `[workspace]`.)
+        let _ = std::fs::remove_dir_all(&base);
+        // This checkout's root holds `programs/`, wherever it is.
+        assert!(workspace_root().join("programs").is_dir());
     }
 }

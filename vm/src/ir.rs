@@ -362,8 +362,10 @@ pub struct Module {
 ///
 /// `jvp` takes `f`'s parameters followed by one tangent parameter per
 /// differentiable (`f64` or `f64[]`) parameter of `f`, of the same type and
-/// in order, and returns the tangent of `f`'s result (same type, `f64`). It
-/// must be linear in the tangent parameters. [`rule_signature_error`] says
+/// in order, and returns the tangent of `f`'s result (same type, `f64` or
+/// `f64[]`; a function with no result, or of an `i64` or `bool` result,
+/// has no tangent for a rule to give). It must be linear in the tangent
+/// parameters. [`rule_signature_error`] says
 /// whether a pair of signatures fits. Any front end (the `.adasm`
 /// assembler, the `.adl` compiler, a library user building IR) records a
 /// rule by pushing one of these onto [`Module::rules`]; the AD stage reads
@@ -413,7 +415,8 @@ pub fn rule_line_error(
     }
     let (fp, fr, jp, jr) = sigs?;
     let msg = rule_signature_error(f, fp, fr, jvp, jp, jr)?;
-    let own_fault = fr != Some(Type::F64) || !fp.iter().any(|t| t.is_differentiable());
+    let own_fault =
+        !fr.is_some_and(|t| t.is_differentiable()) || !fp.iter().any(|t| t.is_differentiable());
     Some((
         if own_fault {
             RuleSide::F
@@ -436,12 +439,12 @@ pub fn rule_signature_error(
     j_params: &[Type],
     j_ret: Option<Type>,
 ) -> Option<String> {
-    if f_ret != Some(Type::F64) {
+    let Some(ret) = f_ret.filter(|t| t.is_differentiable()) else {
         let found = f_ret.map_or("nothing".to_string(), |t| t.to_string());
         return Some(format!(
-            "a rule needs a function returning f64, but `@{f}` returns {found}"
+            "a rule gives the tangent of a result of type f64 or f64[], but `@{f}` returns {found}"
         ));
-    }
+    };
     let tangents: Vec<Type> = f_params
         .iter()
         .copied()
@@ -485,10 +488,10 @@ pub fn rule_signature_error(
             j_params[i]
         ));
     }
-    if j_ret != Some(Type::F64) {
+    if j_ret != Some(ret) {
         let found = j_ret.map_or("nothing".to_string(), |t| t.to_string());
         return Some(format!(
-            "`@{jvp}` must return f64 (the tangent of `@{f}`'s result), but returns {found}"
+            "`@{jvp}` must return {ret} (the tangent of `@{f}`'s result), but returns {found}"
         ));
     }
     None

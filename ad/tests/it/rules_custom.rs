@@ -368,3 +368,204 @@ fn rules_with_integer_and_array_parameters_match_the_body() {
     let ga = with.grad(f, &fargs).expect("grad");
     assert_eq!(ga.grad[1], None);
 }
+
+/// `ad/tests/rules_array.adasm`, with or without its rule line.
+fn array_rule_engines() -> (Engine, Engine) {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/rules_array.adasm"
+    ))
+    .expect("readable");
+    let with =
+        assembler::assemble(&src, "rules_array").unwrap_or_else(|e| panic!("{}", e.render()));
+    assert_eq!(with.rules.len(), 1);
+    let mut without = with.clone();
+    without.rules.clear();
+    (
+        Engine::new(with).expect("verifies"),
+        Engine::new(without).expect("verifies"),
+    )
+}
+
+/// The array a run of `f` returns.
+fn run_arr(e: &mut Engine, f: FuncId, args: &[Value]) -> Vec<f64> {
+    match e.run(f, args).expect("runs") {
+        Value::Arr(a) => a,
+        other => panic!("not an array: {other:?}"),
+    }
+}
+
+/// The central difference of `f` (an array result) along `dir` (shaped
+/// like the arguments, `None` for none).
+fn fd_along(e: &mut Engine, f: FuncId, args: &[Value], dir: &[Option<Value>]) -> Vec<f64> {
+    let h = 1e-6;
+    let moved = |k: f64| -> Vec<Value> {
+        args.iter()
+            .zip(dir)
+            .map(|(a, d)| match (a, d) {
+                (Value::F64(x), Some(Value::F64(dx))) => Value::F64(x + k * dx),
+                (Value::Arr(x), Some(Value::Arr(dx))) => {
+                    Value::Arr(x.iter().zip(dx).map(|(x, d)| x + k * d).collect())
+                }
+                (a, _) => a.clone(),
+            })
+            .collect()
+    };
+    let plus = run_arr(e, f, &moved(h));
+    let minus = run_arr(e, f, &moved(-h));
+    plus.iter()
+        .zip(&minus)
+        .map(|(p, m)| (p - m) / (2.0 * h))
+        .collect()
+}
+
+/// A rule on a function returning `f64[]`: its jvp is the rule's tangent
+/// array (against finite differences of `@unit` itself and against the
+/// derivation of the body), its vjp the transpose (the dot-product
+/// identity, with an array seed), its Jacobian the rule's columns; the
+/// reverse code is made from the rule.
+#[test]
+fn array_result_rules_serve_jvp_vjp_and_jacobian() {
+    let (mut with, mut without) = array_rule_engines();
+    let f = func(&with, "unit");
+    let energy = func(&with, "energy");
+    assert!(with
+        .disasm_ad(energy)
+        .expect("ad")
+        .contains("; from rule @unit jvp @unit_jvp"));
+    assert!(with
+        .disasm_jvp(f)
+        .expect("jvp")
+        .contains("; from rule @unit jvp @unit_jvp"));
+    let args = [Value::Arr(vec![0.3, -1.2, 2.5]), Value::F64(0.8)];
+    let dir = [
+        Some(Value::Arr(vec![1.0, 0.5, -0.25])),
+        Some(Value::F64(2.0)),
+    ];
+    let t = with.jvp(f, &args, &dir).expect("jvp");
+    let tb = without.jvp(f, &args, &dir).expect("jvp");
+    let fd = fd_along(&mut with, f, &args, &dir);
+    let ta = arr_of(&t.tangent);
+    assert_eq!(ta.len(), 3);
+    for ((a, b), d) in ta.iter().zip(arr_of(&tb.tangent)).zip(&fd) {
+        assert_close(*a, b, 1e-13);
+        assert_close(*a, *d, 1e-7);
+    }
+    // ⟨jvp(x, v), w⟩ = ⟨v, vjp(x, w)⟩ with an array cotangent w.
+    let w = vec![0.7, -1.3, 0.4];
+    let b = with.vjp(f, &args, &Value::Arr(w.clone())).expect("vjp");
+    let bb = without.vjp(f, &args, &Value::Arr(w.clone())).expect("vjp");
+    let lhs: f64 = ta.iter().zip(&w).map(|(x, y)| x * y).sum();
+    let gv = arr_of(&b.grad[0]);
+    let rhs = gv
+        .iter()
+        .zip([1.0, 0.5, -0.25])
+        .map(|(g, v)| g * v)
+        .sum::<f64>()
+        + f64_of(&b.grad[1]) * 2.0;
+    assert_close(lhs, rhs, 1e-14);
+    for (a, c) in gv.iter().zip(arr_of(&bb.grad[0])) {
+        assert_close(*a, c, 1e-13);
+    }
+    assert_close(f64_of(&b.grad[1]), f64_of(&bb.grad[1]), 1e-13);
+    // Twice in a row: the pullback leaves nothing behind.
+    let again = with.vjp(f, &args, &Value::Arr(w.clone())).expect("vjp");
+    assert_eq!(again.grad, b.grad);
+    // The Jacobian, column by column, is the rule's tangent along each
+    // unit direction; row i is the vjp with seed e_i.
+    let j = with.jacobian(f, &args).expect("jacobian").jacobian;
+    let jb = without.jacobian(f, &args).expect("jacobian").jacobian;
+    assert_eq!((j.len(), j[0].len()), (3, 4));
+    for (i, (row, rowb)) in j.iter().zip(&jb).enumerate() {
+        let mut seed = vec![0.0; 3];
+        seed[i] = 1.0;
+        let r = with.vjp(f, &args, &Value::Arr(seed)).expect("vjp");
+        let mut flat = arr_of(&r.grad[0]);
+        flat.push(f64_of(&r.grad[1]));
+        for ((x, y), z) in row.iter().zip(rowb).zip(&flat) {
+            assert_close(*x, *y, 1e-13);
+            assert_close(*x, *z, 1e-14);
+        }
+    }
+}
+
+/// A scalar function calling a function with an array-result rule: its
+/// gradient, Hessian-vector product and Hessian (symmetric) go through the
+/// rule and agree with the derivation of the body and with finite
+/// differences.
+#[test]
+fn scalar_functions_through_array_result_rules() {
+    let (mut with, mut without) = array_rule_engines();
+    let f = func(&with, "energy");
+    let args = [Value::Arr(vec![0.3, -1.2, 2.5]), Value::F64(0.8)];
+    let g = with.grad(f, &args).expect("grad");
+    let gb = without.grad(f, &args).expect("grad");
+    assert_eq!(g.value, gb.value);
+    let h = 1e-6;
+    let value = |e: &mut Engine, a: &[Value]| match e.run(f, a).expect("runs") {
+        Value::F64(y) => y,
+        other => panic!("{other:?}"),
+    };
+    let gv = arr_of(&g.grad[0]);
+    for k in 0..3 {
+        let mut p = vec![0.3, -1.2, 2.5];
+        let mut m = p.clone();
+        p[k] += h;
+        m[k] -= h;
+        let fd = (value(&mut with, &[Value::Arr(p), Value::F64(0.8)])
+            - value(&mut with, &[Value::Arr(m), Value::F64(0.8)]))
+            / (2.0 * h);
+        assert_close(gv[k], fd, 1e-7);
+        assert_close(gv[k], arr_of(&gb.grad[0])[k], 1e-13);
+    }
+    assert_close(f64_of(&g.grad[1]), f64_of(&gb.grad[1]), 1e-13);
+    let dir = [
+        Some(Value::Arr(vec![1.0, 0.5, -0.25])),
+        Some(Value::F64(-0.3)),
+    ];
+    let hv = with.hvp(f, &args, &dir).expect("hvp");
+    let hvb = without.hvp(f, &args, &dir).expect("hvp");
+    for (a, b) in arr_of(&hv.hvp[0]).iter().zip(arr_of(&hvb.hvp[0])) {
+        assert_close(*a, b, 1e-12);
+    }
+    assert_close(f64_of(&hv.hvp[1]), f64_of(&hvb.hvp[1]), 1e-12);
+    assert!(with
+        .disasm_hvp(f)
+        .expect("hvp")
+        .contains("; from rule @unit jvp @unit_jvp"));
+    let hs = with.hessian(f, &args).expect("hessian").hessian;
+    assert_eq!(hs.len(), 4);
+    for (i, row) in hs.iter().enumerate() {
+        for (j, x) in row.iter().enumerate() {
+            assert_close(*x, hs[j][i], 1e-12);
+        }
+    }
+    assert_eq!(
+        with.rules_used(f),
+        vec!["rule @unit jvp @unit_jvp".to_string()]
+    );
+}
+
+/// A wrong rule on the array function is used in every mode (so the
+/// derivative differs from the body's), which is what `advm check` finds.
+#[test]
+fn a_wrong_array_rule_is_used_not_ignored() {
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/rules_array.adasm"
+    ))
+    .expect("readable")
+    .replace("rule @unit jvp @unit_jvp", "rule @unit jvp @unit_wrong");
+    let m = assembler::assemble(&src, "wrong").unwrap_or_else(|e| panic!("{}", e.render()));
+    let mut e = Engine::new(m).expect("verifies");
+    let f = func(&e, "unit");
+    let args = [Value::Arr(vec![0.3, -1.2, 2.5]), Value::F64(0.8)];
+    let dir = [Some(Value::Arr(vec![1.0, 0.0, 0.0])), Some(Value::F64(0.0))];
+    let t = arr_of(&e.jvp(f, &args, &dir).expect("jvp").tangent);
+    let fd = fd_along(&mut e, f, &args, &dir);
+    assert!(!close(t[0], fd[0], 1e-3), "{t:?} {fd:?}");
+    let r = e
+        .vjp(f, &args, &Value::Arr(vec![1.0, 0.0, 0.0]))
+        .expect("vjp");
+    assert_close(arr_of(&r.grad[0])[0], t[0], 1e-14);
+}

@@ -160,8 +160,8 @@ impl Pending {
     /// edit turns any short name into another.
     fn note(&self, engine: Option<&Engine>) -> String {
         let mut out = format!(
-            "@{} is pending until {}",
-            self.chunk.name,
+            "{} is pending until {}",
+            label(&self.chunk),
             self.until(engine)
         );
         let hints: Vec<String> = engine
@@ -249,6 +249,11 @@ enum Attempt {
     /// Errors inside these pending definitions (index in the pending list
     /// tried, first error): drop them and try again.
     BadPending(Vec<(usize, String)>),
+    /// Errors inside these rules defined before (the key of each chunk in
+    /// the base, its label, first error): the definition made them no
+    /// longer fit (a function of theirs redefined with another
+    /// signature); drop them and try again.
+    BadRules(Vec<((*const Source, usize), String, String)>),
     /// The definition's own errors (rendered).
     Failed(String),
 }
@@ -272,6 +277,20 @@ struct Rejected {
 /// own, so that Ctrl-C can interrupt the wait (see
 /// `Session::interruptible`).
 const BACKGROUND_BYTES: usize = 1 << 20;
+
+/// How replies name a chunk: `@f`, or for a rule chunk its line, `rule
+/// @f jvp @g`.
+fn label(c: &Chunk) -> String {
+    match source::rule_of_chunk(&c.name) {
+        Some(_) => c
+            .text()
+            .lines()
+            .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with(';'))
+            .map(|l| l.split(';').next().unwrap_or(l).trim().to_string())
+            .unwrap_or_else(|| c.name.clone()),
+        None => format!("@{}", c.name),
+    }
+}
 
 /// Identifies a chunk: its source and where it starts there.
 fn key(c: &Chunk) -> (*const Source, usize) {
@@ -489,9 +508,17 @@ impl Session {
         } else {
             input
         };
-        if source::starts_definition(input) {
+        let rule_text;
+        let input = if source::is_rule_line(input) {
+            // A rule line (either language) is a definition of its own.
+            rule_text = source::adl_rule_line(input).unwrap_or_else(|| input.to_string());
+            rule_text.as_str()
+        } else {
+            input
+        };
+        if source::starts_definition(input) || source::is_rule_line(input) {
             return match self.define_text(input, adl) {
-                Ok(d) if d.count == 0 => Reply::Err(
+                Ok(d) if d.news.is_empty() => Reply::Err(
                     "<input>: error: no function here: a definition is `fn @f(%x: f64) -> f64 { ... }`"
                         .into(),
                 ),
@@ -687,6 +714,8 @@ impl Session {
             for c in &chunks {
                 ok &= fresh(c, &seen) && !names.contains(&c.name);
                 ok &= !untouchable.contains(c.name.as_str());
+                // A rule is no function to append: the full path adds it.
+                ok &= source::rule_of_chunk(&c.name).is_none();
                 ok &= source::references(c.text()).iter().all(|r| {
                     !untouchable.contains(r)
                         && (*r == c.name
@@ -993,6 +1022,11 @@ impl Session {
     /// must assemble on its own (with the session), as before.
     fn define(&mut self, source: Rc<Source>) -> Result<Defined, String> {
         let new = source::split(&source);
+        self.define_split(source, new)
+    }
+
+    /// [`Session::define`] of `source` split into `new`.
+    fn define_split(&mut self, source: Rc<Source>, new: Vec<Chunk>) -> Result<Defined, String> {
         if new.is_empty() {
             // A text without the `fn` keyword (only a file can be one) has
             // no chunks, so nothing of it would reach the assembler:
@@ -1034,6 +1068,12 @@ impl Session {
                     return Ok(d);
                 }
                 Err(Attempt::Failed(e)) => return Err(e),
+                Err(Attempt::BadRules(bad)) => {
+                    for (k, what, why) in bad {
+                        base.retain(|c| key(c) != k);
+                        dropped.push(format!("dropped {what}: {why}"));
+                    }
+                }
                 Err(Attempt::BadPending(bad)) => {
                     let mut gone: HashMap<String, String> = HashMap::new();
                     for (i, first) in bad {
@@ -1121,6 +1161,23 @@ impl Session {
                     order,
                     mut diags,
                 } = *r;
+                // A rule defined before that no longer fits: dropped.
+                let mut bad_rules: Vec<((*const Source, usize), String, String)> = Vec::new();
+                for d in &diags.items {
+                    let Some(c) = order.get(combined.chunk_at(d.span.start)) else {
+                        continue;
+                    };
+                    let old = !Rc::ptr_eq(&c.source, source) && !pending_at.contains_key(&key(c));
+                    if old
+                        && source::rule_of_chunk(&c.name).is_some()
+                        && !bad_rules.iter().any(|(k, _, _)| *k == key(c))
+                    {
+                        bad_rules.push((key(c), label(c), d.message.clone()));
+                    }
+                }
+                if !bad_rules.is_empty() {
+                    return Err(Attempt::BadRules(bad_rules));
+                }
                 let Some(blocked) = blocked(&combined, &order, &diags, &candidates) else {
                     let bad = bad_pending(&combined, &order, &diags);
                     if !bad.is_empty() {
@@ -1225,6 +1282,12 @@ impl Session {
         } else {
             order.extend(rest);
         }
+        // Ctrl-C during the work before (a large `:load`): stop here.
+        if self.interrupt.swap(false, Ordering::Relaxed) {
+            return Err(Failure::Engine(
+                "interrupted: nothing was defined or loaded".into(),
+            ));
+        }
         let combined = Combined::new(&order);
         let assembled = if combined.text.len() < BACKGROUND_BYTES {
             assembler::assemble(&combined.text, &source.origin)
@@ -1309,20 +1372,23 @@ impl Session {
             .iter()
             .map(|c| match held_names.get(c.name.as_str()) {
                 Some(p) => p.note(Some(&engine)),
-                None => format!("defined @{}", c.name),
+                None => format!("defined {}", label(c)),
             })
             .collect();
         let completed = ready
             .iter()
             .filter(|c| was_pending.contains(&key(c)))
-            .map(|c| format!("defined @{} (it was pending)", c.name))
+            .map(|c| format!("defined {} (it was pending)", label(c)))
             .collect();
         self.names = chunks.iter().map(|c| c.name.clone()).collect();
         self.chunks = chunks;
         self.pending = held;
         self.set_engine(engine);
         Defined {
-            count: new.len(),
+            count: new
+                .iter()
+                .filter(|c| source::rule_of_chunk(&c.name).is_none())
+                .count(),
             news,
             completed,
             dropped: Vec::new(),
@@ -1423,6 +1489,31 @@ impl Session {
     pub fn load(&mut self, path: &Path) -> Result<String, String> {
         let bytes = advm::read_file(path, self.opts.max_source_bytes)?;
         let origin = path.display().to_string();
+        if bytes.len() >= BACKGROUND_BYTES && !adl::is_adl(path) {
+            // A large file: decoded and split on a thread of its own, so
+            // that Ctrl-C interrupts this part of the load too.
+            let o = origin.clone();
+            let (text, raw) = self
+                .interruptible(move || {
+                    let text = assembler::decode(&bytes, &o)?;
+                    let raw = source::split_raw(&text);
+                    Ok((text, raw))
+                })
+                .map_err(|f| match f {
+                    Failure::Engine(e) => e,
+                    Failure::Assembly(_) => "internal error (please report): a load".into(),
+                })?
+                .map_err(|d: assembler::Diagnostics| d.render_with(crate::out::color()))?;
+            let source = Rc::new(Source {
+                origin,
+                file: Some(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())),
+                text,
+                adl: None,
+            });
+            let new = source::chunks_of(&source, raw);
+            let defined = self.define_split(source, new)?;
+            return Ok(self.loaded(path, defined));
+        }
         let text =
             assembler::decode(&bytes, &origin).map_err(|d| d.render_with(crate::out::color()))?;
         let (text, adl) = if adl::is_adl(path) {
@@ -1438,6 +1529,11 @@ impl Session {
             adl,
         });
         let defined = self.define(source)?;
+        Ok(self.loaded(path, defined))
+    }
+
+    /// The reply of a `:load` of `path` that defined `defined`.
+    fn loaded(&mut self, path: &Path, defined: Defined) -> String {
         self.last_file = Some(path.to_path_buf());
         let mut lines = defined.dropped;
         lines.push(format!(
@@ -1448,7 +1544,7 @@ impl Session {
         ));
         // Pending definitions this file completed.
         lines.extend(defined.completed);
-        Ok(lines.join("\n"))
+        lines.join("\n")
     }
 
     // ---- .adl --------------------------------------------------------------------

@@ -66,7 +66,20 @@ fn is_ident(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'.'
 }
 
-/// Byte offsets of every `fn` keyword outside braces and comments.
+/// The chunk name of a rule for function `f` (`rule:f`: no function is
+/// named so, and a later rule for the same `f` replaces it, as a later
+/// definition replaces a function).
+pub fn rule_chunk_name(f: &str) -> String {
+    format!("rule:{f}")
+}
+
+/// The function a rule chunk (named by [`rule_chunk_name`]) is for.
+pub fn rule_of_chunk(name: &str) -> Option<&str> {
+    name.strip_prefix("rule:")
+}
+
+/// Byte offsets of every `fn` keyword outside braces and comments, and of
+/// every `rule` keyword that starts a line there.
 fn fn_keywords(text: &str) -> Vec<usize> {
     let b = text.as_bytes();
     let mut out = Vec::new();
@@ -92,6 +105,18 @@ fn fn_keywords(text: &str) -> Vec<usize> {
                     i += 2;
                     continue;
                 }
+                b'r' if depth == 0
+                    && text[i..].starts_with("rule")
+                    && b.get(i + 4).is_some_and(|c| *c == b' ' || *c == b'\t')
+                    && text[..i]
+                        .rsplit('\n')
+                        .next()
+                        .is_some_and(|l| l.trim().is_empty()) =>
+                {
+                    out.push(i);
+                    i += 4;
+                    continue;
+                }
                 _ => {}
             }
         }
@@ -100,8 +125,18 @@ fn fn_keywords(text: &str) -> Vec<usize> {
     out
 }
 
-/// The name after a `fn` keyword at `at`.
+/// The name after a `fn` keyword at `at` (for a `rule` keyword: the
+/// chunk name of the rule, [`rule_chunk_name`] of the name after it).
 fn name_after(text: &str, at: usize) -> String {
+    if text[at..].starts_with("rule") {
+        let rest = text[at + 4..].trim_start();
+        let rest = rest.strip_prefix('@').unwrap_or(rest);
+        let f: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        return rule_chunk_name(&f);
+    }
     let rest = text[at + 2..].trim_start();
     match rest.strip_prefix('@') {
         Some(r) => r
@@ -116,7 +151,31 @@ fn name_after(text: &str, at: usize) -> String {
 /// of its `fn` (or at the `fn` itself if other text precedes it on that
 /// line); text before the first function (comments) belongs to the first.
 pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
-    let text = &source.text;
+    chunks_of(source, split_raw(&source.text))
+}
+
+/// A chunk of a text not yet shared as a [`Source`] (what [`split_raw`]
+/// finds, on any thread).
+pub struct RawChunk {
+    name: String,
+    range: Range<usize>,
+    line: u32,
+}
+
+/// The chunks of `source`, from [`split_raw`] of its text.
+pub fn chunks_of(source: &Rc<Source>, raw: Vec<RawChunk>) -> Vec<Chunk> {
+    raw.into_iter()
+        .map(|r| Chunk {
+            name: r.name,
+            source: source.clone(),
+            range: r.range,
+            line: r.line,
+        })
+        .collect()
+}
+
+/// [`split`] of a text, before it is a [`Source`].
+pub fn split_raw(text: &str) -> Vec<RawChunk> {
     let keywords = fn_keywords(text);
     let starts: Vec<usize> = keywords
         .iter()
@@ -142,9 +201,8 @@ pub fn split(source: &Rc<Source>) -> Vec<Chunk> {
         .map(|(k, &at)| {
             line += newlines(&text[counted..starts[k]]);
             counted = starts[k];
-            Chunk {
+            RawChunk {
                 name: name_after(text, at),
-                source: source.clone(),
                 range: starts[k]..starts.get(k + 1).copied().unwrap_or(text.len()),
                 line: u32::try_from(line).unwrap_or(u32::MAX),
             }
@@ -185,6 +243,31 @@ pub fn references(text: &str) -> Vec<&str> {
         i += 1;
     }
     out
+}
+
+/// Is `input` a rule line, `rule @f jvp @f_jvp` (or `.adl`'s `rule f jvp
+/// f_jvp`)?
+pub fn is_rule_line(input: &str) -> bool {
+    first_code_line(input).is_some_and(|l| {
+        l.strip_prefix("rule")
+            .is_some_and(|rest| rest.starts_with([' ', '\t']))
+    })
+}
+
+/// `.adl`'s `rule f jvp f_jvp` (no `@`) as the `.adasm` line the session
+/// keeps; `None` if `line` is no such line.
+pub fn adl_rule_line(line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["rule", f, "jvp", j, rest @ ..]
+            if !f.starts_with('@')
+                && !j.starts_with('@')
+                && (rest.is_empty() || rest[0].starts_with("//")) =>
+        {
+            Some(format!("rule @{f} jvp @{j}\n"))
+        }
+        _ => None,
+    }
 }
 
 /// Does `input` start (after blank and comment lines) with the `fn` keyword?
@@ -364,6 +447,28 @@ impl Combined {
                 b.phis.iter_mut().for_each(|p| fix(&mut p.loc));
                 b.insts.iter_mut().for_each(|i| fix(&mut i.loc));
                 fix(&mut b.term_loc);
+            }
+        }
+        // A rule's line, in the input or file it was written in.
+        let names: Vec<String> = module.funcs.iter().map(|f| f.name.clone()).collect();
+        for r in &mut module.rules {
+            let Some(f) = names.get(r.f.index()) else {
+                continue;
+            };
+            let Some(&k) = by_name.get(rule_chunk_name(f).as_str()) else {
+                continue;
+            };
+            let (Some(chunk), Some(&(_, here))) = (chunks.get(k), self.starts.get(k)) else {
+                continue;
+            };
+            if r.loc.line > 0 {
+                let line = r.loc.line as i64 - here as i64 + i64::from(chunk.line);
+                r.loc.line = line.clamp(1, u32::MAX as i64) as u32;
+                if let Some(l) = chunk.source.adl.as_ref().map(|a| a.line(r.loc.line)) {
+                    if l > 0 {
+                        r.loc.line = l;
+                    }
+                }
             }
         }
     }

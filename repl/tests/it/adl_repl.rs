@@ -166,3 +166,44 @@ fn loaded_adl_traps_name_adl_lines() {
         "{err}"
     );
 }
+
+/// `.adl` rule lines (`rule f jvp f_jvp`, no `@`) typed at the prompt and
+/// in a `:load`ed `.adl` file: the derivatives use the rule.
+#[test]
+fn adl_rules_typed_and_loaded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "\
+fn sq(x: f64) -> f64 {
+    return x * x;
+}
+fn sq_jvp(x: f64, dx: f64) -> f64 {
+    return 4.0 * x * dx;
+}
+grad sq(3.0)
+rule sq jvp sq_jvp
+grad sq(3.0)
+rule sq jvp sq
+";
+    let (out, err) = session(dir.path(), input);
+    let grads: Vec<&str> = out.lines().filter(|l| l.starts_with("∂x")).collect();
+    assert_eq!(grads, ["∂x = 6", "∂x = 12"], "{out}");
+    assert!(out.contains("defined rule @sq jvp @sq_jvp"), "{out}");
+    assert!(err.contains("cannot be its own rule"), "{err}");
+    let root = testkit::workspace_root();
+    let file = root.join("programs/rule_cbrt.adl");
+    let (out, err) = session(
+        dir.path(),
+        &format!(":load {}\n:ad cbrt\ngrad cbrt(8.0)\n", file.display()),
+    );
+    assert!(
+        out.contains("; from rule @cbrt jvp @cbrt_jvp"),
+        "{out}\n{err}"
+    );
+    // d cbrt(x) = 1 / (3 cbrt(x)²) = 1/12 at 8, to rounding.
+    let d: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("∂x = "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a gradient");
+    assert!((d - 1.0 / 12.0).abs() < 1e-15, "{out}");
+}

@@ -1971,6 +1971,77 @@ entry:
     assert!(err.contains(":26:16: error: `@outer` must take"), "{err}");
 }
 
+/// A rule on a function returning `f64[]` (`ad/tests/rules_array.adasm`):
+/// a right one passes `check` of a scalar caller (gradient, tangent and
+/// HVP); a wrong one makes `check` exit 3 naming it; `jvp` and `vjp` of the
+/// array function itself use the rule; a rule whose result type does not
+/// fit the array result is an assembly error at its line (exit 2).
+#[test]
+fn rules_on_array_results_are_checked_and_used() {
+    let src = std::fs::read_to_string(testkit::workspace_root().join("ad/tests/rules_array.adasm"))
+        .expect("readable");
+    let (_dir, right) = temp_program(&src);
+    let right = right.to_str().expect("utf-8 path").to_string();
+    let args = "[[0.3, -1.2, 2.5], 0.8]";
+    let out = ok(&[
+        "check", &right, "--fn", "energy", "--args", args, "--order", "2",
+    ]);
+    assert!(
+        out.contains("entries agree") && !out.contains("FAIL"),
+        "{out}"
+    );
+    let t = ok_json(&[
+        "jvp",
+        &right,
+        "--fn",
+        "unit",
+        "--args",
+        args,
+        "--dir",
+        "[[1.0, 0.0, 0.0], 0.0]",
+        "--json",
+    ]);
+    let v = ok_json(&[
+        "vjp",
+        &right,
+        "--fn",
+        "unit",
+        "--args",
+        args,
+        "--seed",
+        "[1.0, 0.0, 0.0]",
+        "--json",
+    ]);
+    // ∂w₀/∂v₀ both ways (the Jacobian's corner).
+    let (a, b) = (
+        t["tangent"][0].as_f64().expect("number"),
+        v["grad"][0][0].as_f64().expect("number"),
+    );
+    assert!((a - b).abs() <= 1e-14 * a.abs(), "{a} vs {b}");
+    let (_dir2, wrong) =
+        temp_program(&src.replace("rule @unit jvp @unit_jvp", "rule @unit jvp @unit_wrong"));
+    let wrong = wrong.to_str().expect("utf-8 path").to_string();
+    let o = advm(&["check", &wrong, "--fn", "energy", "--args", args]);
+    assert_eq!(status(&o), 3, "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("uses rule @unit jvp @unit_wrong"), "{out}");
+    let (_dir3, bad) =
+        temp_program(&src.replace("rule @unit jvp @unit_jvp", "rule @unit jvp @norm"));
+    let o = advm(&[
+        "jvp",
+        bad.to_str().expect("utf-8"),
+        "--fn",
+        "unit",
+        "--args",
+        args,
+        "--dir",
+        "[[1.0, 0.0, 0.0], 0.0]",
+    ]);
+    assert_eq!(status(&o), 2);
+    let err = text(&o.stderr);
+    assert!(err.contains(":6:16: error: `@norm` must take"), "{err}");
+}
+
 #[test]
 fn native_tier_is_default_and_no_jit_switches_it_off() {
     let call = [

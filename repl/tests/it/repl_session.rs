@@ -1095,3 +1095,96 @@ hvp @g(2.0, 3.0)
         "{err}"
     );
 }
+
+/// `rule @f jvp @f_jvp` typed at the REPL: later derivatives use the rule
+/// (here a wrong one, 2x for x³, so that its use shows), a rule that does
+/// not fit is an error located at its line that changes nothing, a new
+/// rule for the same function replaces the old one, redefining the rule
+/// function's body keeps the rule (with the new body), and redefining the
+/// function with a signature the rule no longer fits drops the rule, saying
+/// so.
+#[test]
+fn rules_typed_at_the_prompt() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let input = "\
+fn @cube(%x: f64) -> f64 {
+entry:
+    %a = mul %x, %x
+    %b = mul %a, %x
+    ret %b
+}
+fn @cube_jvp(%x: f64, %dx: f64) -> f64 {
+entry:
+    %a = mul 2.0, %x
+    %t = mul %a, %dx
+    ret %t
+}
+fn @three(%x: f64, %y: f64, %z: f64) -> f64 {
+entry:
+    ret %x
+}
+grad @cube(1.5)
+rule @cube jvp @cube_jvp
+grad @cube(1.5)
+jvp @cube(1.5) dir [1.0]
+hvp @cube(1.5) dir [1.0]
+rule @cube jvp @three
+grad @cube(1.5)
+fn @cube_jvp(%x: f64, %dx: f64) -> f64 {
+entry:
+    %a = mul 4.0, %x
+    %t = mul %a, %dx
+    ret %t
+}
+grad @cube(1.5)
+:ad @cube
+fn @cube(%x: f64, %n: i64) -> f64 {
+entry:
+    %a = mul %x, %x
+    %b = mul %a, %x
+    ret %b
+}
+grad @cube(1.5, 2)
+:ad @cube
+";
+    let (out, err, code) = session(dir.path(), input);
+    assert_eq!(code, 0, "{err}");
+    let grads: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("∂x"))
+        .map(|l| l.split("    ").next().unwrap_or(l))
+        .collect();
+    // The body's 3x², then the rule's 2x (and its tangent and, from the
+    // rule's body, its second derivative 2), then the rule with its new
+    // body (4x), then the body's again once the rule is dropped.
+    assert_eq!(
+        grads,
+        [
+            "∂x = 6.75",
+            "∂x = 3",
+            "∂x = 3",
+            "∂x = 3",
+            "∂x = 6",
+            "∂x = 6.75"
+        ],
+        "{out}"
+    );
+    assert!(out.contains("defined rule @cube jvp @cube_jvp"), "{out}");
+    assert!(out.contains("tangent = 3"), "{out}");
+    assert!(out.contains("(H·dir)_x = 2"), "{out}");
+    assert!(
+        err.contains(
+            "<input>:1:16: error: `@three` must take `@cube`'s 1 parameter(s) and then 1 tangent(s)"
+        ),
+        "{err}"
+    );
+    assert!(
+        out.contains("dropped rule @cube jvp @cube_jvp: `@cube_jvp` must take `@cube`'s 2"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("; from rule @cube jvp @cube_jvp").count(),
+        2,
+        "{out}"
+    );
+}
