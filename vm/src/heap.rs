@@ -99,9 +99,16 @@ impl Heap {
         self.alloc_within(n, limit)
     }
 
+    /// Bytes a live array of `n` elements counts for: its elements, its
+    /// shadow's in AD mode, and its slot.
+    fn array_bytes(&self, n: usize) -> usize {
+        let per = if self.ad { 16 } else { 8 };
+        n.saturating_mul(per).saturating_add(SLOT_BYTES)
+    }
+
     fn alloc_within(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
         let per = if self.ad { 16 } else { 8 };
-        let need = n.saturating_mul(per).saturating_add(SLOT_BYTES);
+        let need = self.array_bytes(n);
         if self.live_bytes.saturating_add(need) > limit {
             return Err(TrapKind::HeapLimit {
                 needed: self.live_bytes.saturating_add(need),
@@ -333,11 +340,10 @@ impl Heap {
             for (d, a) in self.data.iter_mut().zip(arrays) {
                 d.copy_from_slice(a);
             }
-            let per = if self.ad { 16 } else { 8 };
             self.live = arrays.len();
             self.live_bytes = arrays
                 .iter()
-                .map(|a| a.len().saturating_mul(per).saturating_add(SLOT_BYTES))
+                .map(|a| self.array_bytes(a.len()))
                 .fold(0, usize::saturating_add);
             return Ok(());
         }
