@@ -421,6 +421,49 @@ impl Function<'_> {
 
     /// Value and gradient at `args` (reverse mode), for a function
     /// returning `f64`.
+    ///
+    /// A gradient-descent loop, as a user of the crate writes one: f(x, y)
+    /// = (x - 3)² + 10 (y + 1)² + exp(x - 3) - (x - 3) has its minimum 1
+    /// at (3, -1).
+    ///
+    /// ```
+    /// let mut program = advm::Program::parse("
+    /// fn @f(%x: f64, %y: f64) -> f64 {
+    /// entry:
+    ///     %a = sub %x, 3.0
+    ///     %b = add %y, 1.0
+    ///     %a2 = mul %a, %a
+    ///     %b2 = mul %b, %b
+    ///     %b10 = mul %b2, 10.0
+    ///     %e = exp %a
+    ///     %s = add %a2, %b10
+    ///     %t = add %s, %e
+    ///     %u = sub %t, %a
+    ///     ret %u
+    /// }")?;
+    /// let mut f = program.function("f")?;
+    /// let mut x = vec![0.0, 2.0];
+    /// let mut steps = 0;
+    /// loop {
+    ///     let g = f.grad(&x)?;
+    ///     let (gx, gy) = (g.f64("x").unwrap_or(0.0), g.f64("y").unwrap_or(0.0));
+    ///     if gx.hypot(gy) < 1e-10 || steps == 10_000 {
+    ///         break;
+    ///     }
+    ///     x[0] -= 0.04 * gx;
+    ///     x[1] -= 0.04 * gy;
+    ///     steps += 1;
+    /// }
+    /// assert!(steps < 10_000, "converged");
+    /// assert!((x[0] - 3.0).abs() < 1e-9 && (x[1] + 1.0).abs() < 1e-9, "{x:?}");
+    /// let advm::Value::F64(min) = f.run(&x)? else { unreachable!("@f returns f64") };
+    /// assert!((min - 1.0).abs() < 1e-15, "{min}");
+    ///
+    /// // A function that does not exist is an error whose Display is the message:
+    /// let err = program.grad("g", [1.0, 2.0]).expect_err("no @g");
+    /// assert_eq!(err.to_string(), "no function @g; did you mean @f?");
+    /// # Ok::<(), advm::Error>(())
+    /// ```
     pub fn grad(&mut self, args: impl Args) -> Result<Gradient> {
         let mask = self.mask();
         let g = self.engine.grad_wrt(self.id, &args.into_values(), &mask)?;

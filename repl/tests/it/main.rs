@@ -18,4 +18,3 @@ mod repl_cfg;
 mod repl_session;
 mod repl_terminal;
 mod sweep;
-mod user_crate;
