@@ -476,3 +476,159 @@ fn a_wrong_expectation_fails() {
         );
     }
 }
+
+// ---- printed IR reads back ----------------------------------------------------
+
+/// Register code, as `assembler::assemble_with` reads derived IR.
+fn register_code() -> assembler::Options {
+    assembler::Options {
+        code: assembler::Code::Register,
+    }
+}
+
+/// The engine's whole module: the user functions, then every derived
+/// function by bytecode id (an id without IR: none in these tests).
+fn whole_module(e: &Engine) -> vm::ir::Module {
+    let mut m = vm::ir::Module {
+        funcs: e.module().funcs.clone(),
+        ..Default::default()
+    };
+    for i in m.funcs.len()..e.program().len() {
+        let f = FuncId(i as u32);
+        let ir = e
+            .derived_ir(f)
+            .unwrap_or_else(|| panic!("derived function {f} has no IR"));
+        m.funcs.push(ir.clone());
+    }
+    m
+}
+
+/// Derive every differentiable function of `e` in every mode: gradient
+/// (forward and reverse functions), tangent and Hessian-vector product. A
+/// mode the AD stage refuses for a function is left out.
+fn derive_everything(e: &mut Engine) {
+    for i in 0..e.module().funcs.len() {
+        let f = FuncId(i as u32);
+        let func = e.module().func(f);
+        let mask: Vec<bool> = func
+            .params
+            .iter()
+            .map(|p| func.ty(*p).is_differentiable())
+            .collect();
+        let differentiable = func.ret == RetType::One(Type::F64) && mask.iter().any(|m| *m);
+        if !differentiable {
+            continue;
+        }
+        let _ = e.derive(f);
+        let _ = e.derive_jvp(f, &mask);
+        let _ = e.derive_hvp(f, &mask);
+    }
+}
+
+/// Print, assemble as register code, print again: the same text, for every
+/// corpus program's functions and every function derived from them
+/// (forward, reverse before and after clean-up, tangent, Hessian-vector
+/// product), inlined and not. The assembler lowers and verifies what it
+/// reads, so each of them also passes the VM's verifier from text.
+#[test]
+fn printed_ir_reads_back_as_register_code() {
+    let mut derived = 0;
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        for (inline, cleanup) in [(false, true), (false, false), (true, true)] {
+            let module = assembler::assemble(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+            let policy = if inline {
+                ad::Policy::default()
+            } else {
+                ad::Policy::NONE
+            };
+            let mut e = Engine::with_inlining(module, &policy).unwrap_or_else(|e| panic!("{e}"));
+            e.set_reverse_cleanup(cleanup);
+            derive_everything(&mut e);
+            derived += e.program().len() - e.module().funcs.len();
+            let text = assembler::print_module(&whole_module(&e));
+            let back = assembler::assemble_with(&text, &name, &register_code())
+                .unwrap_or_else(|d| panic!("{name} (inline {inline}):\n{}\n{text}", d.render()));
+            let again = assembler::print_module(&back);
+            if again != text {
+                let line = text
+                    .lines()
+                    .zip(again.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                panic!(
+                    "{name} (inline {inline}): line {}: printed `{}`, read back `{}`",
+                    line + 1,
+                    text.lines().nth(line).unwrap_or("<end>"),
+                    again.lines().nth(line).unwrap_or("<end>")
+                );
+            }
+        }
+    }
+    assert!(derived > 500, "{derived} derived functions");
+}
+
+/// Run `f` (all parameters f64) at `args` on `p`, then, if given, the
+/// pullback `rev` with seed 1: the bits of the value and the results, or
+/// the trap's message.
+fn run_bits(p: &vm::bytecode::Program, f: FuncId, rev: Option<FuncId>, args: &[f64]) -> String {
+    let mut vm = vm::interp::Vm::default();
+    vm.begin(rev.is_some());
+    let raw: Vec<u64> = args.iter().map(|x| x.to_bits()).collect();
+    if let Err(t) = vm.call_raw(p, f, &raw) {
+        return format!("trap: {t}");
+    }
+    let mut out = format!("{:?}", vm.results());
+    if let Some(rev) = rev {
+        if let Err(t) = vm.call_raw(p, rev, &[1.0f64.to_bits()]) {
+            return format!("trap: {t}");
+        }
+        out.push_str(&format!(" {:?}", vm.results()));
+    }
+    out
+}
+
+/// Read back, the code runs as before: for every corpus function of f64
+/// parameters, the primal and the gradient's forward and reverse
+/// functions, lowered from the re-assembled text, give the same bits (or
+/// the same trap) as those the engine made, at a few points.
+#[test]
+fn read_back_code_runs_bit_identically() {
+    let mut compared = 0;
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        let mut e = engine(&src, &name, true);
+        let mut pairs = Vec::new();
+        for i in 0..e.module().funcs.len() {
+            let f = FuncId(i as u32);
+            let func = e.module().func(f);
+            let scalar = func.params.iter().all(|p| func.ty(*p) == Type::F64);
+            if func.ret != RetType::One(Type::F64) || !scalar || func.params.is_empty() {
+                continue;
+            }
+            let n = func.params.len();
+            if let Ok(d) = e.derive(f) {
+                pairs.push((f, d, n));
+            }
+        }
+        let text = assembler::print_module(&whole_module(&e));
+        let back = assembler::assemble_with(&text, &name, &register_code())
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        let mut p = vm::lower::lower_module(&back).unwrap_or_else(|err| panic!("{name}: {err}"));
+        vm::verify::verify_program(&mut p).unwrap_or_else(|err| panic!("{name}: {err:?}"));
+        for (f, d, n) in pairs {
+            for point in [0.7, -1.3, 2.5, 0.0] {
+                let args: Vec<f64> = (0..n).map(|k| point + 0.25 * k as f64).collect();
+                let want = run_bits(e.program(), f, None, &args);
+                assert_eq!(run_bits(&p, f, None, &args), want, "{name} primal {args:?}");
+                let want = run_bits(e.program(), d.fwd, Some(d.rev), &args);
+                let got = run_bits(&p, d.fwd, Some(d.rev), &args);
+                assert_eq!(got, want, "{name} gradient {args:?}");
+                compared += usize::from(!want.starts_with("trap"));
+            }
+        }
+    }
+    assert!(compared > 100, "{compared} points compared without a trap");
+}

@@ -6,16 +6,44 @@
 use proptest::prelude::*;
 use std::path::Path;
 
-/// Assemble and check the outcome's invariants.
+/// Assemble, as user text and as register code, and check the outcomes'
+/// invariants.
 fn assemble_checked(src: &str) {
+    let register = assembler::Options {
+        code: assembler::Code::Register,
+    };
+    match assembler::assemble_with(src, "fuzz.adasm", &register) {
+        Ok(m) => {
+            // Register code reads back as itself.
+            let text = assembler::print_module(&m);
+            match assembler::assemble_with(&text, "printed.adasm", &register) {
+                Ok(back) => assert_eq!(assembler::print_module(&back), text, "{src}"),
+                Err(d) => panic!(
+                    "printed register code does not assemble:\n{d}\n--- source:\n{src}\n--- printed:\n{text}"
+                ),
+            }
+        }
+        Err(d) => check_rejection(src, &d),
+    }
     match assembler::assemble(src, "fuzz.adasm") {
         Ok(m) => {
             let text = assembler::print_module(&m);
             if let Err(d) = assembler::assemble(&text, "printed.adasm") {
                 panic!("printed module does not assemble:\n{d}\n--- source:\n{src}\n--- printed:\n{text}");
             }
+            // User code is register code too.
+            if let Err(d) = assembler::assemble_with(src, "fuzz.adasm", &register) {
+                panic!("user code is not register code:\n{d}\n--- source:\n{src}");
+            }
         }
-        Err(d) => {
+        Err(d) => check_rejection(src, &d),
+    }
+}
+
+/// A rejection has a real reason for each diagnostic, and renders.
+fn check_rejection(src: &str, d: &assembler::Diagnostics) {
+    {
+        {
             assert!(!d.items.is_empty());
             // Every rejection comes with a real reason.
             for i in &d.items {
@@ -87,6 +115,11 @@ const VOCAB: &[&str] = &[
     "jmp",
     "ret",
     "call",
+    "call.acc",
+    "ret.n",
+    "blk.pop",
+    "acc",
+    "comms.pop",
     "aset",
     "aget",
     "anew",
@@ -188,6 +221,17 @@ const TEMPLATES: &[&str] = &[
     "%R1 = aget %R2, %R3",
     "%R1 = neg %R2",
     "%R1 = alen %R2",
+    "acc %R1, %R2",
+    "%R1 = comms.pop",
+    "comms.push %R1",
+    "%R1 = take %R2",
+    "blk.push 1",
+    "blk.pop [L1, L2]",
+    "ret.n %R1",
+    "call.acc @h(%R2) -> [%R3]",
+    "call.n @h(%R2) -> [%R3]",
+    "%R1 = mul.z %R2, %R3",
+    "%R1 = sincos %R2",
 ];
 const REGS: &[&str] = &["x", "n", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
 const LABELS: &[&str] = &["entry", "b1", "b2", "b3", "b4"];
@@ -220,7 +264,8 @@ fn line_program() -> impl Strategy<Value = String> {
             .collect();
         format!(
             "fn @f(%x: f64, %n: i64) -> f64 {{\nentry:\n{}\n}}\n\
-             fn @g(%a: f64, %n: i64) -> f64 {{\nentry:\n    ret %a\n}}\n",
+             fn @g(%a: f64, %n: i64) -> f64 {{\nentry:\n    ret %a\n}}\n\
+             fn @h(%a: f64) -> (f64) {{\nentry:\n    ret.n %a\n}}\n",
             body.join("\n")
         )
     })
