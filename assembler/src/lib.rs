@@ -184,7 +184,7 @@ fn verify(module: &vm::ir::Module, funcs: &[parser::FuncAst], src: &str, sink: &
             }
         }
     }
-    for (i, f) in module.funcs.iter().enumerate() {
+    for i in 0..module.funcs.len() {
         let id = vm::ir::FuncId(i as u32);
         if let Err(errs) = vm::verify::verify_function(&mut program, id) {
             for e in errs {

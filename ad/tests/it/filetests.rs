@@ -203,7 +203,13 @@ fn the_expectations_show_every_opcode_of_derived_code() {
 //   is the last, the others make its input (a pass such as `coalesce`
 //   finds work only in what earlier ones leave), and the listing's first
 //   line says whether that last pass changed the function;
-// * `tangent`: the IR of the tangent (forward-mode) function.
+// * `tangent`: the IR of the tangent (forward-mode) function;
+// * `optimize PASS...`: the file is register code (`assembler::Code::
+//   Register`: derived IR, not SSA, every IR opcode); each function (or the
+//   one `; fn:` names) after the passes named, behind a line that says
+//   whether the last changed it;
+// * `lower CONCERN`: the file is register code; the bytecode of each
+//   function, `CONCERN` one of `LOWER_CONCERNS`.
 //
 // IR prints as `assembler::print_module` prints it. `UPDATE_EXPECT=1`
 // rewrites the expectations, as for the corpus listings.
@@ -273,6 +279,10 @@ fn run_pass(name: &str, f: &mut vm::ir::Function) -> Result<(), String> {
             o::layout(f);
             false
         }
+        "common_subexpressions" => {
+            o::common_subexpressions(f);
+            false
+        }
         _ => return Err(format!("no clean-up pass `{name}`")),
     };
     Ok(())
@@ -285,11 +295,20 @@ fn stage_listing(src: &str, name: &str) -> Result<String, String> {
             .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
     };
     let stage = directive("; stage:").ok_or("no `; stage:` directive")?;
+    let words: Vec<&str> = stage.split_whitespace().collect();
+    match words.as_slice() {
+        ["optimize", passes @ ..] if !passes.is_empty() => {
+            return optimize_listing(src, name, passes, directive("; fn:").as_deref())
+        }
+        ["lower", concern] => {
+            return lower_listing(src, name, concern, directive("; fn:").as_deref())
+        }
+        _ => {}
+    }
     let fname = directive("; fn:").unwrap_or_else(|| "f".to_string());
     let module = assembler::assemble(src, name).map_err(|e| e.render())?;
     let mut e = Engine::with_inlining(module, &ad::Policy::NONE).map_err(|e| e.to_string())?;
     let f = e.find(&fname).ok_or(format!("no function @{fname}"))?;
-    let words: Vec<&str> = stage.split_whitespace().collect();
     match words.as_slice() {
         ["lower"] => Ok(vm::disasm::function_in(
             e.program().func(f),
@@ -334,6 +353,113 @@ fn stage_listing(src: &str, name: &str) -> Result<String, String> {
         }
         _ => Err(format!("unknown stage `{stage}`")),
     }
+}
+
+/// The concerns of the lowering a `; stage: lower CONCERN` file may name:
+/// the files of `vm/src/lower/` that shape code.
+const LOWER_CONCERNS: &[&str] = &["coalesce", "blocks", "insts", "steps", "reserve"];
+
+/// The clean-up passes a `; stage: optimize PASS...` file may name.
+const PASSES: &[&str] = &[
+    "merge_blocks",
+    "known_zero",
+    "propagate_copies",
+    "remove_dead",
+    "sink_writes",
+    "coalesce",
+    "fuse_pops",
+    "fuse_shadow_products",
+    "layout",
+    "common_subexpressions",
+];
+
+/// A stage file's program read as register code.
+fn register_module(src: &str, name: &str) -> Result<vm::ir::Module, String> {
+    assembler::assemble_with(src, name, &register_code()).map_err(|e| e.render())
+}
+
+/// The functions a register-code stage file lists: the one `; fn:` names,
+/// else all.
+fn listed(m: &vm::ir::Module, fname: Option<&str>) -> Result<Vec<usize>, String> {
+    match fname {
+        None => Ok((0..m.funcs.len()).collect()),
+        Some(n) => m
+            .find(n)
+            .map(|f| vec![f.index()])
+            .ok_or(format!("no function @{n}")),
+    }
+}
+
+/// `; stage: optimize PASS...`: the file is register code (a reverse or
+/// tangent function as a listing prints it); each listed function after
+/// the passes, in order, behind a line that says whether the last pass
+/// changed it.
+fn optimize_listing(
+    src: &str,
+    name: &str,
+    passes: &[&str],
+    fname: Option<&str>,
+) -> Result<String, String> {
+    let mut m = register_module(src, name)?;
+    let ids = listed(&m, fname)?;
+    let last = passes[passes.len() - 1];
+    let mut changed = vec![false; m.funcs.len()];
+    for &i in &ids {
+        let f = &mut m.funcs[i];
+        for pass in passes {
+            let before = f.clone();
+            run_pass(pass, f)?;
+            changed[i] = *f != before;
+        }
+    }
+    let text = assembler::print_module(&m);
+    let chunks = function_chunks(&text);
+    let mut out = String::new();
+    for &i in &ids {
+        let what = if changed[i] { "changed" } else { "unchanged" };
+        let _ = writeln!(out, "; {last}: {what}");
+        out.push_str(chunks.get(i).map_or("", |c| c.trim_end()));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `; stage: lower CONCERN`: the file is register code (IR with or without
+/// phis, derived opcodes and all); the bytecode of each listed function.
+/// CONCERN names the part of the lowering the file is about.
+fn lower_listing(
+    src: &str,
+    name: &str,
+    concern: &str,
+    fname: Option<&str>,
+) -> Result<String, String> {
+    if !LOWER_CONCERNS.contains(&concern) {
+        return Err(format!(
+            "no lowering concern `{concern}` (one of {LOWER_CONCERNS:?})"
+        ));
+    }
+    let m = register_module(src, name)?;
+    let p = vm::lower::lower_module(&m).map_err(|e| e.to_string())?;
+    let mut out = String::new();
+    for i in listed(&m, fname)? {
+        out.push_str(&vm::disasm::function_in(p.func(FuncId(i as u32)), Some(&p)));
+    }
+    Ok(out)
+}
+
+/// The text of each function of a printed module.
+fn function_chunks(text: &str) -> Vec<String> {
+    let mut chunks: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("fn @") {
+            chunks.push(String::new());
+        }
+        if let Some(c) = chunks.last_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+    }
+    chunks
 }
 
 /// A stage file's text with `listing` as its expectation: the part before
@@ -414,12 +540,25 @@ fn stage_files_match_their_expectations() {
 }
 
 /// Every clean-up pass has a stage file that ends with it, and it changes
-/// its input there (a file whose pass does nothing shows nothing).
+/// its input there (a file whose pass does nothing shows nothing): one
+/// from user text (`; stage: pass ...`) for the passes of the reverse
+/// clean-up, and one from register code (`; stage: optimize PASS`) for
+/// every pass.
 #[test]
 fn every_pass_has_a_stage_file_that_it_changes() {
     let mut seen = BTreeSet::new();
+    let mut from_register = BTreeSet::new();
     for path in stage_files() {
         let src = std::fs::read_to_string(&path).expect("readable");
+        if let Some(passes) = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage: optimize "))
+        {
+            let pass = passes.split_whitespace().last().unwrap_or("").to_string();
+            if src.contains(&format!("; ; {pass}: changed")) {
+                from_register.insert(pass);
+            }
+        }
         if let Some(passes) = src.lines().find_map(|l| l.strip_prefix("; stage: pass ")) {
             let pass = passes.split_whitespace().last().unwrap_or("").to_string();
             assert!(
@@ -442,6 +581,28 @@ fn every_pass_has_a_stage_file_that_it_changes() {
         "layout",
     ] {
         assert!(seen.contains(pass), "no stage file for `{pass}`");
+    }
+    for pass in PASSES {
+        assert!(
+            from_register.contains(*pass),
+            "no `; stage: optimize {pass}` file in which it changes a function"
+        );
+    }
+}
+
+/// Every concern of the lowering a `; stage: lower CONCERN` file may name
+/// has one.
+#[test]
+fn every_lowering_concern_has_a_stage_file() {
+    let mut seen = BTreeSet::new();
+    for path in stage_files() {
+        let src = std::fs::read_to_string(&path).expect("readable");
+        if let Some(c) = src.lines().find_map(|l| l.strip_prefix("; stage: lower ")) {
+            seen.insert(c.trim().to_string());
+        }
+    }
+    for c in LOWER_CONCERNS {
+        assert!(seen.contains(*c), "no `; stage: lower {c}` file");
     }
 }
 
