@@ -23,6 +23,8 @@
 //!   VM instead of being checked for SSA form.
 //! * `lower`: translates checked functions to [`vm::ir`].
 //! * [`print_module`]: the way back, IR to text.
+//! * [`assemble_listing`]: a bytecode listing (what `vm::disasm` prints)
+//!   back to a verified bytecode program, for tests and tools.
 //! * [`decode`]: a source file's bytes to text (one leading byte-order
 //!   mark skipped; bytes that are not UTF-8 are a located diagnostic).
 //! * [`parse_call`] and [`literals_to_values`]: argument literals such as
@@ -60,6 +62,7 @@
 mod check;
 mod diag;
 mod lexer;
+mod listing;
 mod literal;
 mod lower;
 mod parser;
@@ -69,6 +72,7 @@ mod source;
 
 pub use diag::{closest, Diagnostic, Diagnostics, Span};
 pub use lexer::f64_value;
+pub use listing::assemble_listing;
 pub use literal::{literals_to_values, parse_call, Literal};
 pub use print::print_module;
 pub use source::decode;

@@ -195,6 +195,81 @@ fn mutated_program() -> impl Strategy<Value = String> {
         })
 }
 
+/// The bytecode listings of the valid programs (inlining off).
+fn valid_listings() -> Vec<String> {
+    valid_programs()
+        .iter()
+        .filter_map(|src| {
+            let m = assembler::assemble(src, "p.adasm").ok()?;
+            let p = vm::lower::lower_module(&m).ok()?;
+            Some(vm::disasm::program(&p))
+        })
+        .collect()
+}
+
+/// A valid listing with a few lines deleted, duplicated or swapped, or a
+/// few characters changed.
+fn mutated_listing() -> impl Strategy<Value = String> {
+    let listings = valid_listings();
+    let n = listings.len().max(1);
+    (
+        0..n,
+        prop::collection::vec(
+            (
+                0u8..4,
+                any::<prop::sample::Index>(),
+                any::<prop::sample::Index>(),
+                prop::sample::select(
+                    &[
+                        " ", "%", "r9", "0", "-1", "(", "]", ",", "->", "@", ";", "\n",
+                    ][..],
+                ),
+            ),
+            1..5,
+        ),
+    )
+        .prop_map(move |(p, edits)| {
+            let src = listings.get(p).cloned().unwrap_or_default();
+            let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+            for (kind, i, j, text) in edits {
+                if lines.is_empty() {
+                    break;
+                }
+                let (i, j) = (i.index(lines.len()), j.index(lines.len()));
+                match kind {
+                    0 => {
+                        lines.remove(i);
+                    }
+                    1 => lines.insert(j, lines[i].clone()),
+                    2 => lines.swap(i, j),
+                    _ => {
+                        let l = &mut lines[i];
+                        let at = j % (l.len() + 1);
+                        if l.is_char_boundary(at) {
+                            l.insert_str(at, text);
+                        }
+                    }
+                }
+            }
+            lines.join("\n")
+        })
+}
+
+/// Read a listing: a program that lists as the same text again, or
+/// diagnostics.
+fn listing_checked(src: &str) {
+    match assembler::assemble_listing(src, "fuzz.txt") {
+        Ok(p) => {
+            let text = vm::disasm::program(&p);
+            match assembler::assemble_listing(&text, "again.txt") {
+                Ok(q) => assert_eq!(vm::disasm::program(&q), text, "{src}"),
+                Err(d) => panic!("a listing of a read listing does not read:\n{d}\n{text}"),
+            }
+        }
+        Err(d) => check_rejection(src, &d),
+    }
+}
+
 const TEMPLATES: &[&str] = &[
     "L1:",
     "L1:",
@@ -290,11 +365,17 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         assemble_checked(&String::from_utf8_lossy(&bytes));
+        listing_checked(&String::from_utf8_lossy(&bytes));
     }
 
     #[test]
     fn arbitrary_token_sequences_never_panic(src in token_program()) {
         assemble_checked(&src);
+    }
+
+    #[test]
+    fn mutated_listings_never_panic(src in mutated_listing()) {
+        listing_checked(&src);
     }
 
     #[test]
