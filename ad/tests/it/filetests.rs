@@ -401,6 +401,7 @@ fn optimize_listing(
     fname: Option<&str>,
 ) -> Result<String, String> {
     let mut m = register_module(src, name)?;
+    check_runs(src, &verified(&m)?, "before the passes")?;
     let ids = listed(&m, fname)?;
     let last = passes[passes.len() - 1];
     let mut changed = vec![false; m.funcs.len()];
@@ -412,6 +413,8 @@ fn optimize_listing(
             changed[i] = *f != before;
         }
     }
+    // What the passes make lowers, verifies and computes the same.
+    check_runs(src, &verified(&m)?, "after the passes")?;
     let text = assembler::print_module(&m);
     let chunks = function_chunks(&text);
     let mut out = String::new();
@@ -439,12 +442,45 @@ fn lower_listing(
         ));
     }
     let m = register_module(src, name)?;
-    let p = vm::lower::lower_module(&m).map_err(|e| e.to_string())?;
+    let p = verified(&m)?;
+    check_runs(src, &p, "lowered")?;
     let mut out = String::new();
     for i in listed(&m, fname)? {
         out.push_str(&vm::disasm::function_in(p.func(FuncId(i as u32)), Some(&p)));
     }
     Ok(out)
+}
+
+/// `m` lowered and verified.
+fn verified(m: &vm::ir::Module) -> Result<vm::bytecode::Program, String> {
+    let mut p = vm::lower::lower_module(m).map_err(|e| e.to_string())?;
+    vm::verify::verify_program(&mut p).map_err(|e| format!("{e:?}"))?;
+    Ok(p)
+}
+
+/// The `; run: @g(args) => result` directives of a register-code stage
+/// file, each run on `p` (`Vm::run`: several results print as a list,
+/// a trap as `trap: ` and its kind). `when` says which code ran, for the
+/// message.
+fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), String> {
+    let head = src.find(EXPECTED).map_or(src, |i| &src[..i]);
+    for line in head.lines() {
+        let Some(run) = line.strip_prefix("; run:") else {
+            continue;
+        };
+        let (call, want) = run.split_once("=>").ok_or("`; run: @g(args) => result`")?;
+        let (g, lits) = assembler::parse_call(call.trim())?;
+        let id = p.find(&g).ok_or(format!("no function @{g}"))?;
+        let args = assembler::literals_to_values(&p.func(id).param_types, &lits)?;
+        let got = match vm::interp::Vm::default().run(p, id, &args) {
+            Ok(v) => v.to_string(),
+            Err(t) => format!("trap: {:?}", t.kind),
+        };
+        if got != want.trim() {
+            return Err(format!("`{}`, {when}, gives `{got}`", line.trim()));
+        }
+    }
+    Ok(())
 }
 
 /// The text of each function of a printed module.
@@ -635,6 +671,12 @@ fn a_wrong_expectation_fails() {
             stage_mismatch(&dropped, &name).is_some(),
             "{name}: a dropped line"
         );
+        // A `; run:` whose result is wrong is reported.
+        if let Some(run) = src.lines().find(|l| l.starts_with("; run:")) {
+            let wrong = src.replacen(run, &format!("{run}0"), 1);
+            let report = stage_mismatch(&wrong, &name).expect("a wrong run is reported");
+            assert!(report.contains("gives"), "{report}");
+        }
     }
 }
 

@@ -1,6 +1,9 @@
 //! Lowering: phis as parallel copies on the edge taken (cycles included),
 //! non-SSA code, side tables and debug tables, and errors instead of panics
-//! on malformed IR.
+//! on malformed IR. The code shape of each concern of the lowering, with
+//! a few runs, is in stage files (`ad/tests/stages/lower_*.adasm`, register
+//! code in, bytecode out, `; run:` directives): what stays here runs code
+//! many times, counts what it executes or looks at traps and stacks.
 
 use proptest::prelude::*;
 use testkit::ir::*;
@@ -512,41 +515,6 @@ fn ops(p: &Program) -> Vec<Op> {
     p.func(FuncId(0)).code.iter().map(|i| i.op).collect()
 }
 
-/// `fn(c, n) -> i64`: `%c` stepped by 1 in `pre`, then `head` tests
-/// `c < n` and loops back to `pre` or returns `c`. `pre` reaches `head`
-/// by falling through, and `head` has a second predecessor (`entry`), so
-/// the step must stay in `pre`: fusing it would run it on entry too.
-#[test]
-fn a_step_in_another_block_is_not_fused() {
-    let mut b = B::new("t", &[("c", I64), ("n", I64)], I64);
-    let (c, n) = (b.p(0), b.p(1));
-    let entry = b.block("entry");
-    let pre = b.block("pre");
-    let head = b.block("head");
-    let done = b.block("done");
-    let one = b.i64(1);
-    let t0 = b.op(entry, Op::LtI, Some(Bool), &[c, n]);
-    b.br(entry, t0, pre, head);
-    b.set(pre, Op::AddI, c, &[c, one]);
-    b.jmp(pre, head);
-    let t = b.op(head, Op::LtI, Some(Bool), &[c, n]);
-    b.br(head, t, pre, done);
-    b.ret(done, c);
-    let p = load(&b.module());
-    assert!(
-        !ops(&p).iter().any(|op| is_step(*op)),
-        "{}",
-        vm::disasm::program(&p)
-    );
-    let mut vm = Vm::default();
-    for (c0, n0, want) in [(0, 5, 5), (7, 5, 7), (5, 5, 5)] {
-        assert_eq!(
-            vm.run(&p, FuncId(0), &[Value::I64(c0), Value::I64(n0)]),
-            Ok(Value::I64(want))
-        );
-    }
-}
-
 /// A step followed by `blk.push` (AD forward code at a back edge) is still
 /// fused: the push, which touches no register, runs first. A step
 /// followed by an edge copy, or whose destination is not its first
@@ -1027,82 +995,6 @@ fn a_product_and_its_sum_fuse_past_pushes_that_read_neither() {
     }
 }
 
-/// `(n) -> i64`, two loops as in logsumexp: `a = sum of i for i < n`, then
-/// `s = a + sum of j for j < n step 2`. The first header's exit edge has
-/// copies (`j = 0`, `s = a`), so the body's `jmp` to it is not threaded
-/// but copied (tail duplication).
-fn two_loops() -> Module {
-    let mut b = B::new("two", &[("n", I64)], I64);
-    let (entry, h1, b1, h2, b2, done) = (
-        b.block("entry"),
-        b.block("h1"),
-        b.block("b1"),
-        b.block("h2"),
-        b.block("b2"),
-        b.block("done"),
-    );
-    b.jmp(entry, h1);
-    let n = b.p(0);
-    let (zero, one, two) = (b.i64(0), b.i64(1), b.i64(2));
-    let (i, i2, a, a2) = (
-        b.val("i", I64),
-        b.val("i2", I64),
-        b.val("a", I64),
-        b.val("a2", I64),
-    );
-    let (j, j2, s, s2) = (
-        b.val("j", I64),
-        b.val("j2", I64),
-        b.val("s", I64),
-        b.val("s2", I64),
-    );
-    b.phi(h1, i, &[(entry, zero), (b1, i2)]);
-    b.phi(h1, a, &[(entry, zero), (b1, a2)]);
-    let c = b.op(h1, Op::LtI, Some(Bool), &[i, n]);
-    b.br(h1, c, b1, h2);
-    b.set(b1, Op::AddI, a2, &[a, i]);
-    b.set(b1, Op::AddI, i2, &[i, one]);
-    b.jmp(b1, h1);
-    b.phi(h2, j, &[(h1, zero), (b2, j2)]);
-    b.phi(h2, s, &[(h1, a), (b2, s2)]);
-    let d = b.op(h2, Op::LtI, Some(Bool), &[j, n]);
-    b.br(h2, d, b2, done);
-    b.set(b2, Op::AddI, s2, &[s, j]);
-    b.set(b2, Op::AddI, j2, &[j, two]);
-    b.jmp(b2, h2);
-    b.ret(done, s);
-    b.module()
-}
-
-/// A counter stepped at the end of a loop body fuses with the
-/// compare-and-branch of the header copied after it (the copy is reached
-/// only from the body), so both loops end in one step-and-branch; the
-/// fused branch carries the header's mark, and the results are right for
-/// every trip count.
-#[test]
-fn a_step_fuses_with_the_copied_header_after_it() {
-    let p = load(&two_loops());
-    let f = p.func(FuncId(0));
-    let text = vm::disasm::function(f);
-    let steps: Vec<usize> = (0..f.code.len())
-        .filter(|&pc| is_step(f.code[pc].op))
-        .collect();
-    assert_eq!(steps.len(), 2, "{text}");
-    // The two sums are left; the two counter steps are in the branches.
-    let adds = ops(&p).iter().filter(|op| **op == Op::AddI).count();
-    assert_eq!(adds, 2, "{text}");
-    assert_eq!(f.block_of(steps[0]), "h1", "{text}");
-    let mut vm = Vm::default();
-    for n in [0i64, 1, 2, 3, 4, 7, 100, -5] {
-        let want = (0..n).sum::<i64>() + (0..n).step_by(2).sum::<i64>();
-        assert_eq!(
-            vm.run(&p, FuncId(0), &[Value::I64(n)]),
-            Ok(Value::I64(want)),
-            "n = {n}"
-        );
-    }
-}
-
 /// `%d = aget %a, add.i(%i, %j)` with `%j` read again (`reuse`) or not.
 fn indexed_load(reuse: bool) -> Module {
     let mut b = B::new("row", &[("a", Type::Arr), ("i", I64), ("j", I64)], F64);
@@ -1231,60 +1123,6 @@ fn a_jump_to_a_small_block_becomes_a_copy_of_it() {
                 .expect_err("division by zero");
             assert_eq!(t.block, "join", "{t}\n{text}");
             assert!(t.instr.starts_with("div.i"), "{t}");
-        }
-    }
-}
-
-/// `(c, x, k, s) -> f64`, non-SSA: `entry: br %c, a, b; a: %p = x * x;
-/// b: %p = x * k; join: s = s + %p; ret s` (`%p` a phi of the two
-/// products). With `big`, the join also computes five unused sums, too
-/// much to copy, so arm `a` jumps to it.
-fn product_diamond(big: bool) -> Module {
-    let params = [("c", Bool), ("x", F64), ("k", F64), ("s", F64)];
-    let mut bl = B::new("pd", &params, F64);
-    let (entry, a, b, join) = (
-        bl.block("entry"),
-        bl.block("a"),
-        bl.block("b"),
-        bl.block("join"),
-    );
-    let (c, x, k, s) = (bl.p(0), bl.p(1), bl.p(2), bl.p(3));
-    bl.br(entry, c, a, b);
-    let pa = bl.op(a, Op::MulF, Some(F64), &[x, x]);
-    bl.jmp(a, join);
-    let pb = bl.op(b, Op::MulF, Some(F64), &[x, k]);
-    bl.jmp(b, join);
-    let p = bl.val("p", F64);
-    bl.phi(join, p, &[(a, pa), (b, pb)]);
-    bl.set(join, Op::AddF, s, &[s, p]);
-    if big {
-        for _ in 0..5 {
-            bl.op(join, Op::AddF, Some(F64), &[x, k]);
-        }
-    }
-    bl.ret(join, s);
-    bl.module()
-}
-
-/// A join that no jump reaches (the arm laid out first runs a copy of it,
-/// the other falls through into it) continues the run of the arm before
-/// it, so each arm's product fuses with the join's sum; a join that is
-/// too big to copy is jumped to, and neither fuses there. Both compute
-/// what the unfused code does, either way.
-#[test]
-fn a_join_that_no_jump_reaches_continues_the_arm_before_it() {
-    let (x, k, s) = (1.5f64, -0.01f64, 0.25f64);
-    for big in [false, true] {
-        let p = load(&product_diamond(big));
-        let f = p.func(FuncId(0));
-        let text = vm::disasm::function(f);
-        let fused = f.code.iter().filter(|i| i.op == Op::MulAddF).count();
-        assert_eq!(fused, if big { 0 } else { 2 }, "{text}");
-        let mut vm = Vm::default();
-        for (c, want) in [(true, s + x * x), (false, s + x * k)] {
-            let args = [Value::Bool(c), Value::F64(x), Value::F64(k), Value::F64(s)];
-            let got = vm.run(&p, FuncId(0), &args);
-            assert_eq!(got, Ok(Value::F64(want)), "big {big}, c {c}\n{text}");
         }
     }
 }
