@@ -192,6 +192,11 @@ fn header(line: &str, off: usize, sink: &mut Sink) -> Option<Header> {
     let regs_word = words.next();
     let nconsts = words.next().and_then(|w| w.parse::<usize>().ok());
     match (nregs, regs_word, nconsts) {
+        (Some(nregs), Some("regs,"), Some(_)) if nregs > usize::from(Reg::MAX) => {
+            let msg = format!("a frame holds at most {} registers", Reg::MAX);
+            sink.error(span, msg);
+            None
+        }
         (Some(nregs), Some("regs,"), Some(nconsts)) => Some(Header {
             name: name.to_string(),
             params: ps,
@@ -415,12 +420,13 @@ impl Reader<'_, '_> {
         }
         let mut used: HashSet<u32> = (0..(np + consts.len()) as u32).collect();
         let mut order: Vec<String> = Vec::new();
+        let mut ordered: HashSet<String> = HashSet::new();
         let mut note = |r: &RegRef, used: &mut HashSet<u32>| match r {
             RegRef::Num(k) => {
                 used.insert(*k);
             }
             RegRef::Named(n) => {
-                if !number.contains_key(n) && !order.contains(n) {
+                if !number.contains_key(n) && ordered.insert(n.clone()) {
                     order.push(n.clone());
                 }
             }
@@ -717,7 +723,10 @@ impl Types {
             if p == v {
                 break;
             }
-            v = p;
+            // Path halving: chains of copies stay short.
+            let gp = self.parent[p as usize];
+            self.parent[v as usize] = gp;
+            v = gp;
         }
         v
     }

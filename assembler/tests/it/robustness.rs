@@ -458,3 +458,25 @@ fn large_inputs_are_handled() {
     let nested = "[".repeat(100_000) + &"(".repeat(100_000);
     assert!(assembler::assemble(&nested, "nested.adasm").is_err());
 }
+
+/// Register code reads in time linear in its length: 30,000 registers
+/// accumulated into one another, each written twice.
+#[test]
+fn long_register_code_reads_quickly() {
+    let n = 30_000;
+    let mut s = String::from("fn @f(%x: f64) -> (f64) {\nentry:\n");
+    for i in 1..=n {
+        s.push_str(&format!(
+            "    acc %a{i}, %a{}\n    %a{i} = mul %a{i}, %x\n",
+            i - 1
+        ));
+    }
+    s.push_str(&format!("    ret.n %a{n}\n}}\n"));
+    let options = assembler::Options {
+        code: assembler::Code::Register,
+    };
+    let start = std::time::Instant::now();
+    let m = assembler::assemble_with(&s, "long.adasm", &options).unwrap_or_else(|d| panic!("{d}"));
+    assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+    assert_eq!(m.funcs[0].values.len(), n + 2);
+}
