@@ -926,3 +926,68 @@ fn bytecode_listings_read_back_and_run_bit_identically() {
         "{gradients} gradients with unambiguous names"
     );
 }
+
+/// A stage file's expectation, without the `; ` in front of each line.
+fn expectation(src: &str) -> String {
+    let at = src.find(EXPECTED).map_or(src.len(), |i| i + EXPECTED.len());
+    src[at..]
+        .lines()
+        .skip(1)
+        .map(|l| l.strip_prefix("; ").unwrap_or(l.trim_start_matches(';')))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A listing is a faithful input: the reverse function that
+/// `reverse.adasm`'s expectation lists, read as register code, and cleaned
+/// up (the whole clean-up, or the passes of a `pass` file of the same
+/// program), lists as `optimize.adasm` and each such `pass` file expect.
+#[test]
+fn a_listed_reverse_function_is_what_the_passes_took() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stages");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("readable");
+    let reverse = read("reverse.adasm");
+    let program = |src: &str| src[..src.find(EXPECTED).unwrap_or(src.len())].to_string();
+    let body = |src: &str| {
+        let p = program(src);
+        p[p.find("fn @").unwrap_or(0)..].to_string()
+    };
+    let listed = expectation(&reverse);
+    let rev = &listed[listed.find("fn @f.rev").expect("a reverse function")..];
+    let m = assembler::assemble_with(rev, "f.rev", &register_code())
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut compared = 0;
+    for path in stage_files() {
+        let src = std::fs::read_to_string(&path).expect("readable");
+        if body(&src) != body(&reverse) {
+            continue;
+        }
+        let stage = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage: "))
+            .unwrap_or("");
+        let mut f = m.funcs[0].clone();
+        let want = match stage.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["optimize"] => {
+                ad::optimize::reverse(&mut f);
+                expectation(&src)
+            }
+            ["pass", passes @ ..] => {
+                for pass in passes {
+                    run_pass(pass, &mut f).expect("a pass");
+                }
+                // Without the line saying whether the last pass changed it.
+                let e = expectation(&src);
+                e[e.find('\n').map_or(0, |i| i + 1)..].to_string()
+            }
+            _ => continue,
+        };
+        let got = assembler::print_module(&vm::ir::Module {
+            funcs: vec![f],
+            ..Default::default()
+        });
+        assert_eq!(got, want, "{}", path.display());
+        compared += 1;
+    }
+    assert!(compared >= 8, "{compared} files compared");
+}
