@@ -126,6 +126,17 @@ pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
 }
 
 /// [`assemble`] with options: [`Code::Register`] reads register code.
+///
+/// ```
+/// let src = "fn @f.rev(%seed: f64) -> (f64) {\nstart:\n    %x = comms.pop\n    \
+///            acc.mul %d.x, %seed, %x\n    ret.n %d.x\n}\n";
+/// let options = assembler::Options { code: assembler::Code::Register };
+/// let m = assembler::assemble_with(src, "rev.adasm", &options).expect("register code");
+/// assert_eq!(assembler::print_module(&m), src);
+/// // User text has none of it.
+/// let err = assembler::assemble(src, "rev.adasm").expect_err("not user text");
+/// assert!(err.render().contains("unknown instruction `comms.pop`"));
+/// ```
 pub fn assemble_with(
     src: &str,
     file: &str,

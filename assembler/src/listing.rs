@@ -33,6 +33,18 @@ use vm::Type;
 /// Read a bytecode listing (as [`vm::disasm::program`] prints it; `file`
 /// names it in diagnostics) into a verified [`Program`], or report every
 /// error found.
+///
+/// ```
+/// let src = "fn @sq(%x: f64) -> f64 {\nentry:\n    %y = mul %x, %x\n    ret %y\n}\n";
+/// let m = assembler::assemble(src, "sq.adasm").expect("assembles");
+/// let p = vm::lower::lower_module(&m).expect("lowers");
+/// let text = vm::disasm::program(&p);
+/// let back = assembler::assemble_listing(&text, "sq.txt").expect("reads back");
+/// assert_eq!(vm::disasm::program(&back), text);
+/// let mut machine = vm::interp::Vm::default();
+/// let y = machine.run(&back, vm::ir::FuncId(0), &[vm::Value::F64(3.0)]);
+/// assert_eq!(y, Ok(vm::Value::F64(9.0)));
+/// ```
 pub fn assemble_listing(src: &str, file: &str) -> Result<Program, Diagnostics> {
     let mut sink = Sink::default();
     let lines: Vec<(usize, &str)> = {
