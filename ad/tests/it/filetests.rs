@@ -209,7 +209,9 @@ fn the_expectations_show_every_opcode_of_derived_code() {
 //   one `; fn:` names) after the passes named, behind a line that says
 //   whether the last changed it;
 // * `lower CONCERN`: the file is register code; the bytecode of each
-//   function, `CONCERN` one of `LOWER_CONCERNS`.
+//   function, `CONCERN` one of `LOWER_CONCERNS` (without `; fn:`, the
+//   listing must also read back, `assembler::assemble_listing`, as itself
+//   and run the same).
 //
 // IR prints as `assembler::print_module` prints it. `UPDATE_EXPECT=1`
 // rewrites the expectations, as for the corpus listings.
@@ -447,6 +449,16 @@ fn lower_listing(
     let mut out = String::new();
     for i in listed(&m, fname)? {
         out.push_str(&vm::disasm::function_in(p.func(FuncId(i as u32)), Some(&p)));
+    }
+    if fname.is_none() {
+        // The listing of every function reads back as itself, and runs
+        // as the code it lists.
+        let back = assembler::assemble_listing(&vm::disasm::program(&p), "listing")
+            .map_err(|d| d.render())?;
+        if vm::disasm::program(&back) != vm::disasm::program(&p) {
+            return Err("the listing does not read back as itself".into());
+        }
+        check_runs(src, &back, "read back from the listing")?;
     }
     Ok(out)
 }
