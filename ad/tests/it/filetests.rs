@@ -472,8 +472,8 @@ fn verified(m: &vm::ir::Module) -> Result<vm::bytecode::Program, String> {
 
 /// The `; run: @g(args) => result` directives of a register-code stage
 /// file, each run on `p` (`Vm::run`: several results print as a list,
-/// a trap as `trap: ` and its kind). `when` says which code ran, for the
-/// message.
+/// a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
+/// ran, for the message.
 fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), String> {
     let head = src.find(EXPECTED).map_or(src, |i| &src[..i]);
     for line in head.lines() {
@@ -486,7 +486,7 @@ fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), St
         let args = assembler::literals_to_values(&p.func(id).param_types, &lits)?;
         let got = match vm::interp::Vm::default().run(p, id, &args) {
             Ok(v) => v.to_string(),
-            Err(t) => format!("trap: {:?}", t.kind),
+            Err(t) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
         };
         if got != want.trim() {
             return Err(format!("`{}`, {when}, gives `{got}`", line.trim()));
