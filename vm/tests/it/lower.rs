@@ -515,71 +515,6 @@ fn ops(p: &Program) -> Vec<Op> {
     p.func(FuncId(0)).code.iter().map(|i| i.op).collect()
 }
 
-/// A step followed by `blk.push` (AD forward code at a back edge) is still
-/// fused: the push, which touches no register, runs first. A step
-/// followed by an edge copy, or whose destination is not its first
-/// operand, is not.
-#[test]
-fn step_fusion_looks_past_block_pushes_only() {
-    // entry: jmp head; head: t = lt k, n; br t, body, done;
-    // body: [x = add x, x]; k = add k, 1 (or k = add one, k); [blk.push 1];
-    // jmp head; done: ret k
-    let build = |push: bool, copy: bool, swapped: bool| {
-        let mut b = B::new("t", &[("n", I64), ("x", I64)], I64);
-        let (n, x) = (b.p(0), b.p(1));
-        let entry = b.block("entry");
-        let head = b.block("head");
-        let body = b.block("body");
-        let done = b.block("done");
-        let k = b.val("k", I64);
-        let y = b.val("y", I64);
-        let (zero, one) = (b.i64(0), b.i64(1));
-        b.set(entry, Op::Mov, k, &[zero]);
-        b.jmp(entry, head);
-        if copy {
-            // A phi of `head` whose value on the back edge is not its
-            // own register: a copy after the step.
-            b.phi(head, y, &[(entry, x), (body, x)]);
-        }
-        let t = b.op(head, Op::LtI, Some(Bool), &[k, n]);
-        b.br(head, t, body, done);
-        if swapped {
-            b.set(body, Op::AddI, k, &[one, k]);
-        } else {
-            b.set(body, Op::AddI, k, &[k, one]);
-        }
-        if push {
-            b.blk_push(body, 1);
-        }
-        b.jmp(body, head);
-        b.ret(done, k);
-        load(&b.module())
-    };
-    let p = build(true, false, false);
-    let o = ops(&p);
-    assert!(
-        o.windows(2).any(|w| w == [Op::BlkPush, Op::JmpStepLtI]),
-        "{}",
-        vm::disasm::program(&p)
-    );
-    let mut vm = Vm::default();
-    vm.begin(false);
-    vm.call_raw(&p, FuncId(0), &[4, 0]).expect("runs");
-    assert_eq!(vm.results(), &[4]);
-    assert_eq!(vm.blk_len(), 4);
-    for p in [build(false, true, false), build(false, false, true)] {
-        assert!(
-            !ops(&p).iter().any(|op| is_step(*op)),
-            "{}",
-            vm::disasm::program(&p)
-        );
-        assert_eq!(
-            Vm::default().run(&p, FuncId(0), &[Value::I64(4), Value::I64(9)]),
-            Ok(Value::I64(4))
-        );
-    }
-}
-
 /// Batched reservation: a block's `comms.push`es are cut at every call
 /// and `blk.push`; in a stretch with two or more the first becomes
 /// `comms.reserve %v, n` (room for all `n`, and this push) and the others
@@ -692,49 +627,6 @@ fn sin_and_cos_of_one_register_fuse_into_sincos() {
             assert!(same(got[0], x.sin()) && same(got[1], x.cos()), "{x:e}");
         }
     }
-}
-
-/// Where fusing would change what the pair computes, or there is no pair,
-/// the instructions stay apart: the first writes the register the second
-/// reads (non-SSA code), the operands differ, or another instruction
-/// stands between them.
-#[test]
-fn sin_and_cos_stay_apart_where_one_sincos_would_differ() {
-    let x0 = 0.7f64;
-    // x = sin x; c = cos x: c is cos(sin x0).
-    let mut b = B::new_many("overwrite", &[("x", F64)], 2);
-    let e = b.block("entry");
-    let x = b.p(0);
-    let c = b.val("c", F64);
-    b.set(e, Op::Sin, x, &[x]);
-    b.set(e, Op::Cos, c, &[x]);
-    b.term(e, Term::RetN(vec![x, c]));
-    let p = load(&b.module());
-    assert_eq!(run_many(&p, &[x0.to_bits()]), [x0.sin(), x0.sin().cos()]);
-    // Different operands.
-    let mut b = B::new_many("two", &[("x", F64), ("y", F64)], 2);
-    let e = b.block("entry");
-    let (x, y) = (b.p(0), b.p(1));
-    let s = b.op(e, Op::Sin, Some(F64), &[x]);
-    let c = b.op(e, Op::Cos, Some(F64), &[y]);
-    b.term(e, Term::RetN(vec![s, c]));
-    let p = load(&b.module());
-    assert_eq!(
-        run_many(&p, &[x0.to_bits(), 2.0f64.to_bits()]),
-        [x0.sin(), 2.0f64.cos()]
-    );
-    // Not adjacent.
-    let mut b = B::new_many("apart", &[("x", F64)], 3);
-    let e = b.block("entry");
-    let x = b.p(0);
-    let s = b.op(e, Op::Sin, Some(F64), &[x]);
-    let t = b.op(e, Op::AddF, Some(F64), &[x, x]);
-    let c = b.op(e, Op::Cos, Some(F64), &[x]);
-    b.term(e, Term::RetN(vec![s, t, c]));
-    let p = load(&b.module());
-    let ops: Vec<Op> = p.func(FuncId(0)).code.iter().map(|i| i.op).collect();
-    assert_eq!(ops, [Op::Sin, Op::AddF, Op::Cos, Op::RetN]);
-    assert_eq!(run_many(&p, &[x0.to_bits()]), [x0.sin(), x0 + x0, x0.cos()]);
 }
 
 /// `sincos` is made by the lowering only: IR that contains it is refused.
@@ -965,35 +857,6 @@ fn copies_of_copies_are_bounded() {
     // Counts down by k per round until the counter is at most 0.
     let got = vm.run(&p, FuncId(0), &[Value::I64(20)]);
     assert_eq!(got.ok(), Some(Value::I64(20 - 4 * k as i64)));
-}
-
-/// A `sub.i` by a constant that is no loop counter's step (its result goes
-/// to no phi and no comparison: `n - 1` returned here) gets no negated
-/// constant in the frame; a counter's step does (powloop's loop fuses).
-#[test]
-fn only_counter_steps_get_a_negated_constant() {
-    let mut b = B::new("dec", &[("n", I64)], I64);
-    let e = b.block("entry");
-    let n = b.p(0);
-    let three = b.i64(3);
-    let m = b.op(e, Op::SubI, Some(I64), &[n, three]);
-    b.ret(e, m);
-    let p = load(&b.module());
-    let consts: Vec<i64> = p.func(FuncId(0)).consts.iter().map(|&c| c as i64).collect();
-    assert_eq!(consts, [3], "{}", vm::disasm::function(p.func(FuncId(0))));
-    let mut vm = Vm::default();
-    assert_eq!(
-        vm.run(&p, FuncId(0), &[Value::I64(10)]).ok(),
-        Some(Value::I64(7))
-    );
-
-    let p = load(&powloop());
-    let f = p.func(FuncId(0));
-    assert!(
-        f.code.iter().any(|i| is_step(i.op)),
-        "{}",
-        vm::disasm::function(f)
-    );
 }
 
 // ---- phi coalescing by liveness ------------------------------------------
