@@ -250,6 +250,21 @@ pub(crate) fn check_module(
     (checked, check_rules(rules, &globals, sink))
 }
 
+/// The rules of a module whose functions another checker checks (register
+/// code): [`check_rules`] alone, the functions' own errors left to that
+/// checker.
+pub(crate) fn check_rules_only(
+    funcs: &[FuncAst],
+    rules: &[RuleAst],
+    sink: &mut Sink,
+) -> Vec<vm::ir::Rule> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let globals = Globals::new(funcs, &mut Sink::default());
+    check_rules(rules, &globals, sink)
+}
+
 /// The rules (`rule @f jvp @f_jvp`) whose functions exist and whose
 /// signatures fit ([`vm::ir::rule_signature_error`]), at most one per
 /// function; every other is reported at its `rule` line.

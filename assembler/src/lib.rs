@@ -148,11 +148,7 @@ pub fn assemble_with(
     let (funcs, rules) = parser::parse(tokens, &mut sink, register);
     let (checked, rules) = if register {
         let checked = regcheck::check_module(&funcs, &mut sink);
-        if !rules.is_empty() {
-            let at = rules.first().map_or(Span::default(), |r| r.span);
-            sink.error(at, "register code has no `rule` lines");
-        }
-        (checked, Vec::new())
+        (checked, check::check_rules_only(&funcs, &rules, &mut sink))
     } else {
         check::check_module(&funcs, &rules, &mut sink)
     };

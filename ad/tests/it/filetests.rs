@@ -706,7 +706,7 @@ fn register_code() -> assembler::Options {
 fn whole_module(e: &Engine) -> vm::ir::Module {
     let mut m = vm::ir::Module {
         funcs: e.module().funcs.clone(),
-        ..Default::default()
+        rules: e.module().rules.clone(),
     };
     for i in m.funcs.len()..e.program().len() {
         let f = FuncId(i as u32);
