@@ -255,6 +255,45 @@ fn recomputed_segments_follow_the_binomial_bound() {
     eprintln!("(segments, slots): {seen:?}");
 }
 
+/// The ADBench GMM objective (`ad/benches/gmm.adl`, compiled to
+/// `gmm.adasm`) at a small size (d = 4, k = 5, n = 60): arrays written in
+/// nested loops, a streaming logsumexp with branches. Under budgets from a
+/// few segments' worth to just below storing everything, the gradient is
+/// the one of storing everything bit for bit, within the budget.
+#[test]
+fn gmm_objective_under_budgets() {
+    let mut e = engine(include_str!("../../benches/gmm.adasm"));
+    let f = e.find("gmm").expect("defined");
+    let (d, k, n) = (4usize, 5usize, 60usize);
+    let mut rng = Rng::new(20);
+    let mut draw = |len: usize, lo: f64, hi: f64| -> Value {
+        Value::Arr(
+            (0..len)
+                .map(|_| lo + (hi - lo) * (rng.below(1 << 30) as f64 / (1u64 << 30) as f64))
+                .collect(),
+        )
+    };
+    let args = [
+        draw(k, -1.0, 1.0),
+        draw(k * d, 0.0, 1.0),
+        draw(k * d * (d + 1) / 2, -0.5, 0.5),
+        draw(n * d, 0.0, 1.0),
+        Value::F64(1.0),
+        Value::F64(0.5),
+    ];
+    let all = e.grad(f, &args).expect("runs");
+    let stored = e.vm_mut().peak_stack_bytes();
+    assert!(stored > 100_000, "{stored}");
+    for budget in [12_000, 40_000, stored / 2, stored - 8] {
+        e.set_ad_budget(Some(budget));
+        let got = e.grad(f, &args).expect("checkpointed");
+        assert!(same_bits(&got, &all), "{budget}: {got:?} vs {all:?}");
+        assert!(e.recompute_factor() > 1.0, "{budget}");
+        let high = e.vm_mut().stack_high_water_bytes();
+        assert!(high <= budget, "{high} held under {budget}");
+    }
+}
+
 #[test]
 fn a_budget_below_the_minimum_traps_with_the_bytes_needed() {
     let mut e = engine(POW);
