@@ -8,7 +8,9 @@
 //!
 //! * Snapshot 0 (the arguments and the live arrays) is taken at entry; the
 //!   call first runs with the stacks given what the budget leaves beside
-//!   it. If it ends without filling them, that is all (storing everything).
+//!   it (compiled code first, if a native tier is installed: its push
+//!   helpers fail where the stacks fill, which stops it there). If it ends
+//!   without filling them, that is all (storing everything).
 //! * Otherwise it starts again from snapshot 0 with the stacks given a
 //!   segment capacity `S` (half of what is left). When a push finds them
 //!   full, the interpreter *suspends* at the push ([`Vm::suspend`]); the
@@ -23,13 +25,18 @@
 //!   known, the schedule is online: a snapshot every `d`-th boundary, and
 //!   when the next one does not fit, every other one is dropped and `d`
 //!   doubles. Snapshot 0 is always kept.
+//! * When the forward sweep ends, the number of segments is known: of the
+//!   online snapshots, those a binomial reversal of the gaps between them
+//!   is best off with are kept ([`keep_snapshots`]).
 //! * When a pop of the reverse call finds the stacks empty and segments are
 //!   left ([`Vm::refill`]), a second VM (the recompute VM, interpreter
 //!   only) is restored from the nearest snapshot at or before the segment
 //!   needed and run until it suspends at that segment's end; the segments
-//!   before it are discarded, and snapshots are taken on the way, evenly
-//!   spaced over the gap with the room the dropped snapshots left. Its
-//!   stacks are then swapped into the reverse call's, which pops on.
+//!   before it are discarded, and snapshots are taken on the way where
+//!   the binomial rule (Revolve) puts them for the gap's length and the
+//!   free room ([`binomial_step`]), so that the reverse sweep takes the
+//!   fewest segment runs ([`binomial_runs`]). Its stacks are then swapped
+//!   into the reverse call's, which pops on.
 //!
 //! Calls, recursion, loops of any kind and arrays need nothing special: a
 //! snapshot holds every frame and every live array, and the reverse call's
