@@ -208,8 +208,8 @@ fn keep_snapshots(pos: &[u64], last: u64, slots: u64) -> (Vec<bool>, u64) {
             let free = slots.saturating_sub(i as u64);
             let mut best = binomial_runs(last - at(a), free);
             let mut choice = r + 1;
-            for b in a + 1..=r {
-                let c = binomial_runs(at(b) - at(a), free).saturating_add(cost[b][i + 1]);
+            for (b, from_b) in cost.iter().enumerate().skip(a + 1) {
+                let c = binomial_runs(at(b) - at(a), free).saturating_add(from_b[i + 1]);
                 if c < best {
                     best = c;
                     choice = b;
@@ -844,5 +844,20 @@ mod tests {
         }
         // Every boundary a snapshot: each segment run once.
         assert_eq!(keep_snapshots(&(1..50).collect::<Vec<_>>(), 50, 49).1, 50);
+        // docs/ad.md's example: 11 segments, 2 slots, online snapshots at
+        // 4 and 8; and powloop at n = 10^6 under 1 KB.
+        assert_eq!(keep_snapshots(&[4, 8], 10, 2), (vec![true, true], 18));
+        assert_eq!(simulate(vec![0, 4, 8], 10, 2), 18);
+        assert_eq!(binomial_runs(10, 2), 25);
+        let online: Vec<u64> = (1..8).map(|i| i * 2048).collect();
+        let (keep, runs) = keep_snapshots(&online, 15_872, 7);
+        let kept: Vec<u64> = online
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(s, _)| *s)
+            .collect();
+        assert_eq!((kept, runs), (vec![8192, 12288, 14336], 120_074));
+        assert_eq!(binomial_runs(15_872, 7), 134_410);
     }
 }
