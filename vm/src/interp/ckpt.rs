@@ -168,10 +168,10 @@ fn binomial_step(l: u64, f: u64) -> u64 {
     };
     let m = if l128 <= bino1 + bino3 {
         bino4
-    } else if l128 >= range - bino5 {
+    } else if l128 >= range.saturating_sub(bino5) {
         bino1
     } else {
-        l128 - bino2 - bino3
+        l128.saturating_sub(bino2 + bino3)
     };
     u64::try_from(m).unwrap_or(1).clamp(1, l - 1)
 }
