@@ -555,12 +555,44 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         let r = self.refill_from(&mut c);
-        self.ckpt = Some(c);
         if r.is_ok() {
+            // The segment refilled holds at most `S` bytes, and so do the
+            // entries left, but the two together may need more than the
+            // snapshots leave: drop the latest snapshots until they fit
+            // (only the recomputation after that costs more). `2 S` fit
+            // beside snapshot 0 unless one batch of pushes takes more than
+            // half of what snapshot 0 leaves (then `S` is that batch):
+            // where they do not, the budget is too small, a trap.
+            let comms = (self.comms.len() + left.0.len()).max(self.comms.capacity());
+            let blk = (self.blk.len() + left.1.len()).max(self.blk.capacity());
+            let stacks = comms
+                .saturating_mul(8)
+                .saturating_add(blk.saturating_mul(4));
+            while self.snap_bytes.saturating_add(stacks) > c.budget {
+                let Some(s) = c.snaps.pop_if(|s| s.seg > 0) else {
+                    break;
+                };
+                self.snap_bytes -= s.bytes;
+            }
+            let needed = self.snap_bytes.saturating_add(stacks);
+            if needed > c.budget {
+                self.comms.clear();
+                self.blk.clear();
+                let budget = c.budget;
+                self.ckpt = Some(c);
+                return Err(TrapKind::AdBudget {
+                    budget,
+                    needed,
+                    exact: false,
+                });
+            }
+            self.comms.reserve_exact(left.0.len());
             self.comms.extend_from_slice(&left.0);
+            self.blk.reserve_exact(left.1.len());
             self.blk.extend_from_slice(&left.1);
             self.note_high_water();
         }
+        self.ckpt = Some(c);
         r.map(|()| true)
     }
 
