@@ -11,10 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ $# -gt 0 ]; then
-  cargo bench -p suite --features peers --bench suite -- "$@"
+  cargo bench -p advm-bench --features peers --bench suite -- "$@"
 else
-  cargo bench -p suite --features peers --bench suite
-  cargo bench -p suite --bench scaling
+  cargo bench -p advm-bench --features peers --bench suite
+  cargo bench -p advm-bench --bench scaling
 fi
 for lua in lua5.4 "luajit -joff"; do
   if command -v "${lua%% *}" >/dev/null; then

@@ -75,64 +75,8 @@ impl Engine {
     pub(crate) fn derive_all(&mut self, f: FuncId, wrt: &[bool]) -> Result<Derived, AdError> {
         let first_new = self.program.len();
         let mut work = Vec::new();
-        let mut units = crate::compile_work::Work::new(self.max_compile_work);
         let root = self.reserve(f, wrt.into(), &mut work);
-        while let Some((g, gw)) = work.pop() {
-            let mut pending = Vec::new();
-            let inline_units = self.inline_work(g);
-            let (fwd, rev) = {
-                let program_len = &mut self.program.len();
-                let derived = &mut self.derived;
-                let mut ids = |h: FuncId, hw: Vec<bool>| {
-                    if let Some(d) = derived.pair(h, &hw) {
-                        return d;
-                    }
-                    let d = Derived {
-                        fwd: FuncId(*program_len as u32),
-                        rev: FuncId(*program_len as u32 + 1),
-                    };
-                    *program_len += 2;
-                    let hw = hw.into_boxed_slice();
-                    derived.add_pair(h, hw.clone(), d);
-                    pending.push((h, hw));
-                    d
-                };
-                match self.module.rule_of(g).copied() {
-                    // A custom rule: its transpose, from `f_jvp`'s own pair.
-                    Some(rule) => {
-                        let jd = ids(rule.jvp, custom::jvp_mask(self.module.func(g), &gw));
-                        custom::rule_pair(&self.module, rule, &gw, jd)
-                    }
-                    None => {
-                        units
-                            .charge(inline_units)
-                            .map_err(|e| too_much_work(&self.module, f, e))?;
-                        let cleanup = self.cleanup;
-                        crate::transform::transform_within(
-                            &self.module,
-                            g,
-                            &gw,
-                            &mut ids,
-                            cleanup,
-                            &mut units,
-                        )
-                        .map_err(|r| refusal(&self.module, f, g, r))?
-                    }
-                }
-            };
-            // Placeholders for functions reserved while transforming `g`.
-            for (h, hw) in pending {
-                self.push_placeholders(h, &hw);
-                work.push((h, hw));
-            }
-            let d = self
-                .derived
-                .pair(g, &gw)
-                .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
-            self.install_derived(d.fwd, fwd, g)?;
-            self.install_derived(d.rev, rev, g)?;
-        }
-        self.verify_new(first_new, "derived")?;
+        self.drive(&Reverse { f }, work, first_new)?;
         Ok(root)
     }
 
@@ -434,5 +378,71 @@ impl Engine {
             }
             None => 0,
         }
+    }
+}
+
+/// Reverse mode, as [`crate::driver`] runs it: a unit is a user function
+/// and a parameter mask, its functions the forward and reverse pair.
+pub(crate) struct Reverse {
+    /// The user function of the request (budget errors name it).
+    pub(crate) f: FuncId,
+}
+
+impl crate::driver::Mode for Reverse {
+    type Key = (FuncId, Box<[bool]>);
+    const WHAT: &'static str = "derived";
+
+    fn build(
+        &self,
+        e: &mut Engine,
+        key: &Self::Key,
+        units: &mut crate::compile_work::Work,
+        pending: &mut Vec<Self::Key>,
+    ) -> Result<Vec<(FuncId, vm::ir::Function, FuncId)>, AdError> {
+        let (g, gw) = (key.0, &key.1);
+        let f = self.f;
+        let inline_units = e.inline_work(g);
+        let (fwd, rev) = {
+            let program_len = &mut e.program.len();
+            let derived = &mut e.derived;
+            let mut ids = |h: FuncId, hw: Vec<bool>| {
+                if let Some(d) = derived.pair(h, &hw) {
+                    return d;
+                }
+                let d = Derived {
+                    fwd: FuncId(*program_len as u32),
+                    rev: FuncId(*program_len as u32 + 1),
+                };
+                *program_len += 2;
+                let hw = hw.into_boxed_slice();
+                derived.add_pair(h, hw.clone(), d);
+                pending.push((h, hw));
+                d
+            };
+            match e.module.rule_of(g).copied() {
+                // A custom rule: its transpose, from `f_jvp`'s own pair.
+                Some(rule) => {
+                    let jd = ids(rule.jvp, custom::jvp_mask(e.module.func(g), gw));
+                    custom::rule_pair(&e.module, rule, gw, jd)
+                }
+                None => {
+                    units
+                        .charge(inline_units)
+                        .map_err(|er| too_much_work(&e.module, f, er))?;
+                    let cleanup = e.cleanup;
+                    crate::transform::transform_within(&e.module, g, gw, &mut ids, cleanup, units)
+                        .map_err(|r| refusal(&e.module, f, g, r))?
+                }
+            }
+        };
+        let d = e
+            .derived
+            .pair(g, gw)
+            .ok_or_else(|| AdError::Internal("lost derived ids".into()))?;
+        Ok(vec![(d.fwd, fwd, g), (d.rev, rev, g)])
+    }
+
+    fn placeholders(&self, e: &mut Engine, key: &Self::Key) {
+        e.push_placeholders(key.0, &key.1);
     }
 }

@@ -384,74 +384,21 @@ impl Engine {
     /// and verified.
     fn derive_tangents(&mut self, f: FuncId, roots: &[FuncId]) -> Result<(), AdError> {
         let first_new = self.program.len();
-        let first_derived = self.module.funcs.len();
-        let mut work: Vec<(FuncId, FuncId)> = Vec::new();
-        // The compile budget of the tangents (the pair they are of was
-        // charged when it was built): the derived function each transform
-        // reads, the tangent it writes, and a pullback's clean-up.
-        let mut units = crate::compile_work::Work::new(self.max_compile_work);
-        let module = std::sync::Arc::clone(&self.module);
-        let over = |e| crate::derive::too_much_work(&module, f, e);
+        let mode = Tangents {
+            f,
+            first_derived: self.module.funcs.len(),
+        };
+        let mut work = Vec::new();
         for g in roots {
             if self.derived.tangent_of(*g).is_some() {
                 continue;
             }
             let id = FuncId(self.program.len() as u32);
             self.derived.set_tangent_of(*g, id);
-            let name = format!("{}.jvp", self.program.func(*g).name);
-            let of = self.derived.kind(*g).map_or(f, |(_, of)| of);
-            self.push_named_placeholder(name, Kind::Hvp(*g), of);
-            self.set_last_tangent_origin(*g);
+            crate::driver::Mode::placeholders(&mode, self, &(*g, id));
             work.push((*g, id));
         }
-        while let Some((g, id)) = work.pop() {
-            let ir = self
-                .derived_ir(g)
-                .cloned()
-                .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
-            units.charge_function(&ir).map_err(over)?;
-            // A user call has a tangent (see `Engine::user_call_tangents`).
-            let user_tangents = self.user_call_tangents(&ir)?;
-            let mut pending = Vec::new();
-            let func = {
-                let program_len = &mut self.program.len();
-                let table = &mut self.derived;
-                let mut ids = |h: FuncId| {
-                    if h.index() < first_derived {
-                        return user_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
-                    }
-                    if let Some(t) = table.tangent_of(h) {
-                        return Some(t);
-                    }
-                    let t = FuncId(*program_len as u32);
-                    *program_len += 1;
-                    table.set_tangent_of(h, t);
-                    pending.push((h, t));
-                    Some(t)
-                };
-                crate::forward::derived_tangent(&ir, &mut ids)
-            };
-            let mut func =
-                func.map_err(|e| AdError::Internal(format!("forward mode of @{}: {e}", ir.name)))?;
-            for (h, t) in pending {
-                let name = format!("{}.jvp", self.program.func(h).name);
-                let of = self.derived.kind(h).map_or(f, |(_, of)| of);
-                self.push_named_placeholder(name, Kind::Hvp(h), of);
-                self.set_last_tangent_origin(h);
-                work.push((h, t));
-            }
-            units.charge_function(&func).map_err(over)?;
-            if matches!(ir.ret, RetType::Many(_)) {
-                // A pullback: clean it up as reverse mode does.
-                crate::optimize::reverse_within(&mut func, &mut units).map_err(over)?;
-            } else {
-                // A forward function's tangent: it computes again what the
-                // forward function computes for the reverse sweep.
-                crate::optimize::tangent(&mut func);
-            }
-            self.install_derived(id, func, f)?;
-        }
-        self.verify_new(first_new, "Hessian-vector")
+        self.drive(&mode, work, first_new)
     }
 
     /// The bytecode of `f`'s Hessian-vector products with respect to `wrt`
@@ -485,5 +432,82 @@ impl Engine {
         let result = self.disasm_hvp_wrt(f, &wrt);
         self.full_masks[f.index()] = wrt;
         result
+    }
+}
+
+/// The tangents of derived functions (Hessian-vector products), as
+/// [`crate::driver`] runs them: a unit is a derived function, with the id
+/// of its tangent.
+struct Tangents {
+    /// The user function of the request (budget errors name it).
+    f: FuncId,
+    /// The first bytecode id of derived code (below it, user functions).
+    first_derived: usize,
+}
+
+impl crate::driver::Mode for Tangents {
+    type Key = (FuncId, FuncId);
+    const WHAT: &'static str = "Hessian-vector";
+
+    fn build(
+        &self,
+        e: &mut Engine,
+        key: &Self::Key,
+        units: &mut crate::compile_work::Work,
+        pending: &mut Vec<Self::Key>,
+    ) -> Result<Vec<(FuncId, vm::ir::Function, FuncId)>, AdError> {
+        let (g, id) = *key;
+        // The compile budget of the tangents (the pair they are of was
+        // charged when it was built): the derived function each transform
+        // reads, the tangent it writes, and a pullback's clean-up.
+        let module = std::sync::Arc::clone(&e.module);
+        let f = self.f;
+        let over = |er| crate::derive::too_much_work(&module, f, er);
+        let ir = e
+            .derived_ir(g)
+            .cloned()
+            .ok_or_else(|| AdError::Internal(format!("no IR for derived function {g}")))?;
+        units.charge_function(&ir).map_err(over)?;
+        // A user call has a tangent (see `Engine::user_call_tangents`).
+        let user_tangents = e.user_call_tangents(&ir)?;
+        let first_derived = self.first_derived;
+        let func = {
+            let program_len = &mut e.program.len();
+            let table = &mut e.derived;
+            let mut ids = |h: FuncId| {
+                if h.index() < first_derived {
+                    return user_tangents.iter().find(|(g, _)| *g == h).map(|(_, t)| *t);
+                }
+                if let Some(t) = table.tangent_of(h) {
+                    return Some(t);
+                }
+                let t = FuncId(*program_len as u32);
+                *program_len += 1;
+                table.set_tangent_of(h, t);
+                pending.push((h, t));
+                Some(t)
+            };
+            crate::forward::derived_tangent(&ir, &mut ids)
+        };
+        let mut func =
+            func.map_err(|er| AdError::Internal(format!("forward mode of @{}: {er}", ir.name)))?;
+        units.charge_function(&func).map_err(over)?;
+        if matches!(ir.ret, RetType::Many(_)) {
+            // A pullback: clean it up as reverse mode does.
+            crate::optimize::reverse_within(&mut func, units).map_err(over)?;
+        } else {
+            // A forward function's tangent: it computes again what the
+            // forward function computes for the reverse sweep.
+            crate::optimize::tangent(&mut func);
+        }
+        Ok(vec![(id, func, f)])
+    }
+
+    fn placeholders(&self, e: &mut Engine, key: &Self::Key) {
+        let h = key.0;
+        let name = format!("{}.jvp", e.program.func(h).name);
+        let of = e.derived.kind(h).map_or(self.f, |(_, of)| of);
+        e.push_named_placeholder(name, Kind::Hvp(h), of);
+        e.set_last_tangent_origin(h);
     }
 }

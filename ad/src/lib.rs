@@ -50,6 +50,7 @@ pub mod analysis;
 pub mod compile_work;
 pub mod custom;
 mod derive;
+mod driver;
 mod error;
 pub mod fd;
 pub mod forward;

@@ -72,7 +72,7 @@ pub(crate) fn mnemonics() -> impl Iterator<Item = (&'static str, Family)> {
 
 /// The family of a mnemonic, looked up in the map built once from the
 /// table (every instruction of a program asks).
-fn family(mnemonic: &str) -> Option<Family> {
+pub(crate) fn family(mnemonic: &str) -> Option<Family> {
     static FAMILIES: std::sync::OnceLock<HashMap<&'static str, Family>> =
         std::sync::OnceLock::new();
     FAMILIES
@@ -82,7 +82,7 @@ fn family(mnemonic: &str) -> Option<Family> {
 }
 
 /// The `Def` operand's type of an opcode, if it has one.
-fn def_ty(op: Op) -> Option<Ty> {
+pub(crate) fn def_ty(op: Op) -> Option<Ty> {
     op.operands().iter().find_map(|k| match k {
         Kind::Def(t) => Some(*t),
         _ => None,
@@ -114,6 +114,10 @@ pub(crate) struct CInst {
     pub dst: Option<u32>,
     pub args: Vec<Arg>,
     pub callee: Option<u32>,
+    /// Register code: the `Imm` operand (`blk.push`).
+    pub imm: u32,
+    /// Register code: the registers of `call.acc` and `call.n`.
+    pub accs: Vec<u32>,
     pub loc: Loc,
 }
 
@@ -132,6 +136,10 @@ pub(crate) enum CTerm {
     },
     /// The value returned; `None` in a function with no result.
     Ret(Option<Arg>),
+    /// Register code: several values returned.
+    RetN(Vec<Arg>),
+    /// Register code: the targets of a `blk.pop`.
+    BlkPop(Vec<u32>),
 }
 
 pub(crate) struct CBlock {
@@ -152,8 +160,7 @@ pub(crate) struct CValue {
 pub(crate) struct CheckedFn {
     pub name: String,
     pub n_params: usize,
-    /// `None` for a function with no result.
-    pub ret: Option<Type>,
+    pub ret: vm::ir::RetType,
     pub values: Vec<CValue>,
     pub blocks: Vec<CBlock>,
     pub loc: Loc,
@@ -241,6 +248,21 @@ pub(crate) fn check_module(
         .map(|f| FnChecker::check(f, &globals, sink))
         .collect();
     (checked, check_rules(rules, &globals, sink))
+}
+
+/// The rules of a module whose functions another checker checks (register
+/// code): [`check_rules`] alone, the functions' own errors left to that
+/// checker.
+pub(crate) fn check_rules_only(
+    funcs: &[FuncAst],
+    rules: &[RuleAst],
+    sink: &mut Sink,
+) -> Vec<vm::ir::Rule> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    let globals = Globals::new(funcs, &mut Sink::default());
+    check_rules(rules, &globals, sink)
 }
 
 /// The rules (`rule @f jvp @f_jvp`) whose functions exist and whose
@@ -926,6 +948,8 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             dst,
             args,
             callee: None,
+            imm: 0,
+            accs: Vec::new(),
             loc: line.loc,
         })
     }
@@ -1014,6 +1038,8 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             dst,
             args,
             callee: Some(fi),
+            imm: 0,
+            accs: Vec::new(),
             loc: line.loc,
         })
     }
@@ -1282,9 +1308,9 @@ impl<'a, 'g, 's> FnChecker<'a, 'g, 's> {
             name: self.f.name.text.clone(),
             n_params: self.f.params.len(),
             ret: if self.f.no_result {
-                None
+                vm::ir::RetType::Unit
             } else {
-                Some(self.f.ret?)
+                vm::ir::RetType::One(self.f.ret?)
             },
             values,
             blocks: blocks.into_iter().collect::<Option<Vec<_>>>()?,
@@ -1305,10 +1331,11 @@ fn is_terminator_line(line: &Line) -> bool {
 fn read_registers(line: &Line) -> Vec<&str> {
     let ops: Vec<&Operand> = match &line.body {
         Body::Phi(arms) => arms.iter().map(|a| &a.value).collect(),
-        Body::Call { args, .. } | Body::Op(args) => args.iter().collect(),
+        Body::Call { args, .. } | Body::Op(args) | Body::RetN(args) => args.iter().collect(),
+        Body::CallInto { args, into, .. } => args.iter().chain(into).collect(),
         Body::Br { cond, .. } => vec![cond],
         Body::Ret(Some(v)) => vec![v],
-        Body::Ret(None) | Body::Jmp(_) | Body::Broken => Vec::new(),
+        Body::Ret(None) | Body::Jmp(_) | Body::BlkPop(_) | Body::Broken => Vec::new(),
     };
     ops.into_iter()
         .filter_map(|o| match o {
@@ -1326,7 +1353,7 @@ fn t_args(op: Op, args: &[Operand]) -> impl Iterator<Item = &Operand> {
         .map(|(a, _)| a)
 }
 
-fn lit_type(lit: Lit) -> Type {
+pub(crate) fn lit_type(lit: Lit) -> Type {
     match lit {
         Lit::Int(_) => Type::I64,
         Lit::Float(_) => Type::F64,
@@ -1335,7 +1362,7 @@ fn lit_type(lit: Lit) -> Type {
 }
 
 /// The constant for a literal of the expected type, if it has that type.
-fn literal_arg(lit: Lit, exp: Type) -> Option<Arg> {
+pub(crate) fn literal_arg(lit: Lit, exp: Type) -> Option<Arg> {
     match (lit, exp) {
         (Lit::Float(x), Type::F64) => Some(Arg::Const(Type::F64, x.to_bits())),
         (Lit::Int(n), Type::I64) => Some(Arg::Const(Type::I64, n as u64)),
@@ -1344,7 +1371,7 @@ fn literal_arg(lit: Lit, exp: Type) -> Option<Arg> {
     }
 }
 
-fn literal_mismatch(lit: Lit, text: &str, exp: Type, what: &str) -> String {
+pub(crate) fn literal_mismatch(lit: Lit, text: &str, exp: Type, what: &str) -> String {
     match (lit, exp) {
         (Lit::Int(_), Type::F64) => {
             format!("expected f64{what}, found integer literal `{text}`; write `{text}.0`")
@@ -1355,7 +1382,7 @@ fn literal_mismatch(lit: Lit, text: &str, exp: Type, what: &str) -> String {
     }
 }
 
-fn plural(n: usize, what: &str) -> String {
+pub(crate) fn plural(n: usize, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {

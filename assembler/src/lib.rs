@@ -17,9 +17,14 @@
 //!   infers and checks types (overloaded mnemonics become typed opcodes),
 //!   and checks SSA form (single assignment, dominance, phi entries equal to
 //!   the block's predecessors, one terminator at the end of each block).
-//! * `dom`: dominator trees (Cooper-Harvey-Kennedy), for the SSA checks.
+//! * `regcheck`: the checker of register code ([`Code::Register`], for
+//!   tests and tools): the IR the AD stage writes, not SSA, every IR opcode
+//!   by its table mnemonic; the module is then lowered and verified by the
+//!   VM instead of being checked for SSA form.
 //! * `lower`: translates checked functions to [`vm::ir`].
 //! * [`print_module`]: the way back, IR to text.
+//! * [`assemble_listing`]: a bytecode listing (what `vm::disasm` prints)
+//!   back to a verified bytecode program, for tests and tools.
 //! * [`decode`]: a source file's bytes to text (one leading byte-order
 //!   mark skipped; bytes that are not UTF-8 are a located diagnostic).
 //! * [`parse_call`] and [`literals_to_values`]: argument literals such as
@@ -57,14 +62,17 @@
 mod check;
 mod diag;
 mod lexer;
+mod listing;
 mod literal;
 mod lower;
 mod parser;
 mod print;
+mod regcheck;
 mod source;
 
 pub use diag::{closest, Diagnostic, Diagnostics, Span};
 pub use lexer::f64_value;
+pub use listing::assemble_listing;
 pub use literal::{literals_to_values, parse_call, Literal};
 pub use print::print_module;
 pub use source::decode;
@@ -83,18 +91,78 @@ pub fn mnemonics() -> impl Iterator<Item = &'static str> {
         .chain(parser::KEYWORD_MNEMONICS.iter().copied())
 }
 
+/// What text [`assemble_with`] reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Code {
+    /// A user's program (`.adasm` files, the REPL): SSA, the opcodes of
+    /// the text only. What [`assemble`] reads.
+    #[default]
+    User,
+    /// Register code, for tests and tools: the IR the AD stage writes (and
+    /// [`print_module`] prints), which is not SSA (a register may be
+    /// written many times and read before its first write, when it holds
+    /// zero) and may use every IR opcode, those only the AD stage writes
+    /// included, by their table mnemonic (`acc`, `comms.pop`,
+    /// `call.acc @g(%a) -> [%d.a]`, `ret.n %d.x`, `blk.pop [a, b]`,
+    /// `-> (f64, f64)`). A register's type comes from where it appears.
+    /// No SSA check: the module is lowered and the VM's verifier checks
+    /// every function instead, and what either rejects is an error at the
+    /// function (or the instruction) it is about. Opcodes only the
+    /// lowering makes are bytecode, not IR, and are rejected.
+    Register,
+}
+
+/// How [`assemble_with`] reads its input.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// User text or register code.
+    pub code: Code,
+}
+
 /// Assemble `.adasm` source text (named `file` in diagnostics) into an IR
 /// module, or report every error found.
 pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
+    assemble_with(src, file, &Options::default())
+}
+
+/// [`assemble`] with options: [`Code::Register`] reads register code.
+///
+/// ```
+/// let src = "fn @f.rev(%seed: f64) -> (f64) {\nstart:\n    %x = comms.pop\n    \
+///            acc.mul %d.x, %seed, %x\n    ret.n %d.x\n}\n";
+/// let options = assembler::Options { code: assembler::Code::Register };
+/// let m = assembler::assemble_with(src, "rev.adasm", &options).expect("register code");
+/// assert_eq!(assembler::print_module(&m), src);
+/// // User text has none of it.
+/// let err = assembler::assemble(src, "rev.adasm").expect_err("not user text");
+/// assert!(err.render().contains("unknown instruction `comms.pop`"));
+/// ```
+pub fn assemble_with(
+    src: &str,
+    file: &str,
+    options: &Options,
+) -> Result<vm::ir::Module, Diagnostics> {
     let mut sink = diag::Sink::default();
     let tokens = lexer::lex(src, &mut sink);
-    let (funcs, rules) = parser::parse(tokens, &mut sink);
-    let (checked, rules) = check::check_module(&funcs, &rules, &mut sink);
+    let register = options.code == Code::Register;
+    let (funcs, rules) = parser::parse(tokens, &mut sink, register);
+    let (checked, rules) = if register {
+        let checked = regcheck::check_module(&funcs, &mut sink);
+        (checked, check::check_rules_only(&funcs, &rules, &mut sink))
+    } else {
+        check::check_module(&funcs, &rules, &mut sink)
+    };
     if sink.is_empty() {
-        if let Some(funcs) = checked.into_iter().collect::<Option<Vec<_>>>() {
-            let mut module = lower::lower_module(funcs);
+        if let Some(checked) = checked.into_iter().collect::<Option<Vec<_>>>() {
+            let mut module = lower::lower_module(checked);
             module.rules = rules;
-            return Ok(module);
+            if register {
+                verify(&module, &funcs, src, &mut sink);
+            }
+            if sink.is_empty() {
+                return Ok(module);
+            }
+            return Err(sink.finish(file, src));
         }
         // Every rejected function reports why; this only guards the
         // invariant that an error result is never empty.
@@ -104,4 +172,54 @@ pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
         );
     }
     Err(sink.finish(file, src))
+}
+
+/// Lower `module` and run the VM's verifier on every function, reporting
+/// what either rejects at the function's name (or at the instruction the
+/// verifier names, where it has a location).
+fn verify(module: &vm::ir::Module, funcs: &[parser::FuncAst], src: &str, sink: &mut diag::Sink) {
+    let at = |i: usize| funcs.get(i).map_or(Span::default(), |f| f.name.span);
+    if let Err(e) = vm::lower::check_module(module) {
+        sink.error(at(0), format!("cannot lower the module: {e}"));
+        return;
+    }
+    let mut program = vm::bytecode::Program::new();
+    for (i, f) in module.funcs.iter().enumerate() {
+        match vm::lower::lower_function(f) {
+            Ok(bf) => {
+                program.push(bf);
+            }
+            Err(e) => {
+                sink.error(at(i), format!("cannot lower it: {e}"));
+                return;
+            }
+        }
+    }
+    for i in 0..module.funcs.len() {
+        let id = vm::ir::FuncId(i as u32);
+        if let Err(errs) = vm::verify::verify_function(&mut program, id) {
+            for e in errs {
+                let span = error_pc(&e)
+                    .and_then(|pc| program.get(id)?.locs.get(pc).copied())
+                    .and_then(|loc| regcheck::span_at(src, loc))
+                    .unwrap_or(at(i));
+                sink.error(span, format!("the verifier rejects it: {e}"));
+            }
+        }
+    }
+}
+
+/// The instruction a verifier error is about, if it names one.
+fn error_pc(e: &vm::verify::VerifyError) -> Option<usize> {
+    use vm::verify::VerifyError as E;
+    match e {
+        E::RegisterOutOfRange { pc, .. }
+        | E::TypeMismatch { pc, .. }
+        | E::BadIndex { pc, .. }
+        | E::BadCall { pc, .. }
+        | E::BadReturn { pc, .. }
+        | E::BadFlags { pc, .. }
+        | E::UnreservedPush { pc, .. } => Some(*pc),
+        _ => None,
+    }
 }

@@ -7,7 +7,7 @@
 
 use crate::check::{Arg, CBlock, CTerm, CheckedFn};
 use hashbrown::HashMap;
-use vm::ir::{Block, BlockId, FuncId, Function, Inst, Module, Phi, RetType, Term, ValueId};
+use vm::ir::{Block, BlockId, FuncId, Function, Inst, Module, Phi, Term, ValueId};
 use vm::Type;
 
 /// Lower every function; the module's function `i` is the file's `i`-th.
@@ -22,7 +22,7 @@ fn lower_function(c: CheckedFn) -> Function {
     let mut f = Function {
         name: c.name,
         params: (0..c.n_params as u32).map(ValueId).collect(),
-        ret: c.ret.map_or(RetType::Unit, RetType::One),
+        ret: c.ret,
         values: Vec::with_capacity(c.values.len()),
         blocks: Vec::with_capacity(c.blocks.len()),
         loc: c.loc,
@@ -87,6 +87,8 @@ impl Lowerer {
                 };
                 let mut inst = Inst::new(i.op, dst, args, i.loc);
                 inst.callee = i.callee.map(FuncId);
+                inst.imm = i.imm;
+                inst.accs = i.accs.into_iter().map(ValueId).collect();
                 inst
             })
             .collect();
@@ -100,6 +102,8 @@ impl Lowerer {
             CTerm::Ret(Some(v)) => Term::Ret(self.arg(v)),
             // No result: the function returns an unused i64 zero.
             CTerm::Ret(None) => Term::Ret(self.arg(Arg::Const(Type::I64, 0))),
+            CTerm::RetN(vs) => Term::RetN(vs.into_iter().map(|a| self.arg(a)).collect()),
+            CTerm::BlkPop(ts) => Term::BlkPop(ts.into_iter().map(BlockId).collect()),
         };
         Block {
             name: b.name,

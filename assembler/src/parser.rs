@@ -71,6 +71,20 @@ pub enum Body {
     },
     /// `ret v`, or a bare `ret` in a function with no result.
     Ret(Option<Operand>),
+    /// Register code only: `call.acc @g(args) -> [%a, ...]` and
+    /// `call.n @g(args) -> [%a, ...]` (the mnemonic says which): the
+    /// callee's several results are added to, or written to, the
+    /// registers in brackets.
+    CallInto {
+        callee: Name,
+        args: Vec<Operand>,
+        into: Vec<Operand>,
+    },
+    /// Register code only: `ret.n %a, %b` returns several values.
+    RetN(Vec<Operand>),
+    /// Register code only: `blk.pop [l0, l1, ...]` pops a block id `k`
+    /// and goes to the `k`-th label.
+    BlkPop(Vec<Name>),
     /// Any other mnemonic with comma-separated operands (resolved by the
     /// checker, which also reports unknown mnemonics).
     Op(Vec<Operand>),
@@ -80,7 +94,10 @@ pub enum Body {
 
 impl Body {
     pub fn is_terminator(&self) -> bool {
-        matches!(self, Body::Jmp(_) | Body::Br { .. } | Body::Ret(_))
+        matches!(
+            self,
+            Body::Jmp(_) | Body::Br { .. } | Body::Ret(_) | Body::RetN(_) | Body::BlkPop(_)
+        )
     }
 }
 
@@ -123,6 +140,8 @@ pub struct FuncAst {
     pub ret: Option<Type>,
     /// The header has no `-> type`: the function returns nothing.
     pub no_result: bool,
+    /// Register code only: `-> (f64, f64)`, several results.
+    pub many: Option<Vec<Type>>,
     pub header_ok: bool,
     pub blocks: Vec<BlockAst>,
     pub loc: Loc,
@@ -148,8 +167,18 @@ type PResult<T> = Result<T, Reported>;
 
 /// Parse a token stream into functions and rules, reporting every syntax
 /// error.
-pub(crate) fn parse(tokens: Vec<Token<'_>>, sink: &mut Sink) -> (Vec<FuncAst>, Vec<RuleAst>) {
+///
+/// With `register`, the parser also reads what only register code has
+/// (`-> (f64, f64)`, `call.acc`, `call.n`, `ret.n`, `blk.pop`); without it
+/// those lines parse as ordinary instructions, which the checker rejects
+/// as unknown.
+pub(crate) fn parse(
+    tokens: Vec<Token<'_>>,
+    sink: &mut Sink,
+    register: bool,
+) -> (Vec<FuncAst>, Vec<RuleAst>) {
     let mut p = Parser::new(tokens, sink);
+    p.register = register;
     let mut funcs = Vec::new();
     let mut rules = Vec::new();
     loop {
@@ -178,6 +207,8 @@ struct Parser<'s, 'd> {
     toks: Vec<Token<'s>>,
     pos: usize,
     sink: &'d mut Sink,
+    /// Register code: read its own forms too (see [`parse`]).
+    register: bool,
 }
 
 impl<'s, 'd> Parser<'s, 'd> {
@@ -199,7 +230,12 @@ impl<'s, 'd> Parser<'s, 'd> {
             span,
             loc,
         });
-        Parser { toks, pos: 0, sink }
+        Parser {
+            toks,
+            pos: 0,
+            sink,
+            register: false,
+        }
     }
 
     /// The current token (the final `Eof` token once past the end).
@@ -333,6 +369,7 @@ impl<'s, 'd> Parser<'s, 'd> {
             params: Vec::new(),
             ret: None,
             no_result: false,
+            many: None,
             header_ok: true,
             blocks: Vec::new(),
             loc: fn_tok.loc,
@@ -388,11 +425,39 @@ impl<'s, 'd> Parser<'s, 'd> {
         } else {
             self.expect(Tok::Arrow, "`->` or `{`")?;
             self.skip_newlines();
-            f.ret = self.ty()?;
+            if self.register && self.peek() == Tok::LParen {
+                f.many = Some(self.type_list()?);
+            } else {
+                f.ret = self.ty()?;
+            }
             self.skip_newlines();
         }
         self.expect(Tok::LBrace, "`{`")?;
         Ok(())
+    }
+
+    /// `(type, ...)`: the results of a function of register code that
+    /// returns several values.
+    fn type_list(&mut self) -> PResult<Vec<Type>> {
+        self.bump();
+        let mut out = Vec::new();
+        if self.peek() != Tok::RParen {
+            loop {
+                self.skip_newlines();
+                match self.ty()? {
+                    Some(t) => out.push(t),
+                    None => return Err(Reported),
+                }
+                self.skip_newlines();
+                if self.peek() == Tok::Comma {
+                    self.bump();
+                } else {
+                    break;
+                }
+            }
+        }
+        self.expect(Tok::RParen, "`,` or `)`")?;
+        Ok(out)
     }
 
     /// `: type` after a parameter name.
@@ -530,6 +595,9 @@ impl<'s, 'd> Parser<'s, 'd> {
             "br" => self.br()?,
             "ret" if self.at_line_end() => Body::Ret(None),
             "ret" => Body::Ret(Some(self.operand()?)),
+            "call.acc" | "call.n" if self.register => self.call_into()?,
+            "ret.n" if self.register => Body::RetN(self.operands()?),
+            "blk.pop" if self.register => Body::BlkPop(self.label_list()?),
             _ => Body::Op(self.operands()?),
         };
         if !self.at_line_end() {
@@ -597,6 +665,46 @@ impl<'s, 'd> Parser<'s, 'd> {
         Ok(Body::Call { callee, args })
     }
 
+    /// `@g(args) -> [%a, ...]` after `call.acc` or `call.n`.
+    fn call_into(&mut self) -> PResult<Body> {
+        let Body::Call { callee, args } = self.call()? else {
+            return Err(Reported);
+        };
+        self.expect(Tok::Arrow, "`->`")?;
+        self.expect(Tok::LBracket, "`[`")?;
+        let mut into = Vec::new();
+        if self.peek() != Tok::RBracket {
+            loop {
+                into.push(self.operand()?);
+                if self.peek() == Tok::Comma {
+                    self.bump();
+                } else {
+                    break;
+                }
+            }
+        }
+        self.expect(Tok::RBracket, "`,` or `]`")?;
+        Ok(Body::CallInto { callee, args, into })
+    }
+
+    /// `[label, ...]` after `blk.pop`.
+    fn label_list(&mut self) -> PResult<Vec<Name>> {
+        self.expect(Tok::LBracket, "`[`")?;
+        let mut out = Vec::new();
+        if self.peek() != Tok::RBracket {
+            loop {
+                out.push(self.label()?);
+                if self.peek() == Tok::Comma {
+                    self.bump();
+                } else {
+                    break;
+                }
+            }
+        }
+        self.expect(Tok::RBracket, "`,` or `]`")?;
+        Ok(out)
+    }
+
     fn br(&mut self) -> PResult<Body> {
         let cond = self.operand()?;
         self.expect(Tok::Comma, "`,`")?;
@@ -650,7 +758,7 @@ mod tests {
     fn parse_src(src: &str) -> (Vec<FuncAst>, Vec<String>) {
         let mut sink = Sink::default();
         let toks = lex(src, &mut sink);
-        let (funcs, _) = parse(toks, &mut sink);
+        let (funcs, _) = parse(toks, &mut sink, false);
         let d = sink.finish("t", src);
         let msgs = d
             .items
@@ -665,7 +773,7 @@ mod tests {
         let mut sink = Sink::default();
         let src = "rule @f jvp @g\nfn @f() -> f64 {\nentry:\n  ret 1.0\n}\nrule @a jvp\n";
         let toks = lex(src, &mut sink);
-        let (funcs, rules) = parse(toks, &mut sink);
+        let (funcs, rules) = parse(toks, &mut sink, false);
         assert_eq!(funcs.len(), 1);
         assert_eq!(rules.len(), 1);
         assert_eq!(

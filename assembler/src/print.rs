@@ -44,14 +44,14 @@ pub fn print_module(m: &Module) -> String {
 }
 
 /// Whether `s` can follow `%` or `@`.
-fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
 /// Whether `s` lexes as a block label.
-fn is_label(s: &str) -> bool {
+pub(crate) fn is_label(s: &str) -> bool {
     let first_ok = s
         .chars()
         .next()

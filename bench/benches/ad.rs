@@ -1,4 +1,4 @@
-//! AD benchmarks: `cargo bench -p advm-ad`.
+//! AD benchmarks: `cargo bench -p advm-bench --bench ad`.
 //!
 //! * `stacks`: ns per `comms.push` + `comms.pop` pair and per `blk.push` +
 //!   `blk.pop` pair, from loops of 8 pushes or pops per iteration, minus the

@@ -1,6 +1,6 @@
 //! Interpreter speed: ns per executed instruction on powloop (n = 1000,
 //! adasm.md §1) and on a sum-of-sin loop (`s += sin(itof(i))`, i < 1000),
-//! both built by hand as IR, lowered and verified. `cargo bench -p advm-vm`.
+//! both built by hand as IR, lowered and verified. `cargo bench -p advm-bench --bench interp`.
 //!
 //! For each program the bench first counts the instructions one call
 //! executes (`Vm::executed`, the count the fuel limit uses), then prints

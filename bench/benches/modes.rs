@@ -1,12 +1,12 @@
 //! The AD modes of advm against the hand-written native tangent and HVP and
 //! against echidna's dual numbers and HVP, on the seven suite programs, in
-//! one run: `cargo bench -p suite --features peers --bench modes` (about 4
+//! one run: `cargo bench -p advm-bench --features peers --bench modes` (about 4
 //! minutes; one program: `... --bench modes -- powloop`).
 //!
 //! One criterion group per program (`modes/FILE`):
 //!
 //! * `interp/{primal,grad,jvp,hvp}` and `jit/{primal,grad,jvp,hvp}`: advm's
-//!   calls (`suite::modes::AdvmModes`, as `ad/benches/hvp.rs`: `Engine::run`,
+//!   calls (`suite::modes::AdvmModes`, as `bench/benches/hvp.rs`: `Engine::run`,
 //!   `grad_wrt_into`, `jvp_wrt_into`, `hvp_wrt_into`) with respect to every
 //!   f64 and f64[] parameter along all ones, on the interpreter and with the
 //!   native tier installed (`jit::install`; a function the tier declines

@@ -3,7 +3,7 @@
 //! suite's programs (`programs/bench/`), and its compile time per function
 //! over the corpus. Criterion times each call; a summary of medians and
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
-//! *Native tier*). `cargo bench -p advm-jit --bench native`.
+//! *Native tier*). `cargo bench -p advm-bench --bench native`.
 
 use ad::{Engine, Gradient};
 use criterion::Criterion;

@@ -4,7 +4,7 @@
 //! times the gradient (and the primal, for the ratio) with criterion,
 //! throughput in iterations.
 //!
-//! `cargo bench -p suite --bench scaling` (about 1 minute).
+//! `cargo bench -p advm-bench --bench scaling` (about 1 minute).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::time::Duration;

@@ -10,9 +10,9 @@
 //! Every implementation is checked against the others and against testkit's
 //! reference values before anything is timed.
 //!
-//! `cargo bench -p suite --features peers --bench suite` (about 3 minutes), or one program:
-//! `cargo bench -p suite --features peers --bench suite -- powloop`, or one function
-//! everywhere: `cargo bench -p suite --features peers --bench suite -- advm_grad`. Then
+//! `cargo bench -p advm-bench --features peers --bench suite` (about 3 minutes), or one program:
+//! `cargo bench -p advm-bench --features peers --bench suite -- powloop`, or one function
+//! everywhere: `cargo bench -p advm-bench --features peers --bench suite -- advm_grad`. Then
 //! `cargo run -p suite --release --example table` prints the table of
 //! docs/benchmarks.md from target/criterion.
 

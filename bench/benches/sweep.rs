@@ -1,4 +1,4 @@
-//! Sweeps: `cargo bench -p advm --bench sweep` (docs/benchmarks.md,
+//! Sweeps: `cargo bench -p advm-bench --bench sweep` (docs/benchmarks.md,
 //! *Sweeps*).
 //!
 //! The gradient of powloop (n = 1000, with respect to x) at 10 000 points:

@@ -16,7 +16,7 @@
 //! Run: `cargo new thr && cp docs/experiments/threaded_dispatch.rs
 //! thr/src/main.rs && cd thr && cargo run --release`. It prints ns per
 //! operation over 1 000 iterations of 8 operations, like the `dispatch`
-//! group of `cargo bench -p advm-ad` (median of 200 runs, as criterion reports
+//! group of `cargo bench -p advm-bench --bench ad` (median of 200 runs, as criterion reports
 //! medians).
 
 use std::hint::black_box;

@@ -5,7 +5,7 @@
 //! has been run.
 //!
 //! ```text
-//! cargo bench -p suite --features peers --bench suite
+//! cargo bench -p advm-bench --features peers --bench suite
 //! cargo run -p suite --release --example table
 //! ```
 //!
@@ -35,11 +35,11 @@ fn main() {
         .iter()
         .map(|p| (*p, FUNCS.map(|f| median(&dir, p, f))))
         .collect();
-    println!("Median times (criterion, `cargo bench -p suite --features peers --bench suite`):\n");
+    println!("Median times (criterion, `cargo bench -p advm-bench --features peers --bench suite`):\n");
     print!("{}", tables(&rows));
     let scaling = dir.join("powloop_scaling");
     if scaling.is_dir() {
-        println!("\npowloop scaling (`cargo bench -p suite --bench scaling`):\n");
+        println!("\npowloop scaling (`cargo bench -p advm-bench --bench scaling`):\n");
         println!("| n | advm grad | ns / iteration | advm primal | grad / primal |");
         println!("|---:|---:|---:|---:|---:|");
         for e in 2..=6u32 {

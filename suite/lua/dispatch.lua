@@ -1,5 +1,5 @@
 -- Dispatch cost of LuaJIT's (or Lua's) interpreter per simple instruction,
--- shaped like the `dispatch` group of `cargo bench -p advm-ad`: a numeric `for`
+-- shaped like the `dispatch` group of `cargo bench -p advm-bench --bench ad`: a numeric `for`
 -- loop of n = 1000 iterations whose body is 8 independent instructions
 -- `y = x`, `y = x + x`, `y = x - x` or `y = x * x` (bytecodes MOV, ADDVV,
 -- SUBVV, MULVV; `luajit -bl dispatch.lua` lists them), plus the loop's

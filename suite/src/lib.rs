@@ -23,7 +23,7 @@
 //! them (docs/benchmarks.md). The peers are behind the `peers` feature so
 //! that the workspace's tests do not build the peer crates:
 //! `cargo test -p suite --features peers` checks them too, and
-//! `cargo bench -p suite --features peers` times them.
+//! `cargo bench -p advm-bench --features peers` times them.
 
 pub mod advm;
 pub mod modes;

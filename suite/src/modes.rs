@@ -1,4 +1,4 @@
-//! advm's four calls on a suite program, as `ad/benches/hvp.rs` times them:
+//! advm's four calls on a suite program, as `bench/benches/hvp.rs` times them:
 //! the primal (`Engine::run`), the gradient (`grad_wrt_into`), the tangent
 //! (`jvp_wrt_into`) and the Hessian-vector product (`hvp_wrt_into`), each
 //! with respect to every f64 and f64[] parameter ([`Input::params`]) and

@@ -304,56 +304,7 @@ impl Engine {
         let root = FuncId(first_new as u32);
         self.derived.add_tangent_fn(f, wrt.into(), root);
         self.push_placeholder(f, wrt, "jvp");
-        let mut work: Vec<(FuncId, Box<[bool]>, FuncId)> = vec![(f, wrt.into(), root)];
-        // The compile budget of this request: each function's inlining, the
-        // primal the transform reads and the tangent function it writes
-        // (which lowering and verification read).
-        let mut units = crate::compile_work::Work::new(self.max_compile_work);
-        let module = std::sync::Arc::clone(&self.module);
-        let over = |e| crate::derive::too_much_work(&module, f, e);
-        while let Some((g, gw, id)) = work.pop() {
-            units
-                .charge(self.inline_work(g))
-                .and_then(|()| units.charge_function(self.module.func(g)))
-                .map_err(over)?;
-            let mut pending = Vec::new();
-            let func = {
-                let program_len = &mut self.program.len();
-                let table = &mut self.derived;
-                let mut ids = |h: FuncId, hw: Vec<bool>| {
-                    if let Some(id) = table.tangent_fn(h, &hw) {
-                        return id;
-                    }
-                    let id = FuncId(*program_len as u32);
-                    *program_len += 1;
-                    let hw = hw.into_boxed_slice();
-                    table.add_tangent_fn(h, hw.clone(), id);
-                    pending.push((h, hw, id));
-                    id
-                };
-                match self.module.rule_of(g) {
-                    // A custom rule: the value from `g`, the tangent from
-                    // its rule function.
-                    Some(rule) => Ok(crate::custom::rule_tangent(&self.module, *rule, &gw)),
-                    None => jvp_function(&self.module, g, &gw, &mut ids),
-                }
-            };
-            let func = func.map_err(|e| {
-                AdError::Internal(format!(
-                    "forward mode of @{}: {e}",
-                    self.module.func(g).name
-                ))
-            })?;
-            units.charge_function(&func).map_err(over)?;
-            // Placeholders for the callees named while transforming `g`,
-            // in the order their ids were given.
-            for (h, hw, hid) in pending {
-                self.push_placeholder(h, &hw, "jvp");
-                work.push((h, hw, hid));
-            }
-            self.install_derived(id, func, g)?;
-        }
-        self.verify_new(first_new, "tangent")?;
+        self.drive(&Jvp { f }, vec![(f, wrt.into(), root)], first_new)?;
         Ok(root)
     }
 
@@ -428,5 +379,67 @@ fn set_value(vm: &vm::interp::Vm, slot: &mut Value, ty: Type, bits: u64) {
                 _ => *slot = Value::Arr(data.to_vec()),
             }
         }
+    }
+}
+
+/// Forward mode, as [`crate::driver`] runs it: a unit is a user function
+/// and a parameter mask, with the id of its tangent function.
+struct Jvp {
+    /// The user function of the request (budget errors name it).
+    f: FuncId,
+}
+
+impl crate::driver::Mode for Jvp {
+    type Key = (FuncId, Box<[bool]>, FuncId);
+    const WHAT: &'static str = "tangent";
+
+    fn build(
+        &self,
+        e: &mut Engine,
+        key: &Self::Key,
+        units: &mut crate::compile_work::Work,
+        pending: &mut Vec<Self::Key>,
+    ) -> Result<Vec<(FuncId, vm::ir::Function, FuncId)>, AdError> {
+        let (g, gw, id) = (key.0, &key.1, key.2);
+        // The compile budget of this request: each function's inlining, the
+        // primal the transform reads and the tangent function it writes
+        // (which lowering and verification read).
+        let module = std::sync::Arc::clone(&e.module);
+        let f = self.f;
+        let over = |er| crate::derive::too_much_work(&module, f, er);
+        units
+            .charge(e.inline_work(g))
+            .and_then(|()| units.charge_function(e.module.func(g)))
+            .map_err(over)?;
+        let func = {
+            let program_len = &mut e.program.len();
+            let table = &mut e.derived;
+            let mut ids = |h: FuncId, hw: Vec<bool>| {
+                if let Some(id) = table.tangent_fn(h, &hw) {
+                    return id;
+                }
+                let id = FuncId(*program_len as u32);
+                *program_len += 1;
+                let hw = hw.into_boxed_slice();
+                table.add_tangent_fn(h, hw.clone(), id);
+                pending.push((h, hw, id));
+                id
+            };
+            match e.module.rule_of(g) {
+                // A custom rule: the value from `g`, the tangent from its
+                // rule function.
+                Some(rule) => Ok(crate::custom::rule_tangent(&e.module, *rule, gw)),
+                None => jvp_function(&e.module, g, gw, &mut ids),
+            }
+        };
+        let func = func.map_err(|er| {
+            AdError::Internal(format!("forward mode of @{}: {er}", e.module.func(g).name))
+        })?;
+        units.charge_function(&func).map_err(over)?;
+        Ok(vec![(id, func, g)])
+    }
+
+    fn placeholders(&self, e: &mut Engine, key: &Self::Key) {
+        e.push_placeholder(key.0, &key.1, "jvp");
     }
 }

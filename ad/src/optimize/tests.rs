@@ -1,4 +1,8 @@
-//! Unit tests of the passes, on hand-built reverse functions.
+//! Unit tests of the passes' internals, on hand-built reverse functions:
+//! the linear formulations against their quadratic references on random
+//! code, and the limits. What a pass does to a given function is a stage
+//! file in `ad/tests/stages/` (`; stage: optimize PASS`, register code in,
+//! the listing after the pass out).
 
 use super::*;
 use vm::ir::{Block, Loc};
@@ -39,10 +43,6 @@ impl Build {
         }
     }
 
-    fn konst(&mut self, x: f64) -> ValueId {
-        self.f.new_const(Type::F64, x.to_bits())
-    }
-
     fn block(&mut self, name: &str, insts: Vec<Inst>, term: Term) -> &mut Build {
         self.f.blocks.push(Block {
             name: name.into(),
@@ -66,13 +66,6 @@ fn i(op: Op, dst: Option<u32>, args: &[u32]) -> Inst {
         args.iter().map(|a| r(*a)).collect(),
         Loc::default(),
     )
-}
-
-fn ops(f: &Function) -> Vec<Vec<Op>> {
-    f.blocks
-        .iter()
-        .map(|b| b.insts.iter().map(|i| i.op).collect())
-        .collect()
 }
 
 /// The first formulation of [`sink_pops`]: each pop, the last first,
@@ -133,133 +126,11 @@ fn sinking_pops_in_one_pass_matches_moving_them_one_by_one() {
     }
 }
 
+/// A return block that computes something is not copied into the blocks
+/// that jump to it (`copy_returns`, inside `merge_blocks`; the stage file
+/// `ad/tests/stages/opt_merge_blocks.adasm` shows one that is).
 #[test]
-fn a_shadow_acc_of_a_known_zero_goes() {
-    // r0 handle, r1 index; r2 is never written (zero), r3 is written:
-    // shadow(r0)[r1] += r2 goes, shadow(r0)[r1] += r3 stays.
-    let mut b = Build::new(5, &[0, 1, 4]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::ShadowAcc, None, &[0, 1, 2]),
-            i(Op::Mov, Some(3), &[4]),
-            i(Op::ShadowAcc, None, &[0, 1, 3]),
-        ],
-        Term::RetN(vec![r(4)]),
-    );
-    assert!(known_zero(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::Mov, Op::ShadowAcc]]);
-}
-
-#[test]
-fn a_product_only_a_shadow_acc_reads_fuses_into_it() {
-    // r0 handle, r1 index, r2 and r3 factors (operand types do not
-    // matter to the pass). r4 = r2 * r3; r5 = r2 * r2;
-    // shadow(r0)[r1] += r5; shadow(r0)[r1] += r4: both fuse, each in
-    // its `shadow.acc`'s place, from the same operands.
-    let mut b = Build::new(6, &[0, 1, 2, 3]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::MulZ, Some(4), &[2, 3]),
-            i(Op::MulZ, Some(5), &[2, 2]),
-            i(Op::ShadowAcc, None, &[0, 1, 5]),
-            i(Op::ShadowAcc, None, &[0, 1, 4]),
-        ],
-        Term::RetN(vec![r(2)]),
-    );
-    assert!(fuse_shadow_products(&mut b.f));
-    let insts = &b.f.blocks[0].insts;
-    assert_eq!(ops(&b.f), [[Op::ShadowAccMul, Op::ShadowAccMul]]);
-    assert_eq!(insts[0].args, [r(0), r(1), r(2), r(2)]);
-    assert_eq!(insts[1].args, [r(0), r(1), r(2), r(3)]);
-
-    // Not fused: the product is read again (r4), a factor is written in
-    // between (r5's factor r3), or the last write is no product (r6).
-    let mut b = Build::new(7, &[0, 1, 2, 3]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::MulZ, Some(4), &[2, 3]),
-            i(Op::ShadowAcc, None, &[0, 1, 4]),
-            i(Op::MulZ, Some(5), &[2, 3]),
-            i(Op::Acc, None, &[3, 2]),
-            i(Op::ShadowAcc, None, &[0, 1, 5]),
-            i(Op::MulZ, Some(6), &[2, 3]),
-            i(Op::Acc, None, &[6, 2]),
-            i(Op::ShadowAcc, None, &[0, 1, 6]),
-        ],
-        Term::RetN(vec![r(4)]),
-    );
-    assert!(!fuse_shadow_products(&mut b.f));
-}
-
-#[test]
-fn a_shadow_acc_at_a_join_moves_into_the_arms_and_fuses_where_a_product_ends_one() {
-    // entry: br c, a, b ; a: r4 = r2 * r3; jmp j ; b: r4 = r2; r4 += r3;
-    // jmp j ; j: shadow(r0)[r1] += r4; ret.n (r2).
-    let mut b = Build::new(5, &[0, 1, 2, 3]);
-    let entry = b.branch(1, 2);
-    b.block("entry", vec![], entry)
-        .block(
-            "a",
-            vec![i(Op::MulZ, Some(4), &[2, 3])],
-            Term::Jmp(BlockId(3)),
-        )
-        .block(
-            "b",
-            vec![i(Op::Mov, Some(4), &[2]), i(Op::Acc, None, &[4, 3])],
-            Term::Jmp(BlockId(3)),
-        )
-        .block(
-            "j",
-            vec![i(Op::ShadowAcc, None, &[0, 1, 4])],
-            Term::RetN(vec![r(2)]),
-        );
-    assert!(fuse_shadow_products(&mut b.f));
-    assert_eq!(
-        ops(&b.f),
-        [
-            vec![],
-            vec![Op::ShadowAccMul],
-            vec![Op::Mov, Op::Acc, Op::ShadowAcc],
-            vec![]
-        ]
-    );
-    // A join also entered by a branch keeps its `shadow.acc`.
-    let mut b = Build::new(5, &[0, 1, 2, 3]);
-    let entry = b.branch(1, 2);
-    b.block("entry", vec![], entry)
-        .block(
-            "a",
-            vec![i(Op::MulZ, Some(4), &[2, 3])],
-            Term::Jmp(BlockId(2)),
-        )
-        .block(
-            "j",
-            vec![i(Op::ShadowAcc, None, &[0, 1, 4])],
-            Term::RetN(vec![r(2)]),
-        );
-    assert!(!fuse_shadow_products(&mut b.f));
-}
-
-#[test]
-fn a_jump_to_a_block_that_only_returns_becomes_the_return() {
-    // entry: br c, a, b ; a: r1 += r0; jmp exit ; b: r2 += r0; jmp exit ;
-    // exit: ret.n (r1, r2). Both jumps become the return, and the exit
-    // block, now unreachable, goes.
-    let mut b = Build::new(3, &[0]);
-    let entry = b.branch(1, 2);
-    b.block("entry", vec![], entry)
-        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(3)))
-        .block("b", vec![i(Op::Acc, None, &[2, 0])], Term::Jmp(BlockId(3)))
-        .block("exit", vec![], Term::RetN(vec![r(1), r(2)]));
-    merge_blocks(&mut b.f);
-    assert_eq!(b.f.blocks.len(), 3);
-    for block in &b.f.blocks[1..] {
-        assert_eq!(block.term, Term::RetN(vec![r(1), r(2)]));
-    }
-    // A return block that computes something is not copied.
+fn a_return_block_that_computes_is_not_copied() {
     let mut b = Build::new(2, &[0]);
     b.block("entry", vec![], Term::Jmp(BlockId(1))).block(
         "exit",
@@ -268,187 +139,6 @@ fn a_jump_to_a_block_that_only_returns_becomes_the_return() {
     );
     copy_returns(&mut b.f);
     assert_eq!(b.f.blocks[0].term, Term::Jmp(BlockId(1)));
-}
-
-#[test]
-fn accumulating_into_a_known_zero_is_a_write_and_zeroing_it_again_goes() {
-    // r1 = 0 at entry; r1 += r0; r2 = 0 (known); r2 += r1 * r0.
-    let mut b = Build::new(3, &[0]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::Acc, None, &[1, 0]),
-            i(Op::Zero, Some(2), &[]),
-            i(Op::AccMul, None, &[2, 1, 0]),
-        ],
-        Term::RetN(vec![r(2)]),
-    );
-    assert!(known_zero(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::Mov, Op::MulZ]]);
-    assert_eq!(b.f.blocks[0].insts[0].dst, Some(r(1)));
-    assert_eq!(b.f.blocks[0].insts[1].args, [r(1), r(0)]);
-}
-
-#[test]
-fn a_register_written_on_one_path_only_is_not_known_zero_at_the_join() {
-    // entry: br r?, a, j ; a: r1 += r0 ; j: r1 += r0 (must stay an acc).
-    let mut b = Build::new(2, &[0]);
-    let entry = b.branch(1, 2);
-    b.block("entry", vec![], entry)
-        .block("a", vec![i(Op::Acc, None, &[1, 0])], Term::Jmp(BlockId(2)))
-        .block("j", vec![i(Op::Acc, None, &[1, 0])], Term::RetN(vec![r(1)]));
-    known_zero(&mut b.f);
-    assert_eq!(ops(&b.f), [vec![], vec![Op::Mov], vec![Op::Acc]]);
-}
-
-#[test]
-fn adding_a_zero_cotangent_goes_whatever_the_other_factor() {
-    // r1 is never written (zero); r2 += r1; r2 += r1 * 2.0 and
-    // r2 += r1 * r0 go too: `acc.mul` is a strong-zero product, so a
-    // zero factor adds zero even where r0 is inf.
-    let mut b = Build::new(3, &[0]);
-    let two = b.konst(2.0);
-    b.block(
-        "entry",
-        vec![
-            i(Op::Acc, None, &[2, 0]),
-            i(Op::Acc, None, &[2, 1]),
-            Inst::new(Op::AccMul, None, vec![r(2), r(1), two], Loc::default()),
-            i(Op::AccMul, None, &[2, 1, 0]),
-        ],
-        Term::RetN(vec![r(2)]),
-    );
-    known_zero(&mut b.f);
-    assert_eq!(ops(&b.f), [[Op::Mov]]);
-}
-
-#[test]
-fn dead_writes_go_and_a_take_keeps_its_live_half() {
-    // r1 = r0 (dead); take r2 <- r0 with r0 dead afterwards: a copy.
-    let mut b = Build::new(3, &[0]);
-    b.block(
-        "entry",
-        vec![i(Op::Mov, Some(1), &[0]), i(Op::Take, Some(2), &[0])],
-        Term::RetN(vec![r(2)]),
-    );
-    assert!(remove_dead(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::Mov]]);
-    assert_eq!(b.f.blocks[0].insts[0].dst, Some(r(2)));
-}
-
-#[test]
-fn copies_merge_registers_only_when_their_live_ranges_do_not_overlap() {
-    // r1 = r0; r2 = r1 * r1; ret r2: r1 and r0 can share.
-    let mut b = Build::new(3, &[0]);
-    b.block(
-        "entry",
-        vec![i(Op::Mov, Some(1), &[0]), i(Op::MulF, Some(2), &[1, 1])],
-        Term::RetN(vec![r(2)]),
-    );
-    assert!(coalesce(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::MulF]]);
-    assert_eq!(b.f.blocks[0].insts[0].args, [r(0), r(0)]);
-    // r1 = r0; r0 = r0 * r0; r2 = r1 + r0: r1 must keep the old r0.
-    let mut b = Build::new(3, &[0]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::Mov, Some(1), &[0]),
-            i(Op::MulF, Some(0), &[0, 0]),
-            i(Op::AddF, Some(2), &[1, 0]),
-        ],
-        Term::RetN(vec![r(2)]),
-    );
-    assert!(!coalesce(&mut b.f));
-}
-
-#[test]
-fn a_write_sinks_below_the_last_reader_of_its_copy() {
-    // r1 = r0; r0 = r0 * r2; r3 += r1 * r2  ->  the mul moves last, and
-    // then r1 and r0 can share a register.
-    let mut b = Build::new(4, &[0, 2]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::Mov, Some(1), &[0]),
-            i(Op::MulF, Some(0), &[0, 2]),
-            i(Op::AccMul, None, &[3, 1, 2]),
-        ],
-        Term::RetN(vec![r(0), r(3)]),
-    );
-    assert!(sink_writes(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::Mov, Op::AccMul, Op::MulF]]);
-    assert!(coalesce(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::AccMul, Op::MulF]]);
-}
-
-#[test]
-fn a_loop_test_is_laid_out_after_the_loop_body() {
-    // 0 -> 1 (test) -> {2 exit, 3 body}; 3 -> 1.
-    let mut b = Build::new(1, &[0]);
-    let test = b.branch(2, 3);
-    b.block("entry", vec![], Term::Jmp(BlockId(1)))
-        .block("test", vec![], test)
-        .block("exit", vec![], Term::RetN(vec![r(0)]))
-        .block(
-            "body",
-            vec![i(Op::NegF, Some(0), &[0])],
-            Term::Jmp(BlockId(1)),
-        );
-    layout(&mut b.f);
-    let names: Vec<&str> = b.f.blocks.iter().map(|b| b.name.as_str()).collect();
-    assert_eq!(names, ["entry", "body", "test", "exit"]);
-    assert_eq!(b.f.blocks[1].term, Term::Jmp(BlockId(2)));
-}
-
-#[test]
-fn a_pop_read_once_by_a_product_is_fused_into_it_after_later_pops_sink() {
-    // pop r2; pop r3; r4 = r0 * r2; r5 = sin r3: r3's pop sinks to the
-    // sin, and r2's pop fuses into the mul (r2 is read nowhere else).
-    let mut b = Build::new(6, &[0]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::CommsPop, Some(2), &[]),
-            i(Op::CommsPop, Some(3), &[]),
-            i(Op::MulZ, Some(4), &[0, 2]),
-            i(Op::Sin, Some(5), &[3]),
-        ],
-        Term::RetN(vec![r(4), r(5)]),
-    );
-    assert!(fuse_pops(&mut b.f));
-    assert_eq!(ops(&b.f), [[Op::MulPop, Op::CommsPop, Op::Sin]]);
-    assert_eq!(b.f.blocks[0].insts[0].args, [r(0)]);
-    // A pop never moves past another stack operation, and a value read
-    // twice is not fused.
-    let mut b = Build::new(6, &[0]);
-    b.block(
-        "entry",
-        vec![
-            i(Op::CommsPop, Some(2), &[]),
-            i(Op::CommsPop, Some(3), &[]),
-            i(Op::MulZ, Some(4), &[3, 2]),
-            i(Op::AddF, Some(5), &[2, 0]),
-        ],
-        Term::RetN(vec![r(4), r(5)]),
-    );
-    fuse_pops(&mut b.f);
-    assert_eq!(ops(&b.f), [[Op::CommsPop, Op::MulPop, Op::AddF]]);
-}
-
-#[test]
-fn blocks_with_one_predecessor_are_merged_and_empty_ones_skipped() {
-    let mut b = Build::new(1, &[0]);
-    b.block("entry", vec![], Term::Jmp(BlockId(1)))
-        .block("edge.x", vec![], Term::Jmp(BlockId(2)))
-        .block(
-            "rev.x",
-            vec![i(Op::NegF, Some(0), &[0])],
-            Term::RetN(vec![r(0)]),
-        );
-    merge_blocks(&mut b.f);
-    assert_eq!(b.f.blocks.len(), 1);
-    assert_eq!(ops(&b.f), [[Op::NegF]]);
 }
 
 /// A xorshift generator: `next(n)` is a number below `n`.

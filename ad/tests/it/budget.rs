@@ -210,6 +210,90 @@ fn powloop_under_a_small_budget_is_checkpointed() {
     assert!(e.vm_mut().stack_high_water_bytes() <= stored + 64);
 }
 
+/// The reverse sweep recomputes segments by the binomial rule: the runs
+/// the refills take are those planned when the forward sweep ended, at most
+/// `binomial_runs(N - 1, s)` for `N` segments and room for `s` snapshots
+/// (Revolve from snapshot 0, the online snapshots dropped) and at least
+/// what Revolve would recompute had the forward sweep placed its snapshots
+/// knowing `N`, `binomial_runs(N, s) - N`.
+#[test]
+fn recomputed_segments_follow_the_binomial_bound() {
+    let mut e = engine(POW);
+    let f = e.find("pow").expect("defined");
+    let args = [Value::F64(1.000_01), Value::I64(100_000)];
+    let all = e.grad(f, &args).expect("runs");
+    let mut seen = Vec::new();
+    for budget in [600, 1024, 1500, 2500, 4096, 20_000, 200_000] {
+        e.set_ad_budget(Some(budget));
+        let got = e.grad(f, &args).expect("checkpointed");
+        assert!(same_bits(&got, &all), "{budget}: {got:?} vs {all:?}");
+        assert!(e.vm_mut().stack_high_water_bytes() <= budget);
+        let st = e.vm_mut().checkpoint_stats().expect("checkpointed");
+        let (n, s) = (st.segments, st.slots);
+        assert_eq!(st.recomputed, st.planned, "{budget}: {st:?}");
+        let most = vm::interp::binomial_runs(n - 1, s);
+        let least = vm::interp::binomial_runs(n, s).saturating_sub(n);
+        assert!(
+            (least..=most).contains(&st.recomputed),
+            "{budget}: {st:?} not in {least}..={most}"
+        );
+        // The recompute factor is the runs over the segments (all full
+        // but the last), plus the first try at storing everything (at
+        // most the budget's worth, two segments).
+        let factor = e.recompute_factor();
+        let (runs, full) = (st.recomputed as f64, (n - 1) as f64);
+        assert!(
+            factor > 1.0 + runs / (full + 1.0) - 0.01 && factor < 1.0 + (runs + 2.0) / full + 0.01,
+            "{budget}: factor {factor}, {st:?}"
+        );
+        seen.push((n, s));
+    }
+    // A few different shapes: from a handful of slots for over a thousand
+    // segments to a slot at every boundary.
+    assert!(seen.iter().any(|&(n, s)| n > 1000 && s < 8), "{seen:?}");
+    assert!(seen.iter().any(|&(n, s)| s >= n), "{seen:?}");
+    eprintln!("(segments, slots): {seen:?}");
+}
+
+/// The ADBench GMM objective (`bench/benches/gmm.adl`, compiled to
+/// `gmm.adasm`) at a small size (d = 4, k = 5, n = 60): arrays written in
+/// nested loops, a streaming logsumexp with branches. Under budgets from a
+/// few segments' worth to just below storing everything, the gradient is
+/// the one of storing everything bit for bit, within the budget.
+#[test]
+fn gmm_objective_under_budgets() {
+    let mut e = engine(include_str!("../../../bench/benches/gmm.adasm"));
+    let f = e.find("gmm").expect("defined");
+    let (d, k, n) = (4usize, 5usize, 60usize);
+    let mut rng = Rng::new(20);
+    let mut draw = |len: usize, lo: f64, hi: f64| -> Value {
+        Value::Arr(
+            (0..len)
+                .map(|_| lo + (hi - lo) * (rng.below(1 << 30) as f64 / (1u64 << 30) as f64))
+                .collect(),
+        )
+    };
+    let args = [
+        draw(k, -1.0, 1.0),
+        draw(k * d, 0.0, 1.0),
+        draw(k * d * (d + 1) / 2, -0.5, 0.5),
+        draw(n * d, 0.0, 1.0),
+        Value::F64(1.0),
+        Value::F64(0.5),
+    ];
+    let all = e.grad(f, &args).expect("runs");
+    let stored = e.vm_mut().peak_stack_bytes();
+    assert!(stored > 100_000, "{stored}");
+    for budget in [12_000, 40_000, stored / 2, stored - 8] {
+        e.set_ad_budget(Some(budget));
+        let got = e.grad(f, &args).expect("checkpointed");
+        assert!(same_bits(&got, &all), "{budget}: {got:?} vs {all:?}");
+        assert!(e.recompute_factor() > 1.0, "{budget}");
+        let high = e.vm_mut().stack_high_water_bytes();
+        assert!(high <= budget, "{high} held under {budget}");
+    }
+}
+
 #[test]
 fn a_budget_below_the_minimum_traps_with_the_bytes_needed() {
     let mut e = engine(POW);

@@ -203,7 +203,15 @@ fn the_expectations_show_every_opcode_of_derived_code() {
 //   is the last, the others make its input (a pass such as `coalesce`
 //   finds work only in what earlier ones leave), and the listing's first
 //   line says whether that last pass changed the function;
-// * `tangent`: the IR of the tangent (forward-mode) function.
+// * `tangent`: the IR of the tangent (forward-mode) function;
+// * `optimize PASS...`: the file is register code (`assembler::Code::
+//   Register`: derived IR, not SSA, every IR opcode); each function (or the
+//   one `; fn:` names) after the passes named, behind a line that says
+//   whether the last changed it;
+// * `lower CONCERN`: the file is register code; the bytecode of each
+//   function, `CONCERN` one of `LOWER_CONCERNS` (without `; fn:`, the
+//   listing must also read back, `assembler::assemble_listing`, as itself
+//   and run the same).
 //
 // IR prints as `assembler::print_module` prints it. `UPDATE_EXPECT=1`
 // rewrites the expectations, as for the corpus listings.
@@ -273,6 +281,10 @@ fn run_pass(name: &str, f: &mut vm::ir::Function) -> Result<(), String> {
             o::layout(f);
             false
         }
+        "common_subexpressions" => {
+            o::common_subexpressions(f);
+            false
+        }
         _ => return Err(format!("no clean-up pass `{name}`")),
     };
     Ok(())
@@ -285,11 +297,20 @@ fn stage_listing(src: &str, name: &str) -> Result<String, String> {
             .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_string()))
     };
     let stage = directive("; stage:").ok_or("no `; stage:` directive")?;
+    let words: Vec<&str> = stage.split_whitespace().collect();
+    match words.as_slice() {
+        ["optimize", passes @ ..] if !passes.is_empty() => {
+            return optimize_listing(src, name, passes, directive("; fn:").as_deref())
+        }
+        ["lower", concern] => {
+            return lower_listing(src, name, concern, directive("; fn:").as_deref())
+        }
+        _ => {}
+    }
     let fname = directive("; fn:").unwrap_or_else(|| "f".to_string());
     let module = assembler::assemble(src, name).map_err(|e| e.render())?;
     let mut e = Engine::with_inlining(module, &ad::Policy::NONE).map_err(|e| e.to_string())?;
     let f = e.find(&fname).ok_or(format!("no function @{fname}"))?;
-    let words: Vec<&str> = stage.split_whitespace().collect();
     match words.as_slice() {
         ["lower"] => Ok(vm::disasm::function_in(
             e.program().func(f),
@@ -334,6 +355,159 @@ fn stage_listing(src: &str, name: &str) -> Result<String, String> {
         }
         _ => Err(format!("unknown stage `{stage}`")),
     }
+}
+
+/// The concerns of the lowering a `; stage: lower CONCERN` file may name:
+/// the files of `vm/src/lower/` that shape code.
+const LOWER_CONCERNS: &[&str] = &["coalesce", "blocks", "insts", "steps", "reserve"];
+
+/// The clean-up passes a `; stage: optimize PASS...` file may name.
+const PASSES: &[&str] = &[
+    "merge_blocks",
+    "known_zero",
+    "propagate_copies",
+    "remove_dead",
+    "sink_writes",
+    "coalesce",
+    "fuse_pops",
+    "fuse_shadow_products",
+    "layout",
+    "common_subexpressions",
+];
+
+/// A stage file's program read as register code.
+fn register_module(src: &str, name: &str) -> Result<vm::ir::Module, String> {
+    assembler::assemble_with(src, name, &register_code()).map_err(|e| e.render())
+}
+
+/// The functions a register-code stage file lists: the one `; fn:` names,
+/// else all.
+fn listed(m: &vm::ir::Module, fname: Option<&str>) -> Result<Vec<usize>, String> {
+    match fname {
+        None => Ok((0..m.funcs.len()).collect()),
+        Some(n) => m
+            .find(n)
+            .map(|f| vec![f.index()])
+            .ok_or(format!("no function @{n}")),
+    }
+}
+
+/// `; stage: optimize PASS...`: the file is register code (a reverse or
+/// tangent function as a listing prints it); each listed function after
+/// the passes, in order, behind a line that says whether the last pass
+/// changed it.
+fn optimize_listing(
+    src: &str,
+    name: &str,
+    passes: &[&str],
+    fname: Option<&str>,
+) -> Result<String, String> {
+    let mut m = register_module(src, name)?;
+    check_runs(src, &verified(&m)?, "before the passes")?;
+    let ids = listed(&m, fname)?;
+    let last = passes[passes.len() - 1];
+    let mut changed = vec![false; m.funcs.len()];
+    for &i in &ids {
+        let f = &mut m.funcs[i];
+        for pass in passes {
+            let before = f.clone();
+            run_pass(pass, f)?;
+            changed[i] = *f != before;
+        }
+    }
+    // What the passes make lowers, verifies and computes the same.
+    check_runs(src, &verified(&m)?, "after the passes")?;
+    let text = assembler::print_module(&m);
+    let chunks = function_chunks(&text);
+    let mut out = String::new();
+    for &i in &ids {
+        let what = if changed[i] { "changed" } else { "unchanged" };
+        let _ = writeln!(out, "; {last}: {what}");
+        out.push_str(chunks.get(i).map_or("", |c| c.trim_end()));
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// `; stage: lower CONCERN`: the file is register code (IR with or without
+/// phis, derived opcodes and all); the bytecode of each listed function.
+/// CONCERN names the part of the lowering the file is about.
+fn lower_listing(
+    src: &str,
+    name: &str,
+    concern: &str,
+    fname: Option<&str>,
+) -> Result<String, String> {
+    if !LOWER_CONCERNS.contains(&concern) {
+        return Err(format!(
+            "no lowering concern `{concern}` (one of {LOWER_CONCERNS:?})"
+        ));
+    }
+    let m = register_module(src, name)?;
+    let p = verified(&m)?;
+    check_runs(src, &p, "lowered")?;
+    let mut out = String::new();
+    for i in listed(&m, fname)? {
+        out.push_str(&vm::disasm::function_in(p.func(FuncId(i as u32)), Some(&p)));
+    }
+    if fname.is_none() {
+        // The listing of every function reads back as itself, and runs
+        // as the code it lists.
+        let back = assembler::assemble_listing(&vm::disasm::program(&p), "listing")
+            .map_err(|d| d.render())?;
+        if vm::disasm::program(&back) != vm::disasm::program(&p) {
+            return Err("the listing does not read back as itself".into());
+        }
+        check_runs(src, &back, "read back from the listing")?;
+    }
+    Ok(out)
+}
+
+/// `m` lowered and verified.
+fn verified(m: &vm::ir::Module) -> Result<vm::bytecode::Program, String> {
+    let mut p = vm::lower::lower_module(m).map_err(|e| e.to_string())?;
+    vm::verify::verify_program(&mut p).map_err(|e| format!("{e:?}"))?;
+    Ok(p)
+}
+
+/// The `; run: @g(args) => result` directives of a register-code stage
+/// file, each run on `p` (`Vm::run`: several results print as a list,
+/// a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
+/// ran, for the message.
+fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), String> {
+    let head = src.find(EXPECTED).map_or(src, |i| &src[..i]);
+    for line in head.lines() {
+        let Some(run) = line.strip_prefix("; run:") else {
+            continue;
+        };
+        let (call, want) = run.split_once("=>").ok_or("`; run: @g(args) => result`")?;
+        let (g, lits) = assembler::parse_call(call.trim())?;
+        let id = p.find(&g).ok_or(format!("no function @{g}"))?;
+        let args = assembler::literals_to_values(&p.func(id).param_types, &lits)?;
+        let got = match vm::interp::Vm::default().run(p, id, &args) {
+            Ok(v) => v.to_string(),
+            Err(t) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
+        };
+        if got != want.trim() {
+            return Err(format!("`{}`, {when}, gives `{got}`", line.trim()));
+        }
+    }
+    Ok(())
+}
+
+/// The text of each function of a printed module.
+fn function_chunks(text: &str) -> Vec<String> {
+    let mut chunks: Vec<String> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("fn @") {
+            chunks.push(String::new());
+        }
+        if let Some(c) = chunks.last_mut() {
+            c.push_str(line);
+            c.push('\n');
+        }
+    }
+    chunks
 }
 
 /// A stage file's text with `listing` as its expectation: the part before
@@ -414,12 +588,25 @@ fn stage_files_match_their_expectations() {
 }
 
 /// Every clean-up pass has a stage file that ends with it, and it changes
-/// its input there (a file whose pass does nothing shows nothing).
+/// its input there (a file whose pass does nothing shows nothing): one
+/// from user text (`; stage: pass ...`) for the passes of the reverse
+/// clean-up, and one from register code (`; stage: optimize PASS`) for
+/// every pass.
 #[test]
 fn every_pass_has_a_stage_file_that_it_changes() {
     let mut seen = BTreeSet::new();
+    let mut from_register = BTreeSet::new();
     for path in stage_files() {
         let src = std::fs::read_to_string(&path).expect("readable");
+        if let Some(passes) = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage: optimize "))
+        {
+            let pass = passes.split_whitespace().last().unwrap_or("").to_string();
+            if src.contains(&format!("; ; {pass}: changed")) {
+                from_register.insert(pass);
+            }
+        }
         if let Some(passes) = src.lines().find_map(|l| l.strip_prefix("; stage: pass ")) {
             let pass = passes.split_whitespace().last().unwrap_or("").to_string();
             assert!(
@@ -442,6 +629,28 @@ fn every_pass_has_a_stage_file_that_it_changes() {
         "layout",
     ] {
         assert!(seen.contains(pass), "no stage file for `{pass}`");
+    }
+    for pass in PASSES {
+        assert!(
+            from_register.contains(*pass),
+            "no `; stage: optimize {pass}` file in which it changes a function"
+        );
+    }
+}
+
+/// Every concern of the lowering a `; stage: lower CONCERN` file may name
+/// has one.
+#[test]
+fn every_lowering_concern_has_a_stage_file() {
+    let mut seen = BTreeSet::new();
+    for path in stage_files() {
+        let src = std::fs::read_to_string(&path).expect("readable");
+        if let Some(c) = src.lines().find_map(|l| l.strip_prefix("; stage: lower ")) {
+            seen.insert(c.trim().to_string());
+        }
+    }
+    for c in LOWER_CONCERNS {
+        assert!(seen.contains(*c), "no `; stage: lower {c}` file");
     }
 }
 
@@ -474,5 +683,323 @@ fn a_wrong_expectation_fails() {
             stage_mismatch(&dropped, &name).is_some(),
             "{name}: a dropped line"
         );
+        // A `; run:` whose result is wrong is reported.
+        if let Some(run) = src.lines().find(|l| l.starts_with("; run:")) {
+            let wrong = src.replacen(run, &format!("{run}0"), 1);
+            let report = stage_mismatch(&wrong, &name).expect("a wrong run is reported");
+            assert!(report.contains("gives"), "{report}");
+        }
     }
+}
+
+// ---- printed IR reads back ----------------------------------------------------
+
+/// Register code, as `assembler::assemble_with` reads derived IR.
+fn register_code() -> assembler::Options {
+    assembler::Options {
+        code: assembler::Code::Register,
+    }
+}
+
+/// The engine's whole module: the user functions, then every derived
+/// function by bytecode id (an id without IR: none in these tests).
+fn whole_module(e: &Engine) -> vm::ir::Module {
+    let mut m = vm::ir::Module {
+        funcs: e.module().funcs.clone(),
+        rules: e.module().rules.clone(),
+    };
+    for i in m.funcs.len()..e.program().len() {
+        let f = FuncId(i as u32);
+        let ir = e
+            .derived_ir(f)
+            .unwrap_or_else(|| panic!("derived function {f} has no IR"));
+        m.funcs.push(ir.clone());
+    }
+    m
+}
+
+/// Derive every differentiable function of `e` in every mode: gradient
+/// (forward and reverse functions), tangent and Hessian-vector product. A
+/// mode the AD stage refuses for a function is left out.
+fn derive_everything(e: &mut Engine) {
+    for i in 0..e.module().funcs.len() {
+        let f = FuncId(i as u32);
+        let func = e.module().func(f);
+        let mask: Vec<bool> = func
+            .params
+            .iter()
+            .map(|p| func.ty(*p).is_differentiable())
+            .collect();
+        let differentiable = func.ret == RetType::One(Type::F64) && mask.iter().any(|m| *m);
+        if !differentiable {
+            continue;
+        }
+        let _ = e.derive(f);
+        let _ = e.derive_jvp(f, &mask);
+        let _ = e.derive_hvp(f, &mask);
+    }
+}
+
+/// Print, assemble as register code, print again: the same text, for every
+/// corpus program's functions and every function derived from them
+/// (forward, reverse before and after clean-up, tangent, Hessian-vector
+/// product), inlined and not. The assembler lowers and verifies what it
+/// reads, so each of them also passes the VM's verifier from text.
+#[test]
+fn printed_ir_reads_back_as_register_code() {
+    let mut derived = 0;
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        for (inline, cleanup) in [(false, true), (false, false), (true, true)] {
+            let module = assembler::assemble(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+            let policy = if inline {
+                ad::Policy::default()
+            } else {
+                ad::Policy::NONE
+            };
+            let mut e = Engine::with_inlining(module, &policy).unwrap_or_else(|e| panic!("{e}"));
+            e.set_reverse_cleanup(cleanup);
+            derive_everything(&mut e);
+            derived += e.program().len() - e.module().funcs.len();
+            let text = assembler::print_module(&whole_module(&e));
+            let back = assembler::assemble_with(&text, &name, &register_code())
+                .unwrap_or_else(|d| panic!("{name} (inline {inline}):\n{}\n{text}", d.render()));
+            let again = assembler::print_module(&back);
+            if again != text {
+                let line = text
+                    .lines()
+                    .zip(again.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                panic!(
+                    "{name} (inline {inline}): line {}: printed `{}`, read back `{}`",
+                    line + 1,
+                    text.lines().nth(line).unwrap_or("<end>"),
+                    again.lines().nth(line).unwrap_or("<end>")
+                );
+            }
+        }
+    }
+    assert!(derived > 500, "{derived} derived functions");
+}
+
+/// Run `f` (all parameters f64) at `args` on `p`, then, if given, the
+/// pullback `rev` with seed 1: the bits of the value and the results, or
+/// the trap's message.
+fn run_bits(p: &vm::bytecode::Program, f: FuncId, rev: Option<FuncId>, args: &[f64]) -> String {
+    let mut vm = vm::interp::Vm::default();
+    vm.begin(rev.is_some());
+    let raw: Vec<u64> = args.iter().map(|x| x.to_bits()).collect();
+    if let Err(t) = vm.call_raw(p, f, &raw) {
+        return format!("trap: {t}");
+    }
+    let mut out = format!("{:?}", vm.results());
+    if let Some(rev) = rev {
+        if let Err(t) = vm.call_raw(p, rev, &[1.0f64.to_bits()]) {
+            return format!("trap: {t}");
+        }
+        out.push_str(&format!(" {:?}", vm.results()));
+    }
+    out
+}
+
+/// Read back, the code runs as before: for every corpus function of f64
+/// parameters, the primal and the gradient's forward and reverse
+/// functions, lowered from the re-assembled text, give the same bits (or
+/// the same trap) as those the engine made, at a few points.
+#[test]
+fn read_back_code_runs_bit_identically() {
+    let mut compared = 0;
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        let mut e = engine(&src, &name, true);
+        let mut pairs = Vec::new();
+        for i in 0..e.module().funcs.len() {
+            let f = FuncId(i as u32);
+            let func = e.module().func(f);
+            let scalar = func.params.iter().all(|p| func.ty(*p) == Type::F64);
+            if func.ret != RetType::One(Type::F64) || !scalar || func.params.is_empty() {
+                continue;
+            }
+            let n = func.params.len();
+            if let Ok(d) = e.derive(f) {
+                pairs.push((f, d, n));
+            }
+        }
+        let text = assembler::print_module(&whole_module(&e));
+        let back = assembler::assemble_with(&text, &name, &register_code())
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        let mut p = vm::lower::lower_module(&back).unwrap_or_else(|err| panic!("{name}: {err}"));
+        vm::verify::verify_program(&mut p).unwrap_or_else(|err| panic!("{name}: {err:?}"));
+        for (f, d, n) in pairs {
+            for point in [0.7, -1.3, 2.5, 0.0] {
+                let args: Vec<f64> = (0..n).map(|k| point + 0.25 * k as f64).collect();
+                let want = run_bits(e.program(), f, None, &args);
+                assert_eq!(run_bits(&p, f, None, &args), want, "{name} primal {args:?}");
+                let want = run_bits(e.program(), d.fwd, Some(d.rev), &args);
+                let got = run_bits(&p, d.fwd, Some(d.rev), &args);
+                assert_eq!(got, want, "{name} gradient {args:?}");
+                compared += usize::from(!want.starts_with("trap"));
+            }
+        }
+    }
+    assert!(compared > 100, "{compared} points compared without a trap");
+}
+
+// ---- bytecode listings read back -----------------------------------------------
+
+/// Whether two registers of `f` share a name (its listing is then
+/// ambiguous: see `assembler::assemble_listing`).
+fn names_repeat(f: &vm::bytecode::Function) -> bool {
+    let mut seen = BTreeSet::new();
+    f.reg_names
+        .iter()
+        .any(|n| !n.is_empty() && !seen.insert(n.as_str()))
+}
+
+/// A bytecode listing (`vm::disasm::program`, what `advm disasm` and
+/// `advm disasm --ad` print) reads back to a verified program that lists as
+/// the same text: for every corpus program, inlined and not, with every
+/// function derived from it (forward, reverse before and after clean-up,
+/// tangent, Hessian-vector product). The primal's re-read code runs to the
+/// same bits, and so do the gradient's forward and reverse functions where
+/// their register names are unambiguous.
+#[test]
+fn bytecode_listings_read_back_and_run_bit_identically() {
+    let (mut listed, mut compared, mut gradients) = (0, 0, 0);
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        for (inline, cleanup) in [(false, true), (false, false), (true, true)] {
+            let module = assembler::assemble(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+            let policy = if inline {
+                ad::Policy::default()
+            } else {
+                ad::Policy::NONE
+            };
+            let mut e = Engine::with_inlining(module, &policy).unwrap_or_else(|e| panic!("{e}"));
+            e.set_reverse_cleanup(cleanup);
+            let mut pairs = Vec::new();
+            for i in 0..e.module().funcs.len() {
+                let f = FuncId(i as u32);
+                let func = e.module().func(f);
+                let scalar = func.params.iter().all(|p| func.ty(*p) == Type::F64);
+                let n = func.params.len();
+                if func.ret == RetType::One(Type::F64) && scalar && n > 0 {
+                    if let Ok(d) = e.derive(f) {
+                        pairs.push((f, d, n));
+                    }
+                }
+            }
+            derive_everything(&mut e);
+            let text = vm::disasm::program(e.program());
+            let p = assembler::assemble_listing(&text, &name)
+                .unwrap_or_else(|d| panic!("{name} (inline {inline}):\n{}", d.render()));
+            let again = vm::disasm::program(&p);
+            if again != text {
+                let line = text
+                    .lines()
+                    .zip(again.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                panic!(
+                    "{name} (inline {inline}): line {}: listed `{}`, read back `{}`",
+                    line + 1,
+                    text.lines().nth(line).unwrap_or("<end>"),
+                    again.lines().nth(line).unwrap_or("<end>")
+                );
+            }
+            listed += p.len();
+            for (f, d, n) in pairs {
+                let exact = !names_repeat(p.func(d.fwd)) && !names_repeat(p.func(d.rev));
+                gradients += usize::from(exact);
+                for point in [0.7, -1.3, 2.5, 0.0] {
+                    let args: Vec<f64> = (0..n).map(|k| point + 0.25 * k as f64).collect();
+                    let want = run_bits(e.program(), f, None, &args);
+                    let got = run_bits(&p, f, None, &args);
+                    assert_eq!(got, want, "{name} primal {args:?}");
+                    if exact {
+                        let want = run_bits(e.program(), d.fwd, Some(d.rev), &args);
+                        let got = run_bits(&p, d.fwd, Some(d.rev), &args);
+                        assert_eq!(got, want, "{name} gradient {args:?}");
+                    }
+                    compared += usize::from(!want.starts_with("trap"));
+                }
+            }
+        }
+    }
+    assert!(listed > 1000, "{listed} functions listed");
+    assert!(compared > 300, "{compared} points compared without a trap");
+    println!("{listed} functions listed, {gradients} gradients run");
+    assert!(
+        gradients > 100,
+        "{gradients} gradients with unambiguous names"
+    );
+}
+
+/// A stage file's expectation, without the `; ` in front of each line.
+fn expectation(src: &str) -> String {
+    let at = src.find(EXPECTED).map_or(src.len(), |i| i + EXPECTED.len());
+    src[at..]
+        .lines()
+        .skip(1)
+        .map(|l| l.strip_prefix("; ").unwrap_or(l.trim_start_matches(';')))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// A listing is a faithful input: the reverse function that
+/// `reverse.adasm`'s expectation lists, read as register code, and cleaned
+/// up (the whole clean-up, or the passes of a `pass` file of the same
+/// program), lists as `optimize.adasm` and each such `pass` file expect.
+#[test]
+fn a_listed_reverse_function_is_what_the_passes_took() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/stages");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("readable");
+    let reverse = read("reverse.adasm");
+    let program = |src: &str| src[..src.find(EXPECTED).unwrap_or(src.len())].to_string();
+    let body = |src: &str| {
+        let p = program(src);
+        p[p.find("fn @").unwrap_or(0)..].to_string()
+    };
+    let listed = expectation(&reverse);
+    let rev = &listed[listed.find("fn @f.rev").expect("a reverse function")..];
+    let m = assembler::assemble_with(rev, "f.rev", &register_code())
+        .unwrap_or_else(|d| panic!("{}", d.render()));
+    let mut compared = 0;
+    for path in stage_files() {
+        let src = std::fs::read_to_string(&path).expect("readable");
+        if body(&src) != body(&reverse) {
+            continue;
+        }
+        let stage = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage: "))
+            .unwrap_or("");
+        let mut f = m.funcs[0].clone();
+        let want = match stage.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["optimize"] => {
+                ad::optimize::reverse(&mut f);
+                expectation(&src)
+            }
+            ["pass", passes @ ..] => {
+                for pass in passes {
+                    run_pass(pass, &mut f).expect("a pass");
+                }
+                // Without the line saying whether the last pass changed it.
+                let e = expectation(&src);
+                e[e.find('\n').map_or(0, |i| i + 1)..].to_string()
+            }
+            _ => continue,
+        };
+        let got = assembler::print_module(&vm::ir::Module {
+            funcs: vec![f],
+            ..Default::default()
+        });
+        assert_eq!(got, want, "{}", path.display());
+        compared += 1;
+    }
+    assert!(compared >= 8, "{compared} files compared");
 }

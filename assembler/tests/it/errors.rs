@@ -33,6 +33,37 @@ fn error_files_report_exactly_their_directives() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
+/// The assembler on an error file of register code.
+fn compile_register(src: &str, name: &str) -> Option<Rejection> {
+    let options = assembler::Options {
+        code: assembler::Code::Register,
+    };
+    let diags = assembler::assemble_with(src, name, &options).err()?;
+    Some(Rejection {
+        rendered: diags.render(),
+        items: diags
+            .items
+            .iter()
+            .map(|d| (d.line, d.col, d.message.clone()))
+            .collect(),
+    })
+}
+
+/// `tests/errors_register/*.adasm`: register code
+/// (`assembler::Code::Register`) rejected with exactly the diagnostics
+/// announced, the lowering's and the verifier's included.
+#[test]
+fn register_error_files_report_exactly_their_directives() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/errors_register");
+    let files = errfiles::error_files(&dir, "adasm");
+    assert!(files.len() >= 2, "only {} error files", files.len());
+    let problems: Vec<String> = files
+        .iter()
+        .flat_map(|f| errfiles::file_problems(f, MARKER, compile_register))
+        .collect();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
 #[test]
 fn directives_parse() {
     let d = errfiles::directives(

@@ -4,5 +4,6 @@
 //! `cargo test -p advm-assembler --test it MODULE::`.
 
 mod errors;
+mod listing;
 mod programs;
 mod robustness;

@@ -6,16 +6,44 @@
 use proptest::prelude::*;
 use std::path::Path;
 
-/// Assemble and check the outcome's invariants.
+/// Assemble, as user text and as register code, and check the outcomes'
+/// invariants.
 fn assemble_checked(src: &str) {
+    let register = assembler::Options {
+        code: assembler::Code::Register,
+    };
+    match assembler::assemble_with(src, "fuzz.adasm", &register) {
+        Ok(m) => {
+            // Register code reads back as itself.
+            let text = assembler::print_module(&m);
+            match assembler::assemble_with(&text, "printed.adasm", &register) {
+                Ok(back) => assert_eq!(assembler::print_module(&back), text, "{src}"),
+                Err(d) => panic!(
+                    "printed register code does not assemble:\n{d}\n--- source:\n{src}\n--- printed:\n{text}"
+                ),
+            }
+        }
+        Err(d) => check_rejection(src, &d),
+    }
     match assembler::assemble(src, "fuzz.adasm") {
         Ok(m) => {
             let text = assembler::print_module(&m);
             if let Err(d) = assembler::assemble(&text, "printed.adasm") {
                 panic!("printed module does not assemble:\n{d}\n--- source:\n{src}\n--- printed:\n{text}");
             }
+            // User code is register code too.
+            if let Err(d) = assembler::assemble_with(src, "fuzz.adasm", &register) {
+                panic!("user code is not register code:\n{d}\n--- source:\n{src}");
+            }
         }
-        Err(d) => {
+        Err(d) => check_rejection(src, &d),
+    }
+}
+
+/// A rejection has a real reason for each diagnostic, and renders.
+fn check_rejection(src: &str, d: &assembler::Diagnostics) {
+    {
+        {
             assert!(!d.items.is_empty());
             // Every rejection comes with a real reason.
             for i in &d.items {
@@ -87,6 +115,11 @@ const VOCAB: &[&str] = &[
     "jmp",
     "ret",
     "call",
+    "call.acc",
+    "ret.n",
+    "blk.pop",
+    "acc",
+    "comms.pop",
     "aset",
     "aget",
     "anew",
@@ -162,6 +195,81 @@ fn mutated_program() -> impl Strategy<Value = String> {
         })
 }
 
+/// The bytecode listings of the valid programs (inlining off).
+fn valid_listings() -> Vec<String> {
+    valid_programs()
+        .iter()
+        .filter_map(|src| {
+            let m = assembler::assemble(src, "p.adasm").ok()?;
+            let p = vm::lower::lower_module(&m).ok()?;
+            Some(vm::disasm::program(&p))
+        })
+        .collect()
+}
+
+/// A valid listing with a few lines deleted, duplicated or swapped, or a
+/// few characters changed.
+fn mutated_listing() -> impl Strategy<Value = String> {
+    let listings = valid_listings();
+    let n = listings.len().max(1);
+    (
+        0..n,
+        prop::collection::vec(
+            (
+                0u8..4,
+                any::<prop::sample::Index>(),
+                any::<prop::sample::Index>(),
+                prop::sample::select(
+                    &[
+                        " ", "%", "r9", "0", "-1", "(", "]", ",", "->", "@", ";", "\n",
+                    ][..],
+                ),
+            ),
+            1..5,
+        ),
+    )
+        .prop_map(move |(p, edits)| {
+            let src = listings.get(p).cloned().unwrap_or_default();
+            let mut lines: Vec<String> = src.lines().map(str::to_string).collect();
+            for (kind, i, j, text) in edits {
+                if lines.is_empty() {
+                    break;
+                }
+                let (i, j) = (i.index(lines.len()), j.index(lines.len()));
+                match kind {
+                    0 => {
+                        lines.remove(i);
+                    }
+                    1 => lines.insert(j, lines[i].clone()),
+                    2 => lines.swap(i, j),
+                    _ => {
+                        let l = &mut lines[i];
+                        let at = j % (l.len() + 1);
+                        if l.is_char_boundary(at) {
+                            l.insert_str(at, text);
+                        }
+                    }
+                }
+            }
+            lines.join("\n")
+        })
+}
+
+/// Read a listing: a program that lists as the same text again, or
+/// diagnostics.
+fn listing_checked(src: &str) {
+    match assembler::assemble_listing(src, "fuzz.txt") {
+        Ok(p) => {
+            let text = vm::disasm::program(&p);
+            match assembler::assemble_listing(&text, "again.txt") {
+                Ok(q) => assert_eq!(vm::disasm::program(&q), text, "{src}"),
+                Err(d) => panic!("a listing of a read listing does not read:\n{d}\n{text}"),
+            }
+        }
+        Err(d) => check_rejection(src, &d),
+    }
+}
+
 const TEMPLATES: &[&str] = &[
     "L1:",
     "L1:",
@@ -188,6 +296,17 @@ const TEMPLATES: &[&str] = &[
     "%R1 = aget %R2, %R3",
     "%R1 = neg %R2",
     "%R1 = alen %R2",
+    "acc %R1, %R2",
+    "%R1 = comms.pop",
+    "comms.push %R1",
+    "%R1 = take %R2",
+    "blk.push 1",
+    "blk.pop [L1, L2]",
+    "ret.n %R1",
+    "call.acc @h(%R2) -> [%R3]",
+    "call.n @h(%R2) -> [%R3]",
+    "%R1 = mul.z %R2, %R3",
+    "%R1 = sincos %R2",
 ];
 const REGS: &[&str] = &["x", "n", "t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
 const LABELS: &[&str] = &["entry", "b1", "b2", "b3", "b4"];
@@ -220,7 +339,8 @@ fn line_program() -> impl Strategy<Value = String> {
             .collect();
         format!(
             "fn @f(%x: f64, %n: i64) -> f64 {{\nentry:\n{}\n}}\n\
-             fn @g(%a: f64, %n: i64) -> f64 {{\nentry:\n    ret %a\n}}\n",
+             fn @g(%a: f64, %n: i64) -> f64 {{\nentry:\n    ret %a\n}}\n\
+             fn @h(%a: f64) -> (f64) {{\nentry:\n    ret.n %a\n}}\n",
             body.join("\n")
         )
     })
@@ -245,11 +365,17 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
         assemble_checked(&String::from_utf8_lossy(&bytes));
+        listing_checked(&String::from_utf8_lossy(&bytes));
     }
 
     #[test]
     fn arbitrary_token_sequences_never_panic(src in token_program()) {
         assemble_checked(&src);
+    }
+
+    #[test]
+    fn mutated_listings_never_panic(src in mutated_listing()) {
+        listing_checked(&src);
     }
 
     #[test]
@@ -331,4 +457,26 @@ fn large_inputs_are_handled() {
     assert_eq!(err.items.len(), 20_000);
     let nested = "[".repeat(100_000) + &"(".repeat(100_000);
     assert!(assembler::assemble(&nested, "nested.adasm").is_err());
+}
+
+/// Register code reads in time linear in its length: 30,000 registers
+/// accumulated into one another, each written twice.
+#[test]
+fn long_register_code_reads_quickly() {
+    let n = 30_000;
+    let mut s = String::from("fn @f(%x: f64) -> (f64) {\nentry:\n");
+    for i in 1..=n {
+        s.push_str(&format!(
+            "    acc %a{i}, %a{}\n    %a{i} = mul %a{i}, %x\n",
+            i - 1
+        ));
+    }
+    s.push_str(&format!("    ret.n %a{n}\n}}\n"));
+    let options = assembler::Options {
+        code: assembler::Code::Register,
+    };
+    let start = std::time::Instant::now();
+    let m = assembler::assemble_with(&s, "long.adasm", &options).unwrap_or_else(|d| panic!("{d}"));
+    assert!(start.elapsed().as_secs() < 10, "{:?}", start.elapsed());
+    assert_eq!(m.funcs[0].values.len(), n + 2);
 }

@@ -8,7 +8,9 @@
 //!
 //! * Snapshot 0 (the arguments and the live arrays) is taken at entry; the
 //!   call first runs with the stacks given what the budget leaves beside
-//!   it. If it ends without filling them, that is all (storing everything).
+//!   it (compiled code first, if a native tier is installed: its push
+//!   helpers fail where the stacks fill, which stops it there). If it ends
+//!   without filling them, that is all (storing everything).
 //! * Otherwise it starts again from snapshot 0 with the stacks given a
 //!   segment capacity `S` (half of what is left). When a push finds them
 //!   full, the interpreter *suspends* at the push ([`Vm::suspend`]); the
@@ -23,13 +25,18 @@
 //!   known, the schedule is online: a snapshot every `d`-th boundary, and
 //!   when the next one does not fit, every other one is dropped and `d`
 //!   doubles. Snapshot 0 is always kept.
+//! * When the forward sweep ends, the number of segments is known: of the
+//!   online snapshots, those a binomial reversal of the gaps between them
+//!   is best off with are kept ([`keep_snapshots`]).
 //! * When a pop of the reverse call finds the stacks empty and segments are
 //!   left ([`Vm::refill`]), a second VM (the recompute VM, interpreter
 //!   only) is restored from the nearest snapshot at or before the segment
 //!   needed and run until it suspends at that segment's end; the segments
-//!   before it are discarded, and snapshots are taken on the way, evenly
-//!   spaced over the gap with the room the dropped snapshots left. Its
-//!   stacks are then swapped into the reverse call's, which pops on.
+//!   before it are discarded, and snapshots are taken on the way where
+//!   the binomial rule (Revolve) puts them for the gap's length and the
+//!   free room ([`binomial_step`]), so that the reverse sweep takes the
+//!   fewest segment runs ([`binomial_runs`]). Its stacks are then swapped
+//!   into the reverse call's, which pops on.
 //!
 //! Calls, recursion, loops of any kind and arrays need nothing special: a
 //! snapshot holds every frame and every live array, and the reverse call's
@@ -75,6 +82,151 @@ pub(super) struct Ckpt {
     /// The segment on the stacks (the last one after the forward call).
     on_stack: usize,
     recompute_vm: Option<Box<Vm>>,
+    /// The most bytes a snapshot at a segment boundary took: the size of
+    /// a slot when the room for snapshots is counted in slots.
+    est: usize,
+    /// Segments of the forward call, slots for snapshots besides snapshot
+    /// 0, segment runs the reverse sweep's schedule will take, and those
+    /// it took ([`CheckpointStats`]).
+    segments: u64,
+    slots: u64,
+    planned: u64,
+    recomputed: u64,
+}
+
+/// What checkpointing did in the last checkpointed forward call and in
+/// the refills of its reverse call ([`Vm::checkpoint_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointStats {
+    /// Segments of the forward call (the last one stayed on the stacks).
+    pub segments: u64,
+    /// Snapshots besides snapshot 0 that the budget has room for, each
+    /// counted at the largest size a snapshot took.
+    pub slots: u64,
+    /// Segment runs the reverse sweep takes by the schedule chosen when
+    /// the forward call ended (exact when every snapshot has the same
+    /// size): at most [`binomial_runs`]`(segments - 1, slots)`.
+    pub planned: u64,
+    /// Segment runs the refills took so far.
+    pub recomputed: u64,
+}
+
+/// The least `r` with `C(s + r, s) >= l`, and that binomial coefficient:
+/// with `s` snapshots (the one at the start included), `l` segments are
+/// reversed with each run at most `r + 1` times.
+fn binomial_reps(l: u64, s: u64) -> (u64, u128) {
+    let (mut r, mut range) = (0u64, 1u128);
+    while range < u128::from(l) {
+        r += 1;
+        // C(s + r, s) = C(s + r - 1, s) (s + r) / r, exactly.
+        range = range * u128::from(s + r) / u128::from(r);
+    }
+    (r, range)
+}
+
+/// The fewest segment runs that reverse `l` segments (put each on the
+/// stacks, the last first) from a snapshot at the first of them with room
+/// for `f` more snapshots: `r l - C(f + 1 + r, f + 2) + l` for the least
+/// `r` with `C(f + 1 + r, f + 1) >= l` (Griewank and Walther's binomial
+/// bound, counting the run that fills the stacks too); `l (l + 1) / 2`
+/// with no room.
+pub fn binomial_runs(l: u64, f: u64) -> u64 {
+    if l == 0 {
+        return 0;
+    }
+    if f == 0 {
+        return l.saturating_mul(l.saturating_add(1)) / 2;
+    }
+    let s = f.min(l) + 1;
+    let (r, range) = binomial_reps(l, s);
+    // C(s + r, s + 1) = C(s + r, s) r / (s + 1).
+    let c = range * u128::from(r) / u128::from(s + 1);
+    let runs = u128::from(r) * u128::from(l) + u128::from(l) - c;
+    u64::try_from(runs).unwrap_or(u64::MAX)
+}
+
+/// Where the next snapshot goes when `l >= 2` segments are reversed from a
+/// snapshot at the first with room for `f >= 1` more: that many segments
+/// after it (Revolve's advance, which attains [`binomial_runs`]).
+fn binomial_step(l: u64, f: u64) -> u64 {
+    let s = u128::from(f.min(l) + 1);
+    let (reps, range) = binomial_reps(l, f.min(l) + 1);
+    let reps = u128::from(reps);
+    let l128 = u128::from(l);
+    let bino1 = range * reps / (s + reps);
+    let bino2 = if s > 1 { bino1 * s / (s + reps - 1) } else { 1 };
+    let bino3 = match s {
+        1 => 0,
+        2 => 1,
+        _ => bino2 * (s - 1) / (s + reps - 2),
+    };
+    let bino4 = bino2 * (reps - 1) / s;
+    let bino5 = match s {
+        0..=2 => 0,
+        3 => 1,
+        _ => bino3 * (s - 2) / reps,
+    };
+    let m = if l128 <= bino1 + bino3 {
+        bino4
+    } else if l128 >= range.saturating_sub(bino5) {
+        bino1
+    } else {
+        l128.saturating_sub(bino2 + bino3)
+    };
+    u64::try_from(m).unwrap_or(1).clamp(1, l - 1)
+}
+
+/// The snapshots of the forward sweep to keep for the reverse sweep: those
+/// at `pos` (segments, increasing, all below `last`, snapshot 0 not among
+/// them) whose keeping costs the fewest segment runs, the gaps between the
+/// kept ones reversed one after the other, the last first, by the binomial
+/// rule with room for `slots` snapshots in all. Returns whether each is
+/// kept and the runs. (A gap starting at the `i`-th kept snapshot has
+/// `slots - i` free: the ones after it were dropped when its turn came.)
+fn keep_snapshots(pos: &[u64], last: u64, slots: u64) -> (Vec<bool>, u64) {
+    let r = pos.len();
+    let at = |a: usize| if a == 0 { 0 } else { pos[a - 1] };
+    if r > 128 {
+        // Too many to choose among: keep them all.
+        let mut runs = 0u64;
+        for a in 0..=r {
+            let end = if a == r { last } else { at(a + 1) };
+            let free = slots.saturating_sub(a as u64);
+            runs = runs.saturating_add(binomial_runs(end - at(a), free));
+        }
+        return (vec![true; r], runs);
+    }
+    // cost[a][i]: the fewest runs from snapshot `a` (kept, the `i`-th
+    // kept) to the end; next[a][i]: the next kept one, or `r + 1`.
+    let mut cost = vec![vec![u64::MAX; r + 1]; r + 1];
+    let mut next = vec![vec![r + 1; r + 1]; r + 1];
+    for a in (0..=r).rev() {
+        for i in 0..=a {
+            if (a == 0) != (i == 0) {
+                continue;
+            }
+            let free = slots.saturating_sub(i as u64);
+            let mut best = binomial_runs(last - at(a), free);
+            let mut choice = r + 1;
+            for (b, from_b) in cost.iter().enumerate().skip(a + 1) {
+                let c = binomial_runs(at(b) - at(a), free).saturating_add(from_b[i + 1]);
+                if c < best {
+                    best = c;
+                    choice = b;
+                }
+            }
+            cost[a][i] = best;
+            next[a][i] = choice;
+        }
+    }
+    let mut keep = vec![false; r];
+    let (mut a, mut i) = (0, 0);
+    while next[a][i] <= r {
+        a = next[a][i];
+        i += 1;
+        keep[a - 1] = true;
+    }
+    (keep, cost[0][0])
 }
 
 /// The most bytes one batch of pushes takes (`comms.reserve n`, or one
@@ -210,28 +362,25 @@ impl Vm {
     ) -> Result<(), Trap> {
         let mut tried = false;
         if let Some(mut tier) = self.native.take() {
-            // Compiled code cannot suspend: it spills (as at the budget)
-            // and the call is run again here.
-            self.segment = Some((budget, false));
+            // Compiled code cannot suspend: where a push finds the stacks
+            // full, the push helper fails (`suspend_need` set, as where the
+            // interpreter suspends), the compiled call stops there with a
+            // trap, and the call is run again here.
+            self.segment = Some((budget, true));
             let r = tier.call(self, prog, f, &snap0.regs);
             self.native = Some(tier);
             self.segment = None;
             match r {
                 None => {}
-                // A trap of its own (not the budget's: one push past
-                // it, where there was nothing to spill).
-                Some(r)
-                    if self.spilled == 0
-                        && !matches!(&r, Err(t) if matches!(t.kind, TrapKind::AdBudget { .. })) =>
-                {
+                Some(r) if self.suspend_need == 0 => {
                     self.last_tier = Tier::Native;
-                    self.sweep_instrs += self.executed();
+                    if r.is_ok() {
+                        self.sweep_instrs += self.executed();
+                    }
                     return r;
                 }
                 Some(_) => {
-                    self.spilled = 0;
-                    self.spill_at = None;
-                    self.native_spill_at = None;
+                    self.suspend_need = 0;
                     tried = true;
                 }
             }
@@ -267,6 +416,11 @@ impl Vm {
             snaps: Vec::new(),
             on_stack: 0,
             recompute_vm: None,
+            est: 0,
+            segments: 0,
+            slots: 0,
+            planned: 0,
+            recomputed: 0,
         });
         let z0 = snap0.bytes;
         let args = snap0.regs.clone();
@@ -290,8 +444,9 @@ impl Vm {
                 ));
             }
             seg += 1;
+            let bytes = state_bytes(self, prog, &at);
+            c.est = c.est.max(bytes);
             if seg.is_multiple_of(spacing) {
-                let bytes = state_bytes(self, prog, &at);
                 while self.snap_bytes.saturating_add(bytes).saturating_add(cap) > budget
                     && c.snaps.len() > 1
                 {
@@ -327,9 +482,56 @@ impl Vm {
         self.sweep_instrs += self.executed();
         c.on_stack = seg;
         if seg > 0 {
+            self.plan_reverse(&mut c, z0);
             self.ckpt = Some(c);
         }
         Ok(())
+    }
+
+    /// The forward sweep of `c` has ended (`c.on_stack` is its last
+    /// segment): the number of segments is known, so drop the snapshots
+    /// of the online schedule that a binomial reversal of the gaps is
+    /// better off without ([`keep_snapshots`]).
+    fn plan_reverse(&mut self, c: &mut Ckpt, z0: usize) {
+        let last = c.on_stack as u64;
+        // A snapshot where the last segment starts is not needed.
+        while let Some(s) = c.snaps.pop_if(|s| s.seg > 0 && s.seg as u64 >= last) {
+            self.snap_bytes -= s.bytes;
+        }
+        let est = c.est.max(1);
+        let pos: Vec<u64> = c.snaps[1..].iter().map(|s| s.seg as u64).collect();
+        let room = c.budget.saturating_sub(c.cap.saturating_add(z0)) / est;
+        let slots = (room as u64).max(pos.len() as u64);
+        let (keep, runs) = keep_snapshots(&pos, last, slots);
+        let mut i = 0;
+        let mut dropped = 0;
+        c.snaps.retain(|s| {
+            if s.seg == 0 {
+                return true;
+            }
+            i += 1;
+            if !keep[i - 1] {
+                dropped += s.bytes;
+            }
+            keep[i - 1]
+        });
+        self.snap_bytes -= dropped;
+        c.segments = last + 1;
+        c.slots = slots;
+        c.planned = runs;
+        c.recomputed = 0;
+    }
+
+    /// What checkpointing did in the last checkpointed forward call of
+    /// this [`Vm::begin`] and in the refills of its reverse call: `None`
+    /// if no call was checkpointed (storing everything fitted).
+    pub fn checkpoint_stats(&self) -> Option<CheckpointStats> {
+        self.ckpt.as_ref().map(|c| CheckpointStats {
+            segments: c.segments,
+            slots: c.slots,
+            planned: c.planned,
+            recomputed: c.recomputed,
+        })
     }
 
     /// A pop found its stack empty: if segments of the last checkpointed
@@ -353,12 +555,44 @@ impl Vm {
         self.comms.clear();
         self.blk.clear();
         let r = self.refill_from(&mut c);
-        self.ckpt = Some(c);
         if r.is_ok() {
+            // The segment refilled holds at most `S` bytes, and so do the
+            // entries left, but the two together may need more than the
+            // snapshots leave: drop the latest snapshots until they fit
+            // (only the recomputation after that costs more). `2 S` fit
+            // beside snapshot 0 unless one batch of pushes takes more than
+            // half of what snapshot 0 leaves (then `S` is that batch):
+            // where they do not, the budget is too small, a trap.
+            let comms = (self.comms.len() + left.0.len()).max(self.comms.capacity());
+            let blk = (self.blk.len() + left.1.len()).max(self.blk.capacity());
+            let stacks = comms
+                .saturating_mul(8)
+                .saturating_add(blk.saturating_mul(4));
+            while self.snap_bytes.saturating_add(stacks) > c.budget {
+                let Some(s) = c.snaps.pop_if(|s| s.seg > 0) else {
+                    break;
+                };
+                self.snap_bytes -= s.bytes;
+            }
+            let needed = self.snap_bytes.saturating_add(stacks);
+            if needed > c.budget {
+                self.comms.clear();
+                self.blk.clear();
+                let budget = c.budget;
+                self.ckpt = Some(c);
+                return Err(TrapKind::AdBudget {
+                    budget,
+                    needed,
+                    exact: false,
+                });
+            }
+            self.comms.reserve_exact(left.0.len());
             self.comms.extend_from_slice(&left.0);
+            self.blk.reserve_exact(left.1.len());
             self.blk.extend_from_slice(&left.1);
             self.note_high_water();
         }
+        self.ckpt = Some(c);
         r.map(|()| true)
     }
 
@@ -442,17 +676,25 @@ impl Vm {
             }
             (s.seg, s.regs.clone(), s.at.map_or(0, |a| a.executed))
         };
-        // Snapshots evenly spaced over the gap, as many as fit.
-        let est = c.snaps[ki].bytes.max(1);
-        let free = c
+        // Snapshots where the binomial rule puts them for this gap and
+        // the free slots: each the advance of Revolve for the part of the
+        // gap after the one before, with one slot less.
+        let est = c.est.max(1);
+        let mut free = (c
             .budget
-            .saturating_sub(c.cap.saturating_add(self.snap_bytes));
-        let slots = free / est;
-        let step = if slots == 0 {
-            usize::MAX
-        } else {
-            (j - k).div_ceil(slots + 1).max(1)
-        };
+            .saturating_sub(c.cap.saturating_add(self.snap_bytes))
+            / est) as u64;
+        let mut plan = Vec::new();
+        let (mut p, mut l) = (k as u64, (j - k + 1) as u64);
+        while free > 0 && l > 1 {
+            let m = binomial_step(l, free);
+            p += m;
+            l -= m;
+            free -= 1;
+            plan.push(p as usize);
+        }
+        let mut plan = plan.into_iter().peekable();
+        c.recomputed += (j - k + 1) as u64;
         let mut last = first;
         for m in k..=j {
             let r = rvm.exec(&c.prog, c.entry, &args);
@@ -471,8 +713,9 @@ impl Vm {
             last = at.executed;
             if m < j {
                 let b = m + 1;
-                if (b - k).is_multiple_of(step) {
+                if plan.next_if_eq(&b).is_some() {
                     let bytes = state_bytes(rvm, &c.prog, &at);
+                    c.est = c.est.max(bytes);
                     if self.snap_bytes.saturating_add(bytes).saturating_add(c.cap) <= c.budget {
                         c.snaps.push(take_snapshot(rvm, &c.prog, b, at, bytes));
                         self.snap_bytes += bytes;
@@ -508,5 +751,145 @@ fn take_snapshot(vm: &Vm, prog: &Program, seg: usize, at: Resume, bytes: usize) 
         frames: vm.frames.clone(),
         heap: vm.heap.snapshot(),
         bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fewest segment runs by trying every first advance: `runs[l][f]`
+    /// for `l <= 60`, `f <= 6`.
+    fn brute_force() -> Vec<Vec<u64>> {
+        let (lmax, fmax) = (60usize, 6usize);
+        let mut runs = vec![vec![0u64; fmax + 1]; lmax + 1];
+        for l in 1..=lmax {
+            for f in 0..=fmax {
+                runs[l][f] = if l == 1 {
+                    1
+                } else if f == 0 {
+                    (l * (l + 1) / 2) as u64
+                } else {
+                    (1..l)
+                        .map(|m| m as u64 + runs[l - m][f - 1] + runs[m][f])
+                        .min()
+                        .unwrap_or(u64::MAX)
+                };
+            }
+        }
+        runs
+    }
+
+    #[test]
+    fn binomial_runs_is_the_least_by_trying_every_schedule() {
+        let runs = brute_force();
+        for (l, row) in runs.iter().enumerate().skip(1) {
+            for (f, &want) in row.iter().enumerate() {
+                assert_eq!(binomial_runs(l as u64, f as u64), want, "l = {l}, f = {f}");
+            }
+        }
+        assert_eq!(binomial_runs(0, 3), 0);
+        // Room for a snapshot at every boundary: each segment run twice
+        // but the first... and the last, once.
+        assert_eq!(binomial_runs(1000, 999), 1999);
+        assert_eq!(binomial_runs(1000, 5000), 1999);
+    }
+
+    #[test]
+    fn binomial_step_attains_the_least() {
+        let runs = brute_force();
+        for l in 2..runs.len() {
+            for f in 1..runs[l].len() {
+                let m = binomial_step(l as u64, f as u64) as usize;
+                assert!((1..l).contains(&m), "l = {l}, f = {f}: step {m}");
+                assert_eq!(
+                    m as u64 + runs[l - m][f - 1] + runs[m][f],
+                    runs[l][f],
+                    "l = {l}, f = {f}: step {m}"
+                );
+            }
+        }
+        // Large gaps: the step is inside the gap and the two parts add up
+        // to the bound.
+        for (l, f) in [(15_872u64, 7u64), (1_000_000, 3), (123_457, 20), (10, 100)] {
+            let m = binomial_step(l, f);
+            assert!(m >= 1 && m < l);
+            assert_eq!(
+                m + binomial_runs(l - m, f - 1) + binomial_runs(m, f),
+                binomial_runs(l, f),
+                "l = {l}, f = {f}: step {m}"
+            );
+        }
+    }
+
+    /// Reverse `last` segments (the one at `last` on the stacks) as the
+    /// refills do, with snapshots kept at `snaps` (segment 0 first) and
+    /// room for `slots` besides snapshot 0: the segment runs.
+    fn simulate(mut snaps: Vec<u64>, last: u64, slots: u64) -> u64 {
+        let mut runs = 0;
+        for j in (0..last).rev() {
+            snaps.retain(|&s| s <= j);
+            let k = *snaps.last().expect("snapshot 0");
+            let mut free = slots + 1 - snaps.len() as u64;
+            let (mut p, mut l) = (k, j - k + 1);
+            while free > 0 && l > 1 {
+                let m = binomial_step(l, free);
+                p += m;
+                l -= m;
+                free -= 1;
+                snaps.push(p);
+            }
+            runs += j - k + 1;
+        }
+        runs
+    }
+
+    #[test]
+    fn refills_follow_the_plan() {
+        for (last, online, slots) in [
+            (100u64, vec![], 3u64),
+            (100, vec![32, 64, 96], 3),
+            (1000, vec![256, 512, 768], 4),
+            (15_872, vec![2048, 4096, 6144, 8192, 10240, 12288, 14336], 7),
+            (50, (1..50).collect(), 49),
+            (7, vec![2, 4, 6], 3),
+        ] {
+            let (keep, planned) = keep_snapshots(&online, last, slots);
+            let kept: Vec<u64> = std::iter::once(0)
+                .chain(
+                    online
+                        .iter()
+                        .zip(&keep)
+                        .filter(|(_, k)| **k)
+                        .map(|(s, _)| *s),
+                )
+                .collect();
+            assert_eq!(
+                simulate(kept, last, slots),
+                planned,
+                "{last} {online:?} {slots}"
+            );
+            // Never worse than dropping them all, nor than keeping all.
+            assert!(planned <= binomial_runs(last, slots));
+            let all = std::iter::once(0).chain(online.iter().copied()).collect();
+            assert!(planned <= simulate(all, last, slots));
+        }
+        // Every boundary a snapshot: each segment run once.
+        assert_eq!(keep_snapshots(&(1..50).collect::<Vec<_>>(), 50, 49).1, 50);
+        // docs/ad.md's example: 11 segments, 2 slots, online snapshots at
+        // 4 and 8; and powloop at n = 10^6 under 1 KB.
+        assert_eq!(keep_snapshots(&[4, 8], 10, 2), (vec![true, true], 18));
+        assert_eq!(simulate(vec![0, 4, 8], 10, 2), 18);
+        assert_eq!(binomial_runs(10, 2), 25);
+        let online: Vec<u64> = (1..8).map(|i| i * 2048).collect();
+        let (keep, runs) = keep_snapshots(&online, 15_872, 7);
+        let kept: Vec<u64> = online
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(s, _)| *s)
+            .collect();
+        assert_eq!((kept, runs), (vec![8192, 12288, 14336], 120_074));
+        assert_eq!(binomial_runs(15_872, 7), 134_410);
     }
 }

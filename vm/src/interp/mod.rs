@@ -73,6 +73,7 @@ use crate::regs::{
     copy_args, load_entry_frame, load_frame, push_reserved, verified, Cursor, Window,
 };
 use crate::types::{Type, Value};
+pub use ckpt::{binomial_runs, CheckpointStats};
 pub use native::{NativeTier, Tier};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
