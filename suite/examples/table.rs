@@ -35,7 +35,9 @@ fn main() {
         .iter()
         .map(|p| (*p, FUNCS.map(|f| median(&dir, p, f))))
         .collect();
-    println!("Median times (criterion, `cargo bench -p advm-bench --features peers --bench suite`):\n");
+    println!(
+        "Median times (criterion, `cargo bench -p advm-bench --features peers --bench suite`):\n"
+    );
     print!("{}", tables(&rows));
     let scaling = dir.join("powloop_scaling");
     if scaling.is_dir() {

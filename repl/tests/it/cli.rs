@@ -404,7 +404,7 @@ fn help_and_version_to_an_unwritable_stdout_exit_74() {
 
 #[test]
 fn disasm_ad_prints_every_derived_function_once() {
-    let (_dir, path) = temp_program(&testkit::gen::call_chain(4));
+    let (_dir, path) = temp_program(&testkit::r#gen::call_chain(4));
     let out = ok(&[
         "disasm",
         path.to_str().expect("utf8"),
@@ -427,7 +427,7 @@ fn disasm_ad_prints_every_derived_function_once() {
         "{out}"
     );
     // One function's listing is unchanged: it and its callees, once each.
-    let (_dir, path) = temp_program(&testkit::gen::call_chain(3));
+    let (_dir, path) = temp_program(&testkit::r#gen::call_chain(3));
     let out = ok(&[
         "disasm",
         path.to_str().expect("utf8"),
@@ -439,7 +439,7 @@ fn disasm_ad_prints_every_derived_function_once() {
     let heads: Vec<&str> = out.lines().filter(|l| l.starts_with("fn @")).collect();
     assert_eq!(heads.len(), 5, "{out}");
     // Long chains stay linear (it printed 9.5 million lines for 1 000).
-    let (_dir, path) = temp_program(&testkit::gen::call_chain(1000));
+    let (_dir, path) = temp_program(&testkit::r#gen::call_chain(1000));
     let out = ok(&[
         "disasm",
         path.to_str().expect("utf8"),

@@ -542,7 +542,7 @@ fn loading_many_functions_and_pasting_a_long_definition_work() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join("chain.adasm"),
-        testkit::gen::call_chain(6000),
+        testkit::r#gen::call_chain(6000),
     )
     .expect("writes");
     let (out, err, _) = session(dir.path(), ":load chain.adasm\n@f0(0.5)\n");
