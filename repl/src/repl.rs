@@ -511,7 +511,7 @@ mod tests {
         assert_eq!(s.execute("@f999(1.0)"), Reply::Out("12".into()));
         assert_eq!(
             s.execute("grad @f999(1.0)"),
-            Reply::Out("value = 14\n∂x = 2".into())
+            Reply::Out("value = 12\n∂x = 2".into())
         );
 
         let mut text = String::new();
