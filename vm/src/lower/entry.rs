@@ -203,15 +203,22 @@ pub(super) fn lower_pass(
 /// `first` holds keeps it (the first of all if none does: those for which
 /// it holds are taken first), each other becomes `<name>.<k>`, the
 /// smallest `k >= 1` that no register of the function is named. Derived
-/// code has such repeats (an adjoint that clean-up rebuilt under the
-/// old one's name, tangents of values of one name); unnamed registers
-/// stay unnamed.
+/// code has such repeats (reverse functions and the tangent functions of
+/// Hessian-vector products name some values alike); unnamed registers
+/// stay unnamed, and a function without repeats keeps its names as they
+/// are.
 fn distinct_names(names: &mut [String], first: impl Fn(usize) -> bool) {
-    let named = names.iter().filter(|n| !n.is_empty());
-    let mut taken: hashbrown::HashSet<String> = named.clone().cloned().collect();
-    if taken.len() == named.count() {
+    let repeats = {
+        let mut seen = hashbrown::HashSet::with_capacity(names.len());
+        !names
+            .iter()
+            .all(|n| n.is_empty() || seen.insert(n.as_str()))
+    };
+    if !repeats {
         return;
     }
+    let mut taken: hashbrown::HashSet<String> =
+        names.iter().filter(|n| !n.is_empty()).cloned().collect();
     let mut kept = hashbrown::HashSet::new();
     // The next suffix to try, per repeated name.
     let mut next: hashbrown::HashMap<String, usize> = hashbrown::HashMap::new();
