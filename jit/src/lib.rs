@@ -41,7 +41,7 @@ use vm::ir::FuncId;
 use vm::{NativeTier, Trap, TrapKind, Vm};
 
 /// Most bytes of native stack the compiled frames of one call from the host
-/// may take, by a conservative estimate per frame ([`frame_bytes`]).
+/// may take, by a conservative estimate per frame (`frame_bytes`).
 pub const STACK_BUDGET: usize = 256 * 1024;
 
 /// An estimate (an upper bound in practice) of the native stack a compiled
