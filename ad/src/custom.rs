@@ -5,10 +5,10 @@
 //! rule gets the code below instead of the transform of its body (which
 //! still computes the value):
 //!
-//! * forward mode ([`rule_tangent`], from `Engine::derive_jvp`):
+//! * forward mode (`rule_tangent`, from `Engine::derive_jvp`):
 //!   `f.jvp(p..., ṗ...) = (f(p...), f_jvp(p..., ṗ...))`, the tangents of
 //!   parameters outside the selection zero;
-//! * reverse mode ([`rule_pair`], from `Engine::derive_all`): the
+//! * reverse mode (`rule_pair`, from `Engine::derive_all`): the
 //!   transpose of the rule, i.e. the reverse-mode derivative of `f_jvp`
 //!   with respect to its tangent parameters (linear in them, so taken at
 //!   zero tangents). `f.fwd` calls `f` for the value and the forward
@@ -22,7 +22,7 @@
 //!   differentiates `f_jvp`'s own body; the call of `f` in `f.fwd` calls
 //!   `f`'s (rule) tangent function, so the value's tangent is the rule's
 //!   (in derived code every call of a user function returning f64 or f64[] has a
-//!   tangent, [`Engine::user_call_tangents`]).
+//!   tangent, `Engine::user_call_tangents`).
 //!
 //! The code is ordinary IR, lowered and verified like every derived
 //! function; no mode runs anything else.

@@ -12,9 +12,8 @@
 //!
 //! * a register's number: `r<N>` is register `N`; a named register gets a
 //!   free number of the frame (so the listing reads back as itself, and
-//!   the code runs as before as long as no two registers of a function
-//!   share a name, which derived code sometimes does: its listing is then
-//!   ambiguous, and [`crate::Code::Register`] text is the lossless form);
+//!   the code runs as before: the lowering names the registers of a
+//!   function distinctly, so a name is one register);
 //! * a register's type: from the opcodes' operand types and the callees'
 //!   signatures, as in register code (f64 where nothing says);
 //! * source locations: none but the function code was inlined from (a

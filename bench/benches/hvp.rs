@@ -1,5 +1,5 @@
 //! The AD modes against each other on the seven suite programs: `cargo
-//! bench -p advm-ad --bench hvp`.
+//! bench -p advm-bench --bench hvp`.
 //!
 //! For each program of `programs/bench/` (testkit's suite inputs), one
 //! criterion group with the primal call (`Engine::run`), the gradient

@@ -5,6 +5,9 @@
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
 
+#[path = "corpus/mod.rs"]
+mod corpus;
+
 use ad::{Engine, Gradient};
 use criterion::Criterion;
 use std::hint::black_box;
@@ -44,49 +47,6 @@ fn median(mut f: impl FnMut()) -> f64 {
     }
     samples.sort_by(|a, b| a.total_cmp(b));
     samples[samples.len() / 2]
-}
-
-/// Compile times per function (bodies and entry trampolines) of every
-/// corpus program's user functions and their gradients' derived ones.
-fn compile_times() -> Vec<Duration> {
-    let mut times = Vec::new();
-    let mut paths = Vec::new();
-    let root = testkit::workspace_root().join("programs");
-    let mut dirs = vec![root];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "reference") {
-                    dirs.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "adasm") {
-                paths.push(p);
-            }
-        }
-    }
-    for p in paths {
-        let Ok(src) = std::fs::read_to_string(&p) else {
-            continue;
-        };
-        let Ok(module) = assembler::assemble(&src, "corpus") else {
-            continue;
-        };
-        let Ok(mut e) = Engine::new(module) else {
-            continue;
-        };
-        let n = e.module().funcs.len();
-        for i in 0..n {
-            let _ = e.derive(vm::ir::FuncId(i as u32));
-        }
-        let prog = e.program().clone();
-        let mut j = jit::Jit::new();
-        for i in 0..prog.len() {
-            let _ = j.prepare(&prog, vm::ir::FuncId(i as u32));
-        }
-        times.extend_from_slice(j.compile_times());
-    }
-    times
 }
 
 fn main() {
@@ -137,8 +97,11 @@ fn main() {
         });
         rows.push((file, tiers, np, ng));
     }
-    let mut times = compile_times();
-    times.sort();
+    let progs = corpus::programs();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        times.extend(corpus::compile_times(&progs));
+    }
     c.final_summary();
     println!("\n| program | tier | jit primal | jit grad | interp primal | interp grad | native primal | native adjoint | jit grad / native adjoint | jit primal / native primal | interp grad / jit grad |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -157,14 +120,9 @@ fn main() {
             ig / jg
         );
     }
-    if !times.is_empty() {
-        let med = times[times.len() / 2];
-        let p90 = times[times.len() * 9 / 10];
-        println!(
-            "\ncompile time per function over the corpus ({} functions and trampolines): median {:.1} µs, 90th percentile {:.1} µs",
-            times.len(),
-            med.as_secs_f64() * 1e6,
-            p90.as_secs_f64() * 1e6
-        );
-    }
+    println!(
+        "\ncompile time per function over the corpus ({} programs, compiled 5 times):\n{}",
+        progs.len(),
+        corpus::summary(&times)
+    );
 }

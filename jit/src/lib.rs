@@ -29,19 +29,23 @@ pub mod fuzz;
 mod native;
 mod translate;
 
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::UserFuncName;
+use cranelift_codegen::isa::OwnedTargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, FuncId as ModFuncId, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId as ModFuncId, Linkage, Module, ModuleReloc};
 use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use vm::bytecode::Program;
 use vm::ir::FuncId;
 use vm::{NativeTier, Trap, TrapKind, Vm};
 
 /// Most bytes of native stack the compiled frames of one call from the host
-/// may take, by a conservative estimate per frame ([`frame_bytes`]).
+/// may take, by a conservative estimate per frame (`frame_bytes`).
 pub const STACK_BUDGET: usize = 256 * 1024;
 
 /// An estimate (an upper bound in practice) of the native stack a compiled
@@ -60,6 +64,10 @@ struct Body {
     /// Stack estimate of the deepest chain of compiled frames from here.
     chain: usize,
 }
+
+/// Bodies compiled by one [`Jit::compile_new`]: function, module id and
+/// verification stamp.
+type NewBodies = Vec<(FuncId, ModFuncId, u64)>;
 
 /// One function's entry from the host.
 #[derive(Clone, Copy)]
@@ -95,18 +103,121 @@ impl std::fmt::Display for Decline {
     }
 }
 
+/// How long one function (a body or an entry trampoline) took to compile:
+/// from the start of its translation to its machine code (a trampoline's
+/// includes making the new code executable).
+#[derive(Clone, Copy, Debug)]
+pub struct CompileTime {
+    /// Wall-clock time.
+    pub wall: Duration,
+    /// CPU time of the compiling thread, where the system reports it (on
+    /// a loaded machine wall-clock time also counts other processes').
+    pub cpu: Option<Duration>,
+    /// Wall-clock time of the translation to Cranelift IR (the rest is
+    /// Cranelift's).
+    pub translate: Duration,
+    /// Cranelift IR instructions of the translation.
+    pub insts: usize,
+    /// An entry trampoline rather than a bytecode function's body.
+    pub trampoline: bool,
+    /// Compiled with the cheaper settings of loop-free code ([`Isas`]).
+    pub cheap: bool,
+}
+
 /// The native tier: a Cranelift JIT module and the compiled code cached
 /// per function.
 pub struct Jit {
     module: Option<native::SendModule>,
-    helpers: Vec<(&'static str, ModFuncId)>,
+    helpers: Vec<translate::HelperDecl>,
     bodies: Vec<Option<Body>>,
     entries: Vec<Option<Entry>>,
     out: Vec<u64>,
     views: Vec<native::ArrView>,
+    /// Reused for every function (cleared, not rebuilt).
+    ctx: Option<Context>,
     fctx: FunctionBuilderContext,
-    compile_times: Vec<Duration>,
+    compile_times: Vec<CompileTime>,
     next_name: u64,
+}
+
+/// The code generator's settings for this host, built once per process.
+/// Both use `opt_level=none`: Cranelift's optimizer (e-graph rewrites, GVN,
+/// loop-invariant code motion) took about 40 % of a large function's
+/// compile time, and the code it produced was no faster on the suite
+/// programs (branchy's gradient ran a third faster without it, mlp's and
+/// logsumexp's 5-20 %, powloop's within 5 %: `docs/benchmarks.md`, *Native
+/// tier*). The translation emits no redundancy an optimizer would have to
+/// remove. `speed` (functions with a loop) keeps the backtracking register
+/// allocator; `cheap` (loop-free functions and entry trampolines) uses the
+/// single-pass one, which compiles in about half the time and runs each
+/// instruction at most once per call. No setting changes what an
+/// instruction computes: results are the same bits.
+struct Isas {
+    speed: OwnedTargetIsa,
+    cheap: OwnedTargetIsa,
+}
+
+fn isas() -> Option<&'static Isas> {
+    static ISAS: OnceLock<Option<Isas>> = OnceLock::new();
+    ISAS.get_or_init(|| {
+        Some(Isas {
+            speed: make_isa(false)?,
+            cheap: make_isa(true)?,
+        })
+    })
+    .as_ref()
+}
+
+/// Both clocks now (see [`CompileTime`]).
+fn clocks() -> (Instant, Option<Duration>) {
+    (Instant::now(), native::thread_cpu_time())
+}
+
+fn since(
+    t0: (Instant, Option<Duration>),
+    translated: (Instant, usize),
+    trampoline: bool,
+    cheap: bool,
+) -> CompileTime {
+    CompileTime {
+        wall: t0.0.elapsed(),
+        translate: translated.0.duration_since(t0.0),
+        insts: translated.1,
+        cpu: t0
+            .1
+            .zip(native::thread_cpu_time())
+            .map(|(a, b)| b.saturating_sub(a)),
+        trampoline,
+        cheap,
+    }
+}
+
+/// Compile the function in `ctx` with `isa` and define it as `id` in
+/// `module` (what `Module::define_function` does with the module's own
+/// code generator).
+fn define(
+    module: &mut JITModule,
+    isa: &OwnedTargetIsa,
+    id: ModFuncId,
+    ctx: &mut Context,
+) -> Result<(), Decline> {
+    let align = ctx
+        .compile(&**isa, &mut ControlPlane::default())
+        .map_err(|e| Decline::Unsupported(format!("cranelift: {:?}", e.inner)))?
+        .buffer
+        .alignment;
+    let Some(code) = ctx.compiled_code() else {
+        return Err(Decline::Unsupported("cranelift: no code".into()));
+    };
+    let relocs: Vec<ModuleReloc> = code
+        .buffer
+        .relocs()
+        .iter()
+        .map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id))
+        .collect();
+    module
+        .define_function_bytes(id, u64::from(align), code.code_buffer(), &relocs)
+        .map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))
 }
 
 /// A fresh [`Jit`] installed in `vm`.
@@ -131,6 +242,7 @@ impl Jit {
             entries: Vec::new(),
             out: Vec::new(),
             views: Vec::new(),
+            ctx: None,
             fctx: FunctionBuilderContext::new(),
             compile_times: Vec::new(),
             next_name: 0,
@@ -140,7 +252,11 @@ impl Jit {
             for (name, _, sig) in native::helpers() {
                 let s = translate::helper_signature(sig, module.make_signature());
                 if let Ok(id) = module.declare_function(name, Linkage::Import, &s) {
-                    jit.helpers.push((name, id));
+                    jit.helpers.push(translate::HelperDecl {
+                        name,
+                        id: id.as_u32(),
+                        sig: s,
+                    });
                 }
             }
             jit.module = Some(native::SendModule(module));
@@ -149,7 +265,7 @@ impl Jit {
     }
 
     /// How long each function (body or trampoline) took to compile.
-    pub fn compile_times(&self) -> &[Duration] {
+    pub fn compile_times(&self) -> &[CompileTime] {
         &self.compile_times
     }
 
@@ -184,95 +300,28 @@ impl Jit {
         if chain > STACK_BUDGET {
             return Err(Decline::DeepChain);
         }
-        let Some(native::SendModule(module)) = self.module.as_mut() else {
+        let (Some(native::SendModule(module)), Some(isas)) = (self.module.as_mut(), isas()) else {
             return Err(Decline::Unsupported(
                 "no native code generator for this host".into(),
             ));
         };
-        let mut ctx = module.make_context();
-        // Declare every new body first (they call each other).
-        let mut new: Vec<(FuncId, ModFuncId, u64)> = Vec::new();
-        for g in &order {
-            let func = prog.func(*g);
-            let sig = translate::signature(func, module.make_signature());
-            self.next_name += 1;
-            let name = format!("advm_f{}_{}", g.0, self.next_name);
-            let id = module
-                .declare_function(&name, Linkage::Local, &sig)
-                .map_err(|e| Decline::Unsupported(e.to_string()))?;
-            let stamp = prog.stamp(*g).ok_or(Decline::NotVerified)?;
-            new.push((*g, id, stamp));
-        }
-        let body_of = |g: FuncId, bodies: &[Option<Body>], new: &[(FuncId, ModFuncId, u64)]| {
-            new.iter()
-                .find(|(h, ..)| *h == g)
-                .map(|(_, id, _)| *id)
-                .or_else(|| bodies.get(g.index()).copied().flatten().map(|b| b.id))
-        };
-        for (g, id, _) in &new {
-            let t0 = Instant::now();
-            let func = prog.func(*g);
-            ctx.func.signature = translate::signature(func, module.make_signature());
-            ctx.func.name = UserFuncName::user(0, id.as_u32());
-            {
-                let mut b = FunctionBuilder::new(&mut ctx.func, &mut self.fctx);
-                let mut refs = translate::Refs {
-                    helpers: HashMap::new(),
-                    callees: HashMap::new(),
-                };
-                for (name, hid) in &self.helpers {
-                    refs.helpers
-                        .insert(*name, module.declare_func_in_func(*hid, b.func));
-                }
-                for site in &func.sites {
-                    if refs.callees.contains_key(&site.func) {
-                        continue;
-                    }
-                    let cid = body_of(site.func, &self.bodies, &new).ok_or_else(|| {
-                        Decline::Unsupported(format!("no body for callee {}", site.func))
-                    })?;
-                    refs.callees
-                        .insert(site.func, module.declare_func_in_func(cid, b.func));
-                }
-                translate::translate(&mut b, prog, *g, &refs);
-                b.finalize(module.target_config());
-            }
-            let r = module.define_function(*id, &mut ctx);
-            module.clear_context(&mut ctx);
-            r.map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))?;
-            self.compile_times.push(t0.elapsed());
-        }
-        // The trampoline.
-        let t0 = Instant::now();
-        let func = prog.func(f);
-        let mut sig = module.make_signature();
-        for _ in 0..3 {
-            sig.params.push(cranelift_codegen::ir::AbiParam::new(
-                cranelift_codegen::ir::types::I64,
-            ));
-        }
-        self.next_name += 1;
-        let tname = format!("advm_entry{}_{}", f.0, self.next_name);
-        let tid = module
-            .declare_function(&tname, Linkage::Local, &sig)
-            .map_err(|e| Decline::Unsupported(e.to_string()))?;
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(1, tid.as_u32());
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut self.fctx);
-            let body = body_of(f, &self.bodies, &new)
-                .ok_or_else(|| Decline::Unsupported("no body".into()))?;
-            let body = module.declare_func_in_func(body, b.func);
-            translate::trampoline(&mut b, func, body);
-            b.finalize(module.target_config());
-        }
-        let r = module.define_function(tid, &mut ctx);
+        let mut ctx = self.ctx.take().unwrap_or_else(|| module.make_context());
+        let r = Self::compile_new(
+            module,
+            isas,
+            &mut ctx,
+            &mut self.fctx,
+            &self.helpers,
+            &self.bodies,
+            &mut self.compile_times,
+            &mut self.next_name,
+            prog,
+            f,
+            &order,
+        );
         module.clear_context(&mut ctx);
-        r.map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))?;
-        module
-            .finalize_definitions()
-            .map_err(|e| Decline::Unsupported(format!("cranelift: {e}")))?;
-        self.compile_times.push(t0.elapsed());
+        self.ctx = Some(ctx);
+        let (new, code) = r?;
         // Record the new bodies with their chain estimates (callees first:
         // `order` is a post-order).
         for (g, id, stamp) in &new {
@@ -293,32 +342,143 @@ impl Jit {
                 chain: frame_bytes(gf).saturating_add(below),
             });
         }
+        Ok(code)
+    }
+
+    /// Compile the functions of `order` (callees first) and the entry
+    /// trampoline of `f`; the new bodies and the entry.
+    #[allow(clippy::too_many_arguments)]
+    fn compile_new(
+        module: &mut JITModule,
+        isas: &Isas,
+        ctx: &mut Context,
+        fctx: &mut FunctionBuilderContext,
+        helpers: &[translate::HelperDecl],
+        bodies: &[Option<Body>],
+        compile_times: &mut Vec<CompileTime>,
+        next_name: &mut u64,
+        prog: &Program,
+        f: FuncId,
+        order: &[FuncId],
+    ) -> Result<(NewBodies, native::EntryCode), Decline> {
+        // Declare every new body first (they call each other).
+        let mut new: NewBodies = Vec::new();
+        for g in order {
+            let func = prog.func(*g);
+            let sig = translate::signature(func, module.make_signature());
+            *next_name += 1;
+            let name = format!("advm_f{}_{}", g.0, next_name);
+            let id = module
+                .declare_function(&name, Linkage::Local, &sig)
+                .map_err(|e| Decline::Unsupported(e.to_string()))?;
+            let stamp = prog.stamp(*g).ok_or(Decline::NotVerified)?;
+            new.push((*g, id, stamp));
+        }
+        let body_of = |g: FuncId| {
+            new.iter()
+                .find(|(h, ..)| *h == g)
+                .map(|(_, id, _)| *id)
+                .or_else(|| bodies.get(g.index()).copied().flatten().map(|b| b.id))
+        };
+        for (g, id, _) in &new {
+            let t0 = clocks();
+            let func = prog.func(*g);
+            ctx.func.signature = translate::signature(func, module.make_signature());
+            ctx.func.name = UserFuncName::user(0, id.as_u32());
+            {
+                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+                let mut refs = translate::Refs {
+                    helpers,
+                    callees: HashMap::new(),
+                };
+                for site in &func.sites {
+                    if refs.callees.contains_key(&site.func) {
+                        continue;
+                    }
+                    let cid = body_of(site.func).ok_or_else(|| {
+                        Decline::Unsupported(format!("no body for callee {}", site.func))
+                    })?;
+                    refs.callees
+                        .insert(site.func, module.declare_func_in_func(cid, b.func));
+                }
+                translate::translate(&mut b, prog, *g, &refs);
+                b.finalize(module.target_config());
+            }
+            let translated = (Instant::now(), ctx.func.dfg.num_insts());
+            let cheap = !translate::has_loop(func);
+            let isa = if cheap { &isas.cheap } else { &isas.speed };
+            let r = define(module, isa, *id, ctx);
+            module.clear_context(ctx);
+            r?;
+            compile_times.push(since(t0, translated, false, cheap));
+        }
+        // The trampoline.
+        let t0 = clocks();
+        let func = prog.func(f);
+        let mut sig = module.make_signature();
+        for _ in 0..3 {
+            sig.params.push(cranelift_codegen::ir::AbiParam::new(
+                cranelift_codegen::ir::types::I64,
+            ));
+        }
+        *next_name += 1;
+        let tname = format!("advm_entry{}_{}", f.0, next_name);
+        let tid = module
+            .declare_function(&tname, Linkage::Local, &sig)
+            .map_err(|e| Decline::Unsupported(e.to_string()))?;
+        ctx.func.signature = sig;
+        ctx.func.name = UserFuncName::user(1, tid.as_u32());
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+            let body = body_of(f).ok_or_else(|| Decline::Unsupported("no body".into()))?;
+            let body = module.declare_func_in_func(body, b.func);
+            translate::trampoline(&mut b, func, body);
+            b.finalize(module.target_config());
+        }
+        let translated = (Instant::now(), ctx.func.dfg.num_insts());
+        let r = define(module, &isas.cheap, tid, ctx);
+        module.clear_context(ctx);
+        r?;
+        module
+            .finalize_definitions()
+            .map_err(|e| Decline::Unsupported(format!("cranelift: {e}")))?;
+        compile_times.push(since(t0, translated, true, true));
         let nouts = translate::many(func).unwrap_or(1);
-        Ok(native::EntryCode {
+        let code = native::EntryCode {
             ptr: module.get_finalized_function(tid),
             nparams: func.param_types.len(),
             nouts,
-        })
+        };
+        Ok((new, code))
     }
 }
 
-/// The JIT module for this host, or `None` if Cranelift has no backend for
-/// it.
-fn make_module() -> Option<JITModule> {
+/// The code generator for this host, with the cheaper settings or not
+/// ([`Isas`]), or `None` if Cranelift has no backend for it.
+fn make_isa(cheap: bool) -> Option<OwnedTargetIsa> {
     let mut flags = settings::builder();
     flags.set("use_colocated_libcalls", "false").ok()?;
     flags.set("is_pic", "false").ok()?;
-    flags.set("opt_level", "speed").ok()?;
+    flags.set("opt_level", "none").ok()?;
+    if cheap {
+        flags.set("regalloc_algorithm", "single_pass").ok()?;
+    }
     // Cranelift's own IR verifier re-checks every function it compiles,
     // which costs compile time; the translation's output is checked by it
     // in debug builds (every test), not in release ones.
     if !cfg!(debug_assertions) {
         flags.set("enable_verifier", "false").ok()?;
     }
-    let isa = cranelift_native::builder()
+    cranelift_native::builder()
         .ok()?
         .finish(settings::Flags::new(flags))
-        .ok()?;
+        .ok()
+}
+
+/// The JIT module for this host, or `None` if Cranelift has no backend for
+/// it.
+fn make_module() -> Option<JITModule> {
+    let isa = isas()?.speed.clone();
     let mut jb = JITBuilder::with_isa(isa, default_libcall_names());
     for (name, ptr, _) in native::helpers() {
         jb.symbol(name, ptr);

@@ -33,8 +33,8 @@ use crate::native::{
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, StackSlotData,
-    StackSlotKind, Type as CType, Value,
+    types, AbiParam, Block, ExtFuncData, ExternalName, FuncRef, InstBuilder, MemFlagsData,
+    Signature, StackSlotData, StackSlotKind, Type as CType, UserExternalName, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use std::collections::HashMap;
@@ -145,10 +145,37 @@ pub(crate) fn leaders(f: &Function) -> Vec<usize> {
     (0..n).filter(|pc| is[*pc]).collect()
 }
 
+/// Whether `f` has a backward jump (a jump, conditional jump or block-table
+/// entry to an instruction at or before it): a function without one runs
+/// each instruction at most once per call.
+pub(crate) fn has_loop(f: &Function) -> bool {
+    f.code.iter().enumerate().any(|(pc, ins)| {
+        if ins.op == Op::Jmp || ins.op.is_cond_jump() {
+            ins.x as usize <= pc
+        } else if ins.op == Op::BlkPop {
+            f.tables
+                .get(ins.x as usize)
+                .is_some_and(|t| t.iter().any(|t| *t as usize <= pc))
+        } else {
+            false
+        }
+    })
+}
+
+/// A helper as the module declared it: its name, its id in the module
+/// and its signature.
+pub(crate) struct HelperDecl {
+    pub name: &'static str,
+    pub id: u32,
+    pub sig: Signature,
+}
+
 /// Function references a function being translated calls.
-pub(crate) struct Refs {
-    /// Helpers by name.
-    pub helpers: HashMap<&'static str, FuncRef>,
+pub(crate) struct Refs<'a> {
+    /// Every helper; a function imports only those it calls, on first use
+    /// ([`T::helper`]): a signature and an external function per helper
+    /// in every function cost the code generator time in each of them.
+    pub helpers: &'a [HelperDecl],
     /// Callees by bytecode id.
     pub callees: HashMap<FuncId, FuncRef>,
 }
@@ -158,7 +185,9 @@ struct T<'a, 'b> {
     prog: &'a Program,
     f: &'a Function,
     fid: u32,
-    refs: &'a Refs,
+    refs: &'a Refs<'a>,
+    /// The helpers imported so far, by index in `refs.helpers`.
+    imported: Vec<Option<FuncRef>>,
     regs: Vec<Variable>,
     s: Variable,
     ctx: Value,
@@ -246,10 +275,35 @@ fn mem() -> MemFlagsData {
 }
 
 impl T<'_, '_> {
-    fn helper(&self, name: &str) -> FuncRef {
-        // Every name used below is in `native::helpers` (a test checks
-        // that each helper translates).
-        self.refs.helpers[name]
+    /// Helper `name`, imported into the function on first use. Every name
+    /// used below is in `native::helpers` (a test checks that each helper
+    /// translates).
+    fn helper(&mut self, name: &str) -> FuncRef {
+        let k = self
+            .refs
+            .helpers
+            .iter()
+            .position(|h| h.name == name)
+            .unwrap_or_else(|| panic!("no helper {name}"));
+        if let Some(r) = self.imported[k] {
+            return r;
+        }
+        let h = &self.refs.helpers[k];
+        let sig = self.b.import_signature(h.sig.clone());
+        let name = self
+            .b
+            .func
+            .declare_imported_user_function(UserExternalName::new(0, h.id));
+        let r = self.b.import_function(ExtFuncData {
+            name: ExternalName::user(name),
+            signature: sig,
+            // Helpers are imported symbols (`Linkage::Import`), as
+            // `Module::declare_func_in_func` would declare them.
+            colocated: false,
+            patchable: false,
+        });
+        self.imported[k] = Some(r);
+        r
     }
 
     fn site(&mut self, pc: usize) -> Value {
@@ -1303,6 +1357,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         f,
         fid: fid.0,
         refs,
+        imported: vec![None; refs.helpers.len()],
         regs,
         s,
         ctx,

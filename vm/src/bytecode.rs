@@ -151,7 +151,7 @@ pub struct Function {
     /// empty if unknown.
     pub locs: Vec<Loc>,
     /// Register names for the disassembler (same length as `reg_types`;
-    /// empty strings where unnamed).
+    /// empty strings where unnamed). The lowering makes them distinct.
     pub reg_names: Vec<String>,
 }
 

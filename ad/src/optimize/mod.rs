@@ -104,7 +104,7 @@ pub fn tangent(f: &mut Function) {
 }
 
 /// [`reverse`], the function's size charged to `work` before each group
-/// of passes ([`crate::budget`]); past the bound, the function is left
+/// of passes ([`crate::compile_work`]); past the bound, the function is left
 /// partly cleaned up (still correct) and the error returned.
 pub fn reverse_within(f: &mut Function, work: &mut Work) -> Result<(), Exceeded> {
     work.charge_function(f)?;

@@ -122,12 +122,12 @@ pub fn transform(
 pub enum Refusal {
     /// An instruction has no reverse rule.
     NoRule(NoRule),
-    /// The compile budget ran out ([`crate::budget`]).
+    /// The compile budget ran out ([`crate::compile_work`]).
     Work(Exceeded),
 }
 
 /// [`transform`], each stage charged to `work` before it runs (see
-/// [`crate::budget`]): the primal's size for the analysis and the
+/// [`crate::compile_work`]): the primal's size for the analysis and the
 /// translation, the reverse function's before each round of its clean-up,
 /// and both results' at the end, for the lowering and verification that
 /// follow.

@@ -850,7 +850,7 @@ fn read_back_code_runs_bit_identically() {
 
 // ---- bytecode listings read back -----------------------------------------------
 
-/// Whether two registers of `f` share a name (its listing is then
+/// Whether two registers of `f` share a name (its listing would then be
 /// ambiguous: see `assembler::assemble_listing`).
 fn names_repeat(f: &vm::bytecode::Function) -> bool {
     let mut seen = BTreeSet::new();
@@ -859,16 +859,35 @@ fn names_repeat(f: &vm::bytecode::Function) -> bool {
         .any(|n| !n.is_empty() && !seen.insert(n.as_str()))
 }
 
+/// Run `calls` in order on one machine (`ad`: with the AD stacks, as a
+/// gradient or a Hessian-vector product runs), each function with its
+/// arguments: every call's results, or the trap.
+fn run_calls(p: &vm::bytecode::Program, ad: bool, calls: &[(FuncId, &[f64])]) -> String {
+    let mut vm = vm::interp::Vm::default();
+    vm.begin(ad);
+    let mut out = String::new();
+    for (f, args) in calls {
+        let raw: Vec<u64> = args.iter().map(|x| x.to_bits()).collect();
+        if let Err(t) = vm.call_raw(p, *f, &raw) {
+            return format!("trap: {t}");
+        }
+        out.push_str(&format!("{:?} ", vm.results()));
+    }
+    out
+}
+
 /// A bytecode listing (`vm::disasm::program`, what `advm disasm` and
 /// `advm disasm --ad` print) reads back to a verified program that lists as
 /// the same text: for every corpus program, inlined and not, with every
 /// function derived from it (forward, reverse before and after clean-up,
-/// tangent, Hessian-vector product). The primal's re-read code runs to the
-/// same bits, and so do the gradient's forward and reverse functions where
-/// their register names are unambiguous.
+/// tangent, Hessian-vector product). The lowering gives the registers of
+/// a function distinct names, so the listing is unambiguous; the re-read
+/// primal, gradient (forward then reverse function), tangent and
+/// Hessian-vector product (tangents of the forward then of the reverse
+/// function) run to the same bits (or the same trap) as the engine's.
 #[test]
 fn bytecode_listings_read_back_and_run_bit_identically() {
-    let (mut listed, mut compared, mut gradients) = (0, 0, 0);
+    let (mut listed, mut compared, mut derived) = (0, 0, 0);
     for rel in programs() {
         let name = rel.display().to_string();
         let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
@@ -881,19 +900,32 @@ fn bytecode_listings_read_back_and_run_bit_identically() {
             };
             let mut e = Engine::with_inlining(module, &policy).unwrap_or_else(|e| panic!("{e}"));
             e.set_reverse_cleanup(cleanup);
-            let mut pairs = Vec::new();
+            derive_everything(&mut e);
+            // Each f64 function of f64 parameters, with its derived
+            // functions (`derive_everything` built them: these only look
+            // them up).
+            let mut runs = Vec::new();
             for i in 0..e.module().funcs.len() {
                 let f = FuncId(i as u32);
                 let func = e.module().func(f);
                 let scalar = func.params.iter().all(|p| func.ty(*p) == Type::F64);
                 let n = func.params.len();
-                if func.ret == RetType::One(Type::F64) && scalar && n > 0 {
-                    if let Ok(d) = e.derive(f) {
-                        pairs.push((f, d, n));
-                    }
+                if func.ret != RetType::One(Type::F64) || !scalar || n == 0 {
+                    continue;
                 }
+                let all = vec![true; n];
+                runs.push((
+                    f,
+                    n,
+                    e.derive(f).ok(),
+                    e.derive_jvp(f, &all).ok(),
+                    e.derive_hvp(f, &all).ok(),
+                ));
             }
-            derive_everything(&mut e);
+            for g in 0..e.program().len() {
+                let g = e.program().func(FuncId(g as u32));
+                assert!(!names_repeat(g), "{name}: @{} repeats a name", g.name);
+            }
             let text = vm::disasm::program(e.program());
             let p = assembler::assemble_listing(&text, &name)
                 .unwrap_or_else(|d| panic!("{name} (inline {inline}):\n{}", d.render()));
@@ -912,31 +944,48 @@ fn bytecode_listings_read_back_and_run_bit_identically() {
                 );
             }
             listed += p.len();
-            for (f, d, n) in pairs {
-                let exact = !names_repeat(p.func(d.fwd)) && !names_repeat(p.func(d.rev));
-                gradients += usize::from(exact);
+            for (f, n, grad, jvp, hvp) in runs {
+                derived += usize::from(grad.is_some())
+                    + usize::from(jvp.is_some())
+                    + usize::from(hvp.is_some());
                 for point in [0.7, -1.3, 2.5, 0.0] {
                     let args: Vec<f64> = (0..n).map(|k| point + 0.25 * k as f64).collect();
-                    let want = run_bits(e.program(), f, None, &args);
-                    let got = run_bits(&p, f, None, &args);
-                    assert_eq!(got, want, "{name} primal {args:?}");
-                    if exact {
-                        let want = run_bits(e.program(), d.fwd, Some(d.rev), &args);
-                        let got = run_bits(&p, d.fwd, Some(d.rev), &args);
-                        assert_eq!(got, want, "{name} gradient {args:?}");
+                    // The arguments, then a direction for each.
+                    let dirs: Vec<f64> = (0..2 * n)
+                        .map(|k| {
+                            if k < n {
+                                args[k]
+                            } else {
+                                1.0 - 0.5 * (k - n) as f64
+                            }
+                        })
+                        .collect();
+                    let mut cases = vec![("primal", false, vec![(f, &args[..])])];
+                    if let Some(d) = &grad {
+                        cases.push(("gradient", true, vec![(d.fwd, &args[..]), (d.rev, &[1.0])]));
                     }
-                    compared += usize::from(!want.starts_with("trap"));
+                    if let Some(t) = jvp {
+                        cases.push(("tangent", false, vec![(t, &dirs[..])]));
+                    }
+                    if let Some((a, b)) = hvp {
+                        cases.push(("hvp", true, vec![(a, &dirs[..]), (b, &[1.0, 0.0])]));
+                    }
+                    for (what, ad, calls) in cases {
+                        let want = run_calls(e.program(), ad, &calls);
+                        let got = run_calls(&p, ad, &calls);
+                        assert_eq!(got, want, "{name} (inline {inline}) {what} {args:?}");
+                        compared += usize::from(!want.starts_with("trap"));
+                    }
                 }
             }
         }
     }
     assert!(listed > 1000, "{listed} functions listed");
-    assert!(compared > 300, "{compared} points compared without a trap");
-    println!("{listed} functions listed, {gradients} gradients run");
-    assert!(
-        gradients > 100,
-        "{gradients} gradients with unambiguous names"
+    println!(
+        "{listed} functions listed, {derived} derived functions run, {compared} runs compared"
     );
+    assert!(derived > 300, "{derived} derived functions run");
+    assert!(compared > 1500, "{compared} runs compared without a trap");
 }
 
 /// A stage file's expectation, without the `; ` in front of each line.

@@ -11,3 +11,4 @@ mod checkpoint;
 mod differential;
 mod fuzz_smoke;
 mod limits;
+mod settings;

@@ -7,7 +7,10 @@
 //!   loop is only ever run with `--fuel`, a loop of `anew` only with a
 //!   small `--max-heap-bytes`.
 //! * A function too large to differentiate is refused with exit status 64
-//!   (like one that does not return f64), never an internal error.
+//!   (like one that does not return f64), never an internal error; so is a
+//!   gradient, tangent or Hessian-vector product past `--max-compile-work`
+//!   (the budgets measured through the library), which `bench` reports in
+//!   place of the product's time.
 //! * Traps (i64 division by zero, `aget` out of bounds, negative `anew`):
 //!   exit status 1, with the function, block and instruction named.
 //! * Non-finite results print as `inf` / `-inf` / `nan`, also in JSON.
@@ -1391,4 +1394,182 @@ fn the_repl_refuses_a_gradient_past_the_compile_budget() {
         "the run still runs: {all}"
     );
     assert_eq!(o.status.code(), Some(0), "{all}");
+}
+
+// ---- the compile budget of tangents and Hessian-vector products --------
+
+/// The least compile budget under which `steps`, run in order on one
+/// fresh engine of `PROGRAM`'s `@name` (inlining as the command line does
+/// by default), all succeed: a bisection, since a derivation that fits a
+/// budget fits every larger one.
+fn least_budget(name: &str, steps: &dyn Fn(&mut ad::Engine, vm::ir::FuncId) -> bool) -> u64 {
+    let module = assembler::assemble(PROGRAM, "limits.adasm").expect("assembles");
+    let fits = |budget: u64| {
+        let mut e =
+            ad::Engine::with_inlining(module.clone(), &ad::Policy::default()).expect("verifies");
+        e.set_max_compile_work(budget);
+        let f = e.find(name).expect("defined");
+        steps(&mut e, f)
+    };
+    let (mut lo, mut hi) = (0u64, ad::compile_work::DEFAULT_MAX_COMPILE_WORK);
+    assert!(!fits(lo) && fits(hi), "@{name}: no budget between");
+    // `lo` never fits, `hi` always does.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// The budgets of `@long` (x differentiated, n not): the least under which
+/// the gradient and the tangent function are built, and the least under
+/// which the Hessian-vector product's functions are built after them (as
+/// `advm bench` builds them), and a budget between the two.
+fn long_budgets() -> (u64, u64, u64) {
+    let mask = [true, false];
+    let first = least_budget("long", &|e, f| {
+        e.derive(f).is_ok() && e.derive_jvp(f, &mask).is_ok()
+    });
+    let all = least_budget("long", &|e, f| {
+        e.derive(f).is_ok() && e.derive_jvp(f, &mask).is_ok() && e.derive_hvp(f, &mask).is_ok()
+    });
+    assert!(
+        first < all,
+        "the gradient and tangent need {first} units, with the HVP {all}: no budget between"
+    );
+    println!("@long: gradient and tangent {first} units, with the HVP {all}");
+    (first, first + (all - first) / 2, all)
+}
+
+/// Exit status 64 and the documented refusal (docs/cli.md, "Limits").
+fn refused_for_work(fx: &Fixture, args: &[&str], budget: u64) {
+    let o = advm(fx, args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(64), "{args:?}: {err}");
+    for part in [
+        "advm: cannot differentiate @long: building its derived code takes more than the compile \
+         budget of "
+            .to_string(),
+        format!("budget of {budget} work units ("),
+        "raise it with --max-compile-work N".to_string(),
+    ] {
+        assert!(
+            err.contains(&part),
+            "{args:?}: stderr lacks {part:?}: {err}"
+        );
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(text(&o.stdout), "", "{args:?}");
+}
+
+/// `jvp`, `hvp` and `hessian` refuse a derivation past `--max-compile-work`
+/// with status 64 and the message: `jvp` under a budget too small for the
+/// tangent function, `hvp` and `hessian` under one that the gradient and
+/// the tangent fit but the Hessian-vector product does not. The same
+/// commands under the least budget that fits succeed.
+#[test]
+fn tangents_and_hvps_past_the_compile_budget_are_refused() {
+    let fx = fixture();
+    let (first, between, all) = long_budgets();
+    let jvp_least = least_budget("long", &|e, f| e.derive_jvp(f, &[true, false]).is_ok());
+    let cmd = |verb: &'static str, budget: &str| -> Vec<String> {
+        let mut v = vec![verb, "--fn", "long", "--args", "[1.5, 3]"];
+        if verb != "hessian" {
+            v.extend(["--dir", "[1.0, null]"]);
+        }
+        v.push("--max-compile-work");
+        let mut v: Vec<String> = v.into_iter().map(String::from).collect();
+        v.push(budget.to_string());
+        v
+    };
+    let run = |args: &[String]| advm(&fx, &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let refuse = |args: &[String], budget: u64| {
+        refused_for_work(
+            &fx,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            budget,
+        )
+    };
+    refuse(&cmd("jvp", &(jvp_least - 1).to_string()), jvp_least - 1);
+    for verb in ["hvp", "hessian"] {
+        refuse(&cmd(verb, &between.to_string()), between);
+    }
+    for (verb, budget) in [("jvp", jvp_least), ("hvp", all), ("hessian", all)] {
+        let o = run(&cmd(verb, &budget.to_string()));
+        assert_eq!(o.status.code(), Some(0), "{verb}: {}", text(&o.stderr));
+    }
+    // x³ at 1.5: 3.375, its derivative 6.75, its second derivative 9.
+    let mut json = cmd("hvp", &all.to_string());
+    json.push("--json".to_string());
+    let out = text(&run(&json).stdout);
+    assert_eq!(
+        out.trim(),
+        r#"{"grad":[6.75,null],"hvp":[9.0,null],"value":3.375}"#
+    );
+    assert!(first <= between && between < all);
+}
+
+/// `advm bench` under a budget that the gradient and the tangent fit but
+/// the Hessian-vector product does not: every other figure, the refusal
+/// as `"hvp_error"` (JSON, no `"hvp_ns"`) or `hvp:    refused: ...`
+/// (text), exit status 0. Under the least budget that fits all, the
+/// product is timed instead.
+#[test]
+fn bench_reports_an_hvp_past_the_compile_budget_and_goes_on() {
+    let fx = fixture();
+    let (_, between, all) = long_budgets();
+    let bench = |budget: u64, json: bool| {
+        let budget = budget.to_string();
+        let mut args = vec![
+            "bench",
+            "--fn",
+            "long",
+            "--args",
+            "[1.5, 3]",
+            "--max-compile-work",
+            &budget,
+        ];
+        if json {
+            args.push("--json");
+        }
+        let o = advm(&fx, &args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let out = bench(between, true);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    let msg = v["hvp_error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no hvp_error: {out}"));
+    assert!(
+        msg.starts_with("cannot differentiate @long")
+            && msg.contains(&format!("compile budget of {between} work units"))
+            && msg.contains("--max-compile-work"),
+        "{msg}"
+    );
+    assert!(v.get("hvp_ns").is_none(), "{out}");
+    for key in ["primal_ns", "grad_ns", "jvp_ns"] {
+        assert!(v[key].as_f64().is_some_and(|t| t > 0.0), "{key}: {out}");
+    }
+    let out = bench(between, false);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("hvp:"))
+        .unwrap_or_else(|| panic!("no hvp line: {out}"));
+    assert!(
+        line.starts_with("hvp:    refused: cannot differentiate @long")
+            && line.contains(&format!("compile budget of {between} work units")),
+        "{line}"
+    );
+    assert!(out.lines().any(|l| l.starts_with("jvp:    ")), "{out}");
+    let out = bench(all, true);
+    let v: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"));
+    assert!(v["hvp_ns"].as_f64().is_some(), "{out}");
+    assert!(v.get("hvp_error").is_none(), "{out}");
 }

@@ -85,7 +85,7 @@ impl Vm {
     }
 
     /// Whether the interpreter's entry checks pass for this call
-    /// ([`Vm::entry`]).
+    /// (`Vm::entry`).
     pub fn native_entry_ok(&self, prog: &Program, f: FuncId, args: &[u64]) -> bool {
         self.entry(prog, f, args).is_some()
     }

@@ -100,6 +100,10 @@ pub(super) fn lower_pass(
             reg_names.push(String::new());
         }
     }
+    // Registers the code reads claim their names before those of values
+    // nothing reads (which clean-up leaves in the value table).
+    let read = |r: usize| order[r] < n && (is_param[order[r]] || uses[order[r]] > 0);
+    distinct_names(&mut reg_names, read);
     for v in 0..n {
         if alias[v] != v {
             reg[v] = reg[alias[v]];
@@ -191,4 +195,47 @@ pub(super) fn lower_pass(
         reg_names: l.reg_names,
     };
     Ok((out, reached))
+}
+
+/// Make the register names of one function distinct, so that its listing
+/// names each register once (`assembler::assemble_listing` reads a name
+/// as one register). Of the registers of one name, the first for which
+/// `first` holds keeps it (the first of all if none does: those for which
+/// it holds are taken first), each other becomes `<name>.<k>`, the
+/// smallest `k >= 1` that no register of the function is named. Derived
+/// code has such repeats (reverse functions and the tangent functions of
+/// Hessian-vector products name some values alike); unnamed registers
+/// stay unnamed, and a function without repeats keeps its names as they
+/// are.
+fn distinct_names(names: &mut [String], first: impl Fn(usize) -> bool) {
+    let repeats = {
+        let mut seen = hashbrown::HashSet::with_capacity(names.len());
+        !names
+            .iter()
+            .all(|n| n.is_empty() || seen.insert(n.as_str()))
+    };
+    if !repeats {
+        return;
+    }
+    let mut taken: hashbrown::HashSet<String> =
+        names.iter().filter(|n| !n.is_empty()).cloned().collect();
+    let mut kept = hashbrown::HashSet::new();
+    // The next suffix to try, per repeated name.
+    let mut next: hashbrown::HashMap<String, usize> = hashbrown::HashMap::new();
+    let (early, late): (Vec<usize>, Vec<usize>) = (0..names.len()).partition(|&r| first(r));
+    for r in early.into_iter().chain(late) {
+        let name = &mut names[r];
+        if name.is_empty() || kept.insert(name.clone()) {
+            continue;
+        }
+        let k = next.entry(name.clone()).or_insert(1);
+        while taken.contains(&format!("{name}.{k}")) {
+            *k += 1;
+        }
+        let new = format!("{name}.{k}");
+        *k += 1;
+        taken.insert(new.clone());
+        kept.insert(new.clone());
+        *name = new;
+    }
 }

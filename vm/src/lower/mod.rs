@@ -12,6 +12,10 @@
 //!   the merged classes live at once; a phi feeding a phi, a value also
 //!   read by the branch after it). Only single-definition values take
 //!   part, so reverse code's accumulators keep their own registers.
+//! * Register names (`Function::reg_names`, for listings) are the values'
+//!   names, made distinct within the function (`distinct_names`: derived
+//!   code names some values alike), so a listing names each register once
+//!   and reads back as the same code.
 //! * Phis become parallel copies on the edge actually taken: `jmp B` emits
 //!   `B`'s copies for this edge before the jump; `br c, T, E` jumps to an
 //!   edge-local copy sequence for whichever side has copies. Copies are
