@@ -447,7 +447,7 @@ impl Engine {
             } else {
                 // A forward function's tangent: it computes again what the
                 // forward function computes for the reverse sweep.
-                crate::optimize::tangent(&mut func);
+                crate::optimize::tangent(&mut func, ir.values.len());
             }
             self.install_derived(id, func, f)?;
         }

@@ -880,6 +880,24 @@ impl T<'_, '_> {
                 self.set(r0, v);
             }
             Op::MulZ => ff!(|a, c| self.mul_z(a, c)),
+            Op::TMulZ => {
+                let t = self.get(r0);
+                let c = self.get(r1);
+                let p = self.get(r2);
+                let q = self.get(x);
+                let m = self.mul_z(t, c);
+                let n = self.mul_z(p, q);
+                let v = self.b.ins().fadd(m, n);
+                self.set(r0, v);
+            }
+            Op::AddMulZ => {
+                let s = self.get(r1);
+                let p = self.get(r2);
+                let q = self.get(x);
+                let m = self.mul_z(p, q);
+                let v = self.b.ins().fadd(s, m);
+                self.set(r0, v);
+            }
             Op::DivZ => ff!(|a, c| self.div_z(a, c)),
             Op::AccMulPop => {
                 let v = self.popped(pc);

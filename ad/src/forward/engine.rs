@@ -335,7 +335,12 @@ impl Engine {
                     // A custom rule: the value from `g`, the tangent from
                     // its rule function.
                     Some(rule) => Ok(crate::custom::rule_tangent(&self.module, *rule, &gw)),
-                    None => jvp_function(&self.module, g, &gw, &mut ids),
+                    None => jvp_function(&self.module, g, &gw, &mut ids).map(|mut func| {
+                        // Tangent sums take their products in.
+                        let first = self.module.func(g).values.len();
+                        crate::optimize::fuse_tangent(&mut func, first);
+                        func
+                    }),
                 }
             };
             let func = func.map_err(|e| {

@@ -119,6 +119,24 @@ impl Lowerer<'_> {
                 };
                 return Some(Instr::new(Op::SinCos, s, c, i.r1, 0));
             }
+            // The tangent of a running product: `mul.z %p, %t, %c;
+            // add.mul.z %t, %p, %a, %b`, `%p` read there only, becomes
+            // `tmul.z %t, %c, %a, %b`. `%p` is none of `%a`, `%b` (its one
+            // reader reads it once), so reading everything first computes
+            // what the two do.
+            (Op::MulZ, Op::AddMulZ)
+                if i.r1 == last.r0
+                    && i.r0 == last.r1
+                    && last.r0 != last.r1
+                    && last.r0 != i.r2
+                    && last.r0 as u32 != i.x
+                    && inst
+                        .args
+                        .first()
+                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(Op::TMulZ, i.r0, last.r2, i.r2, i.x));
+            }
             (_, Op::MulF | Op::MulZ) => {}
             _ => return None,
         }
@@ -161,8 +179,15 @@ impl Lowerer<'_> {
     /// neither `%acc` nor `%p` (the derived forward code records a block
     /// id or a value there): they touch no other register, so the sum
     /// done before them is not seen by them, and nothing moves (no jump
-    /// target or pending jump changes). `%acc` is not `%p`: the product's
-    /// one reader is this `add.f`, so its register is its own.
+    /// target or pending jump changes). So may pure register instructions
+    /// (and `add.mul.f`) that neither read nor write `%acc` or `%p` (tangent
+    /// code between a product and its sum): the sum moves up past them.
+    /// `%acc` is not `%p`: the product's one reader is this `add.f`, so its
+    /// register is its own.
+    ///
+    /// A strong-zero product (`mul.z %p, %a, %b`, tangent code) summed so
+    /// becomes `acc.mul %acc, %a, %b` likewise, `%acc + (%a ⊙ %b)` rounded
+    /// as by the pair.
     pub(super) fn mul_add(&mut self, i: Instr, inst: &ir::Inst) -> bool {
         let (acc, p) = (i.r1, i.r2);
         let once = inst
@@ -179,8 +204,13 @@ impl Lowerer<'_> {
                     self.code[at] = Instr::new(Op::MulAddF, acc, c.r1, c.r2, 0);
                     return true;
                 }
+                Op::MulZ if c.r0 == p => {
+                    self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    return true;
+                }
                 Op::BlkPush => {}
                 Op::CommsPush | Op::CommsPushR | Op::CommsReserve if c.r0 != acc && c.r0 != p => {}
+                op if (op.facts().pure || op == Op::MulAddF) && !touches(c, acc, p) => {}
                 _ => return false,
             }
         }
@@ -258,4 +288,11 @@ impl Lowerer<'_> {
         let op = Op::fused_branch(Fused::StepI, cc, negate);
         Some(Instr::new(op, c, by, other, 0))
     }
+}
+
+/// Whether instruction `c` reads or writes register `a` or `b` (any of its
+/// register operands, `x` included when it holds one).
+fn touches(c: Instr, a: Reg, b: Reg) -> bool {
+    let regs = [c.r0, c.r1, c.r2, c.x as Reg];
+    c.op.reg_operands().zip(regs).any(|(_, r)| r == a || r == b)
 }
