@@ -447,15 +447,32 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             }
             Rule::Effect
         }
-        // ṙ += ȧ⊙b + a⊙ḃ (strong-zero products, like the value's)
+        // ṙ += a⊙ḃ, then ṙ += ȧ⊙b (strong-zero products, like the
+        // value's). In a pullback `b` is the popped factor (`acc.mul r, ḡ,
+        // pop`): its tangent, popped first, is read first, right after its
+        // pop, which the clean-up then fuses into it (`acc.mul.pop`). Where
+        // `ṙ` is also a factor's tangent (a pullback's registers are
+        // written in place: `acc.mul r, r, b`), `ȧ⊙b` is computed first,
+        // from `ṙ` before either addition.
         Op::AccMul => {
             if let Some(tr) = e.t(0) {
                 let (a, b) = (e.a(1), e.a(2));
-                if let Some(ta) = e.t(1) {
-                    e.effect(Op::AccMul, &[tr, ta, b]);
+                let (ta, tb) = (e.t(1), e.t(2));
+                if ta == Some(tr) || tb == Some(tr) {
+                    let p = e.scale(ta, b);
+                    if let Some(tb) = tb {
+                        e.effect(Op::AccMul, &[tr, a, tb]);
+                    }
+                    if let Some(p) = p {
+                        e.effect(Op::Acc, &[tr, p]);
+                    }
+                    return Rule::Effect;
                 }
-                if let Some(tb) = e.t(2) {
+                if let Some(tb) = tb {
                     e.effect(Op::AccMul, &[tr, a, tb]);
+                }
+                if let Some(ta) = ta {
+                    e.effect(Op::AccMul, &[tr, ta, b]);
                 }
             }
             Rule::Effect
