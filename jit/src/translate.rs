@@ -880,6 +880,22 @@ impl T<'_, '_> {
                 self.set(r0, v);
             }
             Op::MulZ => ff!(|a, c| self.mul_z(a, c)),
+            Op::TMaxF | Op::TMinF => {
+                let m = self.get(r1);
+                let e = self.get(r2);
+                let cc = if ins.op == Op::TMaxF {
+                    FloatCC::GreaterThan
+                } else {
+                    FloatCC::LessThan
+                };
+                let c = self.b.ins().fcmp(cc, e, m);
+                let nm = self.b.ins().select(c, e, m);
+                let dm = self.bits(r0);
+                let de = self.bits(x);
+                let nd = self.b.ins().select(c, de, dm);
+                self.set_bits(r0, nd);
+                self.set(r1, nm);
+            }
             Op::TMulZ => {
                 let t = self.get(r0);
                 let c = self.get(r1);

@@ -581,6 +581,15 @@ ops! {
     /// rounded, then summed, as by the two; every operand is read before
     /// `r0` is written.
     TMulZ = "tmul.z" [InOut(F), Use(F), Use(F), Use(F)] lowering();
+    // The tangent of `m = max(m, e)` (`min`) is the tangent of the operand
+    // chosen, `ṁ = e > m ? ė : ṁ`: a comparison read only by a `select`
+    // into `ṁ` in place, then the `max.f` in place, one dispatch here.
+    /// `if r2 > r1 { r1 = r2; r0 = x }` (`x` holds the fourth register): a
+    /// `max.f r1, r1, r2` and its tangent `r0` chosen likewise (ties and
+    /// nan keep `r1`, as `max.f` does). Every operand is read first.
+    TMaxF = "tmax.f" [InOut(F), InOut(F), Use(F), Use(F)] lowering();
+    /// `if r2 < r1 { r1 = r2; r0 = x }`: `min.f` and its tangent, likewise.
+    TMinF = "tmin.f" [InOut(F), InOut(F), Use(F), Use(F)] lowering();
     // ---- indexed load (made by the lowering) ----------------------------------
     // A row-major element `a[base + j]` (a matrix row, a window) is an
     // `add.i` whose only reader is the `aget` right after it: one

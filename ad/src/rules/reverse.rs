@@ -476,7 +476,9 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::AccMulPopMul
         | Op::AGetAdd
         | Op::MulAddF
-        | Op::TMulZ => return Err(NoRule(inst.op)),
+        | Op::TMulZ
+        | Op::TMaxF
+        | Op::TMinF => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -570,6 +570,8 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::AccMulPopMul
         | Op::AGetAdd
         | Op::MulAddF
-        | Op::TMulZ => Rule::NotPrimal(LOWERING),
+        | Op::TMulZ
+        | Op::TMaxF
+        | Op::TMinF => Rule::NotPrimal(LOWERING),
     }
 }

@@ -338,7 +338,29 @@ body:
 done:
     ret %s
 }";
-    let mut p = Pair::new(src, "fused.adasm").expect("assembles");
+    let src = format!(
+        "{src}
+fn @runmax(%v: f64[]) -> f64 {{
+entry:
+    %n = alen %v
+    %m0 = aget %v, 0
+    jmp head
+head:
+    %i = phi [entry: 1], [body: %i2]
+    %m = phi [entry: %m0], [body: %m2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %e = aget %v, %i
+    %m2 = max %m, %e
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %m
+}}"
+    );
+    let mut p = Pair::new(&src, "fused.adasm").expect("assembles");
+    let runmax = p.interp.find("runmax").expect("runmax");
     let pow = p.interp.find("pow").expect("pow");
     let dot = p.interp.find("dot").expect("dot");
     let (inf, nan) = (f64::INFINITY, f64::NAN);
@@ -399,6 +421,18 @@ done:
         p.same(&what, |e| e.jvp(dot, &args, &dir), tangent_bits)
             .unwrap_or_else(|e| panic!("{e}"));
         p.same(&what, |e| e.hvp(dot, &args, &dir), hvp_bits)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let vectors = [
+        (vec![1.0, 3.0, 2.0, 3.0], vec![0.5, 1.5, 2.5, 3.5]),
+        (vec![-0.0, 0.0, f64::NAN, 1.0], vec![1.0, 2.0, 3.0, 4.0]),
+        (vec![f64::NAN, 1.0, 2.0], vec![1.0, 2.0, 3.0]),
+    ];
+    for (v, d) in vectors {
+        let args = [Value::Arr(v.clone())];
+        let dir = [Some(Value::Arr(d.clone()))];
+        let what = format!("runmax({v:?}) along {d:?}");
+        p.same(&what, |e| e.jvp(runmax, &args, &dir), tangent_bits)
             .unwrap_or_else(|e| panic!("{e}"));
     }
     assert!(p.native_calls > 0, "the native tier ran none of them");

@@ -49,7 +49,7 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
-        if self.mul_add(i, inst) {
+        if self.mul_add(i, inst) || self.tangent_choice(i, inst) {
             return Ok(());
         }
         if let Some(fused) = self.fuse(i, inst) {
@@ -67,7 +67,71 @@ impl Lowerer<'_> {
             return Ok(());
         }
         self.emit(i, inst.loc);
+        if inst.op == Op::Select {
+            let once = inst
+                .args
+                .first()
+                .is_some_and(|c| self.uses.get(c.index()) == Some(&1));
+            self.select_once = match self.code.last() {
+                Some(last) if once => Some((self.code.len() - 1, *last)),
+                _ => None,
+            };
+        }
         Ok(())
+    }
+
+    /// A running `max.f` (`min.f`) and its tangent, for `i` = `max.f %m,
+    /// %m, %e` about to be emitted right after `gt.f %c, %e, %m; select
+    /// %dm, %c, %de, %dm` (`lt.f` for `min.f`), `%c` read by the `select`
+    /// only: the three become `tmax.f %dm, %m, %e, %de` (`tmin.f`), which
+    /// makes the same comparison once and, where it holds, writes `%e` to
+    /// `%m` and `%de` to `%dm` (`true`: nothing else to emit). The four
+    /// registers must differ (the three read each before the next writes)
+    /// and the three stand in one block with no jump to patch among them.
+    pub(super) fn tangent_choice(&mut self, i: Instr, inst: &ir::Inst) -> bool {
+        let (fused, cmp) = match i.op {
+            Op::MaxF => (Op::TMaxF, Op::GtF),
+            Op::MinF => (Op::TMinF, Op::LtF),
+            _ => return false,
+        };
+        let len = self.code.len();
+        if len < self.block_start + 2 || self.select_once != Some((len - 1, self.code[len - 1])) {
+            return false;
+        }
+        let (m, e) = (i.r1, i.r2);
+        let (c, s) = (self.code[len - 2], self.code[len - 1]);
+        let (dm, de) = (s.r0, s.r2);
+        let distinct = [m, e, dm, de]
+            .iter()
+            .enumerate()
+            .all(|(k, a)| [m, e, dm, de][k + 1..].iter().all(|b| a != b));
+        let f64s = [dm, de]
+            .iter()
+            .all(|r| self.reg_types.get(*r as usize) == Some(&Type::F64));
+        let shape = i.r0 == m
+            && c.op == cmp
+            && c.r1 == e
+            && c.r2 == m
+            && s.op == Op::Select
+            && s.r1 == c.r0
+            && s.x == u32::from(dm)
+            && distinct
+            && f64s;
+        // Nothing may jump to the `select` or the `max.f`, or be a jump
+        // still to patch among them, and they are of one block.
+        let moved = self.fixups.last().is_some_and(|(pc, _)| *pc >= len - 2)
+            || self
+                .marks
+                .last()
+                .is_some_and(|mk| mk.start as usize > len - 2);
+        if !shape || moved {
+            return false;
+        }
+        self.code.truncate(len - 2);
+        self.locs.truncate(len - 2);
+        self.select_once = None;
+        self.emit(Instr::new(fused, dm, m, e, u32::from(de)), inst.loc);
+        true
     }
 
     /// Fusion with the block's last emitted instruction, for `i` about to

@@ -1627,3 +1627,68 @@ fn a_strong_zero_product_summed_in_place_fuses_into_acc_mul() {
         assert_eq!(got[0].to_bits(), want.to_bits(), "{s0} {x} {y}\n{what}");
     }
 }
+
+/// `(m, e, dm, de) -> (m, dm[, q])`, non-SSA: `c = gt.f e, m; dm = select
+/// c, de, dm; m = max.f m, e` (`lt.f` and `min.f` for `min`): a running
+/// maximum and its tangent; with `reuse`, `q = select c, e, dm` reads the
+/// comparison a second time.
+fn tangent_choice(min: bool, reuse: bool) -> Module {
+    let params = [("m", F64), ("e", F64), ("dm", F64), ("de", F64)];
+    let mut b = B::new_many("tc", &params, if reuse { 3 } else { 2 });
+    let e0 = b.block("entry");
+    let (m, e, dm, de) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let (cmp, pick) = if min {
+        (Op::LtF, Op::MinF)
+    } else {
+        (Op::GtF, Op::MaxF)
+    };
+    let c = b.op(e0, cmp, Some(Bool), &[e, m]);
+    b.set(e0, Op::Select, dm, &[c, de, dm]);
+    let q = reuse.then(|| b.op(e0, Op::Select, Some(F64), &[c, e, dm]));
+    b.set(e0, pick, m, &[m, e]);
+    let mut rets = vec![m, dm];
+    rets.extend(q);
+    b.term(e0, Term::RetN(rets));
+    b.module()
+}
+
+/// A running `max.f` (`min.f`) in place with its tangent chosen by the
+/// same comparison is one `tmax.f` (`tmin.f`), which computes what the
+/// three compute on ties, nans and signed zeros; a comparison read twice
+/// stays as it is.
+#[test]
+fn a_running_max_and_its_tangent_fuse_into_tmax() {
+    let nan = f64::NAN;
+    let inputs = [
+        (1.0, 2.0),
+        (2.0, 1.0),
+        (1.0, 1.0),
+        (0.0, -0.0),
+        (-0.0, 0.0),
+        (nan, 1.0),
+        (1.0, nan),
+        (f64::NEG_INFINITY, -1e308),
+    ];
+    for min in [false, true] {
+        for reuse in [false, true] {
+            let p = load(&tangent_choice(min, reuse));
+            let what = format!(
+                "min {min}, reuse {reuse}:\n{}",
+                vm::disasm::function(p.func(FuncId(0)))
+            );
+            let fused = if min { Op::TMinF } else { Op::TMaxF };
+            assert_eq!(ops(&p).contains(&fused), !reuse, "{what}");
+            for &(m, e) in &inputs {
+                let (dm, de) = (0.25, -7.5);
+                let took = if min { e < m } else { e > m };
+                let want = if took { [e, de] } else { [m, dm] };
+                let got = run_many(&p, &[m, e, dm, de].map(f64::to_bits));
+                let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
+                assert!(
+                    same(got[0], want[0]) && same(got[1], want[1]),
+                    "{m} {e}: {got:?} vs {want:?}\n{what}"
+                );
+            }
+        }
+    }
+}
