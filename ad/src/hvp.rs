@@ -498,7 +498,7 @@ impl crate::driver::Mode for Tangents {
         } else {
             // A forward function's tangent: it computes again what the
             // forward function computes for the reverse sweep.
-            crate::optimize::tangent(&mut func);
+            crate::optimize::tangent(&mut func, ir.values.len());
         }
         Ok(vec![(id, func, f)])
     }

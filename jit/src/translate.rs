@@ -934,6 +934,40 @@ impl T<'_, '_> {
                 self.set(r0, v);
             }
             Op::MulZ => ff!(|a, c| self.mul_z(a, c)),
+            Op::TMaxF | Op::TMinF => {
+                let m = self.get(r1);
+                let e = self.get(r2);
+                let cc = if ins.op == Op::TMaxF {
+                    FloatCC::GreaterThan
+                } else {
+                    FloatCC::LessThan
+                };
+                let c = self.b.ins().fcmp(cc, e, m);
+                let nm = self.b.ins().select(c, e, m);
+                let dm = self.bits(r0);
+                let de = self.bits(x);
+                let nd = self.b.ins().select(c, de, dm);
+                self.set_bits(r0, nd);
+                self.set(r1, nm);
+            }
+            Op::TMulZ => {
+                let t = self.get(r0);
+                let c = self.get(r1);
+                let p = self.get(r2);
+                let q = self.get(x);
+                let m = self.mul_z(t, c);
+                let n = self.mul_z(p, q);
+                let v = self.b.ins().fadd(m, n);
+                self.set(r0, v);
+            }
+            Op::AddMulZ => {
+                let s = self.get(r1);
+                let p = self.get(r2);
+                let q = self.get(x);
+                let m = self.mul_z(p, q);
+                let v = self.b.ins().fadd(s, m);
+                self.set(r0, v);
+            }
             Op::DivZ => ff!(|a, c| self.div_z(a, c)),
             Op::AccMulPop => {
                 let v = self.popped(pc);

@@ -10,7 +10,9 @@
 //! ```
 //!
 //! Arguments: program (`sincos`, `powloop`, ...; `all` for every one), what
-//! (`advm_primal`, `advm_primal_in_vm`, `advm_grad`, `native_primal`,
+//! (`advm_primal`, `advm_primal_in_vm`, `advm_grad`, `modes_primal`,
+//! `modes_grad`, `modes_jvp`, `modes_hvp` (the calls of the modes bench:
+//! every f64 and f64[] parameter, along all ones), `native_primal`,
 //! `native_adjoint`, `reverse`, `echidna`, `counts` to print instruction
 //! counts only),
 //! seconds (default 2), or a call count written `N x` (`1000x`): exactly N
@@ -25,6 +27,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 use suite::advm::{Advm, InVmLoop};
+use suite::modes::AdvmModes;
 use suite::native::Native;
 use suite::peers::{EchidnaPeer, ReversePeer};
 use suite::{cases, Input};
@@ -64,6 +67,17 @@ fn run(
             Box::new(move || l.run(IN_VM_REPS).expect("advm primal in the VM"))
         }
         "advm_grad" => Box::new(|| advm.grad().expect("advm gradient")),
+        // The modes bench's four calls (`suite::modes`): with respect to
+        // every f64 and f64[] parameter, along all ones.
+        "modes_primal" | "modes_grad" | "modes_jvp" | "modes_hvp" => {
+            let mut m = AdvmModes::from_case(case)?;
+            match what {
+                "modes_primal" => Box::new(move || m.primal().expect("advm primal")),
+                "modes_grad" => Box::new(move || m.grad().expect("advm gradient")),
+                "modes_jvp" => Box::new(move || m.jvp().expect("advm jvp").1),
+                _ => Box::new(move || m.hvp().expect("advm hvp")),
+            }
+        }
         "native_primal" => Box::new(|| native.primal(black_box(input))),
         "native_adjoint" => Box::new(|| native.grad(black_box(input), &mut g)),
         "reverse" => Box::new(|| rev.grad(black_box(input), &mut g)),

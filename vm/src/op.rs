@@ -448,6 +448,12 @@ ops! {
     /// `r0 = r1 / r2`, but zero when `r1` (a cotangent) is zero, even where
     /// `r2` is zero or nan ([`crate::math::div_z`]).
     DivZ = "div.z" [Def(F), Use(F), Use(F)] ad().pure();
+    /// `r0 = r1 + r2 ⊙ x` (`x` holds the second factor's register): a
+    /// strong-zero product added to a sum, in tangent code (the tangent of
+    /// a product `ȧ⊙b + a⊙ḃ` is a `mul.z` and one of these; a tangent sum's
+    /// terms are folded in). The product is rounded before it is added, as
+    /// by `mul.z` and `add.f`.
+    AddMulZ = "add.mul.z" [Def(F), Use(F), Use(F), Use(F)] ad().pure();
     /// `r0 = 0.0`
     Zero = "zero" [Def(F)] ad().pure();
     /// `shadow(r0)[r1] += r2`: adjoint of `aget`.
@@ -565,6 +571,25 @@ ops! {
     /// memory-safe).
     AccMulPopMul = "acc.mul.pop.mul" [InOut(F), Use(F), Def(F), Use(F)] lowering().comms(-1);
 
+    // ---- fused tangent product (made by the lowering) --------------------------
+    // The tangent of a running product `r = r * x` (powloop's loop, Horner's
+    // rule), `ṙ = ṙ⊙x + ẋ⊙r`, is a `mul.z` of the tangent and an `add.mul.z`
+    // back into the tangent's register: one dispatch here.
+    /// `r0 = r0 ⊙ r1 + r2 ⊙ x` (`x` holds the fourth register): a `mul.z`
+    /// whose only reader is the `add.mul.z` right after it, which writes
+    /// the `mul.z`'s first factor. Both products are strong-zero ones, each
+    /// rounded, then summed, as by the two; every operand is read before
+    /// `r0` is written.
+    TMulZ = "tmul.z" [InOut(F), Use(F), Use(F), Use(F)] lowering();
+    // The tangent of `m = max(m, e)` (`min`) is the tangent of the operand
+    // chosen, `ṁ = e > m ? ė : ṁ`: a comparison read only by a `select`
+    // into `ṁ` in place, then the `max.f` in place, one dispatch here.
+    /// `if r2 > r1 { r1 = r2; r0 = x }` (`x` holds the fourth register): a
+    /// `max.f r1, r1, r2` and its tangent `r0` chosen likewise (ties and
+    /// nan keep `r1`, as `max.f` does). Every operand is read first.
+    TMaxF = "tmax.f" [InOut(F), InOut(F), Use(F), Use(F)] lowering();
+    /// `if r2 < r1 { r1 = r2; r0 = x }`: `min.f` and its tangent, likewise.
+    TMinF = "tmin.f" [InOut(F), InOut(F), Use(F), Use(F)] lowering();
     // ---- indexed load (made by the lowering) ----------------------------------
     // A row-major element `a[base + j]` (a matrix row, a window) is an
     // `add.i` whose only reader is the `aget` right after it: one

@@ -429,7 +429,12 @@ impl crate::driver::Mode for Jvp {
                 // A custom rule: the value from `g`, the tangent from its
                 // rule function.
                 Some(rule) => Ok(crate::custom::rule_tangent(&e.module, *rule, gw)),
-                None => jvp_function(&e.module, g, gw, &mut ids),
+                None => jvp_function(&e.module, g, gw, &mut ids).map(|mut func| {
+                    // Tangent sums take their products in.
+                    let first = e.module.func(g).values.len();
+                    crate::optimize::fuse_tangent(&mut func, first);
+                    func
+                }),
             }
         };
         let func = func.map_err(|er| {

@@ -688,6 +688,22 @@ impl Emit<'_, '_> {
         t.map(|t| self.op(Op::MulZ, Type::F64, &[t, f]))
     }
 
+    /// `s + t ⊙ f` for a sum `s` and a tangent `t`, either of which may be
+    /// zero: one `add.mul.z` when both are there (the product rounded
+    /// before it is added, as by `mul.z` and `add.f`).
+    pub fn add_scaled(
+        &mut self,
+        s: Option<ValueId>,
+        t: Option<ValueId>,
+        f: ValueId,
+    ) -> Option<ValueId> {
+        match (s, t) {
+            (Some(s), Some(t)) => Some(self.op(Op::AddMulZ, Type::F64, &[s, t, f])),
+            (None, t) => self.scale(t, f),
+            (s, None) => s,
+        }
+    }
+
     /// `t / f` for a tangent `t` that may be zero (then no code): zero when
     /// `t` is, even where `f` is zero or nan.
     pub fn divide(&mut self, t: Option<ValueId>, f: ValueId) -> Option<ValueId> {

@@ -48,6 +48,7 @@ mod coalesce;
 mod copies;
 mod cse;
 mod dead;
+mod fuse_tangent;
 mod known_zero;
 mod layout;
 mod liveness;
@@ -63,6 +64,7 @@ pub use coalesce::coalesce;
 pub use copies::propagate_copies;
 pub use cse::common_subexpressions;
 pub use dead::remove_dead;
+pub use fuse_tangent::fuse_tangent;
 pub use known_zero::known_zero;
 pub use layout::layout;
 pub use merge::merge_blocks;
@@ -96,11 +98,14 @@ pub fn reverse(f: &mut Function) {
 }
 
 /// Clean up the tangent of a derived forward function (built by the
-/// Hessian-vector product): repeated pure computations within a block are
-/// computed once ([`common_subexpressions`]). Only which register holds a
-/// value changes; stack effects stay where they are.
-pub fn tangent(f: &mut Function) {
+/// Hessian-vector product), whose values from `first` on are the tangent
+/// transform's: repeated pure computations within a block are computed
+/// once ([`common_subexpressions`]), then tangent sums take their products
+/// in ([`fuse_tangent`]). Only which register holds a value and how tangent
+/// sums are grouped change; stack effects stay where they are.
+pub fn tangent(f: &mut Function, first: usize) {
     common_subexpressions(f);
+    fuse_tangent(f, first);
 }
 
 /// [`reverse`], the function's size charged to `work` before each group

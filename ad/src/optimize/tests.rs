@@ -344,3 +344,76 @@ fn known_zeros_give_up_safely_on_a_long_rotation() {
         "not zero on later trips"
     );
 }
+
+/// [`fuse_tangent`]: a tangent product read only by a tangent sum goes into
+/// it (`add.mul.z`), a product's two-term tangent summed becomes two
+/// `add.mul.z`; a sum of primal values (before `first`), a product read
+/// twice and a product from another block are left alone, and so is code
+/// that is not SSA.
+#[test]
+fn tangent_products_go_into_their_sums() {
+    // r0..r3 parameters; r4.. tangent values (first = 4).
+    let mut b = Build::new(12, &[0, 1, 2, 3]);
+    b.block(
+        "entry",
+        vec![
+            i(Op::MulZ, Some(4), &[0, 1]),
+            i(Op::AddF, Some(5), &[2, 4]),
+            i(Op::MulZ, Some(6), &[0, 1]),
+            i(Op::AddMulZ, Some(7), &[6, 2, 3]),
+            i(Op::AddF, Some(8), &[7, 5]),
+        ],
+        Term::RetN(vec![r(8)]),
+    );
+    assert!(fuse_tangent(&mut b.f, 4));
+    assert_eq!(ops(&b.f), [[Op::AddMulZ, Op::AddMulZ, Op::AddMulZ]]);
+    let insts = &b.f.blocks[0].insts;
+    // r5 = r2 + r0⊙r1; then (r5 + r0⊙r1) + r2⊙r3 into r8.
+    assert_eq!(insts[0].dst, Some(r(5)));
+    assert_eq!(insts[0].args, [r(2), r(0), r(1)]);
+    assert_eq!(insts[1].args, [r(5), r(0), r(1)]);
+    assert_eq!(insts[2].dst, Some(r(8)));
+    assert_eq!(insts[2].args[1..], [r(2), r(3)]);
+    assert_eq!(insts[2].args[0], insts[1].dst.expect("a value"));
+
+    // Primal sums (values before `first`), a product read twice, a
+    // product defined in another block: unchanged.
+    let mut b = Build::new(12, &[0, 1]);
+    b.block(
+        "entry",
+        vec![
+            i(Op::MulZ, Some(2), &[0, 1]),
+            i(Op::AddF, Some(3), &[0, 2]),
+            i(Op::MulZ, Some(4), &[0, 1]),
+            i(Op::AddF, Some(5), &[4, 4]),
+            i(Op::MulZ, Some(6), &[0, 1]),
+        ],
+        Term::Jmp(BlockId(1)),
+    );
+    b.block(
+        "next",
+        vec![i(Op::AddF, Some(7), &[0, 6])],
+        Term::RetN(vec![r(3), r(5), r(7)]),
+    );
+    assert!(!fuse_tangent(&mut b.f, 4));
+    assert_eq!(
+        ops(&b.f),
+        [
+            vec![Op::MulZ, Op::AddF, Op::MulZ, Op::AddF, Op::MulZ],
+            vec![Op::AddF]
+        ]
+    );
+
+    // Not SSA (r5 written twice): left alone.
+    let mut b = Build::new(8, &[0, 1, 2]);
+    b.block(
+        "entry",
+        vec![
+            i(Op::MulZ, Some(4), &[0, 1]),
+            i(Op::AddF, Some(5), &[2, 4]),
+            i(Op::AddF, Some(5), &[5, 2]),
+        ],
+        Term::RetN(vec![r(5)]),
+    );
+    assert!(!fuse_tangent(&mut b.f, 3));
+}

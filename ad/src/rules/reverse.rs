@@ -437,6 +437,7 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::AccMulPop
         | Op::MulPop
         | Op::MulZ
+        | Op::AddMulZ
         | Op::DivZ
         | Op::Zero
         | Op::ShadowAcc
@@ -474,7 +475,10 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::MulPush
         | Op::AccMulPopMul
         | Op::AGetAdd
-        | Op::MulAddF => return Err(NoRule(inst.op)),
+        | Op::MulAddF
+        | Op::TMulZ
+        | Op::TMaxF
+        | Op::TMinF => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -68,17 +68,23 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
     use Type::F64;
     match op {
         // ---- f64 arithmetic --------------------------------------------------
-        // ẏ = ȧ + ḃ
+        // ẏ = ȧ + ḃ, after the instruction: it reads no primal operand, and
+        // a product summed in place (`s = s + x * y`) then stays next to
+        // its sum, which the lowering fuses (`add.mul.f`).
         Op::AddF => {
             let (ta, tb) = (e.t(0), e.t(1));
+            e.after();
             e.add(ta, tb).into()
         }
-        // ẏ = ȧ - ḃ
+        // ẏ = ȧ - ḃ (after the instruction, likewise)
         Op::SubF => {
             let (ta, tb) = (e.t(0), e.t(1));
+            e.after();
             e.sub(ta, tb).into()
         }
-        // ẏ = ȧ·b + a·ḃ; for a square, ẏ = 2·(ȧ·a), one product.
+        // ẏ = ȧ⊙b + ḃ⊙a: a `mul.z` and an `add.mul.z`; for a square,
+        // ẏ = 2·(ȧ⊙a), one product (doubled after the product, which
+        // overflows only where the tangent does).
         Op::MulF => {
             let (a, b) = (e.a(0), e.a(1));
             let (ta, tb) = (e.t(0), e.t(1));
@@ -87,8 +93,7 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
                 return e.add(p, p).into();
             }
             let p = e.scale(ta, b);
-            let q = e.scale(tb, a);
-            e.add(p, q).into()
+            e.add_scaled(p, tb, a).into()
         }
         // ẏ = (ȧ - y·ḃ) / b
         Op::DivF => {
@@ -128,8 +133,11 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             let (ta, tb) = (e.t_or_zero(0), e.t_or_zero(1));
             Rule::Tangent(e.op(Op::Select, F64, &[took_b, tb, ta]))
         }
-        // ẏ = -ȧ
-        Op::NegF => e.t(0).map(|ta| e.op(Op::NegF, F64, &[ta])).into(),
+        // ẏ = -ȧ (after the instruction, like a sum's)
+        Op::NegF => {
+            e.after();
+            e.t(0).map(|ta| e.op(Op::NegF, F64, &[ta])).into()
+        }
         // ẏ = ȧ·cos a
         Op::Sin => {
             let ta = e.t(0);
@@ -376,9 +384,13 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             Rule::Tangent(e.op(Op::ANew, Type::Arr, &[n]))
         }
         Op::ALen => Rule::NoDerivative,
-        // ẏ = ȧ[i]
+        // ẏ = ȧ[i], after the instruction: a row-major index `base + j`
+        // then stays next to the `aget` it is computed for (the lowering
+        // fuses them, `aget.add`), and the tangent's load gets its own
+        // copy of the sum ([`crate::optimize::fuse_tangent`]).
         Op::AGet => {
             let (ta, i) = (e.t_or_zero(0), e.a(1));
+            e.after();
             Rule::Tangent(e.op(Op::AGet, F64, &[ta, i]))
         }
         // ȧ[i] = v̇ (0 for an inactive value: the element is overwritten)
@@ -397,7 +409,7 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         Op::Ret | Op::RetN | Op::Jmp | Op::JmpIf | Op::JmpIfNot | Op::BlkPop => {
             Rule::NotPrimal(TERMINATOR)
         }
-        Op::CallN => Rule::NotPrimal(TANGENT),
+        Op::CallN | Op::AddMulZ => Rule::NotPrimal(TANGENT),
 
         // ---- reverse-mode support (derived code: Hessian-vector products) -----------
         // These occur in the forward and reverse functions of reverse mode,
@@ -435,15 +447,32 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             }
             Rule::Effect
         }
-        // ṙ += ȧ⊙b + a⊙ḃ (strong-zero products, like the value's)
+        // ṙ += a⊙ḃ, then ṙ += ȧ⊙b (strong-zero products, like the
+        // value's). In a pullback `b` is the popped factor (`acc.mul r, ḡ,
+        // pop`): its tangent, popped first, is read first, right after its
+        // pop, which the clean-up then fuses into it (`acc.mul.pop`). Where
+        // `ṙ` is also a factor's tangent (a pullback's registers are
+        // written in place: `acc.mul r, r, b`), `ȧ⊙b` is computed first,
+        // from `ṙ` before either addition.
         Op::AccMul => {
             if let Some(tr) = e.t(0) {
                 let (a, b) = (e.a(1), e.a(2));
-                if let Some(ta) = e.t(1) {
-                    e.effect(Op::AccMul, &[tr, ta, b]);
+                let (ta, tb) = (e.t(1), e.t(2));
+                if ta == Some(tr) || tb == Some(tr) {
+                    let p = e.scale(ta, b);
+                    if let Some(tb) = tb {
+                        e.effect(Op::AccMul, &[tr, a, tb]);
+                    }
+                    if let Some(p) = p {
+                        e.effect(Op::Acc, &[tr, p]);
+                    }
+                    return Rule::Effect;
                 }
-                if let Some(tb) = e.t(2) {
+                if let Some(tb) = tb {
                     e.effect(Op::AccMul, &[tr, a, tb]);
+                }
+                if let Some(ta) = ta {
+                    e.effect(Op::AccMul, &[tr, ta, b]);
                 }
             }
             Rule::Effect
@@ -452,13 +481,12 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         // derived mode unfuses them first (`crate::forward::unfuse`), so
         // that the popped factor has a register and its tangent a pop.
         Op::AccMulPop | Op::MulPop => Rule::NotPrimal(FUSED),
-        // ẏ = ȧ⊙b + a⊙ḃ
+        // ẏ = ȧ⊙b + ḃ⊙a (a `mul.z` and an `add.mul.z`)
         Op::MulZ => {
             let (a, b) = (e.a(0), e.a(1));
             let (ta, tb) = (e.t(0), e.t(1));
             let p = e.scale(ta, b);
-            let q = tb.map(|tb| e.op(Op::MulZ, F64, &[a, tb]));
-            e.add(p, q).into()
+            e.add_scaled(p, tb, a).into()
         }
         // y = a ⊘ b (zero when a is): ẏ = (ȧ − (a ⊘ b)⊙ḃ) ⊘ b, computed
         // before the instruction (the result's register may be an operand's).
@@ -541,6 +569,9 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::MulPush
         | Op::AccMulPopMul
         | Op::AGetAdd
-        | Op::MulAddF => Rule::NotPrimal(LOWERING),
+        | Op::MulAddF
+        | Op::TMulZ
+        | Op::TMaxF
+        | Op::TMinF => Rule::NotPrimal(LOWERING),
     }
 }

@@ -289,13 +289,18 @@ entry:
     let mut e = engine(&testkit::read_program("programs/powloop.adasm"));
     let ops = jvp_ops(&mut e, "pow");
     assert!(no_stack_ops(&ops), "{ops:?}");
-    // The loop's tangent: two products (strong-zero, `mul.z`) and a sum
-    // beside the primal's product and step, and no copy of a loop-carried
-    // value (the tangent code reads `r` before `r * x` replaces it, so both
-    // share a register).
-    assert_eq!(ops.iter().filter(|o| **o == Op::MulZ).count(), 2, "{ops:?}");
+    // The loop's tangent: `ṙ = ṙ⊙x + ẋ⊙r`, two strong-zero products and
+    // their sum in one `tmul.z`, beside the primal's product and step, and
+    // no copy of a loop-carried value (the tangent code reads `r` before
+    // `r * x` replaces it, so both share a register).
+    assert_eq!(
+        ops.iter().filter(|o| **o == Op::TMulZ).count(),
+        1,
+        "{ops:?}"
+    );
+    assert_eq!(ops.iter().filter(|o| **o == Op::MulZ).count(), 0, "{ops:?}");
     assert_eq!(ops.iter().filter(|o| **o == Op::MulF).count(), 1, "{ops:?}");
-    assert_eq!(ops.len(), 10, "{ops:?}");
+    assert_eq!(ops.len(), 8, "{ops:?}");
     // The reverse-mode forward function of the same loop does push.
     let f = e.find("pow").expect("exists");
     let d = e.derive(f).expect("derives");
@@ -659,4 +664,88 @@ fn jacobian_columns_are_tangents_and_rows_are_vjps() {
     let args = [Value::Arr(vec![1.0, 2.0, 3.0]), Value::F64(2.0)];
     let j = e.jacobian(f, &args).expect("jacobian");
     assert_eq!(j.jacobian, vec![vec![8.0, 16.0, 24.0, 56.0]]);
+}
+
+/// A row-major dot product `Σ_j M[base + j]·v[j]` (logreg's and mlp's inner
+/// loop) with respect to both arrays: each load's index is fused with it
+/// (`aget.add`, the tangent's load with its own copy of the sum), the
+/// primal's product and sum stay one `add.mul.f`, and the tangent's two
+/// products go into the sum as two `add.mul.z` (`(ṡ + Ṁ⊙v) + M⊙v̇`, one
+/// rounding moved from the unfused `ṡ + (Ṁ⊙v + M⊙v̇)`). The tangent equals
+/// the unfused sum to rounding, and is exact where a zero direction meets
+/// an infinite or nan entry (strong zeros: such a term contributes 0).
+#[test]
+fn a_dot_products_tangent_sums_its_products_in_place() {
+    let src = "fn @dot(%M: f64[], %v: f64[], %base: i64) -> f64 {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %j = phi [entry: 0], [body: %j2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %j, %n
+    br %c, body, done
+body:
+    %k = add %base, %j
+    %m = aget %M, %k
+    %x = aget %v, %j
+    %p = mul %m, %x
+    %s2 = add %s, %p
+    %j2 = add %j, 1
+    jmp head
+done:
+    ret %s
+}";
+    let mut e = engine(src);
+    let ops = jvp_ops(&mut e, "dot");
+    let count = |op: Op| ops.iter().filter(|o| **o == op).count();
+    assert_eq!(count(Op::AGetAdd), 2, "{ops:?}");
+    assert_eq!(count(Op::AddMulZ), 2, "{ops:?}");
+    assert_eq!(count(Op::MulAddF), 1, "{ops:?}");
+    assert_eq!(count(Op::MulZ) + count(Op::AddF), 0, "{ops:?}");
+    let f = e.find("dot").expect("exists");
+    let mz = vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let mut rng = Rng::new(7);
+    let mut cases: Vec<[Vec<f64>; 4]> = (0..50)
+        .map(|_| {
+            let mut v = || (0..4).map(|_| rng.float(-3.0, 3.0)).collect::<Vec<f64>>();
+            [v(), v(), v(), v()]
+        })
+        .collect();
+    cases.push([
+        vec![9.0, 1.0, inf, nan],
+        vec![2.0, 3.0],
+        vec![5.0, 1.0, 0.0, 0.0],
+        vec![0.0, 0.0],
+    ]);
+    for [m, v, dm, dv] in cases {
+        let base = (m.len() - v.len()) as i64;
+        let args = [
+            Value::Arr(m.clone()),
+            Value::Arr(v.clone()),
+            Value::I64(base),
+        ];
+        let dir = [
+            Some(Value::Arr(dm.clone())),
+            Some(Value::Arr(dv.clone())),
+            None,
+        ];
+        let t = e.jvp(f, &args, &dir).expect("runs");
+        let (mut s, mut ds) = (0.0, 0.0);
+        for j in 0..v.len() {
+            let k = base as usize + j;
+            s += m[k] * v[j];
+            ds += mz(dm[k], v[j]) + mz(m[k], dv[j]);
+        }
+        match t.value {
+            Value::F64(y) => assert!(y.to_bits() == s.to_bits() || (y.is_nan() && s.is_nan())),
+            ref other => panic!("{other:?}"),
+        }
+        let got = tangent_f64(&t);
+        assert!(
+            (got - ds).abs() <= 1e-13 * (1.0 + ds.abs()),
+            "{m:?} {v:?} along {dm:?} {dv:?}: {got} vs {ds}"
+        );
+    }
 }

@@ -846,6 +846,27 @@ impl Vm {
                 Op::AccMul => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), fr!(ins.r2))),
                 Op::MulAddF => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
                 Op::MulZ => ff!(ins, |a, b| mul_z(a, b)),
+                Op::AddMulZ => setf!(ins.r0, fr!(ins.r1) + mul_z(fr!(ins.r2), fr!(ins.x))),
+                Op::TMaxF => {
+                    let (m, e) = (fr!(ins.r1), fr!(ins.r2));
+                    if e > m {
+                        let d = w.get(ins.x);
+                        setf!(ins.r1, e);
+                        w.set(ins.r0 as u32, d);
+                    }
+                }
+                Op::TMinF => {
+                    let (m, e) = (fr!(ins.r1), fr!(ins.r2));
+                    if e < m {
+                        let d = w.get(ins.x);
+                        setf!(ins.r1, e);
+                        w.set(ins.r0 as u32, d);
+                    }
+                }
+                Op::TMulZ => setf!(
+                    ins.r0,
+                    mul_z(fr!(ins.r0), fr!(ins.r1)) + mul_z(fr!(ins.r2), fr!(ins.x))
+                ),
                 Op::DivZ => ff!(ins, |a, b| div_z(a, b)),
                 Op::AccMulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), f64::from_bits(v))),

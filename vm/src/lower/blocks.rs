@@ -332,7 +332,10 @@ impl Lowerer<'_> {
     }
 
     /// Jump to `fix` when the test holds (or, with `negate`, fails).
-    pub(super) fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) {
+    /// Returns the jump's pc: fusing a counter's step into the branch
+    /// (`take_step`) removes the step, so it need not be the code's length
+    /// before the call.
+    pub(super) fn cond_jump(&mut self, test: Test, negate: bool, fix: Fixup, loc: Loc) -> usize {
         let ins = match test {
             Test::Reg(c) => Instr::new(if negate { Op::JmpIfNot } else { Op::JmpIf }, c, 0, 0, 0),
             Test::Fused(fused, cc, a, b) => match self.take_step(fused, cc, a, b, negate) {
@@ -342,6 +345,7 @@ impl Lowerer<'_> {
         };
         let pc = self.emit(ins, loc);
         self.fixups.push((pc, fix));
+        pc
     }
 
     pub(super) fn jump(&mut self, op: Op, cond: Reg, fix: Fixup, loc: Loc) {
@@ -410,8 +414,7 @@ impl Lowerer<'_> {
                         self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
                     }
                 } else {
-                    let skip = self.code.len();
-                    self.cond_jump(test, true, Fixup::Pc(0), loc);
+                    let skip = self.cond_jump(test, true, Fixup::Pc(0), loc);
                     self.copies(ct, loc);
                     self.jump(Op::Jmp, 0, Fixup::Block(*then_), loc);
                     let else_pc = self.code.len();

@@ -145,6 +145,7 @@ pub(super) fn lower_pass(
             .collect(),
         neg_steps,
         join_phis: super::join_phis(f),
+        select_once: None,
     };
     let mut starts = vec![0u32; f.blocks.len()];
     for (bi, start) in starts.iter_mut().enumerate() {

@@ -49,7 +49,7 @@ impl Lowerer<'_> {
             x = reg(3);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
-        if self.mul_add(i, inst) {
+        if self.mul_add(i, inst) || self.tangent_choice(i, inst) {
             return Ok(());
         }
         if let Some(fused) = self.fuse(i, inst) {
@@ -67,7 +67,71 @@ impl Lowerer<'_> {
             return Ok(());
         }
         self.emit(i, inst.loc);
+        if inst.op == Op::Select {
+            let once = inst
+                .args
+                .first()
+                .is_some_and(|c| self.uses.get(c.index()) == Some(&1));
+            self.select_once = match self.code.last() {
+                Some(last) if once => Some((self.code.len() - 1, *last)),
+                _ => None,
+            };
+        }
         Ok(())
+    }
+
+    /// A running `max.f` (`min.f`) and its tangent, for `i` = `max.f %m,
+    /// %m, %e` about to be emitted right after `gt.f %c, %e, %m; select
+    /// %dm, %c, %de, %dm` (`lt.f` for `min.f`), `%c` read by the `select`
+    /// only: the three become `tmax.f %dm, %m, %e, %de` (`tmin.f`), which
+    /// makes the same comparison once and, where it holds, writes `%e` to
+    /// `%m` and `%de` to `%dm` (`true`: nothing else to emit). The four
+    /// registers must differ (the three read each before the next writes)
+    /// and the three stand in one block with no jump to patch among them.
+    pub(super) fn tangent_choice(&mut self, i: Instr, inst: &ir::Inst) -> bool {
+        let (fused, cmp) = match i.op {
+            Op::MaxF => (Op::TMaxF, Op::GtF),
+            Op::MinF => (Op::TMinF, Op::LtF),
+            _ => return false,
+        };
+        let len = self.code.len();
+        if len < self.block_start + 2 || self.select_once != Some((len - 1, self.code[len - 1])) {
+            return false;
+        }
+        let (m, e) = (i.r1, i.r2);
+        let (c, s) = (self.code[len - 2], self.code[len - 1]);
+        let (dm, de) = (s.r0, s.r2);
+        let distinct = [m, e, dm, de]
+            .iter()
+            .enumerate()
+            .all(|(k, a)| [m, e, dm, de][k + 1..].iter().all(|b| a != b));
+        let f64s = [dm, de]
+            .iter()
+            .all(|r| self.reg_types.get(*r as usize) == Some(&Type::F64));
+        let shape = i.r0 == m
+            && c.op == cmp
+            && c.r1 == e
+            && c.r2 == m
+            && s.op == Op::Select
+            && s.r1 == c.r0
+            && s.x == u32::from(dm)
+            && distinct
+            && f64s;
+        // Nothing may jump to the `select` or the `max.f`, or be a jump
+        // still to patch among them, and they are of one block.
+        let moved = self.fixups.last().is_some_and(|(pc, _)| *pc >= len - 2)
+            || self
+                .marks
+                .last()
+                .is_some_and(|mk| mk.start as usize > len - 2);
+        if !shape || moved {
+            return false;
+        }
+        self.code.truncate(len - 2);
+        self.locs.truncate(len - 2);
+        self.select_once = None;
+        self.emit(Instr::new(fused, dm, m, e, u32::from(de)), inst.loc);
+        true
     }
 
     /// Fusion with the block's last emitted instruction, for `i` about to
@@ -119,6 +183,24 @@ impl Lowerer<'_> {
                 };
                 return Some(Instr::new(Op::SinCos, s, c, i.r1, 0));
             }
+            // The tangent of a running product: `mul.z %p, %t, %c;
+            // add.mul.z %t, %p, %a, %b`, `%p` read there only, becomes
+            // `tmul.z %t, %c, %a, %b`. `%p` is none of `%a`, `%b` (its one
+            // reader reads it once), so reading everything first computes
+            // what the two do.
+            (Op::MulZ, Op::AddMulZ)
+                if i.r1 == last.r0
+                    && i.r0 == last.r1
+                    && last.r0 != last.r1
+                    && last.r0 != i.r2
+                    && last.r0 as u32 != i.x
+                    && inst
+                        .args
+                        .first()
+                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(Op::TMulZ, i.r0, last.r2, i.r2, i.x));
+            }
             (_, Op::MulF | Op::MulZ) => {}
             _ => return None,
         }
@@ -161,8 +243,15 @@ impl Lowerer<'_> {
     /// neither `%acc` nor `%p` (the derived forward code records a block
     /// id or a value there): they touch no other register, so the sum
     /// done before them is not seen by them, and nothing moves (no jump
-    /// target or pending jump changes). `%acc` is not `%p`: the product's
-    /// one reader is this `add.f`, so its register is its own.
+    /// target or pending jump changes). So may pure register instructions
+    /// (and `add.mul.f`) that neither read nor write `%acc` or `%p` (tangent
+    /// code between a product and its sum): the sum moves up past them.
+    /// `%acc` is not `%p`: the product's one reader is this `add.f`, so its
+    /// register is its own.
+    ///
+    /// A strong-zero product (`mul.z %p, %a, %b`, tangent code) summed so
+    /// becomes `acc.mul %acc, %a, %b` likewise, `%acc + (%a ⊙ %b)` rounded
+    /// as by the pair.
     pub(super) fn mul_add(&mut self, i: Instr, inst: &ir::Inst) -> bool {
         let (acc, p) = (i.r1, i.r2);
         let once = inst
@@ -179,8 +268,13 @@ impl Lowerer<'_> {
                     self.code[at] = Instr::new(Op::MulAddF, acc, c.r1, c.r2, 0);
                     return true;
                 }
+                Op::MulZ if c.r0 == p => {
+                    self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    return true;
+                }
                 Op::BlkPush => {}
                 Op::CommsPush | Op::CommsPushR | Op::CommsReserve if c.r0 != acc && c.r0 != p => {}
+                op if (op.facts().pure || op == Op::MulAddF) && !touches(c, acc, p) => {}
                 _ => return false,
             }
         }
@@ -258,4 +352,11 @@ impl Lowerer<'_> {
         let op = Op::fused_branch(Fused::StepI, cc, negate);
         Some(Instr::new(op, c, by, other, 0))
     }
+}
+
+/// Whether instruction `c` reads or writes register `a` or `b` (any of its
+/// register operands, `x` included when it holds one).
+fn touches(c: Instr, a: Reg, b: Reg) -> bool {
+    let regs = [c.r0, c.r1, c.r2, c.x as Reg];
+    c.op.reg_operands().zip(regs).any(|(_, r)| r == a || r == b)
 }

@@ -212,6 +212,9 @@ struct Lowerer<'f> {
     /// copies of its N edges take N lookups each instead of N searches
     /// (a join of N predecessors was quadratic in N).
     join_phis: std::collections::HashMap<BlockId, Vec<std::collections::HashMap<BlockId, ValueId>>>,
+    /// Where in `code` the last `select` whose condition has no other
+    /// reader was emitted (for `tmax.f` / `tmin.f`).
+    select_once: Option<(usize, Instr)>,
 }
 
 /// Joins with more incoming edges than this have their phis indexed

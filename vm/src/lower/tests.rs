@@ -25,6 +25,7 @@ fn lowerer<'f>(f: &'f ir::Function, types: &[Type]) -> Lowerer<'f> {
         preds: Vec::new(),
         neg_steps: Vec::new(),
         join_phis: Default::default(),
+        select_once: None,
     }
 }
 

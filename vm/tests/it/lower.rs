@@ -1022,3 +1022,168 @@ fn a_bottom_tested_counter_shares_the_phis_register() {
         }
     }
 }
+
+/// `(t, c, a, b) -> ...`, non-SSA: `p = mul.z t, c; t = add.mul.z p, a, b`
+/// (a running product's tangent, in place) returning `t`; with `reuse`,
+/// the sum goes to a new register and `p` is returned too (read twice).
+fn tangent_product(reuse: bool) -> Module {
+    let params = [("t", F64), ("c", F64), ("a", F64), ("b", F64)];
+    let mut b = B::new_many("tp", &params, if reuse { 2 } else { 1 });
+    let e = b.block("entry");
+    let (t, c, a, bb) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let p = b.op(e, Op::MulZ, Some(F64), &[t, c]);
+    if reuse {
+        let y = b.op(e, Op::AddMulZ, Some(F64), &[p, a, bb]);
+        b.term(e, Term::RetN(vec![y, p]));
+    } else {
+        b.set(e, Op::AddMulZ, t, &[p, a, bb]);
+        b.term(e, Term::RetN(vec![t]));
+    }
+    b.module()
+}
+
+/// A `mul.z` read only by the `add.mul.z` after it that writes the
+/// product's first factor is one `tmul.z`, which computes what the pair
+/// computes bit for bit: both products strong-zero (a zero factor against
+/// inf or nan gives 0), each rounded, then summed. `add.mul.z` alone is
+/// `r1 + r2 ⊙ r3`. A product read twice stays a `mul.z`.
+#[test]
+fn a_running_products_tangent_fuses_into_tmul_z() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let inputs = [
+        (1.5, -2.25, 0.5, 3.0),
+        (0.1, 10.0, -1.0, 0.1),
+        (0.0, inf, 0.0, nan),
+        (0.0, nan, 2.0, 3.0),
+        (inf, 0.0, nan, 0.0),
+        (2.0, 3.0, 0.0, inf),
+        (-0.0, 1.0, -0.0, 1.0),
+        (1e308, 10.0, 1e308, 10.0),
+        (nan, 1.0, 1.0, 1.0),
+    ];
+    for reuse in [false, true] {
+        let p = load(&tangent_product(reuse));
+        let what = format!(
+            "reuse {reuse}:\n{}",
+            vm::disasm::function(p.func(FuncId(0)))
+        );
+        assert_eq!(ops(&p).contains(&Op::TMulZ), !reuse, "{what}");
+        assert_eq!(ops(&p).contains(&Op::MulZ), reuse, "{what}");
+        for &(t, c, a, b) in &inputs {
+            let prod = mul_z(t, c);
+            let want = prod + mul_z(a, b);
+            let got = run_many(&p, &[t, c, a, b].map(f64::to_bits));
+            let same = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+            assert!(
+                same(got[0], want),
+                "{t} {c} {a} {b}: {got:?} vs {want}\n{what}"
+            );
+            if reuse {
+                assert!(same(got[1], prod), "{t} {c} {a} {b}: {got:?}\n{what}");
+            }
+        }
+    }
+    // The strong zeros: a zero tangent against an infinite or nan factor
+    // contributes exactly 0.
+    let p = load(&tangent_product(false));
+    let got = run_many(&p, &[0.0, inf, 0.0, nan].map(f64::to_bits));
+    assert_eq!(got[0].to_bits(), 0.0f64.to_bits());
+}
+
+/// `(s, a, b) -> s'`, non-SSA: `p = mul.z a, b; q = mul.f a, a; s = add.f
+/// s, p` with `q` returned: a strong-zero product summed in place is one
+/// `acc.mul`, also past an unrelated pure instruction (tangent code between
+/// a product and its sum), and computes what the pair computes.
+#[test]
+fn a_strong_zero_product_summed_in_place_fuses_into_acc_mul() {
+    use vm::math::mul_z;
+    let params = [("s", F64), ("a", F64), ("b", F64)];
+    let mut b = B::new_many("az", &params, 2);
+    let e = b.block("entry");
+    let (s, a, bb) = (b.p(0), b.p(1), b.p(2));
+    let p = b.op(e, Op::MulZ, Some(F64), &[a, bb]);
+    let q = b.op(e, Op::MulF, Some(F64), &[a, a]);
+    b.set(e, Op::AddF, s, &[s, p]);
+    b.term(e, Term::RetN(vec![s, q]));
+    let prog = load(&b.module());
+    let what = vm::disasm::function(prog.func(FuncId(0)));
+    assert!(ops(&prog).contains(&Op::AccMul), "{what}");
+    assert!(!ops(&prog).contains(&Op::AddF), "{what}");
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    for (s0, x, y) in [
+        (1.0, 2.0, 3.0),
+        (0.5, 0.0, inf),
+        (0.5, nan, 0.0),
+        (0.1, 0.2, 0.3),
+    ] {
+        let got = run_many(&prog, &[s0, x, y].map(f64::to_bits));
+        let want = s0 + mul_z(x, y);
+        assert_eq!(got[0].to_bits(), want.to_bits(), "{s0} {x} {y}\n{what}");
+    }
+}
+
+/// `(m, e, dm, de) -> (m, dm[, q])`, non-SSA: `c = gt.f e, m; dm = select
+/// c, de, dm; m = max.f m, e` (`lt.f` and `min.f` for `min`): a running
+/// maximum and its tangent; with `reuse`, `q = select c, e, dm` reads the
+/// comparison a second time.
+fn tangent_choice(min: bool, reuse: bool) -> Module {
+    let params = [("m", F64), ("e", F64), ("dm", F64), ("de", F64)];
+    let mut b = B::new_many("tc", &params, if reuse { 3 } else { 2 });
+    let e0 = b.block("entry");
+    let (m, e, dm, de) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let (cmp, pick) = if min {
+        (Op::LtF, Op::MinF)
+    } else {
+        (Op::GtF, Op::MaxF)
+    };
+    let c = b.op(e0, cmp, Some(Bool), &[e, m]);
+    b.set(e0, Op::Select, dm, &[c, de, dm]);
+    let q = reuse.then(|| b.op(e0, Op::Select, Some(F64), &[c, e, dm]));
+    b.set(e0, pick, m, &[m, e]);
+    let mut rets = vec![m, dm];
+    rets.extend(q);
+    b.term(e0, Term::RetN(rets));
+    b.module()
+}
+
+/// A running `max.f` (`min.f`) in place with its tangent chosen by the
+/// same comparison is one `tmax.f` (`tmin.f`), which computes what the
+/// three compute on ties, nans and signed zeros; a comparison read twice
+/// stays as it is.
+#[test]
+fn a_running_max_and_its_tangent_fuse_into_tmax() {
+    let nan = f64::NAN;
+    let inputs = [
+        (1.0, 2.0),
+        (2.0, 1.0),
+        (1.0, 1.0),
+        (0.0, -0.0),
+        (-0.0, 0.0),
+        (nan, 1.0),
+        (1.0, nan),
+        (f64::NEG_INFINITY, -1e308),
+    ];
+    for min in [false, true] {
+        for reuse in [false, true] {
+            let p = load(&tangent_choice(min, reuse));
+            let what = format!(
+                "min {min}, reuse {reuse}:\n{}",
+                vm::disasm::function(p.func(FuncId(0)))
+            );
+            let fused = if min { Op::TMinF } else { Op::TMaxF };
+            assert_eq!(ops(&p).contains(&fused), !reuse, "{what}");
+            for &(m, e) in &inputs {
+                let (dm, de) = (0.25, -7.5);
+                let took = if min { e < m } else { e > m };
+                let want = if took { [e, de] } else { [m, dm] };
+                let got = run_many(&p, &[m, e, dm, de].map(f64::to_bits));
+                let same = |x: f64, y: f64| x.to_bits() == y.to_bits();
+                assert!(
+                    same(got[0], want[0]) && same(got[1], want[1]),
+                    "{m} {e}: {got:?} vs {want:?}\n{what}"
+                );
+            }
+        }
+    }
+}

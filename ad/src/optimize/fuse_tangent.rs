@@ -1,0 +1,136 @@
+//! Fewer instructions in tangent code (forward mode, and the tangent of a
+//! derived forward function in a Hessian-vector product): a tangent sum
+//! takes its products in (`add.mul.z`), and a tangent's array load gets its
+//! own copy of a row-major index so that both loads fuse with their sums
+//! (`aget.add`). See `docs/ad.md`, "Forward mode".
+
+use super::*;
+
+/// In a function in SSA form (others are left alone), where `first` is the
+/// first value the tangent transform made (the tangent values; values
+/// before it are the primal's, whose code is never changed), within each
+/// block:
+///
+/// * `y = add.f s, m` with `m = mul.z c, d` read only there becomes
+///   `y = add.mul.z s, c, d` (the same sum, rounded the same way);
+/// * `y = add.f s, m` with `m = add.mul.z t, a, b` and `t = mul.z c, d`,
+///   each read only there (a product's tangent summed: a dot product's
+///   step), becomes `t' = add.mul.z s, c, d; y = add.mul.z t', a, b`: two
+///   instructions instead of three, the sum `(s + c⊙d) + a⊙b` instead of
+///   `s + (c⊙d + a⊙b)` (the same terms, one rounding moved);
+/// * `k = add.i p, q; v = aget A, k; w = aget T, k` in a row, `w` a
+///   tangent's load and `k` read by the two loads only, gets `k' = add.i p,
+///   q` before `w`'s load, which reads it: each index then has one reader
+///   right after it, which the lowering fuses into `aget.add`.
+///
+/// `add.f`'s operands are taken in either order (the sum is the same). A
+/// product defined in another block is left alone (it may be computed
+/// once outside a loop that sums it). Whether anything changed.
+pub fn fuse_tangent(f: &mut Function, first: usize) -> bool {
+    let n = f.values.len();
+    let mut defs = vec![0u32; n];
+    let mut uses = vec![0u32; n];
+    for p in &f.params {
+        defs[p.index()] += 1;
+    }
+    for b in &f.blocks {
+        for p in &b.phis {
+            defs[p.dst.index()] += 1;
+            for (_, v) in &p.incoming {
+                uses[v.index()] += 1;
+            }
+        }
+        for i in &b.insts {
+            for w in writes(i) {
+                defs[w.index()] += 1;
+            }
+            for r in reads(i) {
+                uses[r.index()] += 1;
+            }
+        }
+        for v in b.term.uses() {
+            uses[v.index()] += 1;
+        }
+    }
+    if defs.iter().any(|&d| d > 1) {
+        return false;
+    }
+    let tangent = |v: ValueId| v.index() >= first;
+    let once = |v: ValueId| tangent(v) && uses.get(v.index()) == Some(&1);
+    let mut any = false;
+    for bi in 0..f.blocks.len() {
+        let insts = std::mem::take(&mut f.blocks[bi].insts);
+        let mut out: Vec<Inst> = Vec::with_capacity(insts.len() + 2);
+        let mut gone: Vec<bool> = Vec::with_capacity(insts.len() + 2);
+        // Where in `out` each value of this block is defined.
+        let mut at: HashMap<ValueId, usize> = HashMap::new();
+        for inst in insts {
+            let mut inst = inst;
+            if let (Op::AddF, Some(y), &[x0, x1]) = (inst.op, inst.dst, inst.args.as_slice()) {
+                if tangent(y) {
+                    for (s, m) in [(x0, x1), (x1, x0)] {
+                        if s == m || !once(m) {
+                            continue;
+                        }
+                        let Some(&km) = at.get(&m) else { continue };
+                        let def = &out[km];
+                        match (def.op, def.args.as_slice()) {
+                            (Op::MulZ, &[c, d]) => {
+                                gone[km] = true;
+                                inst = Inst::new(Op::AddMulZ, Some(y), vec![s, c, d], inst.loc);
+                                any = true;
+                                break;
+                            }
+                            (Op::AddMulZ, &[t, a, b]) if once(t) && t != s => {
+                                let Some(&kt) = at.get(&t) else { continue };
+                                let (Op::MulZ, &[c, d]) = (out[kt].op, out[kt].args.as_slice())
+                                else {
+                                    continue;
+                                };
+                                gone[km] = true;
+                                gone[kt] = true;
+                                let t2 = f.new_value(Type::F64, None);
+                                out.push(Inst::new(Op::AddMulZ, Some(t2), vec![s, c, d], inst.loc));
+                                gone.push(false);
+                                inst = Inst::new(Op::AddMulZ, Some(y), vec![t2, a, b], inst.loc);
+                                any = true;
+                                break;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            if let (Op::AGet, Some(w), &[arr, k]) = (inst.op, inst.dst, inst.args.as_slice()) {
+                let len = out.len();
+                let pattern = tangent(w)
+                    && !tangent(k)
+                    && uses[k.index()] == 2
+                    && len >= 2
+                    && !gone[len - 1]
+                    && !gone[len - 2]
+                    && out[len - 1].op == Op::AGet
+                    && out[len - 1].args.get(1) == Some(&k)
+                    && out[len - 1].args.first() != Some(&arr)
+                    && out[len - 2].op == Op::AddI
+                    && out[len - 2].dst == Some(k);
+                if pattern {
+                    let sum = out[len - 2].args.clone();
+                    let k2 = f.new_value(Type::I64, None);
+                    out.push(Inst::new(Op::AddI, Some(k2), sum, inst.loc));
+                    gone.push(false);
+                    inst.args[1] = k2;
+                    any = true;
+                }
+            }
+            if let Some(d) = inst.dst {
+                at.insert(d, out.len());
+            }
+            out.push(inst);
+            gone.push(false);
+        }
+        remove_marked(&mut out, &gone);
+        f.blocks[bi].insts = out;
+    }
+    any
+}
