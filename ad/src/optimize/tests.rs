@@ -59,6 +59,14 @@ fn r(i: u32) -> ValueId {
     ValueId(i)
 }
 
+/// The opcodes of each block of `f`.
+fn ops(f: &Function) -> Vec<Vec<Op>> {
+    f.blocks
+        .iter()
+        .map(|b| b.insts.iter().map(|i| i.op).collect())
+        .collect()
+}
+
 fn i(op: Op, dst: Option<u32>, args: &[u32]) -> Inst {
     Inst::new(
         op,
