@@ -1141,10 +1141,10 @@ impl Session {
                 let Some(c) = order.get(combined.chunk_at(d.span.start)) else {
                     continue;
                 };
-                if let Some(&i) = pending_at.get(&key(c)) {
-                    if !bad.iter().any(|(j, _)| *j == i) {
-                        bad.push((i, d.message.clone()));
-                    }
+                if let Some(&i) = pending_at.get(&key(c))
+                    && !bad.iter().any(|(j, _)| *j == i)
+                {
+                    bad.push((i, d.message.clone()));
                 }
             }
             bad
@@ -1411,11 +1411,11 @@ impl Session {
         let mut listed = vec![false; module.funcs.len()];
         let mut funcs: Vec<(String, String)> = Vec::with_capacity(module.funcs.len());
         for c in &self.chunks {
-            if let Some(&i) = ids.get(c.name.as_str()) {
-                if !std::mem::replace(&mut listed[i], true) {
-                    let f = &module.funcs[i];
-                    funcs.push((f.name.clone(), signature(f)));
-                }
+            if let Some(&i) = ids.get(c.name.as_str())
+                && !std::mem::replace(&mut listed[i], true)
+            {
+                let f = &module.funcs[i];
+                funcs.push((f.name.clone(), signature(f)));
             }
         }
         for (f, _) in module.funcs.iter().zip(&listed).filter(|(_, l)| !**l) {

@@ -464,10 +464,10 @@ impl Combined {
             if r.loc.line > 0 {
                 let line = r.loc.line as i64 - here as i64 + i64::from(chunk.line);
                 r.loc.line = line.clamp(1, u32::MAX as i64) as u32;
-                if let Some(l) = chunk.source.adl.as_ref().map(|a| a.line(r.loc.line)) {
-                    if l > 0 {
-                        r.loc.line = l;
-                    }
+                if let Some(l) = chunk.source.adl.as_ref().map(|a| a.line(r.loc.line))
+                    && l > 0
+                {
+                    r.loc.line = l;
                 }
             }
         }
@@ -638,18 +638,18 @@ fn trimmed(text: &str, r: Range<usize>) -> Range<usize> {
 pub fn locate_call_error(text: &str, message: &str) -> (String, Range<usize>) {
     let whole = 0..text.len();
     // "... at column N"
-    if let Some(pos) = message.rfind(" at column ") {
-        if let Ok(col) = message[pos + " at column ".len()..].trim().parse::<usize>() {
-            let start = text
-                .char_indices()
-                .nth(col.saturating_sub(1))
-                .map_or(text.len(), |(i, _)| i);
-            let end = text[start..]
-                .chars()
-                .next()
-                .map_or(start, |c| start + c.len_utf8());
-            return (message[..pos].to_string(), start..end);
-        }
+    if let Some(pos) = message.rfind(" at column ")
+        && let Ok(col) = message[pos + " at column ".len()..].trim().parse::<usize>()
+    {
+        let start = text
+            .char_indices()
+            .nth(col.saturating_sub(1))
+            .map_or(text.len(), |(i, _)| i);
+        let end = text[start..]
+            .chars()
+            .next()
+            .map_or(start, |c| start + c.len_utf8());
+        return (message[..pos].to_string(), start..end);
     }
     let shape = call_shape(text);
     // "argument K: ..."
@@ -667,12 +667,12 @@ pub fn locate_call_error(text: &str, message: &str) -> (String, Range<usize>) {
         return (message.to_string(), shape.args);
     }
     // "unexpected character `#`" and the like: the quoted text.
-    if let Some(open) = message.find('`') {
-        if let Some(len) = message[open + 1..].find('`') {
-            let quoted = &message[open + 1..open + 1 + len];
-            if let Some(at) = (!quoted.is_empty()).then(|| text.find(quoted)).flatten() {
-                return (message.to_string(), at..at + quoted.len());
-            }
+    if let Some(open) = message.find('`')
+        && let Some(len) = message[open + 1..].find('`')
+    {
+        let quoted = &message[open + 1..open + 1 + len];
+        if let Some(at) = (!quoted.is_empty()).then(|| text.find(quoted)).flatten() {
+            return (message.to_string(), at..at + quoted.len());
         }
     }
     (message.to_string(), whole)

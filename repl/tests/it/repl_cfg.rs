@@ -40,10 +40,10 @@ fn parse(dot: &str, prefix: &str) -> Picture {
                 .and_then(|(_, l)| l.split_once('"'))
                 .map_or(String::new(), |(l, _)| l.to_string());
             p.edges.push((a, b, label));
-        } else if let Some(n) = node(head) {
-            if line[head.len()..].trim_start().starts_with("[label=<") {
-                p.nodes.push(n);
-            }
+        } else if let Some(n) = node(head)
+            && line[head.len()..].trim_start().starts_with("[label=<")
+        {
+            p.nodes.push(n);
         }
     }
     p
