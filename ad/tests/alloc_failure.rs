@@ -238,8 +238,15 @@ fn user_sized_failures_are_clean_errors() {
 /// (`--nocapture`).
 #[test]
 fn every_allocation_fails_cleanly_or_aborts() {
-    for which in ["asm", "grad"] {
-        let (runs, total) = sweep(which, 0, 16, 40);
+    // The two surveys' child processes run side by side (each waits on its
+    // children, one at a time).
+    let surveys = std::thread::scope(|s| {
+        let asm = s.spawn(|| sweep("asm", 0, 16, 40));
+        let grad = s.spawn(|| sweep("grad", 0, 16, 40));
+        [("asm", asm.join()), ("grad", grad.join())]
+    });
+    for (which, survey) in surveys {
+        let (runs, total) = survey.unwrap_or_else(|e| std::panic::resume_unwind(e));
         let aborts = runs.iter().filter(|o| o.is_none()).count();
         let clean = runs.len() - aborts;
         println!(
