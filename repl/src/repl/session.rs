@@ -145,6 +145,67 @@ struct Defined {
     dropped: Vec<String>,
 }
 
+/// Lookups over [`Session::pending`], kept with it so that holding one
+/// more piped definition costs time in its own size, not in the number
+/// already held (5 000 definitions in reverse call order were quadratic:
+/// each one hashed every pending name and scanned every pending text).
+#[derive(Default)]
+struct PendingIndex {
+    /// The position of each pending definition, by name.
+    by_name: HashMap<String, usize>,
+    /// The names of the pending definitions and of the functions they call.
+    touched: HashSet<String>,
+    /// For each name a pending definition waits for, the positions of those
+    /// that wait for it (a position may be stale: its `waits` say).
+    waiters: HashMap<String, Vec<usize>>,
+}
+
+impl PendingIndex {
+    fn of(pending: &[Pending]) -> PendingIndex {
+        let mut ix = PendingIndex::default();
+        ix.add(pending, 0);
+        ix
+    }
+
+    /// `added` now sits at positions `start..` of the pending list.
+    fn add(&mut self, added: &[Pending], start: usize) {
+        for (k, p) in added.iter().enumerate() {
+            self.by_name.insert(p.chunk.name.clone(), start + k);
+            self.touched.insert(p.chunk.name.clone());
+            for r in source::references(p.chunk.text()) {
+                if !self.touched.contains(r) {
+                    self.touched.insert(r.to_string());
+                }
+            }
+            self.wait(start + k, &p.waits);
+        }
+    }
+
+    /// The definition at position `i` now waits for `waits`.
+    fn wait(&mut self, i: usize, waits: &[String]) {
+        for w in waits {
+            self.waiters.entry(w.clone()).or_default().push(i);
+        }
+    }
+}
+
+/// The pending list with its index: lookups by name.
+#[derive(Clone, Copy)]
+struct Held<'a> {
+    list: &'a [Pending],
+    ix: &'a PendingIndex,
+}
+
+impl<'a> Held<'a> {
+    fn get(&self, name: &str) -> Option<&'a Pending> {
+        self.ix.by_name.get(name).map(|&i| &self.list[i])
+    }
+
+    fn contains_key(&self, name: &str) -> bool {
+        self.ix.by_name.contains_key(name)
+    }
+}
+
 /// A typed definition held back until the functions it calls are defined.
 struct Pending {
     chunk: Chunk,
@@ -433,6 +494,8 @@ pub struct Session {
     /// Typed definitions waiting for functions they call (see `define`), in
     /// the order they came.
     pending: Vec<Pending>,
+    /// Lookups over `pending`, changed with it.
+    pending_ix: PendingIndex,
     engine: Option<Engine>,
     last_file: Option<PathBuf>,
     interrupt: Arc<AtomicBool>,
@@ -464,6 +527,7 @@ impl Session {
         Session {
             chunks: Vec::new(),
             pending: Vec::new(),
+            pending_ix: PendingIndex::default(),
             engine: None,
             last_file: None,
             interrupt,
@@ -688,11 +752,7 @@ impl Session {
         // Pending definitions are left alone if the run neither defines
         // nor calls anything they name or call: one by one, each reply
         // would be `defined @f` and they would stay pending as they are.
-        let mut untouchable: HashSet<&str> = HashSet::new();
-        for p in &self.pending {
-            untouchable.insert(p.chunk.name.as_str());
-            untouchable.extend(source::references(p.chunk.text()));
-        }
+        let untouchable = &self.pending_ix.touched;
         let defined = &self.names;
         let mut seen: HashSet<String> = HashSet::new();
         for input in inputs {
@@ -717,7 +777,7 @@ impl Session {
                 // A rule is no function to append: the full path adds it.
                 ok &= source::rule_of_chunk(&c.name).is_none();
                 ok &= source::references(c.text()).iter().all(|r| {
-                    !untouchable.contains(r)
+                    !untouchable.contains(*r)
                         && (*r == c.name
                             || defined.contains(*r)
                             || seen.contains(*r)
@@ -836,11 +896,11 @@ impl Session {
             adl: None,
         });
         let new = source::split(&source);
-        let pending: HashMap<&str, &Pending> = self
-            .pending
-            .iter()
-            .map(|p| (p.chunk.name.as_str(), p))
-            .collect();
+        let (held_list, ix) = (&self.pending, &self.pending_ix);
+        let pending = Held {
+            list: held_list,
+            ix,
+        };
         let mut names: HashSet<&str> = HashSet::new();
         for c in &new {
             let fresh = !c.name.is_empty()
@@ -933,17 +993,30 @@ impl Session {
             .collect();
         // Pending definitions that waited for one of the new names (as a
         // function nothing defined): what they wait for now.
-        let updates: Vec<(usize, Vec<String>)> = self
-            .pending
+        let mut waiting: Vec<usize> = names
             .iter()
-            .enumerate()
-            .filter(|(_, p)| p.waits.iter().any(|w| names.contains(w.as_str())))
-            .map(|(i, p)| (i, waits_of(&p.chunk)))
+            .filter_map(|n| ix.waiters.get(*n))
+            .flatten()
+            .copied()
+            .collect();
+        waiting.sort_unstable();
+        waiting.dedup();
+        let updates: Vec<(usize, Vec<String>)> = waiting
+            .into_iter()
+            .filter(|&i| {
+                held_list[i]
+                    .waits
+                    .iter()
+                    .any(|w| names.contains(w.as_str()))
+            })
+            .map(|i| (i, waits_of(&held_list[i].chunk)))
             .collect();
         let news: Vec<String> = held.iter().map(|p| p.note(engine)).collect();
         for (i, waits) in updates {
+            self.pending_ix.wait(i, &waits);
             self.pending[i].waits = waits;
         }
+        self.pending_ix.add(&held, self.pending.len());
         self.pending.extend(held);
         Some(Reply::Out(news.join("\n")))
     }
@@ -1382,6 +1455,7 @@ impl Session {
             .collect();
         self.names = chunks.iter().map(|c| c.name.clone()).collect();
         self.chunks = chunks;
+        self.pending_ix = PendingIndex::of(&held);
         self.pending = held;
         self.set_engine(engine);
         Defined {
