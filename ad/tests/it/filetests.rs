@@ -582,7 +582,7 @@ fn stage_files_match_their_expectations() {
     assert!(
         failed.is_empty(),
         "stage listings differ from their expectations (if the change is meant, run \
-         UPDATE_EXPECT=1 cargo test -p advm-ad --test filetests and review the diff):\n{}",
+         UPDATE_EXPECT=1 cargo test -p advm-ad --test it filetests:: and review the diff):\n{}",
         failed.join("\n")
     );
 }
@@ -652,6 +652,122 @@ fn every_lowering_concern_has_a_stage_file() {
     for c in LOWER_CONCERNS {
         assert!(seen.contains(*c), "no `; stage: lower {c}` file");
     }
+}
+
+/// The opcodes each stage file shows, by where: written by the AD stage
+/// (in the expectation of a `reverse`, `tangent`, `optimize` or `pass`
+/// file), or read from register code and lowered (in the program of a
+/// `lower CONCERN` file). `files` are (name, text) pairs.
+fn stage_coverage(files: &[(String, String)]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let mnemonics: BTreeSet<&str> = vm::op::Op::ALL.iter().map(|op| op.mnemonic()).collect();
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == '[')
+            .filter(|w| mnemonics.contains(w))
+            .map(str::to_string)
+            .collect()
+    };
+    let (mut derived, mut lowered) = (BTreeSet::new(), BTreeSet::new());
+    for (_, src) in files {
+        let stage = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage:"))
+            .unwrap_or("")
+            .trim();
+        let (program, expected) = src.split_at(src.find(EXPECTED).unwrap_or(src.len()));
+        let first = stage.split_whitespace().next().unwrap_or("");
+        if matches!(first, "reverse" | "tangent" | "optimize" | "pass") {
+            derived.extend(words(expected));
+        }
+        if first == "lower" && stage.split_whitespace().count() == 2 {
+            for line in program.lines().filter(|l| !l.trim_start().starts_with(';')) {
+                lowered.extend(words(line));
+            }
+        }
+    }
+    (derived, lowered)
+}
+
+/// The reverse-mode opcodes (those only the AD stage writes, `Origin::Ad`
+/// in the opcode table) that `files` leave without a file test of a
+/// stage: for each, `(mnemonic, what is missing)`.
+fn reverse_mode_gaps(files: &[(String, String)]) -> Vec<(&'static str, &'static str)> {
+    let (derived, lowered) = stage_coverage(files);
+    let mut gaps = Vec::new();
+    for op in vm::op::Op::ALL {
+        if op.facts().origin != vm::op::Origin::Ad {
+            continue;
+        }
+        let m = op.mnemonic();
+        if !derived.contains(m) {
+            gaps.push((m, "no reverse, tangent, optimize or pass stage file writes it"));
+        }
+        if !lowered.contains(m) {
+            gaps.push((m, "no `; stage: lower CONCERN` file reads it from register code"));
+        }
+    }
+    gaps
+}
+
+fn stage_texts() -> Vec<(String, String)> {
+    stage_files()
+        .iter()
+        .map(|p| {
+            let src = std::fs::read_to_string(p).expect("readable");
+            (p.display().to_string(), src)
+        })
+        .collect()
+}
+
+/// Every reverse-mode opcode, enumerated from the opcode table, has stage
+/// files at both ends of the middle of the pipeline: one in whose expected
+/// derived code (reverse, tangent or cleaned-up) the AD stage writes it,
+/// and one that reads it from register code and lists its lowering. (The
+/// corpus listings show them too:
+/// `the_expectations_show_every_opcode_of_derived_code`.)
+#[test]
+fn every_reverse_mode_opcode_has_stage_files() {
+    let gaps = reverse_mode_gaps(&stage_texts());
+    assert!(
+        gaps.is_empty(),
+        "reverse-mode opcodes without stage files (add a stage file in ad/tests/stages/ \
+         that shows them):\n{gaps:#?}"
+    );
+}
+
+/// The coverage check fails when a stage file goes: without each file
+/// that alone shows some reverse-mode opcode at a stage, that opcode is
+/// reported.
+#[test]
+fn a_missing_stage_file_leaves_a_reverse_mode_gap() {
+    let files = stage_texts();
+    let mut sole = 0;
+    for i in 0..files.len() {
+        let mut rest = files.clone();
+        let (name, _) = rest.remove(i);
+        let (d_all, l_all) = stage_coverage(&files);
+        let (d_rest, l_rest) = stage_coverage(&rest);
+        let lost: Vec<&String> = d_all
+            .difference(&d_rest)
+            .chain(l_all.difference(&l_rest))
+            .filter(|m| {
+                vm::op::Op::ALL
+                    .iter()
+                    .any(|op| op.mnemonic() == m.as_str() && op.facts().origin == vm::op::Origin::Ad)
+            })
+            .collect();
+        if lost.is_empty() {
+            continue;
+        }
+        sole += 1;
+        let gaps = reverse_mode_gaps(&rest);
+        for m in lost {
+            assert!(
+                gaps.iter().any(|(g, _)| g == m),
+                "without {name}, `{m}` is reported"
+            );
+        }
+    }
+    assert!(sole >= 2, "{sole} files alone show some reverse-mode opcode");
 }
 
 /// The comparison fails when an expectation is wrong: each stage file with
