@@ -5,9 +5,7 @@
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
 
-#[path = "corpus/mod.rs"]
-mod corpus;
-
+use advm_bench::corpus;
 use ad::{Engine, Gradient};
 use criterion::Criterion;
 use std::hint::black_box;
