@@ -699,10 +699,16 @@ fn reverse_mode_gaps(files: &[(String, String)]) -> Vec<(&'static str, &'static 
         }
         let m = op.mnemonic();
         if !derived.contains(m) {
-            gaps.push((m, "no reverse, tangent, optimize or pass stage file writes it"));
+            gaps.push((
+                m,
+                "no reverse, tangent, optimize or pass stage file writes it",
+            ));
         }
         if !lowered.contains(m) {
-            gaps.push((m, "no `; stage: lower CONCERN` file reads it from register code"));
+            gaps.push((
+                m,
+                "no `; stage: lower CONCERN` file reads it from register code",
+            ));
         }
     }
     gaps
@@ -750,9 +756,9 @@ fn a_missing_stage_file_leaves_a_reverse_mode_gap() {
             .difference(&d_rest)
             .chain(l_all.difference(&l_rest))
             .filter(|m| {
-                vm::op::Op::ALL
-                    .iter()
-                    .any(|op| op.mnemonic() == m.as_str() && op.facts().origin == vm::op::Origin::Ad)
+                vm::op::Op::ALL.iter().any(|op| {
+                    op.mnemonic() == m.as_str() && op.facts().origin == vm::op::Origin::Ad
+                })
             })
             .collect();
         if lost.is_empty() {
@@ -767,7 +773,10 @@ fn a_missing_stage_file_leaves_a_reverse_mode_gap() {
             );
         }
     }
-    assert!(sole >= 2, "{sole} files alone show some reverse-mode opcode");
+    assert!(
+        sole >= 2,
+        "{sole} files alone show some reverse-mode opcode"
+    );
 }
 
 /// The comparison fails when an expectation is wrong: each stage file with
