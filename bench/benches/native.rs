@@ -5,8 +5,8 @@
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
 
-use advm_bench::corpus;
 use ad::{Engine, Gradient};
+use advm_bench::corpus;
 use criterion::Criterion;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
