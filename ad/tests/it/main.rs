@@ -16,6 +16,7 @@ mod fuzz_smoke;
 mod handbuilt;
 mod hvp;
 mod inline;
+mod layout;
 mod ir_boundary;
 mod linear_time;
 mod prepared;
