@@ -659,6 +659,15 @@ fn every_lowering_concern_has_a_stage_file() {
 /// file), or read from register code and lowered (in the program of a
 /// `lower CONCERN` file). `files` are (name, text) pairs.
 fn stage_coverage(files: &[(String, String)]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (derived, lowered, _) = stage_coverage_all(files);
+    (derived, lowered)
+}
+
+/// [`stage_coverage`], and third the opcodes in the expected bytecode of
+/// the `lower` files.
+fn stage_coverage_all(
+    files: &[(String, String)],
+) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
     let mnemonics: BTreeSet<&str> = vm::op::Op::ALL.iter().map(|op| op.mnemonic()).collect();
     let words = |text: &str| -> Vec<String> {
         text.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == '[')
@@ -666,7 +675,8 @@ fn stage_coverage(files: &[(String, String)]) -> (BTreeSet<String>, BTreeSet<Str
             .map(str::to_string)
             .collect()
     };
-    let (mut derived, mut lowered) = (BTreeSet::new(), BTreeSet::new());
+    let (mut derived, mut lowered, mut bytecode) =
+        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     for (_, src) in files {
         let stage = src
             .lines()
@@ -678,13 +688,16 @@ fn stage_coverage(files: &[(String, String)]) -> (BTreeSet<String>, BTreeSet<Str
         if matches!(first, "reverse" | "tangent" | "optimize" | "pass") {
             derived.extend(words(expected));
         }
+        if first == "lower" {
+            bytecode.extend(words(expected));
+        }
         if first == "lower" && stage.split_whitespace().count() == 2 {
             for line in program.lines().filter(|l| !l.trim_start().starts_with(';')) {
                 lowered.extend(words(line));
             }
         }
     }
-    (derived, lowered)
+    (derived, lowered, bytecode)
 }
 
 /// The reverse-mode opcodes (those only the AD stage writes, `Origin::Ad`
@@ -737,6 +750,30 @@ fn every_reverse_mode_opcode_has_stage_files() {
         gaps.is_empty(),
         "reverse-mode opcodes without stage files (add a stage file in ad/tests/stages/ \
          that shows them):\n{gaps:#?}"
+    );
+}
+
+/// Every opcode only the lowering makes (`Origin::Lowering`: fused
+/// branches, steps, products and loads, batched pushes) and every one it
+/// makes from terminators (`Origin::Control`) shows in the expected
+/// bytecode of a `lower` stage file, enumerated from the opcode table.
+#[test]
+fn every_lowering_opcode_has_a_lower_stage_file() {
+    let (_, _, bytecode) = stage_coverage_all(&stage_texts());
+    let missing: Vec<&str> = vm::op::Op::ALL
+        .iter()
+        .filter(|op| {
+            matches!(
+                op.facts().origin,
+                vm::op::Origin::Lowering | vm::op::Origin::Control
+            )
+        })
+        .map(|op| op.mnemonic())
+        .filter(|m| !bytecode.contains(*m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no `lower` stage file shows {missing:?} in its expected bytecode"
     );
 }
 

@@ -937,38 +937,6 @@ fn a_running_products_tangent_fuses_into_tmul_z() {
     assert_eq!(got[0].to_bits(), 0.0f64.to_bits());
 }
 
-/// `(s, a, b) -> s'`, non-SSA: `p = mul.z a, b; q = mul.f a, a; s = add.f
-/// s, p` with `q` returned: a strong-zero product summed in place is one
-/// `acc.mul`, also past an unrelated pure instruction (tangent code between
-/// a product and its sum), and computes what the pair computes.
-#[test]
-fn a_strong_zero_product_summed_in_place_fuses_into_acc_mul() {
-    use vm::math::mul_z;
-    let params = [("s", F64), ("a", F64), ("b", F64)];
-    let mut b = B::new_many("az", &params, 2);
-    let e = b.block("entry");
-    let (s, a, bb) = (b.p(0), b.p(1), b.p(2));
-    let p = b.op(e, Op::MulZ, Some(F64), &[a, bb]);
-    let q = b.op(e, Op::MulF, Some(F64), &[a, a]);
-    b.set(e, Op::AddF, s, &[s, p]);
-    b.term(e, Term::RetN(vec![s, q]));
-    let prog = load(&b.module());
-    let what = vm::disasm::function(prog.func(FuncId(0)));
-    assert!(ops(&prog).contains(&Op::AccMul), "{what}");
-    assert!(!ops(&prog).contains(&Op::AddF), "{what}");
-    let (inf, nan) = (f64::INFINITY, f64::NAN);
-    for (s0, x, y) in [
-        (1.0, 2.0, 3.0),
-        (0.5, 0.0, inf),
-        (0.5, nan, 0.0),
-        (0.1, 0.2, 0.3),
-    ] {
-        let got = run_many(&prog, &[s0, x, y].map(f64::to_bits));
-        let want = s0 + mul_z(x, y);
-        assert_eq!(got[0].to_bits(), want.to_bits(), "{s0} {x} {y}\n{what}");
-    }
-}
-
 /// `(m, e, dm, de) -> (m, dm[, q])`, non-SSA: `c = gt.f e, m; dm = select
 /// c, de, dm; m = max.f m, e` (`lt.f` and `min.f` for `min`): a running
 /// maximum and its tangent; with `reuse`, `q = select c, e, dm` reads the
