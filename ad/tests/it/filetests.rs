@@ -472,7 +472,7 @@ fn verified(m: &vm::ir::Module) -> Result<vm::bytecode::Program, String> {
 
 /// The `; run: @g(args) => result` directives of a register-code stage
 /// file, each run on `p` (`Vm::run`: several results print as a list,
-/// a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
+/// each as its type, a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
 /// ran, for the message.
 fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), String> {
     let head = src.find(EXPECTED).map_or(src, |i| &src[..i]);
@@ -484,9 +484,24 @@ fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), St
         let (g, lits) = assembler::parse_call(call.trim())?;
         let id = p.find(&g).ok_or(format!("no function @{g}"))?;
         let args = assembler::literals_to_values(&p.func(id).param_types, &lits)?;
-        let got = match vm::interp::Vm::default().run(p, id, &args) {
-            Ok(v) => v.to_string(),
-            Err(t) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
+        let mut vm = vm::interp::Vm::default();
+        let got = match (vm.run(p, id, &args), &p.func(id).ret) {
+            // Several results, each printed as its type says (`Vm::run`
+            // gives them as f64 bits).
+            (Ok(_), vm::ir::RetType::Many(ts)) => {
+                let each: Vec<String> = ts
+                    .iter()
+                    .zip(vm.results())
+                    .map(|(t, &b)| match t {
+                        Type::I64 => (b as i64).to_string(),
+                        Type::Bool => (b != 0).to_string(),
+                        _ => f64::from_bits(b).to_string(),
+                    })
+                    .collect();
+                format!("[{}]", each.join(", "))
+            }
+            (Ok(v), _) => v.to_string(),
+            (Err(t), _) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
         };
         if got != want.trim() {
             return Err(format!("`{}`, {when}, gives `{got}`", line.trim()));
@@ -1148,6 +1163,52 @@ fn bytecode_listings_read_back_and_run_bit_identically() {
     );
     assert!(derived > 300, "{derived} derived functions run");
     assert!(compared > 1500, "{compared} runs compared without a trap");
+}
+
+/// The listing reader reads every opcode of the table: the opcodes of
+/// the programs `assembler::assemble_listing` reads back from the
+/// listings of the corpus (every function and the functions derived from
+/// it, cleaned up and not) and of the `lower` stage files together are
+/// all of `Op::ALL`.
+#[test]
+fn every_opcode_reads_back_from_a_listing() {
+    let mut read = BTreeSet::new();
+    let mut note = |p: &vm::bytecode::Program| {
+        for g in 0..p.len() {
+            for ins in &p.func(FuncId(g as u32)).code {
+                read.insert(ins.op);
+            }
+        }
+    };
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        for cleanup in [true, false] {
+            let mut e = engine(&src, &name, cleanup);
+            derive_everything(&mut e);
+            let text = vm::disasm::program(e.program());
+            let p = assembler::assemble_listing(&text, &name)
+                .unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
+            note(&p);
+        }
+    }
+    for (name, src) in stage_texts() {
+        let Some(stage) = src.lines().find_map(|l| l.strip_prefix("; stage: lower ")) else {
+            continue;
+        };
+        let _ = stage;
+        let m = register_module(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+        let p = verified(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let back = assembler::assemble_listing(&vm::disasm::program(&p), &name)
+            .unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
+        note(&back);
+    }
+    let missing: Vec<&str> = vm::op::Op::ALL
+        .iter()
+        .filter(|op| !read.contains(*op))
+        .map(|op| op.mnemonic())
+        .collect();
+    assert!(missing.is_empty(), "no listing read back holds {missing:?}");
 }
 
 /// A stage file's expectation, without the `; ` in front of each line.
