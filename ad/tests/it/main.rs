@@ -25,3 +25,4 @@ mod rules_custom;
 mod rules_exhaustive;
 mod structure;
 mod suite;
+mod zero_cotangent;
