@@ -61,12 +61,12 @@ fn the_side_not_chosen_adds_no_nan_in_any_mode() {
                 }
             }
             // jvp along each axis: the gradient's entry; along zero: 0.
-            for k in 0..args.len() {
+            for (k, w) in want.iter().enumerate() {
                 let dir: Vec<Option<Value>> = (0..args.len())
                     .map(|i| Some(Value::F64(if i == k { 1.0 } else { 0.0 })))
                     .collect();
                 let t = e.jvp(f, &vals, &dir).expect("jvp");
-                assert_eq!(f64_of(&t.tangent), want[k], "jvp of {what} along {k}");
+                assert_eq!(f64_of(&t.tangent), *w, "jvp of {what} along {k}");
             }
             let zero: Vec<Option<Value>> = args.iter().map(|_| Some(Value::F64(0.0))).collect();
             let t = e.jvp(f, &vals, &zero).expect("jvp");
