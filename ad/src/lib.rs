@@ -57,6 +57,7 @@ pub mod forward;
 mod grad;
 mod hvp;
 mod incremental;
+mod listings;
 mod modes;
 pub mod optimize;
 pub mod rules;

@@ -5,10 +5,8 @@
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
 
-#[path = "corpus/mod.rs"]
-mod corpus;
-
 use ad::{Engine, Gradient};
+use advm_bench::corpus;
 use criterion::Criterion;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -120,7 +120,7 @@ pub struct CompileTime {
     pub insts: usize,
     /// An entry trampoline rather than a bytecode function's body.
     pub trampoline: bool,
-    /// Compiled with the cheaper settings of loop-free code ([`Isas`]).
+    /// Compiled with the cheaper code generator settings of loop-free code.
     pub cheap: bool,
 }
 

@@ -408,41 +408,57 @@ helper! {
 
 // Math, computed by the very functions the interpreter calls (Rust's f64
 // methods, which call the C library, and the libm crate), so that both
-// tiers give the same bits.
-macro_rules! math1 {
-    ($($name:ident = |$a:ident| $e:expr;)*) => {$(
-        pub(crate) extern "C" fn $name($a: f64) -> f64 { $e }
-    )*};
+// tiers give the same bits. `math!` defines each helper, its symbol in
+// `sym` (what `translate.rs` names it by) and its line in `MATH1` or
+// `MATH2` (what `helpers` registers): an arm of the translation that
+// calls a helper not defined here does not compile, and a helper defined
+// here is always registered.
+macro_rules! math {
+    (
+        unary { $($n1:ident = $s1:literal |$a:ident| $e1:expr;)* }
+        binary { $($n2:ident = $s2:literal |$x:ident, $y:ident| $e2:expr;)* }
+    ) => {
+        $( pub(crate) extern "C" fn $n1($a: f64) -> f64 { $e1 } )*
+        $( pub(crate) extern "C" fn $n2($x: f64, $y: f64) -> f64 { $e2 } )*
+        /// The symbol of each math helper, named as its function.
+        #[allow(non_upper_case_globals)]
+        pub(crate) mod sym {
+            $( pub(crate) const $n1: &str = $s1; )*
+            $( pub(crate) const $n2: &str = $s2; )*
+        }
+        /// The unary math helpers: symbol and function.
+        const MATH1: &[(&str, extern "C" fn(f64) -> f64)] = &[$(($s1, $n1),)*];
+        /// The binary math helpers: symbol and function.
+        const MATH2: &[(&str, extern "C" fn(f64, f64) -> f64)] = &[$(($s2, $n2),)*];
+    };
 }
-math1! {
-    m_sin = |a| a.sin();
-    m_cos = |a| a.cos();
-    m_tan = |a| a.tan();
-    m_exp = |a| a.exp();
-    m_log = |a| a.ln();
-    m_tanh = |a| a.tanh();
-    m_erf = |a| libm::erf(a);
-    m_erfc = |a| libm::erfc(a);
-    m_atan = |a| a.atan();
-    m_asin = |a| a.asin();
-    m_acos = |a| a.acos();
-    m_sinh = |a| a.sinh();
-    m_cosh = |a| a.cosh();
-    m_log1p = |a| a.ln_1p();
-    m_expm1 = |a| a.exp_m1();
-    m_log2 = |a| a.log2();
-    m_log10 = |a| a.log10();
-    m_cbrt = |a| a.cbrt();
-    m_round = |a| a.round();
-}
-pub(crate) extern "C" fn m_pow(a: f64, b: f64) -> f64 {
-    a.powf(b)
-}
-pub(crate) extern "C" fn m_atan2(a: f64, b: f64) -> f64 {
-    a.atan2(b)
-}
-pub(crate) extern "C" fn m_hypot(a: f64, b: f64) -> f64 {
-    a.hypot(b)
+math! {
+    unary {
+        m_sin = "advm_sin" |a| a.sin();
+        m_cos = "advm_cos" |a| a.cos();
+        m_tan = "advm_tan" |a| a.tan();
+        m_exp = "advm_exp" |a| a.exp();
+        m_log = "advm_log" |a| a.ln();
+        m_tanh = "advm_tanh" |a| a.tanh();
+        m_erf = "advm_erf" |a| libm::erf(a);
+        m_erfc = "advm_erfc" |a| libm::erfc(a);
+        m_atan = "advm_atan" |a| a.atan();
+        m_asin = "advm_asin" |a| a.asin();
+        m_acos = "advm_acos" |a| a.acos();
+        m_sinh = "advm_sinh" |a| a.sinh();
+        m_cosh = "advm_cosh" |a| a.cosh();
+        m_log1p = "advm_log1p" |a| a.ln_1p();
+        m_expm1 = "advm_expm1" |a| a.exp_m1();
+        m_log2 = "advm_log2" |a| a.log2();
+        m_log10 = "advm_log10" |a| a.log10();
+        m_cbrt = "advm_cbrt" |a| a.cbrt();
+        m_round = "advm_round" |a| a.round();
+    }
+    binary {
+        m_pow = "advm_pow" |a, b| a.powf(b);
+        m_atan2 = "advm_atan2" |a, b| a.atan2(b);
+        m_hypot = "advm_hypot" |a, b| a.hypot(b);
+    }
 }
 
 /// The signature class of a helper, for declaring it to Cranelift.
@@ -473,8 +489,6 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
     type IL = helper_ty!(*mut Ctx, u64, u64 => i64);
     type F2H = helper_ty!(*mut Ctx, u64, u64, i64 => f64);
     type VF = helper_ty!(*mut Ctx, u64, u64, i64, f64);
-    type M1 = extern "C" fn(f64) -> f64;
-    type M2 = extern "C" fn(f64, f64) -> f64;
     let mut v: Vec<(&'static str, *const u8, Sig)> = vec![
         (
             "advm_comms_push",
@@ -519,34 +533,8 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
             Sig::Void(0),
         ),
     ];
-    let m1: [(&'static str, M1); 19] = [
-        ("advm_sin", m_sin),
-        ("advm_cos", m_cos),
-        ("advm_tan", m_tan),
-        ("advm_exp", m_exp),
-        ("advm_log", m_log),
-        ("advm_tanh", m_tanh),
-        ("advm_erf", m_erf),
-        ("advm_erfc", m_erfc),
-        ("advm_atan", m_atan),
-        ("advm_asin", m_asin),
-        ("advm_acos", m_acos),
-        ("advm_sinh", m_sinh),
-        ("advm_cosh", m_cosh),
-        ("advm_log1p", m_log1p),
-        ("advm_expm1", m_expm1),
-        ("advm_log2", m_log2),
-        ("advm_log10", m_log10),
-        ("advm_cbrt", m_cbrt),
-        ("advm_round", m_round),
-    ];
-    v.extend(m1.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F1)));
-    let m2: [(&'static str, M2); 3] = [
-        ("advm_pow", m_pow),
-        ("advm_atan2", m_atan2),
-        ("advm_hypot", m_hypot),
-    ];
-    v.extend(m2.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F2)));
+    v.extend(MATH1.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F1)));
+    v.extend(MATH2.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F2)));
     v
 }
 

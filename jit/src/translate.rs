@@ -26,7 +26,7 @@
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
 use crate::native::{
-    site, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
+    site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
     OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH,
     OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED, T_BAD_BLOCK,
     T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
@@ -588,7 +588,7 @@ impl T<'_, '_> {
             }};
         }
         macro_rules! m1 {
-            ($name:literal) => {
+            ($name:expr) => {
                 uf!(|a| self.math1($name, a))
             };
         }
@@ -648,7 +648,7 @@ impl T<'_, '_> {
             Op::SubF => ff!(|a, c| self.b.ins().fsub(a, c)),
             Op::MulF => ff!(|a, c| self.b.ins().fmul(a, c)),
             Op::DivF => ff!(|a, c| self.b.ins().fdiv(a, c)),
-            Op::PowF => ff!(|a, c| self.math2("advm_pow", a, c)),
+            Op::PowF => ff!(|a, c| self.math2(sym::m_pow, a, c)),
             Op::MinF => ff!(|a, c| {
                 let lt = self.b.ins().fcmp(FloatCC::LessThan, c, a);
                 self.b.ins().select(lt, c, a)
@@ -658,38 +658,38 @@ impl T<'_, '_> {
                 self.b.ins().select(gt, c, a)
             }),
             Op::NegF => uf!(|a| self.b.ins().fneg(a)),
-            Op::Sin => m1!("advm_sin"),
-            Op::Cos => m1!("advm_cos"),
+            Op::Sin => m1!(sym::m_sin),
+            Op::Cos => m1!(sym::m_cos),
             Op::SinCos => {
                 let a = self.get(r2);
-                let s = self.math1("advm_sin", a);
-                let c = self.math1("advm_cos", a);
+                let s = self.math1(sym::m_sin, a);
+                let c = self.math1(sym::m_cos, a);
                 self.set(r0, s);
                 self.set(r1, c);
             }
-            Op::Tan => m1!("advm_tan"),
-            Op::Exp => m1!("advm_exp"),
-            Op::Log => m1!("advm_log"),
+            Op::Tan => m1!(sym::m_tan),
+            Op::Exp => m1!(sym::m_exp),
+            Op::Log => m1!(sym::m_log),
             Op::Sqrt => uf!(|a| self.b.ins().sqrt(a)),
-            Op::Tanh => m1!("advm_tanh"),
+            Op::Tanh => m1!(sym::m_tanh),
             Op::AbsF => uf!(|a| self.b.ins().fabs(a)),
-            Op::Erf => m1!("advm_erf"),
-            Op::Erfc => m1!("advm_erfc"),
-            Op::Atan => m1!("advm_atan"),
-            Op::Asin => m1!("advm_asin"),
-            Op::Acos => m1!("advm_acos"),
-            Op::Atan2 => ff!(|a, c| self.math2("advm_atan2", a, c)),
-            Op::Sinh => m1!("advm_sinh"),
-            Op::Cosh => m1!("advm_cosh"),
-            Op::Log1p => m1!("advm_log1p"),
-            Op::Expm1 => m1!("advm_expm1"),
-            Op::Log2 => m1!("advm_log2"),
-            Op::Log10 => m1!("advm_log10"),
-            Op::Cbrt => m1!("advm_cbrt"),
-            Op::Hypot => ff!(|a, c| self.math2("advm_hypot", a, c)),
+            Op::Erf => m1!(sym::m_erf),
+            Op::Erfc => m1!(sym::m_erfc),
+            Op::Atan => m1!(sym::m_atan),
+            Op::Asin => m1!(sym::m_asin),
+            Op::Acos => m1!(sym::m_acos),
+            Op::Atan2 => ff!(|a, c| self.math2(sym::m_atan2, a, c)),
+            Op::Sinh => m1!(sym::m_sinh),
+            Op::Cosh => m1!(sym::m_cosh),
+            Op::Log1p => m1!(sym::m_log1p),
+            Op::Expm1 => m1!(sym::m_expm1),
+            Op::Log2 => m1!(sym::m_log2),
+            Op::Log10 => m1!(sym::m_log10),
+            Op::Cbrt => m1!(sym::m_cbrt),
+            Op::Hypot => ff!(|a, c| self.math2(sym::m_hypot, a, c)),
             Op::Floor => uf!(|a| self.b.ins().floor(a)),
             Op::Ceil => uf!(|a| self.b.ins().ceil(a)),
-            Op::Round => m1!("advm_round"),
+            Op::Round => m1!(sym::m_round),
             Op::Trunc => uf!(|a| self.b.ins().trunc(a)),
             Op::AddI => ff!(|a, c| self.b.ins().iadd(a, c)),
             Op::SubI => ff!(|a, c| self.b.ins().isub(a, c)),

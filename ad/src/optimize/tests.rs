@@ -1,8 +1,10 @@
 //! Unit tests of the passes' internals, on hand-built reverse functions:
 //! the linear formulations against their quadratic references on random
-//! code, and the limits. What a pass does to a given function is a stage
-//! file in `ad/tests/stages/` (`; stage: optimize PASS`, register code in,
-//! the listing after the pass out).
+//! code, the limits (a rotation of 2 000 registers), and `fuse_tangent`,
+//! whose input says where tangent values start (an argument register code
+//! does not carry). What a pass does to a given function is a stage file
+//! in `ad/tests/stages/` (`; stage: optimize PASS`, register code in, the
+//! listing after the pass out).
 
 use super::*;
 use vm::ir::{Block, Loc};
@@ -132,21 +134,6 @@ fn sinking_pops_in_one_pass_matches_moving_them_one_by_one() {
         assert_eq!(b.f.blocks[0].insts, want, "from {insts:?}");
         assert_eq!(moved, want != insts, "from {insts:?}");
     }
-}
-
-/// A return block that computes something is not copied into the blocks
-/// that jump to it (`copy_returns`, inside `merge_blocks`; the stage file
-/// `ad/tests/stages/opt_merge_blocks.adasm` shows one that is).
-#[test]
-fn a_return_block_that_computes_is_not_copied() {
-    let mut b = Build::new(2, &[0]);
-    b.block("entry", vec![], Term::Jmp(BlockId(1))).block(
-        "exit",
-        vec![i(Op::Acc, None, &[1, 0])],
-        Term::RetN(vec![r(1)]),
-    );
-    copy_returns(&mut b.f);
-    assert_eq!(b.f.blocks[0].term, Term::Jmp(BlockId(1)));
 }
 
 /// A xorshift generator: `next(n)` is a number below `n`.

@@ -64,6 +64,14 @@ const TERMINATOR: &str = "a terminator, not an IR instruction";
 /// The tangent rule of `op`, emitted through `e` (whose instruction has
 /// opcode `op`). Operand `k` is `e.a(k)`, its tangent `e.t(k)`, the result
 /// `e.y()`.
+///
+/// Clippy rejects a wildcard arm in any `match` here
+/// (`wildcard_enum_match_arm`, `match_wildcard_for_single_variants`:
+/// denied, so `cargo clippy` fails).
+#[deny(
+    clippy::wildcard_enum_match_arm,
+    clippy::match_wildcard_for_single_variants
+)]
 pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
     use Type::F64;
     match op {

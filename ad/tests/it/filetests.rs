@@ -472,7 +472,7 @@ fn verified(m: &vm::ir::Module) -> Result<vm::bytecode::Program, String> {
 
 /// The `; run: @g(args) => result` directives of a register-code stage
 /// file, each run on `p` (`Vm::run`: several results print as a list,
-/// a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
+/// each as its type, a trap as `trap: KIND in BLOCK: INSTRUCTION`). `when` says which code
 /// ran, for the message.
 fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), String> {
     let head = src.find(EXPECTED).map_or(src, |i| &src[..i]);
@@ -484,9 +484,24 @@ fn check_runs(src: &str, p: &vm::bytecode::Program, when: &str) -> Result<(), St
         let (g, lits) = assembler::parse_call(call.trim())?;
         let id = p.find(&g).ok_or(format!("no function @{g}"))?;
         let args = assembler::literals_to_values(&p.func(id).param_types, &lits)?;
-        let got = match vm::interp::Vm::default().run(p, id, &args) {
-            Ok(v) => v.to_string(),
-            Err(t) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
+        let mut vm = vm::interp::Vm::default();
+        let got = match (vm.run(p, id, &args), &p.func(id).ret) {
+            // Several results, each printed as its type says (`Vm::run`
+            // gives them as f64 bits).
+            (Ok(_), vm::ir::RetType::Many(ts)) => {
+                let each: Vec<String> = ts
+                    .iter()
+                    .zip(vm.results())
+                    .map(|(t, &b)| match t {
+                        Type::I64 => (b as i64).to_string(),
+                        Type::Bool => (b != 0).to_string(),
+                        _ => f64::from_bits(b).to_string(),
+                    })
+                    .collect();
+                format!("[{}]", each.join(", "))
+            }
+            (Ok(v), _) => v.to_string(),
+            (Err(t), _) => format!("trap: {:?} in {}: {}", t.kind, t.block, t.instr),
         };
         if got != want.trim() {
             return Err(format!("`{}`, {when}, gives `{got}`", line.trim()));
@@ -582,7 +597,7 @@ fn stage_files_match_their_expectations() {
     assert!(
         failed.is_empty(),
         "stage listings differ from their expectations (if the change is meant, run \
-         UPDATE_EXPECT=1 cargo test -p advm-ad --test filetests and review the diff):\n{}",
+         UPDATE_EXPECT=1 cargo test -p advm-ad --test it filetests:: and review the diff):\n{}",
         failed.join("\n")
     );
 }
@@ -652,6 +667,168 @@ fn every_lowering_concern_has_a_stage_file() {
     for c in LOWER_CONCERNS {
         assert!(seen.contains(*c), "no `; stage: lower {c}` file");
     }
+}
+
+/// The opcodes each stage file shows, by where: written by the AD stage
+/// (in the expectation of a `reverse`, `tangent`, `optimize` or `pass`
+/// file), or read from register code and lowered (in the program of a
+/// `lower CONCERN` file). `files` are (name, text) pairs.
+fn stage_coverage(files: &[(String, String)]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (derived, lowered, _) = stage_coverage_all(files);
+    (derived, lowered)
+}
+
+/// [`stage_coverage`], and third the opcodes in the expected bytecode of
+/// the `lower` files.
+fn stage_coverage_all(
+    files: &[(String, String)],
+) -> (BTreeSet<String>, BTreeSet<String>, BTreeSet<String>) {
+    let mnemonics: BTreeSet<&str> = vm::op::Op::ALL.iter().map(|op| op.mnemonic()).collect();
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| c.is_whitespace() || c == ',' || c == '(' || c == '[')
+            .filter(|w| mnemonics.contains(w))
+            .map(str::to_string)
+            .collect()
+    };
+    let (mut derived, mut lowered, mut bytecode) =
+        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for (_, src) in files {
+        let stage = src
+            .lines()
+            .find_map(|l| l.strip_prefix("; stage:"))
+            .unwrap_or("")
+            .trim();
+        let (program, expected) = src.split_at(src.find(EXPECTED).unwrap_or(src.len()));
+        let first = stage.split_whitespace().next().unwrap_or("");
+        if matches!(first, "reverse" | "tangent" | "optimize" | "pass") {
+            derived.extend(words(expected));
+        }
+        if first == "lower" {
+            bytecode.extend(words(expected));
+        }
+        if first == "lower" && stage.split_whitespace().count() == 2 {
+            for line in program.lines().filter(|l| !l.trim_start().starts_with(';')) {
+                lowered.extend(words(line));
+            }
+        }
+    }
+    (derived, lowered, bytecode)
+}
+
+/// The reverse-mode opcodes (those only the AD stage writes, `Origin::Ad`
+/// in the opcode table) that `files` leave without a file test of a
+/// stage: for each, `(mnemonic, what is missing)`.
+fn reverse_mode_gaps(files: &[(String, String)]) -> Vec<(&'static str, &'static str)> {
+    let (derived, lowered) = stage_coverage(files);
+    let mut gaps = Vec::new();
+    for op in vm::op::Op::ALL {
+        if op.facts().origin != vm::op::Origin::Ad {
+            continue;
+        }
+        let m = op.mnemonic();
+        if !derived.contains(m) {
+            gaps.push((
+                m,
+                "no reverse, tangent, optimize or pass stage file writes it",
+            ));
+        }
+        if !lowered.contains(m) {
+            gaps.push((
+                m,
+                "no `; stage: lower CONCERN` file reads it from register code",
+            ));
+        }
+    }
+    gaps
+}
+
+fn stage_texts() -> Vec<(String, String)> {
+    stage_files()
+        .iter()
+        .map(|p| {
+            let src = std::fs::read_to_string(p).expect("readable");
+            (p.display().to_string(), src)
+        })
+        .collect()
+}
+
+/// Every reverse-mode opcode, enumerated from the opcode table, has stage
+/// files at both ends of the middle of the pipeline: one in whose expected
+/// derived code (reverse, tangent or cleaned-up) the AD stage writes it,
+/// and one that reads it from register code and lists its lowering. (The
+/// corpus listings show them too:
+/// `the_expectations_show_every_opcode_of_derived_code`.)
+#[test]
+fn every_reverse_mode_opcode_has_stage_files() {
+    let gaps = reverse_mode_gaps(&stage_texts());
+    assert!(
+        gaps.is_empty(),
+        "reverse-mode opcodes without stage files (add a stage file in ad/tests/stages/ \
+         that shows them):\n{gaps:#?}"
+    );
+}
+
+/// Every opcode only the lowering makes (`Origin::Lowering`: fused
+/// branches, steps, products and loads, batched pushes) and every one it
+/// makes from terminators (`Origin::Control`) shows in the expected
+/// bytecode of a `lower` stage file, enumerated from the opcode table.
+#[test]
+fn every_lowering_opcode_has_a_lower_stage_file() {
+    let (_, _, bytecode) = stage_coverage_all(&stage_texts());
+    let missing: Vec<&str> = vm::op::Op::ALL
+        .iter()
+        .filter(|op| {
+            matches!(
+                op.facts().origin,
+                vm::op::Origin::Lowering | vm::op::Origin::Control
+            )
+        })
+        .map(|op| op.mnemonic())
+        .filter(|m| !bytecode.contains(*m))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "no `lower` stage file shows {missing:?} in its expected bytecode"
+    );
+}
+
+/// The coverage check fails when a stage file goes: without each file
+/// that alone shows some reverse-mode opcode at a stage, that opcode is
+/// reported.
+#[test]
+fn a_missing_stage_file_leaves_a_reverse_mode_gap() {
+    let files = stage_texts();
+    let mut sole = 0;
+    for i in 0..files.len() {
+        let mut rest = files.clone();
+        let (name, _) = rest.remove(i);
+        let (d_all, l_all) = stage_coverage(&files);
+        let (d_rest, l_rest) = stage_coverage(&rest);
+        let lost: Vec<&String> = d_all
+            .difference(&d_rest)
+            .chain(l_all.difference(&l_rest))
+            .filter(|m| {
+                vm::op::Op::ALL.iter().any(|op| {
+                    op.mnemonic() == m.as_str() && op.facts().origin == vm::op::Origin::Ad
+                })
+            })
+            .collect();
+        if lost.is_empty() {
+            continue;
+        }
+        sole += 1;
+        let gaps = reverse_mode_gaps(&rest);
+        for m in lost {
+            assert!(
+                gaps.iter().any(|(g, _)| g == m),
+                "without {name}, `{m}` is reported"
+            );
+        }
+    }
+    assert!(
+        sole >= 2,
+        "{sole} files alone show some reverse-mode opcode"
+    );
 }
 
 /// The comparison fails when an expectation is wrong: each stage file with
@@ -986,6 +1163,51 @@ fn bytecode_listings_read_back_and_run_bit_identically() {
     );
     assert!(derived > 300, "{derived} derived functions run");
     assert!(compared > 1500, "{compared} runs compared without a trap");
+}
+
+/// The listing reader reads every opcode of the table: the opcodes of
+/// the programs `assembler::assemble_listing` reads back from the
+/// listings of the corpus (every function and the functions derived from
+/// it, cleaned up and not) and of the `lower` stage files together are
+/// all of `Op::ALL`.
+#[test]
+fn every_opcode_reads_back_from_a_listing() {
+    let mut read = BTreeSet::new();
+    let mut note = |p: &vm::bytecode::Program| {
+        for g in 0..p.len() {
+            for ins in &p.func(FuncId(g as u32)).code {
+                read.insert(ins.op);
+            }
+        }
+    };
+    for rel in programs() {
+        let name = rel.display().to_string();
+        let src = std::fs::read_to_string(root().join("programs").join(&rel)).expect("readable");
+        for cleanup in [true, false] {
+            let mut e = engine(&src, &name, cleanup);
+            derive_everything(&mut e);
+            let text = vm::disasm::program(e.program());
+            let p = assembler::assemble_listing(&text, &name)
+                .unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
+            note(&p);
+        }
+    }
+    for (name, src) in stage_texts() {
+        if !src.lines().any(|l| l.starts_with("; stage: lower ")) {
+            continue;
+        }
+        let m = register_module(&src, &name).unwrap_or_else(|e| panic!("{e}"));
+        let p = verified(&m).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let back = assembler::assemble_listing(&vm::disasm::program(&p), &name)
+            .unwrap_or_else(|d| panic!("{name}:\n{}", d.render()));
+        note(&back);
+    }
+    let missing: Vec<&str> = vm::op::Op::ALL
+        .iter()
+        .filter(|op| !read.contains(*op))
+        .map(|op| op.mnemonic())
+        .collect();
+    assert!(missing.is_empty(), "no listing read back holds {missing:?}");
 }
 
 /// A stage file's expectation, without the `; ` in front of each line.

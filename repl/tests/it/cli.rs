@@ -86,6 +86,18 @@ fn run_prints_the_value() {
     ];
     assert_eq!(ok(&b), "true\n");
     assert_eq!(ok_json(&[&b[..], &["--json"]].concat())["value"], true);
+    // A function with no result (adasm.md §7): `none`, and a null value.
+    let unit = [
+        "run",
+        "programs/no_result.adasm",
+        "--fn",
+        "fill",
+        "--args",
+        "[2.0]",
+    ];
+    assert_eq!(ok(&unit), "none\n");
+    let j = ok_json(&[&unit[..], &["--json"]].concat());
+    assert_eq!(j, serde_json::json!({"value": null}));
 }
 
 #[test]

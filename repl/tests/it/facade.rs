@@ -28,7 +28,14 @@ fn f64s(v: &Value) -> Vec<f64> {
     }
 }
 
-const H: f64 = 1e-6;
+/// The central difference of `f` at `x`, by the one finite-difference
+/// checker (`advm::fd`, step `advm::fd::STEP`).
+fn diff<E>(x: f64, mut f: impl FnMut(f64) -> Result<f64, E>) -> Result<f64, E> {
+    advm::fd::directional(&[Value::F64(x)], &[Some(Value::F64(1.0))], |a, _| match a {
+        [Value::F64(x)] => f(*x),
+        _ => unreachable!("one f64 argument"),
+    })
+}
 
 #[test]
 fn program_is_clone_send_sync() {
@@ -68,7 +75,7 @@ fn gradient_and_hessian_match_finite_differences() -> Result<(), Error> {
     let mut func = p.function("f")?;
     let g = func.grad(args![x, 6])?;
     assert!(close(g.value, f(x), 1e-12));
-    let dx = (f(x + H) - f(x - H)) / (2.0 * H);
+    let dx = diff(x, |x| Ok::<f64, Error>(f(x)))?;
     assert!(close(g.f64("x").expect("∂x"), dx, 1e-7), "{g:?} vs {dx}");
     assert_eq!(g.get("n"), None);
     assert_eq!(g.grad.names(), ["x", "n"]);
@@ -76,7 +83,7 @@ fn gradient_and_hessian_match_finite_differences() -> Result<(), Error> {
 
     let h = func.hessian(args![x, 6])?;
     let mut other = program("array_return.adasm");
-    let dxx = (p_grad(&mut other, x + H)? - p_grad(&mut other, x - H)?) / (2.0 * H);
+    let dxx = diff(x, |x| p_grad(&mut other, x))?;
     assert_eq!(h.inputs, ["x"]);
     assert!(close(h.matrix[0][0], dxx, 1e-6), "{:?} vs {dxx}", h.matrix);
     // hvp along 0.5 is half the Hessian's column; its gradient is grad's.
@@ -103,10 +110,8 @@ fn jacobian_vjp_and_jvp_of_an_array_result_agree_with_differences() -> Result<()
     let j = powers.jacobian(args![x, 4])?;
     assert_eq!(f64s(&j.value), [1.0, 1.5, 2.25, 3.375]);
     assert_eq!(j.inputs, ["x"]);
-    let up = f64s(&powers.run(args![x + H, 4])?);
-    let down = f64s(&powers.run(args![x - H, 4])?);
-    for (row, (u, d)) in j.matrix.iter().zip(up.iter().zip(&down)) {
-        let fd = (u - d) / (2.0 * H);
+    for (k, row) in j.matrix.iter().enumerate() {
+        let fd = diff(x, |x| Ok::<f64, Error>(f64s(&powers.run(args![x, 4])?)[k]))?;
         assert!(close(row[0], fd, 1e-7), "{row:?} vs {fd}");
     }
     // vjp with seed s is sᵀJ; jvp along 1 is J's column.

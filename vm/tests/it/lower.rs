@@ -1,9 +1,10 @@
-//! Lowering: phis as parallel copies on the edge taken (cycles included),
-//! non-SSA code, side tables and debug tables, and errors instead of panics
-//! on malformed IR. The code shape of each concern of the lowering, with
-//! a few runs, is in stage files (`ad/tests/stages/lower_*.adasm`, register
-//! code in, bytecode out, `; run:` directives): what stays here runs code
-//! many times, counts what it executes or looks at traps and stacks.
+//! Lowering: side tables and debug tables, errors instead of panics on
+//! malformed IR, and random parallel copies on edges. The code shape of
+//! each concern of the lowering, with runs, is in stage files
+//! (`ad/tests/stages/lower_*.adasm`, register code in, bytecode out,
+//! `; run:` directives; phis as edge copies, cycles and non-SSA code in
+//! `lower_edge_copies.adasm`): what stays here runs code many times,
+//! counts what it executes or looks at traps and stacks.
 
 use proptest::prelude::*;
 use testkit::ir::*;
@@ -37,161 +38,6 @@ fn no_jump_to_next(p: &Program) {
                 vm::disasm::function(f)
             );
         }
-    }
-}
-
-#[test]
-fn phi_swap_on_one_back_edge() {
-    let p = load(&fib());
-    no_jump_to_next(&p);
-    let mut vm = Vm::default();
-    for (n, want) in [(0, 0.0), (1, 1.0), (2, 1.0), (10, 55.0), (20, 6765.0)] {
-        assert_eq!(
-            vm.run(&p, FuncId(0), &[Value::I64(n)]),
-            Ok(Value::F64(want)),
-            "fib({n})"
-        );
-    }
-}
-
-/// Where a phi source is read by a phi of the same edge, the copies must
-/// go through a scratch register: `a, b, c = b, c, a` rotates.
-#[test]
-fn three_cycle_rotation() {
-    let mut b = B::new_many("rot", &[("n", I64)], 3);
-    let entry = b.block("entry");
-    let head = b.block("head");
-    let body = b.block("body");
-    let done = b.block("done");
-    b.jmp(entry, head);
-    let (x, y, z) = (b.val("x", F64), b.val("y", F64), b.val("z", F64));
-    let k = b.val("k", I64);
-    let k2 = b.val("k2", I64);
-    let (c1, c2, c3, i0, i1) = (b.f64(1.0), b.f64(2.0), b.f64(3.0), b.i64(0), b.i64(1));
-    b.phi(head, x, &[(entry, c1), (body, y)]);
-    b.phi(head, y, &[(entry, c2), (body, z)]);
-    b.phi(head, z, &[(entry, c3), (body, x)]);
-    b.phi(head, k, &[(entry, i0), (body, k2)]);
-    let n = b.p(0);
-    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
-    b.br(head, c, body, done);
-    b.set(body, Op::AddI, k2, &[k, i1]);
-    b.jmp(body, head);
-    b.term(done, Term::RetN(vec![x, y, z]));
-    let p = load(&b.module());
-    no_jump_to_next(&p);
-    let mut want = [1.0, 2.0, 3.0];
-    for n in 0..7 {
-        assert_eq!(run_many(&p, &[n as u64]), want.to_vec(), "n = {n}");
-        want.rotate_left(1);
-    }
-}
-
-/// One value feeding two phis, and a phi keeping its own value.
-#[test]
-fn fan_out_and_self_copies() {
-    let mut b = B::new_many("fan", &[("n", I64)], 3);
-    let entry = b.block("entry");
-    let head = b.block("head");
-    let body = b.block("body");
-    let done = b.block("done");
-    b.jmp(entry, head);
-    let (x, y, z) = (b.val("x", F64), b.val("y", F64), b.val("z", F64));
-    let k = b.val("k", I64);
-    let k2 = b.val("k2", I64);
-    let (c1, c2, c3, i0, i1) = (b.f64(1.0), b.f64(2.0), b.f64(3.0), b.i64(0), b.i64(1));
-    let s = b.val("s", F64);
-    b.phi(head, x, &[(entry, c1), (body, s)]);
-    b.phi(head, y, &[(entry, c2), (body, x)]);
-    b.phi(head, z, &[(entry, c3), (body, z)]);
-    b.phi(head, k, &[(entry, i0), (body, k2)]);
-    let n = b.p(0);
-    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
-    b.br(head, c, body, done);
-    b.set(body, Op::AddF, s, &[x, y]);
-    b.set(body, Op::AddI, k2, &[k, i1]);
-    b.jmp(body, head);
-    b.term(done, Term::RetN(vec![x, y, z]));
-    let p = load(&b.module());
-    let (mut x, mut y) = (1.0, 2.0);
-    for n in 0..6 {
-        assert_eq!(run_many(&p, &[n as u64]), vec![x, y, 3.0], "n = {n}");
-        (x, y) = (x + y, x);
-    }
-}
-
-/// A `br` whose two edges both carry copies: `jmp.ifnot c, Lelse; <copies
-/// for then>; jmp then; Lelse: <copies for else>; jmp else`.
-#[test]
-fn conditional_branch_with_copies_on_both_edges() {
-    // do { a, b = b, a; i += 1 } while i < n; return (a, b) via phis of
-    // the exit block that swap them once more.
-    let mut b = B::new_many("both", &[("n", I64)], 2);
-    let entry = b.block("entry");
-    let body = b.block("body");
-    let done = b.block("done");
-    b.jmp(entry, body);
-    let (x, y) = (b.val("x", F64), b.val("y", F64));
-    let (u, v) = (b.val("u", F64), b.val("v", F64));
-    let i = b.val("i", I64);
-    let i2 = b.val("i2", I64);
-    let (c1, c2, i0, i1) = (b.f64(1.0), b.f64(2.0), b.i64(0), b.i64(1));
-    b.phi(body, x, &[(entry, c1), (body, y)]);
-    b.phi(body, y, &[(entry, c2), (body, x)]);
-    b.phi(body, i, &[(entry, i0), (body, i2)]);
-    b.set(body, Op::AddI, i2, &[i, i1]);
-    let n = b.p(0);
-    let c = b.op(body, Op::LtI, Some(Bool), &[i2, n]);
-    b.br(body, c, body, done);
-    b.phi(done, u, &[(body, y)]);
-    b.phi(done, v, &[(body, x)]);
-    b.term(done, Term::RetN(vec![u, v]));
-    let p = load(&b.module());
-    no_jump_to_next(&p);
-    for n in 1..6u64 {
-        // After the loop x, y have been swapped n - 1 times (the last
-        // iteration exits); the exit phis swap once more.
-        let want = if n % 2 == 1 {
-            vec![2.0, 1.0]
-        } else {
-            vec![1.0, 2.0]
-        };
-        assert_eq!(run_many(&p, &[n]), want, "n = {n}");
-    }
-}
-
-/// Reverse code from the AD stage is not SSA: accumulators are written
-/// many times. One value, one register: lowering stays correct.
-#[test]
-fn non_ssa_accumulators() {
-    // fn(x, n) -> (d, e): loop n times { d += x; e -= d } (no phis; the
-    // loop counter is an accumulator too).
-    let mut b = B::new_many("rev", &[("x", F64), ("n", I64)], 2);
-    let entry = b.block("entry");
-    let head = b.block("head");
-    let body = b.block("body");
-    let done = b.block("done");
-    let (x, n) = (b.p(0), b.p(1));
-    let d = b.val("d", F64);
-    let e = b.val("e", F64);
-    let k = b.val("k", I64);
-    let i1 = b.i64(1);
-    b.jmp(entry, head);
-    let c = b.op(head, Op::LtI, Some(Bool), &[k, n]);
-    b.br(head, c, body, done);
-    b.set(body, Op::Acc, d, &[d, x]);
-    b.set(body, Op::AccNeg, e, &[e, d]);
-    b.set(body, Op::AddI, k, &[k, i1]);
-    b.jmp(body, head);
-    b.term(done, Term::RetN(vec![d, e]));
-    let p = load(&b.module());
-    for n in 0..5u64 {
-        let (mut d, mut e) = (0.0, 0.0);
-        for _ in 0..n {
-            d += 0.5;
-            e -= d;
-        }
-        assert_eq!(run_many(&p, &[0.5f64.to_bits(), n]), vec![d, e]);
     }
 }
 
@@ -1089,38 +935,6 @@ fn a_running_products_tangent_fuses_into_tmul_z() {
     let p = load(&tangent_product(false));
     let got = run_many(&p, &[0.0, inf, 0.0, nan].map(f64::to_bits));
     assert_eq!(got[0].to_bits(), 0.0f64.to_bits());
-}
-
-/// `(s, a, b) -> s'`, non-SSA: `p = mul.z a, b; q = mul.f a, a; s = add.f
-/// s, p` with `q` returned: a strong-zero product summed in place is one
-/// `acc.mul`, also past an unrelated pure instruction (tangent code between
-/// a product and its sum), and computes what the pair computes.
-#[test]
-fn a_strong_zero_product_summed_in_place_fuses_into_acc_mul() {
-    use vm::math::mul_z;
-    let params = [("s", F64), ("a", F64), ("b", F64)];
-    let mut b = B::new_many("az", &params, 2);
-    let e = b.block("entry");
-    let (s, a, bb) = (b.p(0), b.p(1), b.p(2));
-    let p = b.op(e, Op::MulZ, Some(F64), &[a, bb]);
-    let q = b.op(e, Op::MulF, Some(F64), &[a, a]);
-    b.set(e, Op::AddF, s, &[s, p]);
-    b.term(e, Term::RetN(vec![s, q]));
-    let prog = load(&b.module());
-    let what = vm::disasm::function(prog.func(FuncId(0)));
-    assert!(ops(&prog).contains(&Op::AccMul), "{what}");
-    assert!(!ops(&prog).contains(&Op::AddF), "{what}");
-    let (inf, nan) = (f64::INFINITY, f64::NAN);
-    for (s0, x, y) in [
-        (1.0, 2.0, 3.0),
-        (0.5, 0.0, inf),
-        (0.5, nan, 0.0),
-        (0.1, 0.2, 0.3),
-    ] {
-        let got = run_many(&prog, &[s0, x, y].map(f64::to_bits));
-        let want = s0 + mul_z(x, y);
-        assert_eq!(got[0].to_bits(), want.to_bits(), "{s0} {x} {y}\n{what}");
-    }
 }
 
 /// `(m, e, dm, de) -> (m, dm[, q])`, non-SSA: `c = gt.f e, m; dm = select

@@ -1,5 +1,5 @@
 //! The compile-time corpus shared by the `native` bench and the `compile`
-//! example: every `programs/**/*.adasm` (but `programs/reference/`), with
+//! binary: every `programs/**/*.adasm` (but `programs/reference/`), with
 //! its user functions' gradients derived.
 
 use ad::Engine;

@@ -2,11 +2,10 @@
 //! derived functions) in the native tier `N` times and print the compile
 //! time per function (median and 90th percentile, wall-clock and CPU
 //! time, bodies and trampolines apart), to compare builds or run under a
-//! profiler: `cargo build --release -p advm-jit --example compile`, then
-//! `target/release/examples/compile 20` (or `perf record -g ...`).
+//! profiler: `cargo build --release -p advm-bench --bin compile`, then
+//! `target/release/compile 20` (or `perf record -g ...`).
 
-#[path = "../../bench/benches/corpus/mod.rs"]
-mod corpus;
+use advm_bench::corpus;
 
 fn main() {
     let n: usize = std::env::args()
