@@ -312,9 +312,11 @@ fn rules_print_back() {
     let src = testkit::read_program("programs/rule_norm.adasm");
     let m = assembler::assemble(&src, "rule_norm.adasm").expect("assembles");
     let text = assembler::print_module(&m);
-    assert!(text.contains("rule @sumsq jvp @sumsq_jvp\nrule @norm jvp @norm_jvp\n"));
+    assert!(text.contains(
+        "rule @sumsq jvp @sumsq_jvp\nrule @norm jvp @norm_jvp\nrule @scale jvp @scale_jvp\n"
+    ));
     let again = assembler::assemble(&text, "printed.adasm").expect("reassembles");
-    assert_eq!(again.rules.len(), 2);
+    assert_eq!(again.rules.len(), 3);
     assert_eq!(
         again.rules.iter().map(|r| (r.f, r.jvp)).collect::<Vec<_>>(),
         m.rules.iter().map(|r| (r.f, r.jvp)).collect::<Vec<_>>()
