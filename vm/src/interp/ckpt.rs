@@ -78,7 +78,7 @@ struct Snapshot {
 struct Entry<'a> {
     /// The arguments.
     args: &'a [u64],
-    /// The arrays live at entry (handles `0..live`).
+    /// How many arrays are live at entry (the first `live` of the heap).
     live: usize,
     /// The bytes of snapshot 0.
     bytes: usize,
