@@ -217,7 +217,8 @@ fn result_type(f: &Function) -> Type {
 /// ```
 ///
 /// with zero tangents (0.0, or new arrays of zeros) for the differentiable
-/// parameters outside `wrt`.
+/// parameters outside `wrt`. For an array result, `len.check y, ẏ` before
+/// the return: a tangent of another length traps, naming the rule's line.
 pub(crate) fn rule_tangent(m: &Module, rule: Rule, wrt: &[bool]) -> Function {
     let f = m.func(rule.f);
     let ret = result_type(f);
@@ -259,6 +260,9 @@ pub(crate) fn rule_tangent(m: &Module, rule: Rule, wrt: &[bool]) -> Function {
         args.push(t);
     }
     let dy = b.call(entry, rule.jvp, ret, args, Some("d.y".into()));
+    if ret == Type::Arr {
+        b.push(entry, Inst::new(Op::LenCheck, None, vec![y, dy], rule.loc));
+    }
     b.term(entry, Term::RetN(vec![y, dy]));
     b.f
 }
@@ -283,6 +287,11 @@ pub(crate) fn jvp_mask(f: &Function, wrt: &[bool]) -> Vec<bool> {
 /// f.fwd(p...) -> y:   y = f(p...);  f_jvp.fwd(p..., 0...);  push (p, ṗ) of each selected array;  ret y
 /// f.rev(ȳ) -> (p̄...): pop them;  (.., ṗ̄...) += f_jvp.rev(ȳ);  shadow(p) += shadow(ṗ);  ret.n
 /// ```
+///
+/// For an array result, `f.fwd` checks the rule's tangent (taken at zero
+/// tangents, but of the length the rule gives) against `y` (`len.check`),
+/// so that a tangent of another length traps at the `rule` line before
+/// the reverse function could misread it.
 pub(crate) fn rule_pair(
     m: &Module,
     rule: Rule,
@@ -314,6 +323,11 @@ pub(crate) fn rule_pair(
     let mut call = Inst::new(Op::Call, Some(t), args, loc);
     call.callee = Some(jd.fwd);
     fb.push(entry, call);
+    if ret == Type::Arr {
+        // A tangent array of another length than the result would leave
+        // cotangents out or trap out of bounds in the reverse function.
+        fb.push(entry, Inst::new(Op::LenCheck, None, vec![y, t], loc));
+    }
     for (_, p, z) in &arrays {
         fb.push(entry, Inst::new(Op::CommsPush, None, vec![*p], loc));
         fb.push(entry, Inst::new(Op::CommsPush, None, vec![*z], loc));
@@ -391,8 +405,10 @@ pub(crate) fn rule_pair(
 
 /// `shadow(to)[k] += shadow(from)[k]` (taken: `from`'s shadow left zero)
 /// for each index k of `from`, counted up, in a loop emitted from block
-/// `at` on; the block after it. An index past the end of `to` (a rule's
-/// tangent array shorter than the result) traps.
+/// `at` on; the block after it. The two have the same length: a rule's
+/// tangent array is checked against the result in the forward function
+/// (`len.check`), an array parameter's zero tangent is made with its
+/// length.
 fn move_shadow(rb: &mut Build, at: BlockId, from: ValueId, to: ValueId) -> BlockId {
     let loc = rb.loc;
     let k = rb.f.new_value(Type::I64, Some("k".into()));

@@ -256,3 +256,65 @@ fn array_hvp_allocates_nothing_after_warm_up() {
     assert_eq!(after - before, 0, "allocations in the second array hvp");
     assert!(out.hvp.iter().any(|h| h.is_some()));
 }
+
+/// Under an AD budget that storing everything fits, a gradient call
+/// allocates nothing after warm-up either: snapshot 0 is taken only if the
+/// stacks fill (powloop's arguments; logsumexp's array, which no function
+/// writes), and where the call may write into the arrays live at entry
+/// (`aset` into its argument) they are copied into buffers kept from the
+/// warm-up call.
+#[test]
+fn gradients_under_a_budget_that_fits_allocate_nothing_after_warm_up() {
+    const INPLACE: &str = "
+fn @f(%v: f64[]) -> f64 {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %y = sin %x
+    aset %v, %i, %y
+    %s2 = add %s, %y
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}";
+    for (src, name, args) in [
+        (
+            testkit::read_program("programs/bench/powloop.adasm"),
+            "pow",
+            vec![Value::F64(1.0001), Value::I64(10_000)],
+        ),
+        (
+            testkit::read_program("programs/bench/logsumexp.adasm"),
+            "logsumexp",
+            vec![Value::Arr(testkit::suite::sines(1000))],
+        ),
+        (
+            INPLACE.to_string(),
+            "f",
+            vec![Value::Arr(testkit::suite::sines(1000))],
+        ),
+    ] {
+        let module = assembler::assemble(&src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
+        let mut e = Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        let mut all = Gradient::default();
+        e.grad_into(f, &args, &mut all).expect("without a budget");
+        e.set_ad_budget(Some(1 << 24));
+        let mut out = Gradient::default();
+        e.grad_into(f, &args, &mut out).expect("warm-up");
+        let before = allocs();
+        e.grad_into(f, &args, &mut out).expect("second call");
+        let after = allocs();
+        assert_eq!(after - before, 0, "{name}: allocations in the second call");
+        assert_eq!(e.recompute_factor(), 1.0, "{name}: stored everything");
+        assert_eq!(format!("{out:?}"), format!("{all:?}"), "{name}");
+    }
+}

@@ -371,6 +371,14 @@ helper! {
     }
 }
 helper! {
+    /// `len.check`.
+    fn h_len_check(c, vm, site, a: u64, b: u64) -> () {
+        if let Err(k) = vm.native_len_check(a, b) {
+            c.fail(site, k);
+        }
+    }
+}
+helper! {
     /// `shadow.take`.
     fn h_shadow_take(c, vm, site, h: u64, i: i64) -> f64 {
         vm.native_shadow_take(h, i).unwrap_or_else(|k| {
@@ -525,6 +533,11 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
             "advm_shadow_take",
             h_shadow_take as F2H as *const u8,
             Sig::Float(2),
+        ),
+        (
+            "advm_len_check",
+            h_len_check as V2 as *const u8,
+            Sig::Void(2),
         ),
         ("advm_trap", h_trap as VT as *const u8, Sig::Void(2)),
         (

@@ -1006,6 +1006,11 @@ impl T<'_, '_> {
                 let z = self.b.ins().iconst(types::I64, 0);
                 self.set_bits(r0, z);
             }
+            Op::LenCheck => {
+                let a = self.get(r0);
+                let c = self.get(r1);
+                self.fallible("advm_len_check", pc, &[a, c]);
+            }
             Op::Take => {
                 let v = self.get(r1);
                 let z = self.b.ins().iconst(types::I64, 0);

@@ -822,6 +822,11 @@ def rule_norm_energy(v, s):
     return (s * sqrt(q) + q) + s * s
 
 
+def rule_norm_mass(v, s):
+    w = [s * aget(v, i) for i in range(len(v))]
+    return rule_norm_sumsq(w)
+
+
 # (file relative to programs/, function name) -> implementation.
 PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
@@ -887,6 +892,7 @@ PROGRAMS = {
     ("rule_softplus.adasm", "softplus"): rule_softplus_softplus,
     ("rule_norm.adasm", "sumsq"): rule_norm_sumsq,
     ("rule_norm.adasm", "energy"): rule_norm_energy,
+    ("rule_norm.adasm", "mass"): rule_norm_mass,
     ("bench/branchy.adasm", "branchy"): branchy,
     ("bench/logreg.adasm", "logreg"): logreg,
     ("bench/logsumexp.adasm", "logsumexp"): bench_logsumexp,

@@ -120,6 +120,7 @@ pub fn vm_class(kind: &vm::TrapKind) -> &'static str {
         K::NoShadow => "no-shadow",
         K::BadBlockId(_) => "bad-block-id",
         K::NotVerified => "not-verified",
+        K::RuleTangentLength { .. } => "rule-tangent-length",
     }
 }
 

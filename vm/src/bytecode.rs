@@ -208,6 +208,8 @@ pub struct Program {
     /// Per function: the stamp it got when it was last verified (see
     /// [`Program::stamp`]); meaningful only while it is verified.
     stamps: Vec<u64>,
+    /// How many functions have an `aset` ([`Program::writes_arrays`]).
+    writers: usize,
 }
 
 /// Where a derived function comes from: the user function it was derived
@@ -288,6 +290,7 @@ impl Program {
     pub fn push(&mut self, f: Function) -> FuncId {
         let id = FuncId(self.funcs.len() as u32);
         self.note_calls(id, &f);
+        self.writers += usize::from(writes_arrays(&f));
         self.funcs.push(f);
         self.init.push(None);
         self.stamps.push(0);
@@ -314,6 +317,8 @@ impl Program {
             return Err(NoFunction(id));
         }
         self.note_calls(id, &f);
+        self.writers -= usize::from(writes_arrays(&self.funcs[id.index()]));
+        self.writers += usize::from(writes_arrays(&f));
         self.funcs[id.index()] = f;
         self.init[id.index()] = None;
         self.unverify_callers(id);
@@ -335,6 +340,7 @@ impl Program {
     /// call one of them: an id may be reused by a later `push`).
     pub fn truncate(&mut self, len: usize) {
         self.funcs.truncate(len);
+        self.writers = self.funcs.iter().filter(|f| writes_arrays(f)).count();
         self.init.truncate(len);
         self.origins.retain(|id, _| id.index() < len);
         self.stamps.truncate(len);
@@ -367,6 +373,13 @@ impl Program {
             }
             calls
         });
+    }
+
+    /// Whether some function of the program writes array elements (has an
+    /// `aset`): if none does, a call cannot change the arrays live when it
+    /// starts (checkpointing then copies them only if it needs them).
+    pub fn writes_arrays(&self) -> bool {
+        self.writers > 0
     }
 
     /// Whether `id` exists and passed the verifier since it was last set.
@@ -430,6 +443,12 @@ impl fmt::Display for Instr {
             self.x
         )
     }
+}
+
+/// Whether `f`'s code has an `aset` (the only instruction that writes an
+/// array's elements).
+fn writes_arrays(f: &Function) -> bool {
+    f.code.iter().any(|i| i.op == Op::ASet)
 }
 
 #[cfg(test)]

@@ -315,6 +315,25 @@ impl Heap {
         self.data[..self.live].to_vec()
     }
 
+    /// A copy of the elements of the first `n` live arrays (all of them
+    /// if fewer are live).
+    pub(crate) fn snapshot_of(&self, n: usize) -> Vec<Vec<f64>> {
+        self.data[..n.min(self.live)].to_vec()
+    }
+
+    /// [`Heap::snapshot`] into `out`, reusing its buffers: no allocation
+    /// where they are as long as before.
+    pub(crate) fn snapshot_into(&self, out: &mut Vec<Vec<f64>>) {
+        let live = &self.data[..self.live];
+        out.truncate(live.len());
+        let kept = out.len();
+        for (o, d) in out.iter_mut().zip(live) {
+            o.clear();
+            o.extend_from_slice(d);
+        }
+        out.extend(live[kept..].iter().cloned());
+    }
+
     /// Bytes [`Heap::snapshot`] holds.
     pub(crate) fn snapshot_bytes(&self) -> usize {
         self.data[..self.live]

@@ -469,6 +469,10 @@ ops! {
     /// `r0 = r1; r1 = 0.0`: moves a phi's cotangent to its incoming value
     /// on a reverse edge.
     Take = "take" [Def(F), InOut(F)] ad().pure();
+    /// Trap ([`TrapKind::RuleTangentLength`](crate::TrapKind)) unless
+    /// arrays `r0` and `r1` have the same length: a custom rule's tangent
+    /// array `r1` against its function's result `r0` (`ad/src/custom.rs`).
+    LenCheck = "len.check" [Use(A), Use(A)] ad();
 
     // ---- fused compare-and-branch (made by the lowering) ---------------------
     // One opcode per condition, so that the interpreter dispatches once.

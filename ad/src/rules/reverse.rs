@@ -451,7 +451,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::ShadowAcc
         | Op::ShadowAccMul
         | Op::ShadowTake
-        | Op::Take => return Err(NoRule(inst.op)),
+        | Op::Take
+        | Op::LenCheck => return Err(NoRule(inst.op)),
         // Made only by the lowering, never in IR.
         Op::JmpLtI
         | Op::JmpLeI

@@ -427,6 +427,9 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         // value.
         // Block ids are control: no tangent.
         Op::BlkPush => Rule::Effect,
+        // A check of a rule's tangent array against the result: the
+        // check again, no tangent code.
+        Op::LenCheck => Rule::Effect,
         // Push the value, then its tangent (the tangent array of an array);
         // the tangent of the reverse function pops them in the opposite
         // order. i64 and bool values carry none.

@@ -312,9 +312,11 @@ fn rules_print_back() {
     let src = testkit::read_program("programs/rule_norm.adasm");
     let m = assembler::assemble(&src, "rule_norm.adasm").expect("assembles");
     let text = assembler::print_module(&m);
-    assert!(text.contains("rule @sumsq jvp @sumsq_jvp\nrule @norm jvp @norm_jvp\n"));
+    assert!(text.contains(
+        "rule @sumsq jvp @sumsq_jvp\nrule @norm jvp @norm_jvp\nrule @scale jvp @scale_jvp\n"
+    ));
     let again = assembler::assemble(&text, "printed.adasm").expect("reassembles");
-    assert_eq!(again.rules.len(), 2);
+    assert_eq!(again.rules.len(), 3);
     assert_eq!(
         again.rules.iter().map(|r| (r.f, r.jvp)).collect::<Vec<_>>(),
         m.rules.iter().map(|r| (r.f, r.jvp)).collect::<Vec<_>>()
@@ -554,4 +556,112 @@ fn a_wrong_array_rule_is_used_not_ignored() {
         .vjp(f, &args, &Value::Arr(vec![1.0, 0.0, 0.0]))
         .expect("vjp");
     assert_close(arr_of(&r.grad[0])[0], t[0], 1e-14);
+}
+
+/// `@unit_jvp` of `ad/tests/rules_array.adasm` with its tangent array made
+/// `delta` elements longer (shorter, for a negative `delta`) than the
+/// result: the elements past the result's end (or missing) are zeros.
+fn tangent_of_length(delta: i64) -> String {
+    let (op, k) = if delta >= 0 {
+        ("add", delta)
+    } else {
+        ("sub", -delta)
+    };
+    format!(
+        "
+fn @unit_odd(%v: f64[], %s: f64, %dv: f64[], %ds: f64) -> f64[] {{
+entry:
+    %t = call @unit_jvp(%v, %s, %dv, %ds)
+    %n = alen %t
+    %m = {op} %n, {k}
+    %u = anew %m
+    %c = min %n, %m
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %more = lt %i, %c
+    br %more, body, done
+body:
+    %x = aget %t, %i
+    aset %u, %i, %x
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %u
+}}
+"
+    )
+}
+
+/// The trap of a rule's tangent array of the wrong length: its kind
+/// (both lengths), its location (the `rule` line, so a listing of the
+/// error names the rule) and the function it names.
+#[track_caller]
+fn assert_length_trap(r: Result<impl std::fmt::Debug, ad::AdError>, result: usize, tangent: usize) {
+    match r {
+        Err(ad::AdError::Trap(t)) => {
+            assert_eq!(
+                t.kind,
+                vm::TrapKind::RuleTangentLength { result, tangent },
+                "{t}"
+            );
+            assert_eq!(t.loc.line, 6, "the rule's line: {t}");
+            assert_eq!(t.func, "unit", "{t}");
+            let msg = t.to_string();
+            assert!(msg.contains("rule") && msg.contains("tangent"), "{msg}");
+        }
+        other => panic!("not the length trap: {other:?}"),
+    }
+}
+
+/// A rule whose tangent array is longer or shorter than its function's
+/// result is never silently used: every mode (forward, reverse, second
+/// order, under a budget too) traps at the `rule` line with both
+/// lengths, where a longer one used to give a tangent of the wrong shape
+/// and a Jacobian without its elements, and a shorter one a trap out of
+/// bounds in the reverse sweep.
+#[test]
+fn a_rule_tangent_of_the_wrong_length_traps_in_every_mode() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/rules_array.adasm"
+    ))
+    .expect("readable")
+    .replace("rule @unit jvp @unit_jvp", "rule @unit jvp @unit_odd");
+    for delta in [1i64, -1, 2, -3] {
+        let src = format!("{base}{}", tangent_of_length(delta));
+        let m = assembler::assemble(&src, "odd").unwrap_or_else(|e| panic!("{}", e.render()));
+        let tangent = (3 + delta) as usize;
+        for budget in [None, Some(64)] {
+            let mut e = Engine::new(m.clone()).expect("verifies");
+            e.set_ad_budget(budget);
+            let f = func(&e, "unit");
+            let energy = func(&e, "energy");
+            let args = [Value::Arr(vec![0.3, -1.2, 2.5]), Value::F64(0.8)];
+            let dir = [
+                Some(Value::Arr(vec![1.0, 0.5, -0.25])),
+                Some(Value::F64(2.0)),
+            ];
+            assert_length_trap(e.jvp(f, &args, &dir), 3, tangent);
+            assert_length_trap(e.vjp(f, &args, &Value::Arr(vec![1.0; 3])), 3, tangent);
+            assert_length_trap(e.jacobian(f, &args), 3, tangent);
+            assert_length_trap(e.grad(energy, &args), 3, tangent);
+            assert_length_trap(e.jvp(energy, &args, &dir), 3, tangent);
+            assert_length_trap(e.hvp(energy, &args, &dir), 3, tangent);
+            assert_length_trap(e.hessian(energy, &args), 3, tangent);
+            // The engine is usable afterwards: the primal runs.
+            assert_eq!(run_arr(&mut e, f, &args).len(), 3);
+        }
+    }
+    // The same rule with a tangent of the right length passes.
+    let src = format!("{base}{}", tangent_of_length(0));
+    let m = assembler::assemble(&src, "odd").unwrap_or_else(|e| panic!("{}", e.render()));
+    let mut e = Engine::new(m).expect("verifies");
+    let f = func(&e, "energy");
+    let args = [Value::Arr(vec![0.3, -1.2, 2.5]), Value::F64(0.8)];
+    let (mut with, _) = array_rule_engines();
+    assert_eq!(
+        e.grad(f, &args).expect("grad").grad,
+        with.grad(f, &args).expect("grad").grad
+    );
 }

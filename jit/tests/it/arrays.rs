@@ -135,3 +135,70 @@ fn arrays_are_read_where_they_are_after_spare_buffers_go_back() {
         );
     }
 }
+
+/// `@twice` (2v) with a rule whose tangent array is one element longer
+/// than the result, and `@first`, its first element.
+const ODD_RULE: &str = r#"
+rule @twice jvp @twice_long
+
+fn @twice(%v: f64[]) -> f64[] {
+entry:
+    %n = alen %v
+    %w = anew %n
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %y = mul %x, 2.0
+    aset %w, %i, %y
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %w
+}
+
+fn @twice_long(%v: f64[], %dv: f64[]) -> f64[] {
+entry:
+    %n = alen %dv
+    %m = add %n, 1
+    %w = anew %m
+    ret %w
+}
+
+fn @first(%v: f64[]) -> f64 {
+entry:
+    %w = call @twice(%v)
+    %a = aget %w, 0
+    ret %a
+}
+"#;
+
+/// Compiled code checks a rule's tangent array against the result
+/// (`len.check`, the `advm_len_check` helper) as the interpreter does:
+/// the same trap, at the `rule` line.
+#[test]
+fn a_rule_tangent_of_the_wrong_length_traps_in_compiled_code() {
+    let module = assembler::assemble(ODD_RULE, "odd.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::new(module.clone()).expect("verifies");
+    let mut native = Engine::new(module).expect("verifies");
+    jit::install(native.vm_mut());
+    let f = native.find("first").expect("exists");
+    let args = [Value::Arr(vec![1.0, 2.0, 3.0])];
+    let want = vm::TrapKind::RuleTangentLength {
+        result: 3,
+        tangent: 4,
+    };
+    for e in [&mut interp, &mut native] {
+        match e.grad(f, &args) {
+            Err(ad::AdError::Trap(t)) => {
+                assert_eq!(t.kind, want, "{t}");
+                assert_eq!(t.loc.line, 2, "{t}");
+            }
+            other => panic!("not the length trap: {other:?}"),
+        }
+    }
+    assert_eq!(native.vm_mut().last_tier(), Tier::Native);
+}

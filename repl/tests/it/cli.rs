@@ -1987,7 +1987,9 @@ entry:
 /// a right one passes `check` of a scalar caller (gradient, tangent and
 /// HVP); a wrong one makes `check` exit 3 naming it; `jvp` and `vjp` of the
 /// array function itself use the rule; a rule whose result type does not
-/// fit the array result is an assembly error at its line (exit 2).
+/// fit the array result is an assembly error at its line (exit 2); a rule
+/// whose tangent array has another length than the result is a trap at
+/// its line in every command (exit 1), and the listings show the check.
 #[test]
 fn rules_on_array_results_are_checked_and_used() {
     let src = std::fs::read_to_string(testkit::workspace_root().join("ad/tests/rules_array.adasm"))
@@ -2052,6 +2054,76 @@ fn rules_on_array_results_are_checked_and_used() {
     assert_eq!(status(&o), 2);
     let err = text(&o.stderr);
     assert!(err.contains(":6:16: error: `@norm` must take"), "{err}");
+    // A rule whose tangent array is longer than the result (one zero
+    // appended) is a trap at the rule's line in every command, with the
+    // two lengths, never a derivative of the wrong shape.
+    let long = src.replace("rule @unit jvp @unit_jvp", "rule @unit jvp @unit_long")
+        + "
+fn @unit_long(%v: f64[], %s: f64, %dv: f64[], %ds: f64) -> f64[] {
+entry:
+    %t = call @unit_jvp(%v, %s, %dv, %ds)
+    %n = alen %t
+    %m = add %n, 1
+    %u = anew %m
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %t, %i
+    aset %u, %i, %x
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %u
+}
+";
+    let (_dir4, long) = temp_program(&long);
+    let long = long.to_str().expect("utf-8 path").to_string();
+    let dir = "[[1.0, 0.0, 0.0], 0.0]";
+    for cmd in [
+        vec!["jvp", &long, "--fn", "unit", "--args", args, "--dir", dir],
+        vec![
+            "vjp",
+            &long,
+            "--fn",
+            "unit",
+            "--args",
+            args,
+            "--seed",
+            "[1.0, 0.0, 0.0]",
+        ],
+        vec!["jacobian", &long, "--fn", "unit", "--args", args],
+        vec!["grad", &long, "--fn", "energy", "--args", args],
+        vec![
+            "grad",
+            &long,
+            "--fn",
+            "energy",
+            "--args",
+            args,
+            "--ad-budget",
+            "64",
+        ],
+        vec!["hvp", &long, "--fn", "energy", "--args", args, "--dir", dir],
+        vec!["hessian", &long, "--fn", "energy", "--args", args],
+        vec!["check", &long, "--fn", "energy", "--args", args],
+    ] {
+        let o = advm(&cmd);
+        assert_eq!(status(&o), 1, "{cmd:?}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        assert!(
+            err.contains("custom rule returned a tangent of 4 elements for a result of 3")
+                && err.contains("at `rule @unit jvp @unit_long` (line 6)"),
+            "{cmd:?}: {err}"
+        );
+    }
+    for listing in ["--jvp", "--ad"] {
+        let f = if listing == "--ad" { "energy" } else { "unit" };
+        let out = ok(&["disasm", &long, "--fn", f, listing]);
+        assert!(out.contains("len.check"), "{listing}: {out}");
+    }
 }
 
 #[test]

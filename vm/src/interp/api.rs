@@ -41,6 +41,7 @@ impl Vm {
             ckpt: None,
             min_budget: None,
             snap_bytes: 0,
+            snap0_heap: Vec::new(),
             sweep_instrs: 0,
             recomputed_instrs: 0,
         }

@@ -6,19 +6,25 @@
 //! budget ([`Limits::ad_budget`]) a forward call in AD mode that starts
 //! with empty stacks is run here, in the interpreter, in *segments*:
 //!
-//! * Snapshot 0 (the arguments and the live arrays) is taken at entry; the
-//!   call first runs with the stacks given what the budget leaves beside
-//!   it (compiled code first, if a native tier is installed: its push
+//! * The call first runs with the stacks given the whole budget
+//!   (compiled code first, if a native tier is installed: its push
 //!   helpers fail where the stacks fill, which stops it there). If it ends
-//!   without filling them, that is all (storing everything).
-//! * Otherwise it starts again from snapshot 0 with the stacks given a
-//!   segment capacity `S` (half of what is left). When a push finds them
-//!   full, the interpreter *suspends* at the push ([`Vm::suspend`]); the
-//!   state there (the registers in use, the frames, the live arrays, the
-//!   place) may be kept as a snapshot, the stacks are emptied, and the
-//!   call *resumes* at the push. Segment boundaries are where the stacks
-//!   became full, which depends only on what was pushed since the segment
-//!   began: a run from a snapshot fills them at the same instructions.
+//!   without filling them, that is all (storing everything), and no
+//!   snapshot was taken, unless the call may write into those arrays
+//!   (an `aset` anywhere in the program): then they are copied at entry,
+//!   into buffers kept across calls (not counted against the budget until
+//!   the call is checkpointed: where storing everything fits, the call
+//!   runs as without a budget).
+//! * Otherwise snapshot 0 is taken (the arrays copied now if they were
+//!   not: nothing wrote into them), and the call starts again from it
+//!   with the stacks given a segment capacity `S` (half of what is left).
+//!   When a push finds them full, the interpreter *suspends* at the push
+//!   ([`Vm::suspend`]); the state there (the registers in use, the
+//!   frames, the live arrays, the place) may be kept as a snapshot, the
+//!   stacks are emptied, and the call *resumes* at the push. Segment
+//!   boundaries are where the stacks became full, which depends only on
+//!   what was pushed since the segment began: a run from a snapshot fills
+//!   them at the same instructions.
 //!   At the end the last segment stays on the stacks.
 //! * Snapshots share the budget with the stacks: at most `budget - S`
 //!   bytes. During the forward sweep, where the number of segments is not
@@ -65,6 +71,21 @@ struct Snapshot {
     frames: Vec<Frame>,
     heap: Vec<Vec<f64>>,
     bytes: usize,
+}
+
+/// A forward call under the budget as it starts: what snapshot 0 is made
+/// of if it is needed.
+struct Entry<'a> {
+    /// The arguments.
+    args: &'a [u64],
+    /// How many arrays are live at entry (the first `live` of the heap).
+    live: usize,
+    /// The bytes of snapshot 0.
+    bytes: usize,
+    /// Whether those arrays were copied at entry (into `Vm::snap0_heap`):
+    /// the call may write into them. Else they are copied when the stacks
+    /// first fill, unchanged since entry.
+    copied: bool,
 }
 
 /// The checkpoints of a forward call that outgrew its segment, kept for
@@ -318,7 +339,6 @@ impl Vm {
         {
             return None;
         }
-        let heap = self.heap.snapshot();
         let z0 = (args.len() * 8).saturating_add(self.heap.snapshot_bytes());
         if z0 >= budget {
             // Not even snapshot 0 fits: storing everything or the trap,
@@ -328,18 +348,26 @@ impl Vm {
             return None;
         }
         self.ckpt = None;
-        let snap0 = Snapshot {
-            seg: 0,
-            at: None,
-            regs: args.to_vec(),
-            frames: Vec::new(),
-            heap,
+        // Snapshot 0 is taken only if storing everything does not fit
+        // (when the stacks first fill), from `args` and the arrays live
+        // now, which the call cannot have changed if no function of the
+        // program writes array elements. Otherwise the arrays are copied
+        // now, into buffers kept from the last call.
+        let entry = Entry {
+            args,
+            live: self.heap.live(),
             bytes: z0,
+            copied: self.heap.live() > 0 && prog.writes_arrays(),
         };
-        // Snapshot 0 is a copy of the arguments: it counts once the call
-        // is checkpointed, not while it may store everything.
+        if entry.copied {
+            self.heap.snapshot_into(&mut self.snap0_heap);
+        }
+        // The stacks get the whole budget: where storing everything fits,
+        // the call runs as without one. A copy of the arrays taken at entry
+        // counts from when the call is checkpointed (it is snapshot 0
+        // then), not while it may store everything.
         self.fit_stacks(budget);
-        let r = self.run_checkpointed(prog, f, snap0, budget);
+        let r = self.run_checkpointed(prog, f, entry, budget);
         self.segment = None;
         self.suspend_need = 0;
         self.suspended = None;
@@ -350,14 +378,14 @@ impl Vm {
         Some(r.map_err(|t| self.with_call_stack(prog, t)))
     }
 
-    /// The forward call `f` from snapshot 0: storing everything in what the
-    /// budget leaves (compiled code first, if a native tier is installed),
-    /// else in segments.
+    /// The forward call `f`: storing everything within the budget
+    /// (compiled code first, if a native tier is installed), else in
+    /// segments from snapshot 0.
     fn run_checkpointed(
         &mut self,
         prog: &Program,
         f: FuncId,
-        snap0: Snapshot,
+        entry: Entry<'_>,
         budget: usize,
     ) -> Result<(), Trap> {
         let mut tried = false;
@@ -367,7 +395,7 @@ impl Vm {
             // interpreter suspends), the compiled call stops there with a
             // trap, and the call is run again here.
             self.segment = Some((budget, true));
-            let r = tier.call(self, prog, f, &snap0.regs);
+            let r = tier.call(self, prog, f, entry.args);
             self.native = Some(tier);
             self.segment = None;
             match r {
@@ -388,7 +416,7 @@ impl Vm {
         self.last_tier = Tier::Interp;
         if !tried {
             self.segment = Some((budget, true));
-            let r = self.exec(prog, f, &snap0.regs);
+            let r = self.exec(prog, f, entry.args);
             if self.suspended.take().is_none() {
                 if r.is_ok() {
                     self.sweep_instrs += self.executed();
@@ -397,16 +425,31 @@ impl Vm {
             }
             self.suspend_need = 0;
         }
-        // Storing everything does not fit: start again, in segments.
+        // Storing everything does not fit: start again, in segments, from
+        // snapshot 0 (taken now if it was not at entry, once the stacks
+        // are emptied and within a segment's capacity).
         self.recomputed_instrs += self.executed();
+        let room = budget - entry.bytes;
+        let cap = (room / 2).max(max_batch_bytes(prog).min(room));
+        self.fit_stacks(cap);
+        let heap = if entry.copied {
+            std::mem::take(&mut self.snap0_heap)
+        } else {
+            self.heap.snapshot_of(entry.live)
+        };
+        let snap0 = Snapshot {
+            seg: 0,
+            at: None,
+            regs: entry.args.to_vec(),
+            frames: Vec::new(),
+            heap,
+            bytes: entry.bytes,
+        };
         self.heap
             .restore(&snap0.heap, self.limits.max_heap_bytes)
             .map_err(host_trap)?;
         self.frames.clear();
-        let room = budget - snap0.bytes;
-        let cap = (room / 2).max(max_batch_bytes(prog).min(room));
         self.snap_bytes = snap0.bytes;
-        self.fit_stacks(cap);
         self.segment = Some((cap, true));
         let mut c = Box::new(Ckpt {
             prog: prog.clone(),

@@ -913,6 +913,13 @@ impl Vm {
                     w.set(ins.r1 as u32, 0);
                     w.set(ins.r0 as u32, v);
                 }
+                Op::LenCheck => {
+                    if let Err(k) =
+                        self.native_len_check(w.get(ins.r0 as u32), w.get(ins.r1 as u32))
+                    {
+                        trap!(k);
+                    }
+                }
                 Op::ShadowAcc => shadow_add!(ins, fr!(ins.r2)),
                 Op::ShadowAccMul => shadow_add!(ins, mul_z(fr!(ins.r2), fr!(ins.x))),
                 Op::ShadowTake => {

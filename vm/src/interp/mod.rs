@@ -172,6 +172,10 @@ pub struct Vm {
     min_budget: Option<usize>,
     /// Bytes the snapshots of `ckpt` hold (counted against the budget).
     snap_bytes: usize,
+    /// The arrays of snapshot 0, copied at the entry of a forward call
+    /// under the budget that may write into them (`ckpt.rs`): kept across
+    /// calls, so that a call that stores everything allocates nothing.
+    snap0_heap: Vec<Vec<f64>>,
     /// Forward instructions of the first sweep and recomputed since
     /// [`Vm::begin`] ([`Vm::recompute_factor`]).
     sweep_instrs: u64,

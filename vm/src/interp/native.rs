@@ -253,6 +253,20 @@ impl Vm {
         }
     }
 
+    /// `len.check a, b`: `a` (a function's result) and `b` (the tangent
+    /// its custom rule returned) have the same length.
+    #[inline(never)]
+    pub fn native_len_check(&self, a: u64, b: u64) -> Result<(), TrapKind> {
+        match (self.heap.get(a), self.heap.get(b)) {
+            (Some(x), Some(y)) if x.len() == y.len() => Ok(()),
+            (Some(x), Some(y)) => Err(TrapKind::RuleTangentLength {
+                result: x.len(),
+                tangent: y.len(),
+            }),
+            _ => Err(TrapKind::BadHandle),
+        }
+    }
+
     /// `aget h, i` (and `aget.add` with the sum as `i`).
     #[inline]
     pub fn native_aget(&self, h: u64, i: i64) -> Result<f64, TrapKind> {

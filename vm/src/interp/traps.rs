@@ -157,6 +157,15 @@ pub enum TrapKind {
     /// A host call that does not fit the function: unknown function,
     /// wrong number or types of arguments (the message says which).
     ArgMismatch(String),
+    /// A custom rule (`rule @f jvp @f_jvp`) returned a tangent array whose
+    /// length is not that of `@f`'s result (`len.check`): the trap's
+    /// location is the `rule` line.
+    RuleTangentLength {
+        /// The length of the function's result.
+        result: usize,
+        /// The length of the tangent the rule returned.
+        tangent: usize,
+    },
 }
 
 impl fmt::Display for TrapKind {
@@ -214,6 +223,11 @@ impl fmt::Display for TrapKind {
             TrapKind::BadBlockId(id) => write!(f, "block id {id} outside the dispatch table"),
             TrapKind::NotVerified => write!(f, "function has not passed the verifier"),
             TrapKind::ArgMismatch(m) => write!(f, "{m}"),
+            TrapKind::RuleTangentLength { result, tangent } => write!(
+                f,
+                "custom rule returned a tangent of {tangent} elements for a result of {result} \
+                 (a rule's tangent must have the result's length)"
+            ),
         }
     }
 }
