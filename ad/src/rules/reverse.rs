@@ -478,7 +478,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::MulAddF
         | Op::TMulZ
         | Op::TMaxF
-        | Op::TMinF => return Err(NoRule(inst.op)),
+        | Op::TMinF
+        | Op::AddMulAGet => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

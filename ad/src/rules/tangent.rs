@@ -572,6 +572,7 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::MulAddF
         | Op::TMulZ
         | Op::TMaxF
-        | Op::TMinF => Rule::NotPrimal(LOWERING),
+        | Op::TMinF
+        | Op::AddMulAGet => Rule::NotPrimal(LOWERING),
     }
 }
