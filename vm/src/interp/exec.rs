@@ -610,24 +610,6 @@ impl Vm {
                 },
                 Op::AGet => load!(ins, ir!(ins.r2)),
                 Op::AGetAdd => load!(ins, ir!(ins.r2).wrapping_add(ir!(ins.x))),
-                // `r0 = r1 + r2[x0] ⊙ x1`: `x` holds the index register in
-                // its low 16 bits and the factor's in its high 16, both
-                // proved in range by the verifier (`Instr::reg`).
-                Op::AddMulAGet => {
-                    let i = ir!(ins.x & 0xffff);
-                    match self.heap.get(w.get(ins.r2 as u32)) {
-                        Some(a) => match a.get(i as usize) {
-                            Some(v) if i >= 0 => {
-                                setf!(ins.r0, fr!(ins.r1) + mul_z(*v, fr!(ins.x >> 16)))
-                            }
-                            _ => trap!(TrapKind::OutOfBounds {
-                                index: i,
-                                len: a.len()
-                            }),
-                        },
-                        None => trap!(TrapKind::BadHandle),
-                    }
-                }
                 Op::ASet => {
                     let i = ir!(ins.r1);
                     let v = fr!(ins.r2);
@@ -949,6 +931,24 @@ impl Vm {
                             }
                         }
                         None if !ad => trap!(TrapKind::NoShadow),
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
+                // `r0 = r1 + r2[x0] ⊙ x1`: `x` holds the index register in
+                // its low 16 bits and the factor's in its high 16, both
+                // proved in range by the verifier (`Instr::reg`).
+                Op::AddMulAGet => {
+                    let i = ir!(ins.x & 0xffff);
+                    match self.heap.get(w.get(ins.r2 as u32)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => {
+                                setf!(ins.r0, fr!(ins.r1) + mul_z(*v, fr!(ins.x >> 16)))
+                            }
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
                         None => trap!(TrapKind::BadHandle),
                     }
                 }
