@@ -617,6 +617,11 @@ ops! {
     /// is added, as by the two; every operand is read before `r0` is
     /// written.
     AddMulAGet = "add.mul.aget" [Def(F), Use(F), Use(A), Use(I), Use(F)] lowering();
+    /// `r0 += r1[r2 + x0] ⊙ x1`: an `aget.add` whose only reader is the
+    /// `add.mul.z` right after it, summing in place (a tangent sum in a
+    /// phi's register). The load as by `aget.add` (the index sum wraps,
+    /// out of bounds traps with the sum), then as `add.mul.aget`.
+    AccMulAGetAdd = "acc.mul.aget.add" [InOut(F), Use(A), Use(I), Use(I), Use(F)] lowering();
 }
 
 /// The condition of a comparison or fused branch.

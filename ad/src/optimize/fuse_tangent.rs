@@ -149,7 +149,9 @@ pub fn fuse_tangent(f: &mut Function, first: usize) -> bool {
 }
 
 /// Within one block's instructions: a tangent's load `w = aget T, k` right
-/// after its value's load `v = aget A, k` (the same index), read only by a
+/// after its value's load `v = aget A, k` (the same index; or `w = aget T,
+/// k2` with its own copy `k2 = add.i p, q` of the value's index `k = add.i
+/// p, q`, the two moving together), read only by a
 /// tangent sum `add.mul.z s, w, d` (or `s, d, w`) further down, moves to
 /// right before that sum, which the lowering then fuses with it
 /// (`add.mul.aget`). Only past instructions that write no array and call
@@ -174,14 +176,38 @@ fn sink_tangent_loads(
                 continue;
             }
         };
-        let twin = &out[k - 1];
+        // The load alone, or with its own copy of a row-major index
+        // (`k2 = add.i p, q` right before it, made above and read only
+        // there): `start` is where what moves begins.
+        let own_sum = k >= 3
+            && out[k - 1].op == Op::AddI
+            && out[k - 1].dst == Some(idx)
+            && uses.get(idx.index()).is_none_or(|&u| u == 1);
+        let start = if own_sum { k - 1 } else { k };
+        let twin = &out[start - 1];
+        let same_index = if own_sum {
+            let sum = &out[k - 1].args;
+            start >= 2
+                && twin.args.get(1).is_some_and(|i| {
+                    out[start - 2].dst == Some(*i)
+                        && out[start - 2].op == Op::AddI
+                        && out[start - 2].args == *sum
+                })
+        } else {
+            twin.args.get(1) == Some(&idx)
+        };
         let after_twin = twin.op == Op::AGet
-            && twin.args.get(1) == Some(&idx)
+            && same_index
             && twin.args.first() != Some(&arr)
             && twin.dst.is_some_and(|v| !tangent(v));
         if !tangent(w) || uses.get(w.index()) != Some(&1) || !after_twin {
             k += 1;
             continue;
+        }
+        // What the moved instructions read, for the phi-step check below.
+        let mut reads = vec![arr, idx];
+        if own_sum {
+            reads.extend(out[k - 1].args.iter().copied());
         }
         let reader = (k + 1..out.len()).find(|&q| out[q].args.contains(&w));
         let Some(q) = reader else {
@@ -192,16 +218,20 @@ fn sink_tangent_loads(
         let steps = |i: &Inst| {
             i.dst
                 .and_then(|d| feeds.get(&d))
-                .is_some_and(|ps| ps.iter().any(|p| *p == arr || *p == idx))
+                .is_some_and(|ps| ps.iter().any(|p| reads.contains(p)))
         };
         let between = out[k + 1..q]
             .iter()
             .all(|i| i.accs.is_empty() && (i.op.facts().pure || i.op == Op::AGet) && !steps(i));
         if sum && between && q > k + 1 {
-            let load = out.remove(k);
-            out.insert(q - 1, load);
+            let moved: Vec<Inst> = out.drain(start..=k).collect();
+            let at = q - moved.len();
+            for (n, inst) in moved.into_iter().enumerate() {
+                out.insert(at + n, inst);
+            }
             any = true;
-            // The instruction now at `k` is looked at next.
+            // The instruction now at `start` is looked at next.
+            k = start.max(1);
             continue;
         }
         k += 1;

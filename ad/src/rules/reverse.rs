@@ -479,7 +479,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::TMulZ
         | Op::TMaxF
         | Op::TMinF
-        | Op::AddMulAGet => return Err(NoRule(inst.op)),
+        | Op::AddMulAGet
+        | Op::AccMulAGetAdd => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -573,6 +573,7 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::TMulZ
         | Op::TMaxF
         | Op::TMinF
-        | Op::AddMulAGet => Rule::NotPrimal(LOWERING),
+        | Op::AddMulAGet
+        | Op::AccMulAGetAdd => Rule::NotPrimal(LOWERING),
     }
 }

@@ -952,6 +952,22 @@ impl Vm {
                         None => trap!(TrapKind::BadHandle),
                     }
                 }
+                // `r0 += r1[r2 + x0] ⊙ x1`, likewise.
+                Op::AccMulAGetAdd => {
+                    let i = ir!(ins.r2).wrapping_add(ir!(ins.x & 0xffff));
+                    match self.heap.get(w.get(ins.r1 as u32)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => {
+                                setf!(ins.r0, fr!(ins.r0) + mul_z(*v, fr!(ins.x >> 16)))
+                            }
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
+                        None => trap!(TrapKind::BadHandle),
+                    }
+                }
             }
             cur.advance();
         }

@@ -233,6 +233,37 @@ impl Lowerer<'_> {
                     Instr::pack_x(&[0, 0, 0, u32::from(last.r2), other]),
                 ));
             }
+            // The same with a row-major index, summing in place: `aget.add
+            // %c, %T, %p, %q; add.mul.z %y, %y, %c, %d` (or `%d, %c`)
+            // becomes `acc.mul.aget.add %y, %T, %p, %q, %d` (six registers
+            // otherwise).
+            (Op::AGetAdd, Op::AddMulZ)
+                if i.r0 == i.r1
+                    && (last.r0 == i.r2 || u32::from(last.r0) == i.x)
+                    && last.r0 != i.r1
+                    && inst
+                        .args
+                        .iter()
+                        .skip(1)
+                        .find(|c| self.r(**c) == last.r0)
+                        .is_some_and(|c| self.uses.get(c.index()) == Some(&1)) =>
+            {
+                let other = if last.r0 == i.r2 {
+                    i.x
+                } else {
+                    u32::from(i.r2)
+                };
+                if other > 0xffff || last.x > 0xffff {
+                    return None;
+                }
+                return Some(Instr::new(
+                    Op::AccMulAGetAdd,
+                    i.r0,
+                    last.r1,
+                    last.r2,
+                    Instr::pack_x(&[0, 0, 0, last.x, other]),
+                ));
+            }
             (_, Op::MulF | Op::MulZ) => {}
             _ => return None,
         }
