@@ -942,7 +942,12 @@ impl Vm {
                     match self.heap.get(w.get(ins.r2 as u32)) {
                         Some(a) => match a.get(i as usize) {
                             Some(v) if i >= 0 => {
-                                setf!(ins.r0, fr!(ins.r1) + mul_z(*v, fr!(ins.x >> 16)))
+                                setf!(ins.r0, fr!(ins.r1) + mul_z(*v, fr!(ins.x >> 16)));
+                                // A tail of its own (see `acc.mul.pop.mul`)
+                                // rather than the one of the handlers that
+                                // end with an f64 register write: 1% fewer
+                                // instructions in mlp's jvp, measured.
+                                std::sync::atomic::compiler_fence(Ordering::SeqCst);
                             }
                             _ => trap!(TrapKind::OutOfBounds {
                                 index: i,
@@ -958,7 +963,8 @@ impl Vm {
                     match self.heap.get(w.get(ins.r1 as u32)) {
                         Some(a) => match a.get(i as usize) {
                             Some(v) if i >= 0 => {
-                                setf!(ins.r0, fr!(ins.r0) + mul_z(*v, fr!(ins.x >> 16)))
+                                setf!(ins.r0, fr!(ins.r0) + mul_z(*v, fr!(ins.x >> 16)));
+                                std::sync::atomic::compiler_fence(Ordering::SeqCst);
                             }
                             _ => trap!(TrapKind::OutOfBounds {
                                 index: i,
