@@ -549,13 +549,13 @@ impl Reader<'_, '_> {
         let mut lists = Vec::new();
         let mut out = Vec::with_capacity(code.len());
         for i in &code {
-            let mut words = [0u32; 4];
-            for (slot, r) in i.regs.iter().enumerate().take(4) {
+            let mut words = [0u32; 5];
+            for (slot, r) in i.regs.iter().enumerate().take(5) {
                 words[slot] = num(r);
             }
             let n = i.regs.len();
             let x = match &i.x {
-                X::None => words[3],
+                X::None => Instr::pack_x(&words[..n.min(5)]),
                 X::Word(w) => *w,
                 X::Table(t) => {
                     tables.push(t.clone());

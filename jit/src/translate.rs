@@ -808,6 +808,43 @@ impl T<'_, '_> {
                 });
                 self.set_result(r0, v);
             }
+            Op::AddMulAGet => {
+                // `r0 = r1 + r2[x0] ⊙ x1`: the load first (it may trap),
+                // then the product rounded and added, as the interpreter.
+                let (k, f) = (ins.reg(3), ins.reg(4));
+                let h = self.get(r2);
+                let i = self.get(k);
+                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    t.fallible("advm_aget", pc, &[h, i])
+                });
+                if let Some(v) = v {
+                    let v = self.typed(v, types::F64);
+                    let s = self.get(r1);
+                    let q = self.get(f);
+                    let m = self.mul_z(v, q);
+                    let v = self.b.ins().fadd(s, m);
+                    self.set(r0, v);
+                }
+            }
+            Op::AccMulAGetAdd => {
+                // `r0 += r1[r2 + x0] ⊙ x1`, as `aget.add` then `acc.mul`.
+                let (k, f) = (ins.reg(3), ins.reg(4));
+                let h = self.get(r1);
+                let i = self.get(r2);
+                let j = self.get(k);
+                let i = self.b.ins().iadd(i, j);
+                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    t.fallible("advm_aget", pc, &[h, i])
+                });
+                if let Some(v) = v {
+                    let v = self.typed(v, types::F64);
+                    let s = self.get(r0);
+                    let q = self.get(f);
+                    let m = self.mul_z(v, q);
+                    let v = self.b.ins().fadd(s, m);
+                    self.set(r0, v);
+                }
+            }
             Op::ASet => {
                 let h = self.get(r0);
                 let i = self.get(r1);

@@ -25,7 +25,7 @@ use crate::intgen;
 use crate::refeval::{self, vm_class, RefLimits};
 use crate::same_gradient;
 use ad::{AdError, Engine, Gradient};
-use vm::bytecode::{BlockMark, CallSite, Function, Program};
+use vm::bytecode::{BlockMark, CallSite, Function, Instr, Program};
 use vm::ir::{FuncId, Module, RetType};
 use vm::{Limits, Type, Value};
 
@@ -417,8 +417,9 @@ pub fn plausible_bytecode(rng: &mut crate::gen::Rng) -> Vec<u8> {
                 regs.push(of_type(rng, want));
             }
         }
-        if regs.len() == 4 {
-            x = regs[3] as u32;
+        if regs.len() >= 4 {
+            let words: Vec<u32> = regs.iter().map(|r| *r as u32).collect();
+            x = Instr::pack_x(&words);
         }
         let indexed = op
             .operands()

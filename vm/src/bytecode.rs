@@ -91,13 +91,28 @@ impl Instr {
         })
     }
 
-    /// The i-th register operand (`r0`, `r1`, `r2`, then `x`).
+    /// The i-th register operand (`r0`, `r1`, `r2`, then `x`). An opcode
+    /// with five register operands (`add.mul.aget`) keeps its fourth in
+    /// the low 16 bits of `x` and its fifth in the high 16 ([`Instr::pack_x`]).
     pub fn reg(&self, i: usize) -> u32 {
         match i {
             0 => self.r0 as u32,
             1 => self.r1 as u32,
             2 => self.r2 as u32,
-            _ => self.x,
+            3 if self.op.reg_operands().count() == 5 => self.x & 0xffff,
+            3 => self.x,
+            _ => self.x >> 16,
+        }
+    }
+
+    /// The `x` field of an instruction whose register operands are
+    /// `regs` (in storage order), where they reach past `r2`: the fourth,
+    /// or the fourth and fifth as two 16-bit halves; 0 for fewer.
+    pub fn pack_x(regs: &[u32]) -> u32 {
+        match regs {
+            [_, _, _, a] => *a,
+            [_, _, _, a, b] => (a & 0xffff) | (b << 16),
+            _ => 0,
         }
     }
 }

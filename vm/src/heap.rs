@@ -106,7 +106,35 @@ impl Heap {
         n.saturating_mul(per).saturating_add(SLOT_BYTES)
     }
 
+    /// A new array holding a copy of `data` (an argument array), bounded
+    /// like [`Heap::alloc`]: the elements are written once, not zeroed
+    /// first.
+    pub(crate) fn alloc_copy(&mut self, data: &[f64], limit: usize) -> Result<u64, TrapKind> {
+        let budget = self.max_memory.saturating_sub(self.other_bytes);
+        if budget < limit {
+            return self
+                .alloc_init(data.len(), budget, Some(data))
+                .map_err(|k| match k {
+                    TrapKind::HeapLimit { .. } => TrapKind::MemoryLimit {
+                        limit: self.max_memory,
+                    },
+                    k => k,
+                });
+        }
+        self.alloc_init(data.len(), limit, Some(data))
+    }
+
     fn alloc_within(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
+        self.alloc_init(n, limit, None)
+    }
+
+    /// An array of `n` zeros, or of `init`'s elements (`n` of them).
+    fn alloc_init(
+        &mut self,
+        n: usize,
+        limit: usize,
+        init: Option<&[f64]>,
+    ) -> Result<u64, TrapKind> {
         let per = if self.ad { 16 } else { 8 };
         let need = self.array_bytes(n);
         if self.live_bytes.saturating_add(need) > limit {
@@ -122,9 +150,9 @@ impl Heap {
         if i == self.data.len() {
             self.new_slot(limit, n.saturating_mul(per))?;
         }
-        self.fill_zero(i, n, false)?;
+        self.fill(i, n, false, init)?;
         if self.ad {
-            self.fill_zero(i, n, true)?;
+            self.fill(i, n, true, None)?;
         } else {
             self.shadow[i].clear();
         }
@@ -221,7 +249,13 @@ impl Heap {
 
     /// Slot `i`'s data (or shadow) buffer: `n` zeros, keeping
     /// [`Heap::buf_bytes`] up to date.
-    fn fill_zero(&mut self, i: usize, n: usize, shadow: bool) -> Result<(), TrapKind> {
+    fn fill(
+        &mut self,
+        i: usize,
+        n: usize,
+        shadow: bool,
+        init: Option<&[f64]>,
+    ) -> Result<(), TrapKind> {
         let v = if shadow {
             &mut self.shadow[i]
         } else {
@@ -236,7 +270,10 @@ impl Heap {
             .saturating_sub(before * 8)
             .saturating_add(after * 8);
         r.map_err(|_| TrapKind::OutOfMemory)?;
-        v.resize(n, 0.0);
+        match init {
+            Some(data) => v.extend_from_slice(data),
+            None => v.resize(n, 0.0),
+        }
         Ok(())
     }
 

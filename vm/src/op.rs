@@ -608,6 +608,24 @@ ops! {
     // loop): one dispatch for the two, each rounded as by the two.
     /// `r0 += r1 * r2` (IEEE: `0 * inf` is nan, as by `mul.f` and `add.f`).
     MulAddF = "add.mul.f" [InOut(F), Use(F), Use(F)] lowering();
+
+    // ---- tangent load and product (made by the lowering) ----------------------
+    // A tangent array's element read only by the tangent sum right after
+    // it (a dot product's tangent `ṡ + ẋ[j] ⊙ w`, its load placed there by
+    // the AD stage): one dispatch for the two. Five registers: `x` holds
+    // two, the index in its low 16 bits and the factor in its high 16
+    // ([`Instr::reg`](crate::bytecode::Instr::reg)).
+    /// `r0 = r1 + r2[x0] ⊙ x1`: an `aget` whose only reader is the
+    /// `add.mul.z` right after it. The load comes first (out of bounds
+    /// traps with the index, as `aget`), the product is rounded before it
+    /// is added, as by the two; every operand is read before `r0` is
+    /// written.
+    AddMulAGet = "add.mul.aget" [Def(F), Use(F), Use(A), Use(I), Use(F)] lowering();
+    /// `r0 += r1[r2 + x0] ⊙ x1`: an `aget.add` whose only reader is the
+    /// `add.mul.z` right after it, summing in place (a tangent sum in a
+    /// phi's register). The load as by `aget.add` (the index sum wraps,
+    /// out of bounds traps with the sum), then as `add.mul.aget`.
+    AccMulAGetAdd = "acc.mul.aget.add" [InOut(F), Use(A), Use(I), Use(I), Use(F)] lowering();
 }
 
 /// The condition of a comparison or fused branch.
@@ -844,13 +862,15 @@ mod tests {
     }
 
     #[test]
-    fn at_most_four_registers_and_one_x_field() {
+    fn at_most_five_registers_and_one_x_field() {
         for op in Op::ALL {
             let regs = op.reg_operands().count();
             let others = op.operands().len() - regs;
-            assert!(regs <= 4, "{op:?}");
+            // Five registers: `x` holds two 16-bit ones.
+            assert!(regs <= 5, "{op:?}");
             assert!(others <= 1, "{op:?}");
-            assert!(regs + others <= 4, "{op:?}");
+            assert!(regs + others <= 5, "{op:?}");
+            assert!(regs < 5 || others == 0, "{op:?}");
             // A non-register operand lives in `x`, so it cannot share the
             // instruction with a fourth register.
             assert!(!(regs == 4 && others == 1), "{op:?}");

@@ -487,7 +487,9 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::MulAddF
         | Op::TMulZ
         | Op::TMaxF
-        | Op::TMinF => return Err(NoRule(inst.op)),
+        | Op::TMinF
+        | Op::AddMulAGet
+        | Op::AccMulAGetAdd => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -583,6 +583,8 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::MulAddF
         | Op::TMulZ
         | Op::TMaxF
-        | Op::TMinF => Rule::NotPrimal(LOWERING),
+        | Op::TMinF
+        | Op::AddMulAGet
+        | Op::AccMulAGetAdd => Rule::NotPrimal(LOWERING),
     }
 }

@@ -131,7 +131,7 @@ fn assemble_target_on_random_and_mutated_text() {
 #[test]
 fn verify_target_on_random_bytecode() {
     let mut rng = Rng::new(0x0B17_C0DE);
-    let n = 10_000 * scale();
+    let n = 20_000 * scale();
     let mut verified = 0;
     let mut seen = std::collections::BTreeMap::<vm::op::Op, usize>::new();
     let seeds = std::env::var_os("ADVM_WRITE_VERIFY_SEEDS").map(std::path::PathBuf::from);

@@ -123,14 +123,9 @@ impl Vm {
                 limit: self.limits.max_array_len,
             }));
         }
-        let h = self
-            .heap
-            .alloc(data.len(), self.limits.max_heap_bytes)
-            .map_err(host_trap)?;
-        if let Some(a) = self.heap.get_mut(h) {
-            a.copy_from_slice(data);
-        }
-        Ok(h)
+        self.heap
+            .alloc_copy(data, self.limits.max_heap_bytes)
+            .map_err(host_trap)
     }
 
     /// The elements of array `h`, or `None` for an invalid handle.

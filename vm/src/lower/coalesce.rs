@@ -309,4 +309,37 @@ pub(super) fn coalesce_live(
             }
         }
     }
+    // A tangent sum that adds to a phi, `t = add.mul.z p, c, d` (a dot
+    // product's tangent step), shares the phi's register where they never
+    // interfere: the sum then runs in place (`add.mul.z %p, %p, ...`),
+    // which the lowering fuses further (`acc.mul.aget.add`). Only with a
+    // phi as the sum, so that a product and its sum keep apart (`tmul.z`
+    // needs the product's register to be its own).
+    for b in &f.blocks {
+        for inst in &b.insts {
+            let (Op::AddMulZ, Some(t), Some(p)) = (inst.op, inst.dst, inst.args.first()) else {
+                continue;
+            };
+            let (t, p) = (t.index(), p.index());
+            let phi = matches!(def[p], Some((_, None)));
+            if !phi || !candidate(t) || !candidate(p) || f.values[t].ty != f.values[p].ty {
+                continue;
+            }
+            let (rp, rt) = (alias[p], alias[t]);
+            if rp == rt || members[rp].len() * members[rt].len() > 4096 {
+                continue;
+            }
+            let clash = members[rt]
+                .iter()
+                .any(|&x| members[rp].iter().any(|&y| interfere(x, y)));
+            if clash {
+                continue;
+            }
+            let moved = std::mem::take(&mut members[rt]);
+            for &x in &moved {
+                alias[x] = rp;
+            }
+            members[rp].extend(moved);
+        }
+    }
 }

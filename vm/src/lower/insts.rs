@@ -45,8 +45,8 @@ impl Lowerer<'_> {
             }
         }
         let reg = |i: usize| regs.get(i).copied().unwrap_or(0);
-        if regs.len() == 4 {
-            x = reg(3);
+        if regs.len() >= 4 {
+            x = Instr::pack_x(&regs);
         }
         let i = Instr::new(inst.op, reg(0) as Reg, reg(1) as Reg, reg(2) as Reg, x);
         if self.mul_add(i, inst) || self.tangent_choice(i, inst) {
@@ -201,6 +201,69 @@ impl Lowerer<'_> {
             {
                 return Some(Instr::new(Op::TMulZ, i.r0, last.r2, i.r2, i.x));
             }
+            // A tangent array's element summed right away: `aget %c, %T,
+            // %k; add.mul.z %y, %s, %c, %d` (or `%d, %c`), `%c` read there
+            // only, becomes `add.mul.aget %y, %s, %T, %k, %d`. The two are
+            // adjacent, so loading when summing computes (and traps) as
+            // they do, and the product `%c ⊙ %d` is the same either way
+            // round. `%c`'s register is its own (its one reader is no phi).
+            (Op::AGet, Op::AddMulZ)
+                if (last.r0 == i.r2 || u32::from(last.r0) == i.x)
+                    && last.r0 != i.r1
+                    && inst
+                        .args
+                        .iter()
+                        .skip(1)
+                        .find(|c| self.r(**c) == last.r0)
+                        .is_some_and(|c| self.uses.get(c.index()) == Some(&1)) =>
+            {
+                let other = if last.r0 == i.r2 {
+                    i.x
+                } else {
+                    u32::from(i.r2)
+                };
+                if other > 0xffff {
+                    return None;
+                }
+                return Some(Instr::new(
+                    Op::AddMulAGet,
+                    i.r0,
+                    i.r1,
+                    last.r1,
+                    Instr::pack_x(&[0, 0, 0, u32::from(last.r2), other]),
+                ));
+            }
+            // The same with a row-major index, summing in place: `aget.add
+            // %c, %T, %p, %q; add.mul.z %y, %y, %c, %d` (or `%d, %c`)
+            // becomes `acc.mul.aget.add %y, %T, %p, %q, %d` (six registers
+            // otherwise).
+            (Op::AGetAdd, Op::AddMulZ)
+                if i.r0 == i.r1
+                    && (last.r0 == i.r2 || u32::from(last.r0) == i.x)
+                    && last.r0 != i.r1
+                    && inst
+                        .args
+                        .iter()
+                        .skip(1)
+                        .find(|c| self.r(**c) == last.r0)
+                        .is_some_and(|c| self.uses.get(c.index()) == Some(&1)) =>
+            {
+                let other = if last.r0 == i.r2 {
+                    i.x
+                } else {
+                    u32::from(i.r2)
+                };
+                if other > 0xffff || last.x > 0xffff {
+                    return None;
+                }
+                return Some(Instr::new(
+                    Op::AccMulAGetAdd,
+                    i.r0,
+                    last.r1,
+                    last.r2,
+                    Instr::pack_x(&[0, 0, 0, last.x, other]),
+                ));
+            }
             (_, Op::MulF | Op::MulZ) => {}
             _ => return None,
         }
@@ -244,7 +307,7 @@ impl Lowerer<'_> {
     /// id or a value there): they touch no other register, so the sum
     /// done before them is not seen by them, and nothing moves (no jump
     /// target or pending jump changes). So may pure register instructions
-    /// (and `add.mul.f`) that neither read nor write `%acc` or `%p` (tangent
+    /// (and `add.mul.f`, `add.mul.aget`) that neither read nor write `%acc` or `%p` (tangent
     /// code between a product and its sum): the sum moves up past them.
     /// `%acc` is not `%p`: the product's one reader is this `add.f`, so its
     /// register is its own.
@@ -274,7 +337,8 @@ impl Lowerer<'_> {
                 }
                 Op::BlkPush => {}
                 Op::CommsPush | Op::CommsPushR | Op::CommsReserve if c.r0 != acc && c.r0 != p => {}
-                op if (op.facts().pure || op == Op::MulAddF) && !touches(c, acc, p) => {}
+                op if (op.facts().pure || op == Op::MulAddF || op == Op::AddMulAGet)
+                    && !touches(c, acc, p) => {}
                 _ => return false,
             }
         }
@@ -357,6 +421,8 @@ impl Lowerer<'_> {
 /// Whether instruction `c` reads or writes register `a` or `b` (any of its
 /// register operands, `x` included when it holds one).
 fn touches(c: Instr, a: Reg, b: Reg) -> bool {
-    let regs = [c.r0, c.r1, c.r2, c.x as Reg];
-    c.op.reg_operands().zip(regs).any(|(_, r)| r == a || r == b)
+    (0..c.op.reg_operands().count()).any(|k| {
+        let r = c.reg(k);
+        r == u32::from(a) || r == u32::from(b)
+    })
 }

@@ -646,6 +646,176 @@ fn an_index_sum_read_once_fuses_into_the_load() {
     assert_eq!(got.ok(), Some(Value::F64(5.5)));
 }
 
+/// `(s, t, k, d) -> s + t[k] ⊙ d` as `c = aget t, k; y = add.mul.z s, c,
+/// d` (with `swap`, `s, d, c`); with `reuse`, `y + c` (`c` read twice).
+fn tangent_load(swap: bool, reuse: bool) -> Module {
+    let params = [("s", F64), ("t", Type::Arr), ("k", I64), ("d", F64)];
+    let mut b = B::new("tl", &params, F64);
+    let e = b.block("entry");
+    let (s, t, k, d) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let c = b.op(e, Op::AGet, Some(F64), &[t, k]);
+    b.line(e, 3);
+    let args = if swap { [s, d, c] } else { [s, c, d] };
+    let y = b.op(e, Op::AddMulZ, Some(F64), &args);
+    b.line(e, 4);
+    let r = if reuse {
+        b.op(e, Op::AddF, Some(F64), &[y, c])
+    } else {
+        y
+    };
+    b.ret(e, r);
+    b.module()
+}
+
+/// An `aget` read only by the `add.mul.z` right after it (as either
+/// factor) is one `add.mul.aget`, which computes what the pair computes
+/// bit for bit (the strong-zero product rounded, then summed) and traps
+/// as the `aget` does, at its location; an element read twice stays an
+/// `aget`.
+#[test]
+fn a_tangent_load_summed_right_away_fuses_into_add_mul_aget() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let arr = vec![1.5, 0.0, inf, nan, -0.1];
+    let cases = [
+        (0.25, 0, 2.0),
+        (0.25, 1, inf),
+        (-1.0, 1, nan),
+        (1.0, 2, 0.0),
+        (1.0, 2, 3.0),
+        (2.0, 3, 0.0),
+        (1e308, 0, 1e308),
+        (0.1, 4, 0.3),
+    ];
+    for swap in [false, true] {
+        for reuse in [false, true] {
+            let p = load(&tangent_load(swap, reuse));
+            let text = vm::disasm::function(p.func(FuncId(0)));
+            let what = format!("swap {swap} reuse {reuse}:\n{text}");
+            assert_eq!(ops(&p).contains(&Op::AddMulAGet), !reuse, "{what}");
+            assert_eq!(ops(&p).contains(&Op::AGet), reuse, "{what}");
+            if !reuse {
+                assert!(text.contains(", %s, %t, %k, %d"), "{what}");
+            }
+            let mut vm = Vm::default();
+            for &(s, k, d) in &cases {
+                let args = [
+                    Value::F64(s),
+                    Value::Arr(arr.clone()),
+                    Value::I64(k),
+                    Value::F64(d),
+                ];
+                let c = arr[k as usize];
+                let y = s + mul_z(c, d);
+                let want = if reuse { y + c } else { y };
+                let got = match vm.run(&p, FuncId(0), &args) {
+                    Ok(Value::F64(v)) => v,
+                    other => panic!("{other:?}\n{what}"),
+                };
+                let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                assert!(same, "{s} {k} {d}: {got} vs {want}\n{what}");
+            }
+            for k in [5, -1, i64::MIN] {
+                let args = [
+                    Value::F64(1.0),
+                    Value::Arr(arr.clone()),
+                    Value::I64(k),
+                    Value::F64(1.0),
+                ];
+                let t = vm.run(&p, FuncId(0), &args).expect_err("out of bounds");
+                assert_eq!(
+                    t.kind,
+                    vm::TrapKind::OutOfBounds { index: k, len: 5 },
+                    "{t}"
+                );
+                assert_eq!(t.loc.line, 3, "the aget's location: {t}");
+            }
+        }
+    }
+}
+
+/// `(s, t, i, j, d) -> s + t[i + j] ⊙ d`, non-SSA: `k = add.i i, j; c =
+/// aget t, k; s = add.mul.z s, c, d` in place (with `fresh`, into a new
+/// register instead).
+fn tangent_row_load(fresh: bool) -> Module {
+    let params = [
+        ("s", F64),
+        ("t", Type::Arr),
+        ("i", I64),
+        ("j", I64),
+        ("d", F64),
+    ];
+    let mut b = B::new("tr", &params, F64);
+    let e = b.block("entry");
+    let (s, t, i, j, d) = (b.p(0), b.p(1), b.p(2), b.p(3), b.p(4));
+    let k = b.op(e, Op::AddI, Some(I64), &[i, j]);
+    let c = b.op(e, Op::AGet, Some(F64), &[t, k]);
+    b.line(e, 3);
+    let r = if fresh {
+        b.op(e, Op::AddMulZ, Some(F64), &[s, c, d])
+    } else {
+        b.set(e, Op::AddMulZ, s, &[s, c, d]);
+        s
+    };
+    b.line(e, 4);
+    b.ret(e, r);
+    b.module()
+}
+
+/// An `aget.add` read only by the `add.mul.z` right after it that sums in
+/// place is one `acc.mul.aget.add`: the same bits as the three, the index
+/// sum wrapping and trapping as `aget.add`'s, at the load's location. Into
+/// a register of its own the sum stays apart (six registers).
+#[test]
+fn a_row_major_tangent_load_summed_in_place_fuses_into_acc_mul_aget_add() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let arr = vec![1.5, 0.0, inf, nan, -0.1];
+    for fresh in [false, true] {
+        let p = load(&tangent_row_load(fresh));
+        let text = vm::disasm::function(p.func(FuncId(0)));
+        let what = format!("fresh {fresh}:\n{text}");
+        assert_eq!(ops(&p).contains(&Op::AccMulAGetAdd), !fresh, "{what}");
+        assert_eq!(ops(&p).contains(&Op::AGetAdd), fresh, "{what}");
+        let mut vm = Vm::default();
+        for &(s, i, j, d) in &[
+            (0.25, 0, 0, 2.0),
+            (0.25, 0, 1, inf),
+            (-1.0, 2, -1, nan),
+            (1.0, 1, 1, 0.0),
+            (2.0, 5, -2, 0.0),
+            (0.1, 2, 2, 0.3),
+        ] {
+            let args = [
+                Value::F64(s),
+                Value::Arr(arr.clone()),
+                Value::I64(i),
+                Value::I64(j),
+                Value::F64(d),
+            ];
+            let want = s + mul_z(arr[(i + j) as usize], d);
+            let got = match vm.run(&p, FuncId(0), &args) {
+                Ok(Value::F64(v)) => v,
+                other => panic!("{other:?}\n{what}"),
+            };
+            let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+            assert!(same, "{s} {i} {j} {d}: {got} vs {want}\n{what}");
+        }
+        for (i, j, index) in [(3, 2, 5), (-3, 1, -2), (i64::MAX, 1, i64::MIN)] {
+            let args = [
+                Value::F64(1.0),
+                Value::Arr(arr.clone()),
+                Value::I64(i),
+                Value::I64(j),
+                Value::F64(1.0),
+            ];
+            let t = vm.run(&p, FuncId(0), &args).expect_err("out of bounds");
+            assert_eq!(t.kind, vm::TrapKind::OutOfBounds { index, len: 5 }, "{t}");
+            assert_eq!(t.loc.line, 3, "the load's location: {t}");
+        }
+    }
+}
+
 /// `aget.add` is made by the lowering only: IR that contains it is refused.
 #[test]
 fn aget_add_is_not_an_ir_instruction() {

@@ -203,7 +203,7 @@ fn random_program(seed: u64) -> Program {
                 slot(0) as Reg,
                 slot(1) as Reg,
                 slot(2) as Reg,
-                x.unwrap_or(slot(3)),
+                x.unwrap_or(Instr::pack_x(&slots)),
             );
             f.code.push(ins);
         }
