@@ -1,6 +1,7 @@
 #!/bin/sh
 # Package and verify every crate that would be published: advm-vm,
-# advm-assembler, advm-ad and advm (testkit and suite are `publish = false`).
+# advm-assembler, advm-adl, advm-ad, advm-jit and advm (testkit, suite and
+# advm-bench are `publish = false`; advm-bench is packaged and verified too).
 # `--workspace` packages the path dependencies through a temporary local
 # registry, and the verify step builds each package from its `.crate` file
 # alone, as crates.io would. Too slow for the tests (it builds everything

@@ -24,6 +24,7 @@
 //!   stamp ([`vm::bytecode::Program::stamp`]): a function changed or
 //!   re-verified since is compiled again.
 #![deny(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod fuzz;
 mod native;

@@ -391,7 +391,9 @@ mod tests {
 
     #[test]
     fn definitions_executed_together_reply_as_one_by_one() {
-        let inputs = script(400);
+        // Three periods of the script's pattern (50 definitions) and four
+        // of its commands (37): every kind of reply, several times over.
+        let inputs = script(150);
         let mut one = Session::new(Arc::default(), Rc::default());
         let want: Vec<Reply> = inputs.iter().map(|i| one.execute(i)).collect();
         let mut many = Session::new(Arc::default(), Rc::default());
@@ -403,7 +405,7 @@ mod tests {
             one.execute("grad @f100(0.5)")
         );
         eprintln!("{} builds together, {} one by one", many.builds, one.builds);
-        // 400 builds one by one (and more for the errors).
+        // 150 builds one by one (and more for the errors).
         assert!(
             many.builds < one.builds / 4,
             "{} builds, one by one {}",

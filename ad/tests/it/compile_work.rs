@@ -107,10 +107,28 @@ fn joins(n: usize) -> String {
 }
 
 fn engine(src: &str) -> (Engine, FuncId) {
-    let module = assembler::assemble(src, "gen.adasm").expect("assembles");
+    engine_of(assembler::assemble(src, "gen.adasm").expect("assembles"))
+}
+
+fn engine_of(module: vm::ir::Module) -> (Engine, FuncId) {
     let engine = Engine::new(module).expect("verifies");
     let f = engine.find("f").expect("defined");
     (engine, f)
+}
+
+/// The module of `asets(n)`, built from that of `asets(4)` by repeating
+/// its four `aset`s in the IR: the same function without assembling `n`
+/// lines of text (the derivation, not the assembler, is under test).
+fn asets_module(n: usize) -> vm::ir::Module {
+    let mut module = assembler::assemble(&asets(4), "gen.adasm").expect("assembles");
+    let insts = &mut module.funcs[0].blocks[0].insts;
+    // `anew`, the four `aset`s, `aget`.
+    assert_eq!(insts.len(), 6, "{insts:?}");
+    let last = insts.pop().expect("the aget");
+    let four: Vec<_> = insts.drain(1..).collect();
+    insts.extend(four.iter().cycle().take(n).cloned());
+    insts.push(last);
+    module
 }
 
 /// Work units of deriving `@f` of `src` (the transform with its clean-up,
@@ -180,7 +198,7 @@ fn deriving_a_join_of_14_000_predecessors() {
 /// large for a frame), quickly and cleanly.
 #[test]
 fn deriving_a_million_overwrites_in_one_block_is_refused() {
-    let (mut engine, f) = engine(&asets(1_000_000));
+    let (mut engine, f) = engine_of(asets_module(1_000_000));
     match engine.derive(f) {
         Err(AdError::TooMuchWork { func, used, limit }) => {
             assert_eq!(func, "f");

@@ -84,6 +84,14 @@ fn pair(limits: &Limits) -> (Engine, Engine) {
 /// instruction counts; `true` if the native tier ran.
 fn same(limits: &Limits, name: &str, args: &[Value]) -> bool {
     let (mut a, mut b) = pair(limits);
+    same_in(&mut a, &mut b, limits, name, args)
+}
+
+/// [`same`] in engines that may have run (and trapped) before, under
+/// `limits` from now on: the native tier keeps the code it compiled.
+fn same_in(a: &mut Engine, b: &mut Engine, limits: &Limits, name: &str, args: &[Value]) -> bool {
+    *a.vm_mut().limits_mut() = limits.clone();
+    *b.vm_mut().limits_mut() = limits.clone();
     let f = a.find(name).expect("exists");
     let (ra, rb) = (a.run(f, args), b.run(f, args));
     assert_eq!(
@@ -108,6 +116,9 @@ fn same(limits: &Limits, name: &str, args: &[Value]) -> bool {
 
 #[test]
 fn fuel_traps_at_the_same_instruction() {
+    // One pair of engines for every fuel: each call starts afresh after a
+    // trap, and the native tier compiles the code once.
+    let (mut a, mut b) = pair(&Limits::default());
     let args = [Value::F64(0.5), Value::I64(4)];
     let mut traps = 0;
     for fuel in 0..160 {
@@ -115,8 +126,10 @@ fn fuel_traps_at_the_same_instruction() {
             fuel: Some(fuel),
             ..Limits::default()
         };
-        assert!(same(&limits, "top", &args), "native tier ran");
-        let (_, mut b) = pair(&limits);
+        assert!(
+            same_in(&mut a, &mut b, &limits, "top", &args),
+            "native tier ran"
+        );
         let f = b.find("top").expect("exists");
         if let Err(ad::AdError::Trap(t)) = b.run(f, &args) {
             assert!(matches!(t.kind, vm::TrapKind::OutOfFuel { .. }), "{t}");
@@ -125,13 +138,22 @@ fn fuel_traps_at_the_same_instruction() {
     }
     // Fuel runs out below the count and suffices from it on.
     assert!(traps > 20 && traps < 160, "{traps}");
+    // A fuel in the middle of the range, from fresh engines as well.
+    assert!(same(
+        &Limits {
+            fuel: Some(40),
+            ..Limits::default()
+        },
+        "top",
+        &args
+    ));
     let args = [Value::I64(5), Value::F64(1.5)];
     for fuel in 0..80 {
         let limits = Limits {
             fuel: Some(fuel),
             ..Limits::default()
         };
-        same(&limits, "fill", &args);
+        same_in(&mut a, &mut b, &limits, "fill", &args);
     }
 }
 
