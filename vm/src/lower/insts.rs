@@ -134,6 +134,30 @@ impl Lowerer<'_> {
         true
     }
 
+    /// For `add.mul.z` `i` right after the load `last` (`aget` or
+    /// `aget.add`): the register of the product's other factor, if the
+    /// loaded value is one factor, is not the sum `i` adds to, and is read
+    /// by `i` only (IR `inst`), and the other factor fits the 16 bits a
+    /// fused load has for it.
+    fn summed_load_factor(&self, last: Instr, i: Instr, inst: &ir::Inst) -> Option<u32> {
+        let factor = last.r0 == i.r2 || u32::from(last.r0) == i.x;
+        let read_once = inst
+            .args
+            .iter()
+            .skip(1)
+            .find(|c| self.r(**c) == last.r0)
+            .is_some_and(|c| self.uses.get(c.index()) == Some(&1));
+        if !factor || last.r0 == i.r1 || !read_once {
+            return None;
+        }
+        let other = if last.r0 == i.r2 {
+            i.x
+        } else {
+            u32::from(i.r2)
+        };
+        (other <= 0xffff).then_some(other)
+    }
+
     /// Fusion with the block's last emitted instruction, for `i` about to
     /// be emitted right after it; `None` where nothing fuses.
     ///
@@ -207,24 +231,8 @@ impl Lowerer<'_> {
             // adjacent, so loading when summing computes (and traps) as
             // they do, and the product `%c ⊙ %d` is the same either way
             // round. `%c`'s register is its own (its one reader is no phi).
-            (Op::AGet, Op::AddMulZ)
-                if (last.r0 == i.r2 || u32::from(last.r0) == i.x)
-                    && last.r0 != i.r1
-                    && inst
-                        .args
-                        .iter()
-                        .skip(1)
-                        .find(|c| self.r(**c) == last.r0)
-                        .is_some_and(|c| self.uses.get(c.index()) == Some(&1)) =>
-            {
-                let other = if last.r0 == i.r2 {
-                    i.x
-                } else {
-                    u32::from(i.r2)
-                };
-                if other > 0xffff {
-                    return None;
-                }
+            (Op::AGet, Op::AddMulZ) => {
+                let other = self.summed_load_factor(last, i, inst)?;
                 return Some(Instr::new(
                     Op::AddMulAGet,
                     i.r0,
@@ -237,23 +245,9 @@ impl Lowerer<'_> {
             // %c, %T, %p, %q; add.mul.z %y, %y, %c, %d` (or `%d, %c`)
             // becomes `acc.mul.aget.add %y, %T, %p, %q, %d` (six registers
             // otherwise).
-            (Op::AGetAdd, Op::AddMulZ)
-                if i.r0 == i.r1
-                    && (last.r0 == i.r2 || u32::from(last.r0) == i.x)
-                    && last.r0 != i.r1
-                    && inst
-                        .args
-                        .iter()
-                        .skip(1)
-                        .find(|c| self.r(**c) == last.r0)
-                        .is_some_and(|c| self.uses.get(c.index()) == Some(&1)) =>
-            {
-                let other = if last.r0 == i.r2 {
-                    i.x
-                } else {
-                    u32::from(i.r2)
-                };
-                if other > 0xffff || last.x > 0xffff {
+            (Op::AGetAdd, Op::AddMulZ) if i.r0 == i.r1 => {
+                let other = self.summed_load_factor(last, i, inst)?;
+                if last.x > 0xffff {
                     return None;
                 }
                 return Some(Instr::new(
