@@ -152,3 +152,23 @@ fn a_long_loop_free_function_runs_compiled() {
     let b = interp.run(f, &args).expect("runs");
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
+
+#[test]
+fn a_recorded_decline_goes_with_the_tier() {
+    // The VM records the default tier's decline of @sincos; a tier
+    // installed since is offered the call again.
+    let mut e = engine(Kind::Default);
+    let f = e.find("sincos").expect("exists");
+    let args = [Value::F64(0.9)];
+    for _ in 0..2 {
+        e.run(f, &args).expect("runs");
+        assert_eq!(e.vm_mut().last_tier(), Tier::Interp);
+    }
+    jit::install_eager(e.vm_mut());
+    e.run(f, &args).expect("runs");
+    assert_eq!(e.vm_mut().last_tier(), Tier::Native);
+    // An engine's clone gets a tier of the same kind.
+    let mut c = e.clone();
+    c.run(f, &args).expect("runs");
+    assert_eq!(c.vm_mut().last_tier(), Tier::Native);
+}
