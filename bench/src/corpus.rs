@@ -51,7 +51,7 @@ pub fn programs() -> Vec<Program> {
 pub fn compile_times(progs: &[Program]) -> Vec<CompileTime> {
     let mut times = Vec::new();
     for prog in progs {
-        let mut j = jit::Jit::new();
+        let mut j = jit::Jit::eager();
         for i in 0..prog.len() {
             let _ = j.prepare(prog, vm::ir::FuncId(i as u32));
         }

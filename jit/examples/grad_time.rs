@@ -66,7 +66,7 @@ fn main() {
             .unwrap_or_else(|e| fail(e.to_string()));
         let derive = t.elapsed();
         let prog = e.program().clone();
-        let mut j = jit::Jit::new();
+        let mut j = jit::Jit::eager();
         for g in [d.fwd, d.rev] {
             let _ = j.prepare(&prog, g);
         }

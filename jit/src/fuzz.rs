@@ -123,7 +123,7 @@ pub fn tiers_agree(data: &[u8]) -> Option<vm::Tier> {
     }
     let mut a = Vm::new(limits());
     let mut b = Vm::new(limits());
-    crate::install(&mut b);
+    crate::install_eager(&mut b);
     for ad_mode in [head[7] % 2 == 0, head[7] % 2 != 0] {
         let mut outcomes = Vec::new();
         for m in [&mut a, &mut b] {

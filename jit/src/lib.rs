@@ -20,6 +20,9 @@
 //!   [`STACK_BUDGET`] bytes of native stack (compiled frames live on the
 //!   host's stack, so the tier keeps well within any thread's), and the
 //!   calls the interpreter refuses on entry (it reports those).
+//! * A call from the host to a small loop-free function runs interpreted
+//!   ([`SMALL_CALL`]): entering compiled code costs more than its body
+//!   saves there. [`Jit::eager`] compiles those calls too.
 //! * Compiled code is cached per function with the function's verification
 //!   stamp ([`vm::bytecode::Program::stamp`]): a function changed or
 //!   re-verified since is compiled again.
@@ -49,6 +52,35 @@ use vm::{NativeTier, Trap, TrapKind, Vm};
 /// may take, by a conservative estimate per frame (`frame_bytes`).
 pub const STACK_BUDGET: usize = 256 * 1024;
 
+/// A call from the host runs interpreted when the called function and
+/// every function it reaches through calls are loop-free and run at most
+/// this many instructions in all (the sum of their lengths, each call site
+/// counted once per call): entering compiled code (the trampoline, the
+/// context, the array views, the VM's entry and exit) takes longer than
+/// the interpreter takes for a few dozen instructions. The rule is per
+/// entry function: a compiled caller still calls such a function's
+/// compiled body.
+pub const SMALL_CALL: usize = 64;
+
+/// The most instructions one call of `f` can run if `f` and everything it
+/// calls are loop-free, when that is at most `limit`; `None` otherwise (a
+/// loop, a call cycle or more than `limit` instructions). Visits at most
+/// `limit` functions: every function has at least one instruction.
+fn loop_free_steps(prog: &Program, f: FuncId, limit: usize) -> Option<usize> {
+    let func = prog.get(f)?;
+    let mut n = func.code.len();
+    if n > limit || translate::has_loop(func) {
+        return None;
+    }
+    for site in &func.sites {
+        n = n.checked_add(loop_free_steps(prog, site.func, limit - n)?)?;
+        if n > limit {
+            return None;
+        }
+    }
+    Some(n)
+}
+
 /// An estimate (an upper bound in practice) of the native stack a compiled
 /// frame of `f` takes: its registers twice over (spills), the result slots
 /// of its calls, and a fixed part.
@@ -75,6 +107,8 @@ type NewBodies = Vec<(FuncId, ModFuncId, u64)>;
 struct Entry {
     stamp: u64,
     code: Option<native::EntryCode>,
+    /// Declined as a small call ([`SMALL_CALL`]).
+    small: bool,
 }
 
 /// Why a function runs interpreted.
@@ -88,6 +122,9 @@ pub enum Decline {
     DeepChain,
     /// This machine or Cranelift cannot compile it.
     Unsupported(String),
+    /// It is loop-free and small: the interpreter runs a call faster than
+    /// compiled code is entered ([`SMALL_CALL`]).
+    Small,
 }
 
 impl std::fmt::Display for Decline {
@@ -100,6 +137,10 @@ impl std::fmt::Display for Decline {
                 "its deepest call chain's frames could exceed the native stack budget ({STACK_BUDGET} bytes)"
             ),
             Decline::Unsupported(m) => write!(f, "{m}"),
+            Decline::Small => write!(
+                f,
+                "loop-free, at most {SMALL_CALL} instructions per call: faster interpreted"
+            ),
         }
     }
 }
@@ -139,6 +180,9 @@ pub struct Jit {
     fctx: FunctionBuilderContext,
     compile_times: Vec<CompileTime>,
     next_name: u64,
+    /// Calls of at most this many loop-free instructions run interpreted
+    /// ([`SMALL_CALL`], or 0 for [`Jit::eager`]).
+    small: usize,
 }
 
 /// The code generator's settings for this host, built once per process.
@@ -226,6 +270,12 @@ pub fn install(vm: &mut Vm) {
     vm.set_native(Some(Box::new(Jit::new())));
 }
 
+/// A fresh [`Jit::eager`] installed in `vm`: every call the tier supports
+/// runs compiled, small loop-free ones included.
+pub fn install_eager(vm: &mut Vm) {
+    vm.set_native(Some(Box::new(Jit::eager())));
+}
+
 impl Default for Jit {
     fn default() -> Jit {
         Jit::new()
@@ -247,6 +297,7 @@ impl Jit {
             fctx: FunctionBuilderContext::new(),
             compile_times: Vec::new(),
             next_name: 0,
+            small: SMALL_CALL,
         };
         if let Some(module) = make_module() {
             let mut module = module;
@@ -265,6 +316,15 @@ impl Jit {
         jit
     }
 
+    /// A tier that compiles every call it supports, small loop-free ones
+    /// included (see [`SMALL_CALL`]): for tests of compiled code and
+    /// measurements of it.
+    pub fn eager() -> Jit {
+        let mut jit = Jit::new();
+        jit.small = 0;
+        jit
+    }
+
     /// How long each function (body or trampoline) took to compile.
     pub fn compile_times(&self) -> &[CompileTime] {
         &self.compile_times
@@ -280,10 +340,19 @@ impl Jit {
         let stamp = prog.stamp(f).ok_or(Decline::NotVerified)?;
         if let Some(Some(e)) = self.entries.get(f.index()) {
             if e.stamp == stamp {
-                return e.code.ok_or(Decline::DeepChain);
+                return match (e.code, e.small) {
+                    (Some(c), _) => Ok(c),
+                    (None, true) => Err(Decline::Small),
+                    (None, false) => Err(Decline::DeepChain),
+                };
             }
         }
-        let r = self.compile_entry(prog, f);
+        let small = self.small > 0 && loop_free_steps(prog, f, self.small).is_some();
+        let r = if small {
+            Err(Decline::Small)
+        } else {
+            self.compile_entry(prog, f)
+        };
         if self.entries.len() <= f.index() {
             self.entries.resize(f.index() + 1, None);
         }
@@ -292,6 +361,7 @@ impl Jit {
         self.entries[f.index()] = Some(Entry {
             stamp,
             code: r.as_ref().ok().copied(),
+            small,
         });
         r
     }
@@ -556,11 +626,29 @@ impl NativeTier for Jit {
         f: FuncId,
         args: &[u64],
     ) -> Option<Result<(), Trap>> {
+        // A call the tier declined before (a small one above all) is the
+        // interpreter's at the cost of a lookup.
+        if let Some(Some(e)) = self.entries.get(f.index()) {
+            if e.code.is_none() && Some(e.stamp) == prog.stamp(f) {
+                vm.native_declined(f, e.stamp);
+                return None;
+            }
+        }
         // Calls the interpreter refuses on entry are its to report.
         if !vm.native_entry_ok(prog, f, args) {
             return None;
         }
-        let code = self.entry(prog, f).ok()?;
+        let code = match self.entry(prog, f) {
+            Ok(code) => code,
+            Err(_) => {
+                // Declined whatever the arguments: the VM need not offer
+                // this function's calls again while it stays the same.
+                if let Some(stamp) = prog.stamp(f) {
+                    vm.native_declined(f, stamp);
+                }
+                return None;
+            }
+        };
         if self.out.len() < code.nouts {
             self.out.resize(code.nouts, 0);
         }
@@ -590,7 +678,9 @@ impl NativeTier for Jit {
     }
 
     fn fork(&self) -> Box<dyn NativeTier> {
-        Box::new(Jit::new())
+        let mut jit = Jit::new();
+        jit.small = self.small;
+        Box::new(jit)
     }
 }
 
@@ -602,12 +692,16 @@ impl Drop for Jit {
     }
 }
 
-/// Whether the native tier would run `f` (without compiling anything):
+/// Whether the native tier ([`Jit::new`], as [`install`] installs it)
+/// would run a call of `f` from the host (without compiling anything):
 /// `Ok` or why it runs interpreted.
 pub fn tier_of(prog: &Program, f: FuncId) -> Result<(), Decline> {
     let (_, chain) = plan(prog, f, &[])?;
     if chain > STACK_BUDGET {
         return Err(Decline::DeepChain);
+    }
+    if loop_free_steps(prog, f, SMALL_CALL).is_some() {
+        return Err(Decline::Small);
     }
     Ok(())
 }

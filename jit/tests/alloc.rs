@@ -13,7 +13,7 @@ fn engine(file: &str) -> Engine {
     let src = testkit::read_program(file);
     let module = assembler::assemble(&src, file).unwrap_or_else(|d| panic!("{d}"));
     let mut e = Engine::new(module).expect("verifies");
-    jit::install(e.vm_mut());
+    jit::install_eager(e.vm_mut());
     e
 }
 

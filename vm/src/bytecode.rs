@@ -411,6 +411,7 @@ impl Program {
     /// a callee changes ([`Program::set`], [`Program::truncate`]), and gets
     /// a new stamp when it is verified again. `None` if `id` does not exist
     /// or is not verified.
+    #[inline]
     pub fn stamp(&self, id: FuncId) -> Option<u64> {
         self.frame_init(id)?;
         self.stamps.get(id.index()).copied()

@@ -68,7 +68,7 @@ fn pair(limits: &Limits) -> (Engine, Engine) {
     let module = assembler::assemble(SRC, "arrays.adasm").unwrap_or_else(|d| panic!("{d}"));
     let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
     let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
-    jit::install(native.vm_mut());
+    jit::install_eager(native.vm_mut());
     *interp.vm_mut().limits_mut() = limits.clone();
     *native.vm_mut().limits_mut() = limits.clone();
     (interp, native)
@@ -184,7 +184,7 @@ fn a_rule_tangent_of_the_wrong_length_traps_in_compiled_code() {
     let module = assembler::assemble(ODD_RULE, "odd.adasm").unwrap_or_else(|d| panic!("{d}"));
     let mut interp = Engine::new(module.clone()).expect("verifies");
     let mut native = Engine::new(module).expect("verifies");
-    jit::install(native.vm_mut());
+    jit::install_eager(native.vm_mut());
     let f = native.find("first").expect("exists");
     let args = [Value::Arr(vec![1.0, 2.0, 3.0])];
     let want = vm::TrapKind::RuleTangentLength {

@@ -42,7 +42,7 @@ fn random_programs_in_both_tiers_under_random_budgets() {
             continue;
         };
         let mut native = Engine::new(module).expect("verifies as above");
-        jit::install(native.vm_mut());
+        jit::install_eager(native.vm_mut());
         for e in [&mut interp, &mut native] {
             e.vm_mut().limits_mut().fuel = Some(10_000_000);
         }
@@ -106,7 +106,7 @@ done:
     let module = assembler::assemble(src, "t.adasm").expect("assembles");
     let mut interp = Engine::new(module.clone()).expect("verifies");
     let mut native = Engine::new(module).expect("verifies");
-    jit::install(native.vm_mut());
+    jit::install_eager(native.vm_mut());
     let f = interp.find("pow").expect("defined");
     let args = [Value::F64(1.0001), Value::I64(100_000)];
     let all = interp.grad(f, &args).expect("runs");
@@ -151,7 +151,7 @@ done:
     let module = assembler::assemble(src, "t.adasm").expect("assembles");
     let mut interp = Engine::new(module.clone()).expect("verifies");
     let mut native = Engine::new(module).expect("verifies");
-    jit::install(native.vm_mut());
+    jit::install_eager(native.vm_mut());
     let f = interp.find("pow").expect("defined");
     let args = [Value::F64(1.000_000_1), Value::I64(1_000_000)];
     let all = interp.grad(f, &args).expect("runs");

@@ -87,7 +87,7 @@ impl Pair {
         let module = assembler::assemble(src, name).ok()?;
         let interp = Engine::new(module.clone()).ok()?;
         let mut jit = Engine::new(module).ok()?;
-        jit::install(jit.vm_mut());
+        jit::install_eager(jit.vm_mut());
         Some(Pair {
             interp,
             jit,

@@ -74,7 +74,7 @@ fn pair(limits: &Limits) -> (Engine, Engine) {
     let module = assembler::assemble(SRC, "limits.adasm").unwrap_or_else(|d| panic!("{d}"));
     let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
     let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
-    jit::install(native.vm_mut());
+    jit::install_eager(native.vm_mut());
     *interp.vm_mut().limits_mut() = limits.clone();
     *native.vm_mut().limits_mut() = limits.clone();
     (interp, native)

@@ -12,3 +12,4 @@ mod differential;
 mod fuzz_smoke;
 mod limits;
 mod settings;
+mod tiering;

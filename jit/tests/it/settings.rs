@@ -40,7 +40,7 @@ fn engine(jit: bool) -> Engine {
     let module = assembler::assemble(SRC, "settings").unwrap_or_else(|d| panic!("{d}"));
     let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
     if jit {
-        jit::install(e.vm_mut());
+        jit::install_eager(e.vm_mut());
     }
     e
 }
@@ -51,7 +51,7 @@ fn loop_free_functions_get_the_cheap_settings_and_loops_the_other() {
     let prog = e.program().clone();
     let sq = e.find("sq").expect("sq");
     let pow = e.find("pow").expect("pow");
-    let mut j = jit::Jit::new();
+    let mut j = jit::Jit::eager();
     j.prepare(&prog, pow).expect("compiles");
     let t = j.compile_times();
     // @sq's body (a callee, compiled first), @pow's body, @pow's entry.

@@ -2174,6 +2174,20 @@ fn native_tier_is_default_and_no_jit_switches_it_off() {
     );
     let out = ok(&["disasm", "programs/bench/powloop.adasm", "--tier"]);
     assert_eq!(out.trim(), "@pow: jit");
+    // A small loop-free function runs interpreted, and says so.
+    let out = ok(&["disasm", "programs/bench/sincos.adasm", "--tier"]);
+    assert!(out.starts_with("@sincos: interp (loop-free"), "{out}");
+    let j = ok_json(&[
+        "bench",
+        "programs/bench/sincos.adasm",
+        "--fn",
+        "sincos",
+        "--args",
+        "[0.9]",
+        "--json",
+    ]);
+    assert_eq!(j["tier"], "interp", "{j}");
+    assert_eq!(j["grad_tier"], "interp", "{j}");
     let out = ok(&[
         "disasm",
         "programs/bench/powloop.adasm",

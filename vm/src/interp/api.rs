@@ -33,6 +33,7 @@ impl Vm {
             limits_changed: true,
             executed_bytes: 0,
             native: None,
+            native_declined: Vec::new(),
             last_tier: Tier::Interp,
             segment: None,
             suspend_need: 0,
@@ -268,15 +269,17 @@ impl Vm {
                 return r;
             }
         }
-        if let Some(mut tier) = self.native.take() {
-            let r = tier.call(self, prog, f, args);
-            self.native = Some(tier);
-            if let Some(r) = r {
-                self.last_tier = Tier::Native;
-                return match r {
-                    Ok(()) if self.spilled == 0 => Ok(()),
-                    r => self.budget_trap(prog, r),
-                };
+        if !self.native_declines(prog, f) {
+            if let Some(mut tier) = self.native.take() {
+                let r = tier.call(self, prog, f, args);
+                self.native = Some(tier);
+                if let Some(r) = r {
+                    self.last_tier = Tier::Native;
+                    return match r {
+                        Ok(()) if self.spilled == 0 => Ok(()),
+                        r => self.budget_trap(prog, r),
+                    };
+                }
             }
         }
         self.last_tier = Tier::Interp;

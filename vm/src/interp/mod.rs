@@ -152,6 +152,11 @@ pub struct Vm {
     /// The native tier, offered every call from the host first
     /// (`native.rs`).
     native: Option<Box<dyn NativeTier>>,
+    /// Per function, the verification stamp with which the native tier
+    /// declined it for good (0: none): such a call goes to the
+    /// interpreter without offering it to the tier
+    /// ([`Vm::native_declined`]).
+    native_declined: Vec<u64>,
     /// Which tier ran the last call.
     last_tier: Tier,
     /// The stacks' capacity in a checkpointed call (`ckpt.rs`), and whether

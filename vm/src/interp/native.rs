@@ -59,6 +59,28 @@ impl Vm {
     /// Install (or, with `None`, remove) a native tier.
     pub fn set_native(&mut self, tier: Option<Box<dyn NativeTier>>) {
         self.native = tier;
+        self.native_declined.clear();
+    }
+
+    /// For the tier: every call of `f` while it keeps verification stamp
+    /// `stamp` ([`Program::stamp`]) is the interpreter's (the tier would
+    /// decline it whatever the arguments), so [`Vm::call_raw`] need not
+    /// offer it to the tier. Cleared when a tier is installed.
+    pub fn native_declined(&mut self, f: FuncId, stamp: u64) {
+        if self.native_declined.len() <= f.index() {
+            self.native_declined.resize(f.index() + 1, 0);
+        }
+        self.native_declined[f.index()] = stamp;
+    }
+
+    /// Whether the tier declined `f` as it is now for good
+    /// ([`Vm::native_declined`]).
+    #[inline]
+    pub(crate) fn native_declines(&self, prog: &Program, f: FuncId) -> bool {
+        match self.native_declined.get(f.index()) {
+            Some(&s) if s != 0 => prog.stamp(f) == Some(s),
+            _ => false,
+        }
     }
 
     /// The installed native tier.

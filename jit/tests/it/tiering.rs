@@ -1,0 +1,174 @@
+//! Which calls the tier takes (`jit::SMALL_CALL`): a call of a small
+//! loop-free function runs interpreted under the default tier, a call of a
+//! function with a loop (or one reaching a loop through calls) runs
+//! compiled, and every result is the interpreter's, bit for bit, and the
+//! eager tier's (which compiles the small calls too).
+
+use ad::Engine;
+use jit::Decline;
+use vm::{Tier, Value};
+
+const SRC: &str = "
+fn @sincos(%x: f64) -> f64 {
+entry:
+    %c = cos %x
+    %s = sin %c
+    ret %s
+}
+
+fn @pow(%x: f64, %n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %r = phi [entry: 1.0], [body: %r2]
+    %k = phi [entry: %n],  [body: %k2]
+    %c = gt %k, 0
+    br %c, body, done
+body:
+    %r2 = mul %r, %x
+    %k2 = sub %k, 1
+    jmp head
+done:
+    ret %r
+}
+
+fn @outer(%x: f64) -> f64 {
+entry:
+    %y = sin %x
+    %z = call @pow(%y, 3)
+    ret %z
+}
+";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Interp,
+    Default,
+    Eager,
+}
+
+fn engine(kind: Kind) -> Engine {
+    let module = assembler::assemble(SRC, "tiering").unwrap_or_else(|d| panic!("{d}"));
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    match kind {
+        Kind::Interp => {}
+        Kind::Default => jit::install(e.vm_mut()),
+        Kind::Eager => jit::install_eager(e.vm_mut()),
+    }
+    e
+}
+
+/// Value, gradient and hvp of `f` at `args` (as bits, via `Debug`), and
+/// the tier of the primal call, of the gradient's last call and of the
+/// hvp's last call.
+fn outcome(kind: Kind, f: &str, args: &[Value]) -> (String, [Tier; 3]) {
+    let mut e = engine(kind);
+    let id = e.find(f).expect("exists");
+    let dir: Vec<Option<Value>> = args
+        .iter()
+        .map(|a| matches!(a, Value::F64(_)).then_some(Value::F64(0.5)))
+        .collect();
+    let mut out = String::new();
+    let mut tiers = [Tier::Interp; 3];
+    // Twice: the first call compiles (or declines), the second uses the cache.
+    for _ in 0..2 {
+        let r = e.run(id, args).expect("runs");
+        tiers[0] = e.vm_mut().last_tier();
+        let g = e.grad(id, args).expect("gradient");
+        tiers[1] = e.vm_mut().last_tier();
+        let h = e.hvp(id, args, &dir).expect("hvp");
+        tiers[2] = e.vm_mut().last_tier();
+        out = format!(
+            "{r:?} {:x} {:?} {:x} {:?} {:?}",
+            g.value.to_bits(),
+            g.grad,
+            h.value.to_bits(),
+            h.grad,
+            h.hvp
+        );
+    }
+    (out, tiers)
+}
+
+#[test]
+fn a_small_loop_free_function_runs_interpreted_with_the_same_bits() {
+    let args = [Value::F64(0.9)];
+    let (interp, _) = outcome(Kind::Interp, "sincos", &args);
+    let (default, tiers) = outcome(Kind::Default, "sincos", &args);
+    let (eager, eager_tiers) = outcome(Kind::Eager, "sincos", &args);
+    assert_eq!(tiers, [Tier::Interp; 3], "primal, gradient, hvp");
+    assert_eq!(eager_tiers, [Tier::Native; 3], "primal, gradient, hvp");
+    assert_eq!(default, interp);
+    assert_eq!(eager, interp);
+    // `advm disasm --tier` says so, with the reason, for the derived
+    // functions too.
+    let mut e = engine(Kind::Interp);
+    let f = e.find("sincos").expect("exists");
+    let d = e.derive(f).expect("derives");
+    for g in [f, d.fwd, d.rev] {
+        assert_eq!(jit::tier_of(e.program(), g), Err(Decline::Small));
+    }
+    // So does the tier itself, when asked to compile it.
+    let prog = e.program().clone();
+    assert_eq!(jit::Jit::new().prepare(&prog, f), Err(Decline::Small));
+    assert_eq!(jit::Jit::eager().prepare(&prog, f), Ok(()));
+}
+
+#[test]
+fn functions_with_a_loop_run_compiled_with_the_same_bits() {
+    for (f, args) in [
+        ("pow", vec![Value::F64(1.0001), Value::I64(1000)]),
+        ("pow", vec![Value::F64(-0.75), Value::I64(3)]),
+        // Loop-free itself, but its callee has a loop.
+        ("outer", vec![Value::F64(0.4)]),
+    ] {
+        let (interp, _) = outcome(Kind::Interp, f, &args);
+        let (default, tiers) = outcome(Kind::Default, f, &args);
+        assert_eq!(tiers, [Tier::Native; 3], "@{f}: primal, gradient, hvp");
+        assert_eq!(default, interp, "@{f}");
+        let e = engine(Kind::Interp);
+        let id = e.find(f).expect("exists");
+        assert_eq!(jit::tier_of(e.program(), id), Ok(()), "@{f}");
+    }
+}
+
+#[test]
+fn a_long_loop_free_function_runs_compiled() {
+    // More than `SMALL_CALL` instructions and no loop.
+    let mut src = String::from("fn @long(%x: f64) -> f64 {\nentry:\n    %v0 = sin %x\n");
+    for i in 1..=jit::SMALL_CALL {
+        src.push_str(&format!("    %v{i} = sin %v{}\n", i - 1));
+    }
+    src.push_str(&format!("    ret %v{}\n}}\n", jit::SMALL_CALL));
+    let module = assembler::assemble(&src, "long").unwrap_or_else(|d| panic!("{d}"));
+    let mut native = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut interp = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install(native.vm_mut());
+    let f = native.find("long").expect("exists");
+    assert_eq!(jit::tier_of(native.program(), f), Ok(()));
+    let args = [Value::F64(0.3)];
+    let a = native.run(f, &args).expect("runs");
+    assert_eq!(native.vm_mut().last_tier(), Tier::Native);
+    let b = interp.run(f, &args).expect("runs");
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}
+
+#[test]
+fn a_recorded_decline_goes_with_the_tier() {
+    // The VM records the default tier's decline of @sincos; a tier
+    // installed since is offered the call again.
+    let mut e = engine(Kind::Default);
+    let f = e.find("sincos").expect("exists");
+    let args = [Value::F64(0.9)];
+    for _ in 0..2 {
+        e.run(f, &args).expect("runs");
+        assert_eq!(e.vm_mut().last_tier(), Tier::Interp);
+    }
+    jit::install_eager(e.vm_mut());
+    e.run(f, &args).expect("runs");
+    assert_eq!(e.vm_mut().last_tier(), Tier::Native);
+    // An engine's clone gets a tier of the same kind.
+    let mut c = e.clone();
+    c.run(f, &args).expect("runs");
+    assert_eq!(c.vm_mut().last_tier(), Tier::Native);
+}
