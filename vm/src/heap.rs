@@ -87,16 +87,27 @@ impl Heap {
     /// The memory budget ([`Heap::set_memory`]) bounds it too: where it is
     /// the smaller bound, exceeding it is [`TrapKind::MemoryLimit`].
     pub(crate) fn alloc(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
+        self.alloc_bounded(n, limit, None)
+    }
+
+    /// [`Heap::alloc`]'s two bounds for an array of `n` zeros, or of
+    /// `init`'s elements (`n` of them).
+    fn alloc_bounded(
+        &mut self,
+        n: usize,
+        limit: usize,
+        init: Option<&[f64]>,
+    ) -> Result<u64, TrapKind> {
         let budget = self.max_memory.saturating_sub(self.other_bytes);
         if budget < limit {
-            return self.alloc_within(n, budget).map_err(|k| match k {
+            return self.alloc_init(n, budget, init).map_err(|k| match k {
                 TrapKind::HeapLimit { .. } => TrapKind::MemoryLimit {
                     limit: self.max_memory,
                 },
                 k => k,
             });
         }
-        self.alloc_within(n, limit)
+        self.alloc_init(n, limit, init)
     }
 
     /// Bytes a live array of `n` elements counts for: its elements, its
@@ -110,22 +121,7 @@ impl Heap {
     /// like [`Heap::alloc`]: the elements are written once, not zeroed
     /// first.
     pub(crate) fn alloc_copy(&mut self, data: &[f64], limit: usize) -> Result<u64, TrapKind> {
-        let budget = self.max_memory.saturating_sub(self.other_bytes);
-        if budget < limit {
-            return self
-                .alloc_init(data.len(), budget, Some(data))
-                .map_err(|k| match k {
-                    TrapKind::HeapLimit { .. } => TrapKind::MemoryLimit {
-                        limit: self.max_memory,
-                    },
-                    k => k,
-                });
-        }
-        self.alloc_init(data.len(), limit, Some(data))
-    }
-
-    fn alloc_within(&mut self, n: usize, limit: usize) -> Result<u64, TrapKind> {
-        self.alloc_init(n, limit, None)
+        self.alloc_bounded(data.len(), limit, Some(data))
     }
 
     /// An array of `n` zeros, or of `init`'s elements (`n` of them).
@@ -349,7 +345,7 @@ impl Heap {
     /// A copy of the live arrays' elements (not their shadows), for a
     /// checkpoint (`interp/ckpt.rs`).
     pub(crate) fn snapshot(&self) -> Vec<Vec<f64>> {
-        self.data[..self.live].to_vec()
+        self.snapshot_of(self.live)
     }
 
     /// A copy of the elements of the first `n` live arrays (all of them
