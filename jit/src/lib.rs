@@ -626,14 +626,6 @@ impl NativeTier for Jit {
         f: FuncId,
         args: &[u64],
     ) -> Option<Result<(), Trap>> {
-        // A call the tier declined before (a small one above all) is the
-        // interpreter's at the cost of a lookup.
-        if let Some(Some(e)) = self.entries.get(f.index()) {
-            if e.code.is_none() && Some(e.stamp) == prog.stamp(f) {
-                vm.native_declined(f, e.stamp);
-                return None;
-            }
-        }
         // Calls the interpreter refuses on entry are its to report.
         if !vm.native_entry_ok(prog, f, args) {
             return None;
