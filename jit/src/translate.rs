@@ -826,6 +826,23 @@ impl T<'_, '_> {
                     self.set(r0, v);
                 }
             }
+            Op::AGetPair => {
+                // `r0 = r2[x1]; r1 = x0[x1]`: the two loads in turn, each
+                // as `aget` (the first traps before the second is tried),
+                // then the two writes, as the interpreter.
+                let (a2, k) = (ins.reg(3), ins.reg(4));
+                let h = self.get(r2);
+                let h2 = self.get(a2);
+                let i = self.get(k);
+                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    t.fallible("advm_aget", pc, &[h, i])
+                });
+                let w = self.in_place(pc, h2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    t.fallible("advm_aget", pc, &[h2, i])
+                });
+                self.set_result(r0, v);
+                self.set_result(r1, w);
+            }
             Op::AccMulAGetAdd => {
                 // `r0 += r1[r2 + x0] ⊙ x1`, as `aget.add` then `acc.mul`.
                 let (k, f) = (ins.reg(3), ins.reg(4));
@@ -986,6 +1003,18 @@ impl T<'_, '_> {
                 let nd = self.b.ins().select(c, de, dm);
                 self.set_bits(r0, nd);
                 self.set(r1, nm);
+            }
+            Op::MulMulZ | Op::AccMulMul => {
+                let a = self.get(r1);
+                let b = self.get(r2);
+                let c = self.get(x);
+                let m = self.mul_z(a, b);
+                let mut v = self.mul_z(m, c);
+                if ins.op == Op::AccMulMul {
+                    let s = self.get(r0);
+                    v = self.b.ins().fadd(s, v);
+                }
+                self.set(r0, v);
             }
             Op::TMulZ => {
                 let t = self.get(r0);

@@ -585,6 +585,19 @@ ops! {
     /// rounded, then summed, as by the two; every operand is read before
     /// `r0` is written.
     TMulZ = "tmul.z" [InOut(F), Use(F), Use(F), Use(F)] lowering();
+    // A product of three (a square's tangent `(ẋ⊙x)⊙2`, a tangent scaled
+    // by a constant after its local derivative): a `mul.z` whose only
+    // reader is the `mul.z` right after it, one dispatch here; summed in
+    // place, one more instruction saved.
+    /// `r0 = (r1 ⊙ r2) ⊙ x` (`x` holds the fourth register): a `mul.z`
+    /// read only by the `mul.z` after it, as its first factor. Each
+    /// strong-zero product rounded, as by the two; every operand is read
+    /// before `r0` is written.
+    MulMulZ = "mul.mul.z" [Def(F), Use(F), Use(F), Use(F)] lowering();
+    /// `r0 += (r1 ⊙ r2) ⊙ x`: a `mul.mul.z` whose only reader is a tangent
+    /// sum in place (as `acc.mul` is a `mul.z`'s), each product rounded,
+    /// then the sum, as by the three.
+    AccMulMul = "acc.mul.mul" [InOut(F), Use(F), Use(F), Use(F)] lowering();
     // The tangent of `m = max(m, e)` (`min`) is the tangent of the operand
     // chosen, `ṁ = e > m ? ė : ṁ`: a comparison read only by a `select`
     // into `ṁ` in place, then the `max.f` in place, one dispatch here.
@@ -626,6 +639,18 @@ ops! {
     /// phi's register). The load as by `aget.add` (the index sum wraps,
     /// out of bounds traps with the sum), then as `add.mul.aget`.
     AccMulAGetAdd = "acc.mul.aget.add" [InOut(F), Use(A), Use(I), Use(I), Use(F)] lowering();
+
+    // ---- paired load (made by the lowering) -----------------------------------
+    // A value's element and its tangent's, loaded at one index by two
+    // `aget`s in a row that stand for one instruction of the program (the
+    // tangent code of an `aget`: the same source location): one dispatch
+    // for the two. Loads written apart keep their own locations for a
+    // trap, so they are not paired.
+    /// `r0 = r2[x1]; r1 = x0[x1]` (`x` holds the second array's register
+    /// in its low 16 bits and the index's in its high 16): the first load,
+    /// then the second, each trapping as `aget` does; every operand is
+    /// read before either result is written.
+    AGetPair = "aget.pair" [Def(F), Def(F), Use(A), Use(A), Use(I)] lowering();
 }
 
 /// The condition of a comparison or fused branch.

@@ -489,7 +489,10 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::TMaxF
         | Op::TMinF
         | Op::AddMulAGet
-        | Op::AccMulAGetAdd => return Err(NoRule(inst.op)),
+        | Op::AccMulAGetAdd
+        | Op::AGetPair
+        | Op::MulMulZ
+        | Op::AccMulMul => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

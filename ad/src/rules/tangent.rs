@@ -91,14 +91,17 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             e.sub(ta, tb).into()
         }
         // ẏ = ȧ⊙b + ḃ⊙a: a `mul.z` and an `add.mul.z`; for a square,
-        // ẏ = 2·(ȧ⊙a), one product (doubled after the product, which
-        // overflows only where the tangent does).
+        // ẏ = (ȧ⊙a)⊙2, one product doubled after the product (which
+        // overflows only where the tangent does): the same bits as the
+        // sum of the two products, and a product, so that a tangent sum
+        // takes it in (`add.mul.z`, `acc.mul`) as it takes any other.
         Op::MulF => {
             let (a, b) = (e.a(0), e.a(1));
             let (ta, tb) = (e.t(0), e.t(1));
             if a == b {
                 let p = e.scale(ta, a);
-                return e.add(p, p).into();
+                let two = e.kf(2.0);
+                return e.scale(p, two).into();
             }
             let p = e.scale(ta, b);
             e.add_scaled(p, tb, a).into()
@@ -585,6 +588,9 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::TMaxF
         | Op::TMinF
         | Op::AddMulAGet
-        | Op::AccMulAGetAdd => Rule::NotPrimal(LOWERING),
+        | Op::AccMulAGetAdd
+        | Op::AGetPair
+        | Op::MulMulZ
+        | Op::AccMulMul => Rule::NotPrimal(LOWERING),
     }
 }

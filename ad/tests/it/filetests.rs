@@ -444,6 +444,15 @@ fn lower_listing(
         ));
     }
     let m = register_module(src, name)?;
+    // `; inline`: small callees inlined first (`vm::inline`'s default
+    // policy), as an engine does, so that code copied from one callee
+    // instruction (the same location) can be shown lowered.
+    let inline = src.lines().any(|l| l.trim() == "; inline");
+    let m = if inline {
+        vm::inline::inline_module(&m, &vm::inline::Policy::default())
+    } else {
+        m
+    };
     let p = verified(&m)?;
     check_runs(src, &p, "lowered")?;
     let mut out = String::new();

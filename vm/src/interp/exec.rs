@@ -867,6 +867,11 @@ impl Vm {
                     ins.r0,
                     mul_z(fr!(ins.r0), fr!(ins.r1)) + mul_z(fr!(ins.r2), fr!(ins.x))
                 ),
+                Op::MulMulZ => setf!(ins.r0, mul_z(mul_z(fr!(ins.r1), fr!(ins.r2)), fr!(ins.x))),
+                Op::AccMulMul => setf!(
+                    ins.r0,
+                    fr!(ins.r0) + mul_z(mul_z(fr!(ins.r1), fr!(ins.r2)), fr!(ins.x))
+                ),
                 Op::DivZ => ff!(ins, |a, b| div_z(a, b)),
                 Op::AccMulPop => match self.comms.pop() {
                     Some(v) => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), f64::from_bits(v))),
@@ -980,6 +985,34 @@ impl Vm {
                         },
                         None => trap!(TrapKind::BadHandle),
                     }
+                }
+                // `r0 = r2[x1]; r1 = x0[x1]`: `x` holds the second array's
+                // register in its low 16 bits and the index's in its high
+                // 16 (`Instr::reg`). Both loads before either write.
+                Op::AGetPair => {
+                    let i = ir!(ins.x >> 16);
+                    let first = match self.heap.get(w.get(ins.r2 as u32)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => *v,
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
+                        None => trap!(TrapKind::BadHandle),
+                    };
+                    let second = match self.heap.get(w.get(ins.x & 0xffff)) {
+                        Some(a) => match a.get(i as usize) {
+                            Some(v) if i >= 0 => *v,
+                            _ => trap!(TrapKind::OutOfBounds {
+                                index: i,
+                                len: a.len()
+                            }),
+                        },
+                        None => trap!(TrapKind::BadHandle),
+                    };
+                    setf!(ins.r0, first);
+                    setf!(ins.r1, second);
                 }
             }
             cur.advance();

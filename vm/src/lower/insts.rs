@@ -245,6 +245,28 @@ impl Lowerer<'_> {
             // %c, %T, %p, %q; add.mul.z %y, %y, %c, %d` (or `%d, %c`)
             // becomes `acc.mul.aget.add %y, %T, %p, %q, %d` (six registers
             // otherwise).
+            // A value's element and its tangent's at one index: `aget %x,
+            // %A, %k; aget %t, %T, %k` standing for one instruction of the
+            // program (the same location: the tangent code of an `aget`)
+            // becomes `aget.pair %x, %t, %A, %T, %k`. A trap in either load
+            // reports that one location, as the two would. `%x` is none of
+            // `%t`, `%T`, `%k`, so reading everything first computes what
+            // the two do in turn.
+            (Op::AGet, Op::AGet)
+                if last.r2 == i.r2
+                    && last.r0 != i.r0
+                    && last.r0 != i.r1
+                    && last.r0 != last.r2
+                    && self.locs.last() == Some(&inst.loc) =>
+            {
+                return Some(Instr::new(
+                    Op::AGetPair,
+                    last.r0,
+                    i.r0,
+                    last.r1,
+                    Instr::pack_x(&[0, 0, 0, u32::from(i.r1), u32::from(i.r2)]),
+                ));
+            }
             (Op::AGetAdd, Op::AddMulZ) if i.r0 == i.r1 => {
                 let other = self.summed_load_factor(last, i, inst)?;
                 if last.x > 0xffff {
@@ -256,6 +278,30 @@ impl Lowerer<'_> {
                     last.r1,
                     last.r2,
                     Instr::pack_x(&[0, 0, 0, last.x, other]),
+                ));
+            }
+            // A product of three: `mul.z %p, %a, %b; mul.z %q, %p, %c`,
+            // `%p` read there only, becomes `mul.mul.z %q, %a, %b, %c`
+            // (summed in place later, `acc.mul.mul`: `mul_add`). `%p` is
+            // none of `%a`, `%b`, `%c` and has no other reader, so leaving
+            // its write out and reading everything first computes what the
+            // two do.
+            (Op::MulZ, Op::MulZ)
+                if i.r1 == last.r0
+                    && last.r0 != last.r1
+                    && last.r0 != last.r2
+                    && last.r0 != i.r2
+                    && inst
+                        .args
+                        .first()
+                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(
+                    Op::MulMulZ,
+                    i.r0,
+                    last.r1,
+                    last.r2,
+                    u32::from(i.r2),
                 ));
             }
             (_, Op::MulF | Op::MulZ) => {}
@@ -327,6 +373,10 @@ impl Lowerer<'_> {
                 }
                 Op::MulZ if c.r0 == p => {
                     self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    return true;
+                }
+                Op::MulMulZ if c.r0 == p => {
+                    self.code[at] = Instr::new(Op::AccMulMul, acc, c.r1, c.r2, c.x);
                     return true;
                 }
                 Op::BlkPush => {}

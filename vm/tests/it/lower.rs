@@ -1171,3 +1171,98 @@ fn a_running_max_and_its_tangent_fuse_into_tmax() {
         }
     }
 }
+
+/// `(a, t, k) -> a[k] + t[k]`: two `aget`s at one index, both at line 3
+/// (the tangent code of one `aget`) or, with `apart`, at lines 3 and 4.
+fn paired_loads(apart: bool) -> Module {
+    let params = [("a", Type::Arr), ("t", Type::Arr), ("k", I64)];
+    let mut b = B::new("pl", &params, F64);
+    let e = b.block("entry");
+    let (a, t, k) = (b.p(0), b.p(1), b.p(2));
+    let x = b.op(e, Op::AGet, Some(F64), &[a, k]);
+    b.line(e, 3);
+    let y = b.op(e, Op::AGet, Some(F64), &[t, k]);
+    b.line(e, if apart { 4 } else { 3 });
+    let r = b.op(e, Op::AddF, Some(F64), &[x, y]);
+    b.line(e, 5);
+    b.ret(e, r);
+    b.module()
+}
+
+/// Two `aget`s at one index standing for one instruction (one location)
+/// are one `aget.pair`: the same values, the first array's trap before the
+/// second's, each with its own length, at that location. Loads at two
+/// locations stay two, so that a trap in the second names its own line.
+#[test]
+fn loads_of_one_instruction_at_one_index_pair() {
+    let p = load(&paired_loads(false));
+    assert_eq!(ops(&p), [Op::AGetPair, Op::AddF, Op::Ret]);
+    let apart = load(&paired_loads(true));
+    assert_eq!(ops(&apart), [Op::AGet, Op::AGet, Op::AddF, Op::Ret]);
+    let (a, t) = (vec![1.5, -2.0, 4.0], vec![0.25, 8.0]);
+    let mut vm = Vm::default();
+    for prog in [&p, &apart] {
+        for k in [0, 1] {
+            let args = [Value::Arr(a.clone()), Value::Arr(t.clone()), Value::I64(k)];
+            let want = a[k as usize] + t[k as usize];
+            assert_eq!(vm.run(prog, FuncId(0), &args).ok(), Some(Value::F64(want)));
+        }
+    }
+    // Out of the first array: its length, either way.
+    for (k, len, line_pair, line_apart) in [(3, 3, 3, 3), (-1, 3, 3, 3), (2, 2, 3, 4)] {
+        for (prog, line) in [(&p, line_pair), (&apart, line_apart)] {
+            let args = [Value::Arr(a.clone()), Value::Arr(t.clone()), Value::I64(k)];
+            let tr = vm.run(prog, FuncId(0), &args).expect_err("out of bounds");
+            assert_eq!(tr.kind, vm::TrapKind::OutOfBounds { index: k, len }, "{tr}");
+            assert_eq!(tr.loc.line, line, "{tr}");
+        }
+    }
+}
+
+/// `(a, b, c) -> (a ⊙ b) ⊙ c` as two `mul.z`s; with `reuse`, plus `a ⊙ b`
+/// (the first product read twice).
+fn product_of_three(reuse: bool) -> Module {
+    let params = [("a", F64), ("b", F64), ("c", F64)];
+    let mut b = B::new("p3", &params, F64);
+    let e = b.block("entry");
+    let (x, y, z) = (b.p(0), b.p(1), b.p(2));
+    let p = b.op(e, Op::MulZ, Some(F64), &[x, y]);
+    let q = b.op(e, Op::MulZ, Some(F64), &[p, z]);
+    let r = if reuse {
+        b.op(e, Op::AddF, Some(F64), &[q, p])
+    } else {
+        q
+    };
+    b.ret(e, r);
+    b.module()
+}
+
+/// A `mul.z` read only by the `mul.z` after it is one `mul.mul.z`, with
+/// the pair's bits (each strong-zero product rounded) on zeros, infinities,
+/// nan and overflow; a product read again stays a `mul.z`.
+#[test]
+fn a_product_read_once_by_a_product_fuses_into_mul_mul_z() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let vals = [0.0, -0.0, 1.5, -3.0, inf, nan, 1e308, 1e-310];
+    for reuse in [false, true] {
+        let p = load(&product_of_three(reuse));
+        assert_eq!(ops(&p).contains(&Op::MulMulZ), !reuse, "{:?}", ops(&p));
+        let mut vm = Vm::default();
+        for &a in &vals {
+            for &b in &vals {
+                for &c in &vals {
+                    let q = mul_z(mul_z(a, b), c);
+                    let want = if reuse { q + mul_z(a, b) } else { q };
+                    let args = [Value::F64(a), Value::F64(b), Value::F64(c)];
+                    let got = match vm.run(&p, FuncId(0), &args) {
+                        Ok(Value::F64(v)) => v,
+                        other => panic!("{other:?}"),
+                    };
+                    let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                    assert!(same, "({a} ⊙ {b}) ⊙ {c}: {got} vs {want}");
+                }
+            }
+        }
+    }
+}
