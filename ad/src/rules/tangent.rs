@@ -149,18 +149,22 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
             e.after();
             e.t(0).map(|ta| e.op(Op::NegF, F64, &[ta])).into()
         }
-        // ẏ = ȧ·cos a
+        // ẏ = ȧ·cos a, after the instruction: `sin` and `cos` of one
+        // register next to each other, which the lowering fuses (`sincos`,
+        // one call for the two).
         Op::Sin => {
             let ta = e.t(0);
+            e.after();
             e.scale_by(ta, |e| {
                 let a = e.a(0);
                 e.op(Op::Cos, F64, &[a])
             })
             .into()
         }
-        // ẏ = -(ȧ·sin a)
+        // ẏ = -(ȧ·sin a), after the instruction likewise.
         Op::Cos => {
             let ta = e.t(0);
+            e.after();
             let p = e.scale_by(ta, |e| {
                 let a = e.a(0);
                 e.op(Op::Sin, F64, &[a])
