@@ -1004,6 +1004,17 @@ impl T<'_, '_> {
                 self.set_bits(r0, nd);
                 self.set(r1, nm);
             }
+            Op::TProdZ => {
+                let (c, d) = (ins.reg(3), ins.reg(4));
+                let a = self.get(r1);
+                let b = self.get(r2);
+                let c = self.get(c);
+                let d = self.get(d);
+                let m = self.mul_z(a, b);
+                let n = self.mul_z(c, d);
+                let v = self.b.ins().fadd(m, n);
+                self.set(r0, v);
+            }
             Op::MulMulZ | Op::AccMulMul => {
                 let a = self.get(r1);
                 let b = self.get(r2);

@@ -594,6 +594,15 @@ ops! {
     /// strong-zero product rounded, as by the two; every operand is read
     /// before `r0` is written.
     MulMulZ = "mul.mul.z" [Def(F), Use(F), Use(F), Use(F)] lowering();
+    // The tangent of a product of two active values, `ȧ⊙b + ḃ⊙a`: a
+    // `mul.z` whose only reader is the `add.mul.z` right after it, as its
+    // sum, one dispatch here (`tmul.z` when the sum goes back into the
+    // first factor's register).
+    /// `r0 = r1 ⊙ r2 + x0 ⊙ x1` (`x` holds the fourth register in its low
+    /// 16 bits and the fifth in its high 16): each strong-zero product
+    /// rounded, then the sum, as by the two; every operand is read before
+    /// `r0` is written.
+    TProdZ = "tprod.z" [Def(F), Use(F), Use(F), Use(F), Use(F)] lowering();
     /// `r0 += (r1 ⊙ r2) ⊙ x`: a `mul.mul.z` whose only reader is a tangent
     /// sum in place (as `acc.mul` is a `mul.z`'s), each product rounded,
     /// then the sum, as by the three.

@@ -492,7 +492,8 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::AccMulAGetAdd
         | Op::AGetPair
         | Op::MulMulZ
-        | Op::AccMulMul => return Err(NoRule(inst.op)),
+        | Op::AccMulMul
+        | Op::TProdZ => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -595,6 +595,7 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::AccMulAGetAdd
         | Op::AGetPair
         | Op::MulMulZ
-        | Op::AccMulMul => Rule::NotPrimal(LOWERING),
+        | Op::AccMulMul
+        | Op::TProdZ => Rule::NotPrimal(LOWERING),
     }
 }

@@ -867,6 +867,10 @@ impl Vm {
                     ins.r0,
                     mul_z(fr!(ins.r0), fr!(ins.r1)) + mul_z(fr!(ins.r2), fr!(ins.x))
                 ),
+                Op::TProdZ => setf!(
+                    ins.r0,
+                    mul_z(fr!(ins.r1), fr!(ins.r2)) + mul_z(fr!(ins.x & 0xffff), fr!(ins.x >> 16))
+                ),
                 Op::MulMulZ => setf!(ins.r0, mul_z(mul_z(fr!(ins.r1), fr!(ins.r2)), fr!(ins.x))),
                 Op::AccMulMul => setf!(
                     ins.r0,

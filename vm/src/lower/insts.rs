@@ -225,6 +225,30 @@ impl Lowerer<'_> {
             {
                 return Some(Instr::new(Op::TMulZ, i.r0, last.r2, i.r2, i.x));
             }
+            // A product's tangent `ȧ⊙b + ḃ⊙a` elsewhere: `mul.z %p, %a, %b;
+            // add.mul.z %y, %p, %c, %d`, `%p` read there only, becomes
+            // `tprod.z %y, %a, %b, %c, %d`. `%p` has its own register and
+            // is none of `%a`, `%b`, `%c`, `%d`.
+            (Op::MulZ, Op::AddMulZ)
+                if i.r1 == last.r0
+                    && last.r0 != last.r1
+                    && last.r0 != last.r2
+                    && last.r0 != i.r2
+                    && last.r0 as u32 != i.x
+                    && i.x <= 0xffff
+                    && inst
+                        .args
+                        .first()
+                        .is_some_and(|p| self.uses.get(p.index()) == Some(&1)) =>
+            {
+                return Some(Instr::new(
+                    Op::TProdZ,
+                    i.r0,
+                    last.r1,
+                    last.r2,
+                    Instr::pack_x(&[0, 0, 0, u32::from(i.r2), i.x]),
+                ));
+            }
             // A tangent array's element summed right away: `aget %c, %T,
             // %k; add.mul.z %y, %s, %c, %d` (or `%d, %c`), `%c` read there
             // only, becomes `add.mul.aget %y, %s, %T, %k, %d`. The two are

@@ -1266,3 +1266,54 @@ fn a_product_read_once_by_a_product_fuses_into_mul_mul_z() {
         }
     }
 }
+
+/// `(a, b, c, d) -> a ⊙ b + c ⊙ d` as `mul.z` and `add.mul.z`; with
+/// `reuse`, plus `a ⊙ b` (the product read twice).
+fn product_tangent(reuse: bool) -> Module {
+    let params = [("a", F64), ("b", F64), ("c", F64), ("d", F64)];
+    let mut b = B::new("pt", &params, F64);
+    let e = b.block("entry");
+    let (w, x, y, z) = (b.p(0), b.p(1), b.p(2), b.p(3));
+    let p = b.op(e, Op::MulZ, Some(F64), &[w, x]);
+    let q = b.op(e, Op::AddMulZ, Some(F64), &[p, y, z]);
+    let r = if reuse {
+        b.op(e, Op::AddF, Some(F64), &[q, p])
+    } else {
+        q
+    };
+    b.ret(e, r);
+    b.module()
+}
+
+/// A `mul.z` read only by the `add.mul.z` after it, as its sum (a
+/// product's tangent), is one `tprod.z`, with the pair's bits on zeros,
+/// infinities, nan and overflow; a product read again stays a `mul.z`.
+#[test]
+fn a_products_tangent_fuses_into_tprod_z() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let vals = [0.0, -0.0, 1.5, inf, nan, 1e308];
+    for reuse in [false, true] {
+        let p = load(&product_tangent(reuse));
+        assert_eq!(ops(&p).contains(&Op::TProdZ), !reuse, "{:?}", ops(&p));
+        let mut vm = Vm::default();
+        for &a in &vals {
+            for &b in &vals {
+                for &c in &vals {
+                    for &d in &vals {
+                        let q = mul_z(a, b) + mul_z(c, d);
+                        let want = if reuse { q + mul_z(a, b) } else { q };
+                        let args = [Value::F64(a), Value::F64(b), Value::F64(c), Value::F64(d)];
+                        let got = match vm.run(&p, FuncId(0), &args) {
+                            Ok(Value::F64(v)) => v,
+                            other => panic!("{other:?}"),
+                        };
+                        let same =
+                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                        assert!(same, "{a} ⊙ {b} + {c} ⊙ {d}: {got} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
