@@ -539,6 +539,57 @@ pub fn differential(source: &str, entry: &str, args: &[Value], mask: u64, what: 
     outcome
 }
 
+/// The gradient under an AD budget below what storing everything took
+/// (a checkpointed forward sweep, [`Engine::set_ad_budget`]) has the bits
+/// of the stored one, `all`; a budget below the minimum is the budget
+/// trap. Then without a budget again, the same gradient.
+fn checkpointed_as_stored(
+    engine: &mut Engine,
+    f: FuncId,
+    args: &[Value],
+    all: &Gradient,
+    rng: &mut crate::gen::Rng,
+    what: &str,
+) {
+    let stored = engine.vm_mut().peak_stack_bytes();
+    if stored == 0 {
+        return;
+    }
+    let budget = match rng.below(3) {
+        0 => rng.below(64),
+        1 => stored / 2 + rng.below(stored / 2 + 1),
+        _ => stored.saturating_sub(1),
+    };
+    engine.set_ad_budget(Some(budget));
+    match engine.grad(f, args) {
+        Ok(got) => {
+            let same = got.value.to_bits() == all.value.to_bits()
+                && got.grad.len() == all.grad.len()
+                && got.grad.iter().zip(&all.grad).all(|(a, b)| same_bits(a, b));
+            assert!(
+                same,
+                "{what}: checkpointed under {budget} bytes (stored {stored}): {got:?} vs {all:?}"
+            );
+        }
+        Err(AdError::Trap(t)) if matches!(t.kind, vm::TrapKind::AdBudget { .. }) => {}
+        Err(e) => panic!("{what}: under an AD budget of {budget} bytes (stored {stored}): {e}"),
+    }
+    engine.set_ad_budget(None);
+}
+
+/// Bit for bit, arrays element by element (two nans of any payload alike).
+fn same_bits(a: &Option<Value>, b: &Option<Value>) -> bool {
+    let eq = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+    match (a, b) {
+        (None, None) => true,
+        (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
+        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(*x, *y))
+        }
+        _ => false,
+    }
+}
+
 /// The AD modes against each other on a generated program chosen by the
 /// input, with identities that need no finite differences (so they hold to
 /// rounding, and a wrong rule in any mode breaks them):
@@ -547,7 +598,9 @@ pub fn differential(source: &str, entry: &str, args: &[Value], mask: u64, what: 
 ///   dot product with `u` (`ȳ·(J u) = (Jᵀ ȳ)·u` with `ȳ = 1`);
 /// * second order: `vᵀ H u = uᵀ H v` (the Hessian is symmetric), with both
 ///   products computed by forward-over-reverse;
-/// * the value of every mode equals the primal's.
+/// * the value of every mode equals the primal's;
+/// * checkpointing: the gradient under an AD budget below what storing
+///   everything took has the stored gradient's bits.
 ///
 /// Non-finite values (overflow in a generated program) skip the identity
 /// they would make meaningless. Panics with a message naming the seed when
@@ -587,6 +640,7 @@ pub fn modes_input(data: &[u8]) {
         Err(e) => panic!("{what}: the primal ran but the gradient failed: {e}"),
     };
     let mut rng = crate::gen::Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    checkpointed_as_stored(&mut engine, f, &args, &grad, &mut rng, &what);
     let (u, v) = (random_dir(&args, &mut rng), random_dir(&args, &mut rng));
     let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);
     // Forward against reverse.
