@@ -63,11 +63,14 @@ impl Work {
         self.limit
     }
 
-    /// Charge `units`; an error once the total passes the bound.
+    /// Charge `units`; an error once the total passes the bound, or once
+    /// an allocation failed in the compile section the work runs in
+    /// ([`vm::oom::failed`]: the section's result is `out of memory`, not
+    /// this error, and the work stops early).
     #[inline]
     pub fn charge(&mut self, units: u64) -> Result<(), Exceeded> {
         self.used = self.used.saturating_add(units);
-        if self.used > self.limit {
+        if self.used > self.limit || vm::oom::failed() {
             Err(Exceeded {
                 used: self.used,
                 limit: self.limit,

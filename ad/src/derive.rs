@@ -58,7 +58,9 @@ impl Engine {
         let func = self.user_func(f)?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
-        let result = self.derive_all(f, wrt);
+        // A compile section: an allocation failure is an error, and rolls
+        // back what was derived.
+        let result = crate::error::section(|| self.derive_all(f, wrt));
         if result.is_err() {
             self.rollback(first_new);
         }

@@ -54,6 +54,11 @@ impl Engine {
     ) -> Result<(), AdError> {
         let mut units = Work::new(self.max_compile_work);
         while let Some(key) = work.pop() {
+            // An allocation failed (served from the reserve): the result
+            // is out of memory anyway, stop.
+            if vm::oom::failed() {
+                return Err(AdError::out_of_memory());
+            }
             let mut pending = Vec::new();
             let funcs = mode.build(self, &key, &mut units, &mut pending)?;
             // Placeholders for the units reserved while building this one,

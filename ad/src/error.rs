@@ -86,3 +86,32 @@ impl From<Trap> for AdError {
         AdError::Trap(t)
     }
 }
+
+impl AdError {
+    /// An allocation failed: the trap `out of memory` outside any function
+    /// (what a run's failed allocation of an array or a stack is too).
+    /// Allocates nothing.
+    pub fn out_of_memory() -> AdError {
+        AdError::Trap(Trap::host(TrapKind::OutOfMemory))
+    }
+}
+
+/// Run `f`, compile work or a call's glue, inside a compile section
+/// ([`vm::oom::section`]): an allocation that fails in it (served from the
+/// reserve of [`vm::alloc_count::Reserve`] when that is the global
+/// allocator) makes the result [`AdError::out_of_memory`], whatever `f`
+/// returned.
+#[inline(always)]
+pub(crate) fn section<T>(f: impl FnOnce() -> Result<T, AdError>) -> Result<T, AdError> {
+    // (Not `vm::oom::section`, which would move the whole result, an
+    // `AdError`'s size, on every call: here only an error is moved.)
+    let s = vm::oom::Section::enter();
+    let r = f();
+    match r {
+        Ok(v) if !s.failed() => Ok(v),
+        Err(e) if !s.failed() => Err(e),
+        // `r` is dropped before `s` (declared after it): inside the
+        // section.
+        _ => Err(AdError::out_of_memory()),
+    }
+}

@@ -45,7 +45,24 @@ impl Engine {
 
     /// Like [`Engine::grad_wrt`], reusing `out`'s buffers: after a warm-up
     /// call with the same shapes and mask this performs no heap allocation.
+    ///
+    /// The call runs in a compile section ([`vm::oom`]): with
+    /// [`vm::alloc_count::Reserve`] as the global allocator, an allocation
+    /// that fails in it (deriving, or the call's own bookkeeping) is
+    /// [`AdError::out_of_memory`], not an abort; the run's arrays and
+    /// stacks report theirs as the trap `out of memory` themselves.
     pub fn grad_wrt_into(
+        &mut self,
+        f: FuncId,
+        args: &[Value],
+        wrt: &[bool],
+        out: &mut Gradient,
+    ) -> Result<(), AdError> {
+        crate::error::section(|| self.grad_call(f, args, wrt, out))
+    }
+
+    #[inline(always)]
+    fn grad_call(
         &mut self,
         f: FuncId,
         args: &[Value],
@@ -174,12 +191,12 @@ impl Engine {
                     match slot {
                         Some(Value::Arr(v)) => {
                             v.clear();
-                            v.try_reserve_exact(shadow.len()).map_err(oom)?;
+                            vm::oom::bypass(|| v.try_reserve_exact(shadow.len())).map_err(oom)?;
                             v.extend_from_slice(shadow);
                         }
                         _ => {
                             let mut v = Vec::new();
-                            v.try_reserve_exact(shadow.len()).map_err(oom)?;
+                            vm::oom::bypass(|| v.try_reserve_exact(shadow.len())).map_err(oom)?;
                             v.extend_from_slice(shadow);
                             *slot = Some(Value::Arr(v));
                         }

@@ -123,6 +123,8 @@ impl Engine {
 
     /// Like [`Engine::hvp_wrt`], reusing `out`'s buffers: after a warm-up
     /// call with the same shapes and mask this performs no heap allocation.
+    ///
+    /// The call runs in a compile section, as [`Engine::grad_wrt_into`]'s.
     pub fn hvp_wrt_into(
         &mut self,
         f: FuncId,
@@ -131,16 +133,18 @@ impl Engine {
         wrt: &[bool],
         out: &mut Hvp,
     ) -> Result<(), AdError> {
-        let arrays = self.raw_args(f, args)?;
-        let (fwd, rev) = self.derive_hvp(f, wrt)?;
-        self.check_dir(f, args, dir, wrt)?;
-        self.vm.begin(true);
-        self.place_arrays(args, arrays)?;
-        // Every f64 and array parameter has a tangent.
-        self.push_tangent_args(args, dir, wrt, true)?;
-        out.value = self.forward_reverse_tangent(f, fwd, rev)?;
-        self.read_gradient(args, wrt, &mut out.grad)?;
-        self.read_hvp(args, wrt, &mut out.hvp)
+        crate::error::section(|| {
+            let arrays = self.raw_args(f, args)?;
+            let (fwd, rev) = self.derive_hvp(f, wrt)?;
+            self.check_dir(f, args, dir, wrt)?;
+            self.vm.begin(true);
+            self.place_arrays(args, arrays)?;
+            // Every f64 and array parameter has a tangent.
+            self.push_tangent_args(args, dir, wrt, true)?;
+            out.value = self.forward_reverse_tangent(f, fwd, rev)?;
+            self.read_gradient(args, wrt, &mut out.grad)?;
+            self.read_hvp(args, wrt, &mut out.hvp)
+        })
     }
 
     /// Run the tangents of the forward function (on `self.raw`) and of the
@@ -365,7 +369,7 @@ impl Engine {
             )));
         }
         let first_new = self.program.len();
-        let result = self.derive_tangents(f, &[d.fwd, d.rev]);
+        let result = crate::error::section(|| self.derive_tangents(f, &[d.fwd, d.rev]));
         if result.is_err() {
             self.rollback(first_new);
         }

@@ -16,8 +16,45 @@ impl Engine {
     /// derived functions, which may have been dropped. Custom rules
     /// ([`ir::Rule`]) are not added: a module's rules come with
     /// [`Engine::new`].
+    ///
+    /// Checking, inlining, lowering and verifying run in a compile section
+    /// ([`vm::oom`]): with [`vm::alloc_count::Reserve`] as the global
+    /// allocator, an allocation that fails there is
+    /// [`AdError::out_of_memory`] (the engine as it was), not an abort.
     pub fn add_functions(&mut self, funcs: Vec<ir::Function>) -> Result<(), AdError> {
         let n = self.module.funcs.len();
+        let added = funcs.len();
+        let staged = crate::error::section(|| self.stage_functions(funcs, n));
+        let (budget, total) = match staged {
+            Ok(b) => b,
+            Err(e) => {
+                self.unstage_functions(n);
+                return Err(e);
+            }
+        };
+        self.budget = budget;
+        self.total_size = total;
+        self.derived.reset(n + added);
+        for f in &self.module.funcs[n..] {
+            self.full_masks
+                .push(analysis::all_params(f).into_boxed_slice());
+            if f.name.contains(".fwd") || f.name.contains(".rev") {
+                Arc::make_mut(&mut self.derived_like).insert(f.name.clone());
+            }
+        }
+        self.id = engine_id();
+        self.index_names(n);
+        Ok(())
+    }
+
+    /// Append `funcs` to the module (the `n` there are kept), inlined,
+    /// lowered and verified: the inlining budget and the module's size
+    /// after them. The caller unstages them on an error.
+    fn stage_functions(
+        &mut self,
+        funcs: Vec<ir::Function>,
+        n: usize,
+    ) -> Result<(usize, usize), AdError> {
         let inlining = self.policy != Policy::NONE;
         let added = funcs.len();
         let given = if inlining {
@@ -26,30 +63,15 @@ impl Engine {
             Arc::make_mut(&mut self.module)
         };
         given.funcs.extend(funcs);
-        let undo = |e: &mut Engine, err: AdError| {
-            let given = if inlining {
-                &mut e.original
-            } else {
-                Arc::make_mut(&mut e.module)
-            };
-            given.funcs.truncate(n);
-            Arc::make_mut(&mut e.module).funcs.truncate(n);
-            Arc::make_mut(&mut e.program).truncate(n);
-            e.derived.reset(n);
-            Err(err)
-        };
         let given = if inlining {
             &self.original
         } else {
             &self.module
         };
-        let checked = (n..n + added).try_for_each(|i| {
+        (n..n + added).try_for_each(|i| {
             vm::lower::check_function(given, &given.funcs[i])
                 .map_err(|e| AdError::InvalidModule(e.to_string()))
-        });
-        if let Err(e) = checked {
-            return undo(self, e);
-        }
+        })?;
         let grown: usize = given.funcs[n..].iter().map(vm::inline::size).sum();
         let (mut budget, total) = (self.budget, self.total_size + grown);
         if inlining {
@@ -70,39 +92,31 @@ impl Engine {
         // Derived functions follow the user functions in the program.
         Arc::make_mut(&mut self.program).truncate(n);
         for i in n..n + added {
-            match vm::lower::lower_function(&self.module.funcs[i]) {
-                Ok(bc) => {
-                    Arc::make_mut(&mut self.program).push(bc);
-                }
-                Err(e) => return undo(self, AdError::InvalidModule(format!("lowering: {e}"))),
-            }
+            let bc = vm::lower::lower_function(&self.module.funcs[i])
+                .map_err(|e| AdError::InvalidModule(format!("lowering: {e}")))?;
+            Arc::make_mut(&mut self.program).push(bc);
         }
         for i in n..n + added {
-            if let Err(errs) =
-                vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
-            {
-                let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
-                return undo(
-                    self,
+            vm::verify::verify_function(Arc::make_mut(&mut self.program), FuncId(i as u32))
+                .map_err(|errs| {
+                    let text: Vec<String> = errs.iter().take(8).map(|e| e.to_string()).collect();
                     AdError::InvalidModule(format!(
                         "bytecode failed verification: {}",
                         text.join("; ")
-                    )),
-                );
-            }
+                    ))
+                })?;
         }
-        self.budget = budget;
-        self.total_size = total;
-        self.derived.reset(n + added);
-        for f in &self.module.funcs[n..] {
-            self.full_masks
-                .push(analysis::all_params(f).into_boxed_slice());
-            if f.name.contains(".fwd") || f.name.contains(".rev") {
-                Arc::make_mut(&mut self.derived_like).insert(f.name.clone());
-            }
+        Ok((budget, total))
+    }
+
+    /// Drop what [`Engine::stage_functions`] added past the first `n`
+    /// functions.
+    fn unstage_functions(&mut self, n: usize) {
+        if self.policy != Policy::NONE {
+            self.original.funcs.truncate(n);
         }
-        self.id = engine_id();
-        self.index_names(n);
-        Ok(())
+        Arc::make_mut(&mut self.module).funcs.truncate(n);
+        Arc::make_mut(&mut self.program).truncate(n);
+        self.derived.reset(n);
     }
 }

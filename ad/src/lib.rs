@@ -233,7 +233,16 @@ impl Engine {
     ///
     /// The module is checked first ([`vm::lower::check_module`], then the
     /// verifier): a malformed one is [`AdError::InvalidModule`].
+    ///
+    /// The work runs in a compile section ([`vm::oom`]): with
+    /// [`vm::alloc_count::Reserve`] as the global allocator, an allocation
+    /// that fails is [`AdError::out_of_memory`], not an abort.
     pub fn with_inlining(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
+        error::section(|| Engine::build(module, policy))
+    }
+
+    /// [`Engine::with_inlining`]'s work.
+    fn build(module: ir::Module, policy: &Policy) -> Result<Engine, AdError> {
         vm::lower::check_module(&module).map_err(|e| AdError::InvalidModule(e.to_string()))?;
         custom::check_rules(&module)?;
         let total_size = module.funcs.iter().map(vm::inline::size).sum();

@@ -66,6 +66,8 @@ impl Engine {
     /// Like [`Engine::vjp_wrt`], reusing `out`'s buffers. The cotangent of
     /// an `f64[]` result is its shadow array: seeded after the forward
     /// function returned it, before the pullback runs.
+    ///
+    /// The call runs in a compile section, as [`Engine::grad_wrt_into`]'s.
     pub fn vjp_wrt_into(
         &mut self,
         f: FuncId,
@@ -74,76 +76,78 @@ impl Engine {
         wrt: &[bool],
         out: &mut Vjp,
     ) -> Result<(), AdError> {
-        let arrays = self.raw_args(f, args)?;
-        let func = self.module.func(f);
-        let ret = match (&func.ret, seed) {
-            (RetType::One(Type::F64), Value::F64(_)) => Type::F64,
-            (RetType::One(Type::Arr), Value::Arr(_)) => Type::Arr,
-            (RetType::One(t), _) if t.is_differentiable() => {
-                return Err(AdError::Args(format!(
-                    "@{} returns {t}: its seed must be {}",
-                    func.name,
-                    if *t == Type::F64 {
-                        "a number"
-                    } else {
-                        "an array"
-                    }
-                )))
-            }
-            (r, _) => {
-                return Err(AdError::NotDifferentiable(format!(
-                    "@{} returns {}, not f64 or f64[]",
-                    func.name,
-                    crate::ret_text(r)
-                )))
-            }
-        };
-        let d = self.derive_any(f, wrt)?;
-        self.vm.begin(true);
-        self.place_arrays(args, arrays)?;
-        self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
-        let bits = self.vm.results().first().copied().unwrap_or(0);
-        match (ret, seed) {
-            (Type::F64, Value::F64(s)) => {
-                out.value = Value::F64(f64::from_bits(bits));
-                self.vm.call_raw(&self.program, d.rev, &[s.to_bits()])?;
-            }
-            (_, Value::Arr(s)) => {
-                let value = self.vm.array(bits).unwrap_or(&[]);
-                match &mut out.value {
-                    Value::Arr(v) => {
-                        v.clear();
-                        v.extend_from_slice(value);
-                    }
-                    slot => *slot = Value::Arr(value.to_vec()),
-                }
-                let name = &self.module.func(f).name;
-                let Some(shadow) = self.vm.shadow_mut(bits) else {
-                    return Err(AdError::Internal(format!(
-                        "the result of @{name} has no shadow array"
-                    )));
-                };
-                if shadow.len() != s.len() {
+        crate::error::section(|| {
+            let arrays = self.raw_args(f, args)?;
+            let func = self.module.func(f);
+            let ret = match (&func.ret, seed) {
+                (RetType::One(Type::F64), Value::F64(_)) => Type::F64,
+                (RetType::One(Type::Arr), Value::Arr(_)) => Type::Arr,
+                (RetType::One(t), _) if t.is_differentiable() => {
                     return Err(AdError::Args(format!(
-                        "the seed has {} element(s), but @{name} returned {}",
-                        s.len(),
-                        shadow.len()
-                    )));
+                        "@{} returns {t}: its seed must be {}",
+                        func.name,
+                        if *t == Type::F64 {
+                            "a number"
+                        } else {
+                            "an array"
+                        }
+                    )))
                 }
-                for (c, x) in shadow.iter_mut().zip(s) {
-                    *c += x;
+                (r, _) => {
+                    return Err(AdError::NotDifferentiable(format!(
+                        "@{} returns {}, not f64 or f64[]",
+                        func.name,
+                        crate::ret_text(r)
+                    )))
                 }
-                self.vm.call_raw(&self.program, d.rev, &[])?;
+            };
+            let d = self.derive_any(f, wrt)?;
+            self.vm.begin(true);
+            self.place_arrays(args, arrays)?;
+            self.vm.call_raw(&self.program, d.fwd, &self.raw)?;
+            let bits = self.vm.results().first().copied().unwrap_or(0);
+            match (ret, seed) {
+                (Type::F64, Value::F64(s)) => {
+                    out.value = Value::F64(f64::from_bits(bits));
+                    self.vm.call_raw(&self.program, d.rev, &[s.to_bits()])?;
+                }
+                (_, Value::Arr(s)) => {
+                    let value = self.vm.array(bits).unwrap_or(&[]);
+                    match &mut out.value {
+                        Value::Arr(v) => {
+                            v.clear();
+                            v.extend_from_slice(value);
+                        }
+                        slot => *slot = Value::Arr(value.to_vec()),
+                    }
+                    let name = &self.module.func(f).name;
+                    let Some(shadow) = self.vm.shadow_mut(bits) else {
+                        return Err(AdError::Internal(format!(
+                            "the result of @{name} has no shadow array"
+                        )));
+                    };
+                    if shadow.len() != s.len() {
+                        return Err(AdError::Args(format!(
+                            "the seed has {} element(s), but @{name} returned {}",
+                            s.len(),
+                            shadow.len()
+                        )));
+                    }
+                    for (c, x) in shadow.iter_mut().zip(s) {
+                        *c += x;
+                    }
+                    self.vm.call_raw(&self.program, d.rev, &[])?;
+                }
+                _ => return Err(AdError::Internal("a seed of the wrong kind".into())),
             }
-            _ => return Err(AdError::Internal("a seed of the wrong kind".into())),
-        }
-        if self.vm.comms_len() != 0 || self.vm.blk_len() != 0 {
-            return Err(AdError::Internal(format!(
-                "stacks not empty after the pullback of @{}",
-                self.module.func(f).name
-            )));
-        }
-        self.read_gradient(args, wrt, &mut out.grad)
+            if self.vm.comms_len() != 0 || self.vm.blk_len() != 0 {
+                return Err(AdError::Internal(format!(
+                    "stacks not empty after the pullback of @{}",
+                    self.module.func(f).name
+                )));
+            }
+            self.read_gradient(args, wrt, &mut out.grad)
+        })
     }
 
     /// The value and the dense Jacobian of `f` at `args` with respect to

@@ -2,27 +2,32 @@
 //! (`vm::alloc_count::Failing`) fails the k-th allocation after arming, and
 //! an operation runs for k = 1, 2, ... until it completes with no failure
 //! injected. Each run is a child process (this test binary itself, the
-//! `child` test selected by `ADVM_ALLOC_FAIL`), since an allocation that
-//! Rust's standard library cannot report aborts the process: the parent
-//! sees the abort instead of dying of it.
+//! `child` test selected by `ADVM_ALLOC_FAIL`), so that an abort, were
+//! there one, would be seen by the parent instead of killing it.
+//!
+//! The global allocator is `Reserve<Failing>`: the reserve sits outside
+//! the failing allocator, so that an injected failure inside a compile
+//! section (`vm::oom`) is served from the reserve and becomes the error
+//! `out of memory` of the section, as a real one would.
 //!
 //! Two bars (docs/reliability.md, *Allocation failure*):
 //! * allocations whose size the user controls (the VM's registers, frames,
 //!   AD stacks, arrays and shadows, and the gradient's output arrays): every
-//!   failure of one is a clean error (`out of memory`), never an abort, and
+//!   failure of one is the trap `out of memory`, at its instruction, and
 //!   the engine works afterwards (`user_sized_failures_are_clean_errors`);
-//! * every allocation (assembly, engine construction, derivation, small
-//!   messages): std's collections abort on failure, so these are surveyed:
-//!   every run ends in a clean result or in std's allocation-error abort,
-//!   never a panic, another signal or a wrong result
-//!   (`every_allocation_fails_cleanly_or_aborts`).
+//! * every allocation (assembly, engine construction, derivation, a
+//!   call's bookkeeping): every failure is a clean result (an error, or
+//!   success where the failed allocation was recovered from), never an
+//!   abort, a panic or a wrong gradient
+//!   (`every_allocation_failure_is_a_clean_error`).
 
 #[global_allocator]
-static GLOBAL: vm::alloc_count::Failing = vm::alloc_count::Failing;
+static GLOBAL: vm::alloc_count::Reserve<vm::alloc_count::Failing> =
+    vm::alloc_count::Reserve::new(vm::alloc_count::Failing);
 
 use ad::Engine;
 use std::process::Command;
-use vm::alloc_count::{arm_failure, disarm_failure};
+use vm::alloc_count::{arm_failure, disarm_failure, reserve_in_use, reserve_served};
 use vm::Value;
 
 /// Allocations at least this large are "user-sized" in the first bar: the
@@ -43,30 +48,49 @@ struct Outcome {
     result: String,
     injected: bool,
     seen: u64,
+    /// Requests served from the reserve (`vm::alloc_count::reserve_served`).
+    served: u64,
     message: String,
 }
 
 /// The scenarios: `asm` assembles the program, `grad` builds an engine,
-/// takes a first gradient and a warm one; `n` is the array length.
-fn scenario(which: &str, src: &str, args: &[Value]) -> Result<(), String> {
+/// takes a first gradient and a warm one; `n` is the array length. When a
+/// gradient fails, `again` gets the gradient the same engine computes
+/// next.
+fn scenario(
+    which: &str,
+    src: &str,
+    args: &[Value],
+    again: &mut Option<Result<ad::Gradient, String>>,
+) -> Result<(), String> {
     match which {
         "asm" => assembler::assemble(src, "t.adasm")
             .map(drop)
             .map_err(|d| d.to_string()),
         "grad" => {
             let module = assembler::assemble(src, "t.adasm").map_err(|d| d.to_string())?;
-            grad_calls(module, args)
+            grad_calls(module, args, again)
         }
         _ => Err(format!("unknown scenario {which}")),
     }
 }
 
-fn grad_calls(module: vm::ir::Module, args: &[Value]) -> Result<(), String> {
+fn grad_calls(
+    module: vm::ir::Module,
+    args: &[Value],
+    again: &mut Option<Result<ad::Gradient, String>>,
+) -> Result<(), String> {
     let mut e = Engine::new(module).map_err(|e| e.to_string())?;
     let f = e.find("logsumexp").ok_or("no @logsumexp")?;
     let mut out = ad::Gradient::default();
-    e.grad_into(f, args, &mut out).map_err(|e| e.to_string())?;
-    e.grad_into(f, args, &mut out).map_err(|e| e.to_string())?;
+    for _ in 0..2 {
+        if let Err(err) = e.grad_into(f, args, &mut out) {
+            // The engine works after the failure (what a failed derivation
+            // built is rolled back).
+            *again = Some(e.grad(f, args).map_err(|e| e.to_string()));
+            return Err(err.to_string());
+        }
+    }
     Ok(())
 }
 
@@ -94,9 +118,24 @@ fn child() {
         let f = e.find("logsumexp").expect("exists");
         e.grad(f, &args).expect("gradient")
     };
+    let served_before = reserve_served();
     arm_failure(k, min);
-    let r = scenario(which, &src, &args);
+    let mut again = None;
+    let r = scenario(which, &src, &args, &mut again);
     let (seen, injected) = disarm_failure();
+    let served = reserve_served() - served_before;
+    // What the scenario made is dropped: nothing of the reserve is held
+    // (it is reset for the next failure).
+    if let Some(g) = again {
+        let g = g.expect("the same engine, after the failure");
+        assert_eq!(g.value.to_bits(), reference.value.to_bits());
+        assert_eq!(g.grad, reference.grad);
+    }
+    assert_eq!(
+        reserve_in_use(),
+        (0, 0),
+        "{which} k={k}: the reserve still holds blocks"
+    );
     // After a failure the library still works: a clean engine, and the
     // gradient equal to the reference.
     if which == "grad" {
@@ -111,7 +150,7 @@ fn child() {
         Ok(()) => ("ok", String::new()),
         Err(m) => ("err", m.replace('\n', " ")),
     };
-    println!("ALLOC-OUTCOME {result} injected={injected} seen={seen} {message}");
+    println!("ALLOC-OUTCOME {result} injected={injected} seen={seen} served={served} {message}");
 }
 
 enum Run {
@@ -136,19 +175,23 @@ fn run_child(which: &str, k: u64, min: usize, n: usize) -> Run {
         .find_map(|l| l.find("ALLOC-OUTCOME ").map(|at| &l[at..]))
     {
         assert!(out.status.success(), "{which} k={k}: {stdout}\n{stderr}");
-        let mut it = line.splitn(5, ' ').skip(1);
+        let mut it = line.splitn(6, ' ').skip(1);
         let result = it.next().unwrap_or_default().to_string();
         let injected = it.next() == Some("injected=true");
-        let seen = it
-            .next()
-            .and_then(|s| s.strip_prefix("seen="))
-            .and_then(|s| s.parse().ok())
-            .expect("seen");
+        let mut number = |name: &str| -> u64 {
+            it.next()
+                .and_then(|s| s.strip_prefix(name))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{name} in {line}"))
+        };
+        let seen = number("seen=");
+        let served = number("served=");
         let message = it.next().unwrap_or_default().to_string();
         return Run::Clean(Outcome {
             result,
             injected,
             seen,
+            served,
             message,
         });
     }
@@ -169,8 +212,9 @@ fn run_child(which: &str, k: u64, min: usize, n: usize) -> Run {
 /// Run `which` for k = 1, 2, ... (every `stride`-th k when the uninjected
 /// run counts more than `max_runs` allocations), until a run injects
 /// nothing. Returns the outcomes of the runs that injected a failure
-/// (aborts as `None`), and the allocations counted without failure.
-fn sweep(which: &str, min: usize, n: usize, max_runs: u64) -> (Vec<Option<Outcome>>, u64) {
+/// (each with its k; aborts as `None`), and the allocations counted without
+/// failure.
+fn sweep(which: &str, min: usize, n: usize, max_runs: u64) -> (Vec<(u64, Option<Outcome>)>, u64) {
     let total = match run_child(which, u64::MAX, min, n) {
         Run::Clean(o) => {
             assert!(!o.injected && o.result == "ok", "{which}: {o:?}");
@@ -188,8 +232,8 @@ fn sweep(which: &str, min: usize, n: usize, max_runs: u64) -> (Vec<Option<Outcom
                 assert!(k > total, "{which}: k={k} injected nothing of {total}");
                 break;
             }
-            Run::Clean(o) => runs.push(Some(o)),
-            Run::Aborted => runs.push(None),
+            Run::Clean(o) => runs.push((k, Some(o))),
+            Run::Aborted => runs.push((k, None)),
         }
         // The last counted allocation is always tried.
         k = if k < total {
@@ -212,47 +256,69 @@ fn user_sized_failures_are_clean_errors() {
         "the scenario makes user-sized allocations: {total}"
     );
     assert_eq!(runs.len() as u64, total);
-    for (k, o) in runs.iter().enumerate() {
+    for (k, o) in &runs {
         let o = o
             .as_ref()
-            .unwrap_or_else(|| panic!("user-sized allocation {} aborted", k + 1));
-        assert_eq!(
-            o.result,
-            "err",
-            "allocation {} failed unnoticed: {o:?}",
-            k + 1
-        );
+            .unwrap_or_else(|| panic!("user-sized allocation {k} aborted"));
+        assert_eq!(o.result, "err", "allocation {k} failed unnoticed: {o:?}");
         assert!(
             o.message.contains("out of memory"),
-            "allocation {}: {}",
-            k + 1,
+            "allocation {k}: {}",
             o.message
         );
+        // Fallible (`try_reserve`, bypassing the reserve): the failure is
+        // the allocation's own trap, not the section's.
+        assert_eq!(o.served, 0, "allocation {k} served from the reserve: {o:?}");
     }
 }
 
-/// The second bar: with every allocation candidate, a run ends in a
-/// result (a clean error, or success where the failed allocation was
-/// recovered from) or in std's allocation abort: never a panic, another
-/// signal or a wrong gradient (the child compares it). Prints the counts
+/// The second bar: with every allocation candidate, every run ends in a
+/// clean result: an error (`out of memory`, from the reserve's section or
+/// a run's trap), or success where the failed allocation was recovered
+/// from; never an abort, a panic, another signal or a wrong gradient (the
+/// child compares it). Every k is tried (a few seconds: one child process
+/// per k); `ADVM_ALLOC_FAIL_RUNS=N` tries at most N values per scenario,
+/// evenly spaced, the first and the last included. Prints the counts
 /// (`--nocapture`).
 #[test]
-fn every_allocation_fails_cleanly_or_aborts() {
+fn every_allocation_failure_is_a_clean_error() {
+    let max_runs = std::env::var("ADVM_ALLOC_FAIL_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::MAX);
     // The two surveys' child processes run side by side (each waits on its
     // children, one at a time).
     let surveys = std::thread::scope(|s| {
-        let asm = s.spawn(|| sweep("asm", 0, 16, 40));
-        let grad = s.spawn(|| sweep("grad", 0, 16, 40));
+        let asm = s.spawn(|| sweep("asm", 0, 16, max_runs));
+        let grad = s.spawn(|| sweep("grad", 0, 16, max_runs));
         [("asm", asm.join()), ("grad", grad.join())]
     });
     for (which, survey) in surveys {
         let (runs, total) = survey.unwrap_or_else(|e| std::panic::resume_unwind(e));
-        let aborts = runs.iter().filter(|o| o.is_none()).count();
-        let clean = runs.len() - aborts;
+        let clean: Vec<&Outcome> = runs.iter().filter_map(|(_, o)| o.as_ref()).collect();
+        let aborts = runs.len() - clean.len();
+        let errors = clean.iter().filter(|o| o.result == "err").count();
+        let served = clean
+            .iter()
+            .filter(|o| o.result == "err" && o.served > 0)
+            .count();
         println!(
-            "{which}: {total} allocations, {} failures injected: {clean} clean, {aborts} aborts",
-            runs.len()
+            "{which}: {total} allocations, {} failures injected: {errors} errors \
+             ({served} served from the reserve, {} trapped at their instruction), {} ok, \
+             {aborts} aborts",
+            runs.len(),
+            errors - served,
+            clean.len() - errors,
         );
         assert!(!runs.is_empty());
+        for (k, o) in &runs {
+            let o = o
+                .as_ref()
+                .unwrap_or_else(|| panic!("{which} k={k}: aborted"));
+            assert!(
+                o.result == "ok" || o.message.contains("out of memory"),
+                "{which} k={k}: an error other than out of memory: {o:?}"
+            );
+        }
     }
 }

@@ -73,6 +73,9 @@ pub fn compile_with(src: &str, file: &str, env: &Module) -> Result<(Module, usiz
 /// Run a compilation on a thread with a large stack (the passes recurse
 /// on nesting, which the parser bounds); on the caller's thread if no
 /// thread can be started. A panic becomes an internal-error diagnostic.
+/// The compilation runs in a compile section ([`assembler::compile_section`]):
+/// an allocation that fails is an `out of memory` diagnostic, not an
+/// abort, when the global allocator is `vm::alloc_count::Reserve`.
 fn on_big_stack<T: Send>(
     run: impl FnOnce() -> Result<T, Diagnostics> + Send,
     file: &str,
@@ -83,7 +86,7 @@ fn on_big_stack<T: Send>(
         let job = run.take()?;
         std::thread::Builder::new()
             .stack_size(STACK_BYTES)
-            .spawn_scoped(s, job)
+            .spawn_scoped(s, move || assembler::compile_section(file, job))
             .ok()
             .map(|h| h.join())
     });
@@ -94,7 +97,7 @@ fn on_big_stack<T: Send>(
             errors.error(Span::default(), "internal error: the compiler panicked");
             Err(errors.finish(file, src))
         }
-        (None, Some(run)) => run(),
+        (None, Some(run)) => assembler::compile_section(file, run),
         (None, None) => {
             let mut errors = diag::Errors::default();
             errors.error(

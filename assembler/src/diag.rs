@@ -31,7 +31,9 @@ impl Span {
 /// One error: where it is and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// 1-based line of the span's start.
+    /// 1-based line of the span's start; 0 for an error about no place
+    /// of the source ([`Diagnostics::out_of_memory`]), rendered without
+    /// line, column and snippet.
     pub line: u32,
     /// 1-based column of the span's start, counted in characters.
     pub col: u32,
@@ -151,6 +153,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 const UNKNOWN_FUNCTION: &str = "unknown function ";
 
+const OUT_OF_MEMORY: &str = "out of memory";
+
 impl Diagnostics {
     /// Diagnostics for `source` (named `file`) with the given located items.
     pub fn new(file: &str, source: &str, items: Vec<Diagnostic>) -> Diagnostics {
@@ -159,6 +163,30 @@ impl Diagnostics {
             items,
             source: source.to_string(),
         }
+    }
+
+    /// The error of an allocation that failed while assembling (see
+    /// [`crate::assemble`]): one diagnostic `out of memory`, about no
+    /// place of the source (`FILE: error: out of memory`), and no copy of
+    /// the source. Its few bytes come from the allocator's reserve if need
+    /// be ([`vm::oom::with_reserve`]).
+    pub fn out_of_memory(file: &str) -> Diagnostics {
+        vm::oom::with_reserve(|| Diagnostics {
+            file: file.to_string(),
+            items: vec![Diagnostic {
+                line: 0,
+                col: 0,
+                message: OUT_OF_MEMORY.to_string(),
+                span: Span::default(),
+            }],
+            source: String::new(),
+        })
+    }
+
+    /// Whether this is [`Diagnostics::out_of_memory`]'s error (the command
+    /// line reports it as the trap `out of memory`, exit status 1).
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(&self.items[..], [d] if d.line == 0 && d.message == OUT_OF_MEMORY)
     }
 
     /// How many errors there are.
@@ -204,7 +232,6 @@ impl Diagnostics {
     fn render_one(&self, d: &Diagnostic, color: bool) -> String {
         use codespan_reporting::diagnostic::{Diagnostic as Report, Label};
         use codespan_reporting::term::{self, Config, DisplayStyle};
-        let w = Window::new(&self.source, d.span);
         let mut message = String::new();
         for (n, c) in d.message.chars().enumerate() {
             if n == MESSAGE_CHARS {
@@ -213,6 +240,11 @@ impl Diagnostics {
             }
             push_shown(&mut message, c);
         }
+        if d.line == 0 {
+            // About no place of the source (out of memory).
+            return format!("{}: error: {message}", self.file);
+        }
+        let w = Window::new(&self.source, d.span);
         let file = OneLine {
             name: &self.file,
             text: &w.text,
@@ -537,6 +569,16 @@ mod tests {
         let mut sink = Sink::default();
         sink.error(Span::new(start, end), msg);
         sink.finish("t.adasm", src)
+    }
+
+    #[test]
+    fn out_of_memory_is_one_unlocated_line() {
+        let d = Diagnostics::out_of_memory("f.adasm");
+        assert!(d.is_out_of_memory());
+        assert_eq!(d.render(), "f.adasm: error: out of memory");
+        assert_eq!(d.render_color(), "f.adasm: error: out of memory");
+        let located = one("x", 0, 1, "out of memory");
+        assert!(!located.is_out_of_memory(), "at line 1: an ordinary error");
     }
 
     #[test]

@@ -137,7 +137,32 @@ pub fn assemble(src: &str, file: &str) -> Result<vm::ir::Module, Diagnostics> {
 /// let err = assembler::assemble(src, "rev.adasm").expect_err("not user text");
 /// assert!(err.render().contains("unknown instruction `comms.pop`"));
 /// ```
+///
+/// The work runs in a compile section ([`compile_section`]): an allocation
+/// that fails is the error [`Diagnostics::out_of_memory`], not an abort,
+/// when the global allocator is [`vm::alloc_count::Reserve`].
 pub fn assemble_with(
+    src: &str,
+    file: &str,
+    options: &Options,
+) -> Result<vm::ir::Module, Diagnostics> {
+    compile_section(file, || assemble_in_section(src, file, options))
+}
+
+/// Run `f`, the work of compiling `file`, in a compile section
+/// ([`vm::oom::section`]): if an allocation fails during it (served from
+/// the reserve of [`vm::alloc_count::Reserve`], when that is the global
+/// allocator), what `f` returned is dropped and the result is
+/// [`Diagnostics::out_of_memory`]. [`assemble`], [`assemble_with`],
+/// [`assemble_listing`], [`decode`] and the `adl` compiler run in one.
+pub fn compile_section<T>(
+    file: &str,
+    f: impl FnOnce() -> Result<T, Diagnostics>,
+) -> Result<T, Diagnostics> {
+    vm::oom::section(f).unwrap_or_else(|_| Err(Diagnostics::out_of_memory(file)))
+}
+
+fn assemble_in_section(
     src: &str,
     file: &str,
     options: &Options,
@@ -145,13 +170,25 @@ pub fn assemble_with(
     let mut sink = diag::Sink::default();
     let tokens = lexer::lex(src, &mut sink);
     let register = options.code == Code::Register;
+    // After an allocation failed (the section's result is out of
+    // memory), each stage is work for nothing.
+    let oom = || Err(Diagnostics::out_of_memory(file));
+    if vm::oom::failed() {
+        return oom();
+    }
     let (funcs, rules) = parser::parse(tokens, &mut sink, register);
+    if vm::oom::failed() {
+        return oom();
+    }
     let (checked, rules) = if register {
         let checked = regcheck::check_module(&funcs, &mut sink);
         (checked, check::check_rules_only(&funcs, &rules, &mut sink))
     } else {
         check::check_module(&funcs, &rules, &mut sink)
     };
+    if vm::oom::failed() {
+        return oom();
+    }
     if sink.is_empty() {
         if let Some(checked) = checked.into_iter().collect::<Option<Vec<_>>>() {
             let mut module = lower::lower_module(checked);

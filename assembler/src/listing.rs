@@ -45,6 +45,10 @@ use vm::Type;
 /// assert_eq!(y, Ok(vm::Value::F64(9.0)));
 /// ```
 pub fn assemble_listing(src: &str, file: &str) -> Result<Program, Diagnostics> {
+    crate::compile_section(file, || assemble_listing_in_section(src, file))
+}
+
+fn assemble_listing_in_section(src: &str, file: &str) -> Result<Program, Diagnostics> {
     let mut sink = Sink::default();
     let lines: Vec<(usize, &str)> = {
         let mut off = 0;

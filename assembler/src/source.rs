@@ -27,7 +27,15 @@ const BOM: &[u8] = "\u{FEFF}".as_bytes();
 /// let err = assembler::decode(b"; caf\xE9\n", "f.adasm").unwrap_err();
 /// assert!(err.render().starts_with("f.adasm:1:6: error: invalid UTF-8: byte 0xE9"));
 /// ```
+///
+/// Like [`assemble`](crate::assemble), it runs in a compile section
+/// ([`crate::compile_section`]): the copy of the text failing is
+/// [`Diagnostics::out_of_memory`].
 pub fn decode(bytes: &[u8], file: &str) -> Result<String, Diagnostics> {
+    crate::compile_section(file, || decode_in_section(bytes, file))
+}
+
+fn decode_in_section(bytes: &[u8], file: &str) -> Result<String, Diagnostics> {
     let skipped = if bytes.starts_with(BOM) { BOM.len() } else { 0 };
     let body = &bytes[skipped..];
     let e = match std::str::from_utf8(body) {

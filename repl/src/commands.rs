@@ -164,12 +164,25 @@ pub fn load(file: &Path, opts: &Options) -> Result<Engine, Fail> {
 pub fn load_module(file: &Path, opts: &Options) -> Result<vm::ir::Module, Fail> {
     let bytes = advm::read_file(file, opts.max_source_bytes).map_err(Fail::Usage)?;
     let name = file.display().to_string();
-    let src = assembler::decode(&bytes, &name)
-        .map_err(|d| Fail::Assembly(d.render_with(out::color())))?;
+    let src = assembler::decode(&bytes, &name).map_err(Fail::from)?;
     if adl::is_adl(file) {
-        adl::compile(&src, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))
+        adl::compile(&src, &name).map_err(Fail::from)
     } else {
-        assembler::assemble(&src, &name).map_err(|d| Fail::Assembly(d.render_with(out::color())))
+        assembler::assemble(&src, &name).map_err(Fail::from)
+    }
+}
+
+impl From<assembler::Diagnostics> for Fail {
+    /// An assembly error (exit status 2); the assembler's out of memory
+    /// is the trap `out of memory` (exit status 1), as a run's.
+    fn from(d: assembler::Diagnostics) -> Fail {
+        if d.is_out_of_memory() {
+            return Fail::Trapped(
+                Box::new(vm::Trap::host(vm::TrapKind::OutOfMemory)),
+                String::new(),
+            );
+        }
+        Fail::Assembly(d.render_with(out::color()))
     }
 }
 

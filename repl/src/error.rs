@@ -83,7 +83,13 @@ impl std::error::Error for Error {
 }
 
 impl From<assembler::Diagnostics> for Error {
+    /// An assembly error; the assembler's out of memory
+    /// ([`assembler::Diagnostics::out_of_memory`]) is the trap `out of
+    /// memory`, as a run's.
     fn from(d: assembler::Diagnostics) -> Error {
+        if d.is_out_of_memory() {
+            return Error::Trap(vm::Trap::host(vm::TrapKind::OutOfMemory));
+        }
         Error::Assembly(d)
     }
 }
@@ -100,5 +106,18 @@ impl From<ad::AdError> for Error {
             ad::AdError::InvalidModule(_) => Error::Usage(e.to_string()),
             ad::AdError::Internal(m) => Error::Internal(m),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assemblers_out_of_memory_is_the_trap() {
+        let e = Error::from(assembler::Diagnostics::out_of_memory("f.adasm"));
+        assert!(matches!(&e, Error::Trap(t) if t.kind == vm::TrapKind::OutOfMemory));
+        assert_eq!(e.to_string(), "trap: out of memory");
+        assert_eq!(e.exit_status(), 1);
     }
 }

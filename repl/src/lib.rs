@@ -72,6 +72,12 @@ pub use program::{Args, Function, Lang, Program};
 pub use results::{Derivative, Gradient, Hessian, Hvp, Jacobian, Jvp, Partials, Vjp};
 pub use vm::{Limits, Trap, Type, Value};
 
+/// The global allocator that turns an allocation failure in compile work
+/// (parsing, lowering, verifying, deriving) into an `out of memory` error
+/// instead of an abort: `Reserve::new(std::alloc::System)` (see
+/// `docs/library.md`, *Out of memory*, and [`vm::oom`]).
+pub use vm::alloc_count::Reserve;
+
 /// The crates underneath, for what the facade does not wrap: the AD engine
 /// (`advm-ad`), the assembler (`advm-assembler`) and the VM (`advm-vm`).
 pub use {ad, assembler, vm};

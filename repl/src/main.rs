@@ -31,8 +31,11 @@ use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+// Counting (`advm bench` reads the count), with the reserve that makes an
+// allocation failure in compile work an `out of memory` error, not an abort.
 #[global_allocator]
-static GLOBAL: vm::alloc_count::Counting = vm::alloc_count::Counting;
+static GLOBAL: advm::Reserve<vm::alloc_count::Counting> =
+    advm::Reserve::new(vm::alloc_count::Counting);
 
 #[derive(Parser, Debug)]
 #[command(

@@ -231,11 +231,9 @@ impl Heap {
             {
                 add = 1;
             }
-            self.data
-                .try_reserve_exact(add)
+            crate::oom::bypass(|| self.data.try_reserve_exact(add))
                 .map_err(|_| TrapKind::OutOfMemory)?;
-            self.shadow
-                .try_reserve_exact(add)
+            crate::oom::bypass(|| self.shadow.try_reserve_exact(add))
                 .map_err(|_| TrapKind::OutOfMemory)?;
         }
         self.data.push(Vec::new());
@@ -259,7 +257,9 @@ impl Heap {
         };
         let before = v.capacity();
         v.clear();
-        let r = v.try_reserve_exact(n);
+        // Not from the reserve inside a compile section: a run's failure
+        // is its trap (`crate::oom::bypass`).
+        let r = crate::oom::bypass(|| v.try_reserve_exact(n));
         let after = v.capacity();
         self.buf_bytes = self
             .buf_bytes

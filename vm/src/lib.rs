@@ -23,11 +23,15 @@
 //! * [`bits`]: bit sets for the dataflow analyses.
 //! * [`dom`]: dominator trees (used by the assembler's SSA checks and the
 //!   AD stage's loop analysis).
+//! * [`oom`]: compile sections, in which an allocation failure is an
+//!   error (served from [`alloc_count::Reserve`]'s reserve) instead of an
+//!   abort.
 //!
-//! `unsafe` lives only in the private `regs` module (and in [`alloc_count`],
-//! the test allocators (counting, and failing an armed allocation), which forward to the system's) (unchecked register
+//! `unsafe` lives only in the private `regs` module (unchecked register
 //! access, instruction fetch and reserved comms push, justified by the
-//! verifier).
+//! verifier) and in [`alloc_count`] (the global allocators: counting,
+//! failing an armed allocation, and [`alloc_count::Reserve`], which forward
+//! to another allocator or serve a block of a static region).
 
 #![warn(missing_docs)]
 
@@ -42,6 +46,7 @@ pub mod interp;
 pub mod ir;
 pub mod lower;
 pub mod math;
+pub mod oom;
 pub mod op;
 mod regs;
 pub mod types;

@@ -93,6 +93,8 @@ impl Engine {
 
     /// Like [`Engine::jvp_wrt`], reusing `out`'s buffers: after a warm-up
     /// call with the same shapes and mask this performs no heap allocation.
+    ///
+    /// The call runs in a compile section, as [`Engine::grad_wrt_into`]'s.
     pub fn jvp_wrt_into(
         &mut self,
         f: FuncId,
@@ -101,53 +103,55 @@ impl Engine {
         wrt: &[bool],
         out: &mut Tangent,
     ) -> Result<(), AdError> {
-        let arrays = self.raw_args(f, args)?;
-        let id = match self.derived.tangent_fn(f, wrt) {
-            Some(id) => id,
-            None => self.derive_jvp(f, wrt)?,
-        };
-        self.check_dir(f, args, dir, wrt)?;
-        self.vm.begin(false);
-        self.place_arrays(args, arrays)?;
-        self.push_tangent_args(args, dir, wrt, false)?;
-        self.vm.call_raw(&self.program, id, &self.raw)?;
-        let ret = match &self.module.func(f).ret {
-            RetType::One(t) => *t,
-            RetType::Unit => Type::I64,
-            RetType::Many(_) => {
-                return Err(AdError::Internal(
-                    "a user function with several results".into(),
-                ))
-            }
-        };
-        let results = self.vm.results();
-        let (vbits, tbits) = (
-            results.first().copied().unwrap_or(0),
-            results.get(1).copied(),
-        );
-        set_value(&self.vm, &mut out.value, ret, vbits);
-        match (ret.is_differentiable(), tbits) {
-            (true, Some(bits)) => {
-                let slot = out.tangent.get_or_insert(Value::F64(0.0));
-                set_value(&self.vm, slot, ret, bits);
-            }
-            _ => out.tangent = None,
-        }
-        if out.arg_tangents.len() != args.len() {
-            out.arg_tangents.resize(args.len(), None);
-        }
-        let mut th = self.tangent_handles.iter();
-        for ((slot, a), w) in out.arg_tangents.iter_mut().zip(args).zip(wrt) {
-            match (a, *w) {
-                (Value::Arr(_), true) => {
-                    let h = th.next().copied().unwrap_or(0);
-                    let v = slot.get_or_insert(Value::F64(0.0));
-                    set_value(&self.vm, v, Type::Arr, h);
+        crate::error::section(|| {
+            let arrays = self.raw_args(f, args)?;
+            let id = match self.derived.tangent_fn(f, wrt) {
+                Some(id) => id,
+                None => self.derive_jvp(f, wrt)?,
+            };
+            self.check_dir(f, args, dir, wrt)?;
+            self.vm.begin(false);
+            self.place_arrays(args, arrays)?;
+            self.push_tangent_args(args, dir, wrt, false)?;
+            self.vm.call_raw(&self.program, id, &self.raw)?;
+            let ret = match &self.module.func(f).ret {
+                RetType::One(t) => *t,
+                RetType::Unit => Type::I64,
+                RetType::Many(_) => {
+                    return Err(AdError::Internal(
+                        "a user function with several results".into(),
+                    ))
                 }
-                _ => *slot = None,
+            };
+            let results = self.vm.results();
+            let (vbits, tbits) = (
+                results.first().copied().unwrap_or(0),
+                results.get(1).copied(),
+            );
+            set_value(&self.vm, &mut out.value, ret, vbits);
+            match (ret.is_differentiable(), tbits) {
+                (true, Some(bits)) => {
+                    let slot = out.tangent.get_or_insert(Value::F64(0.0));
+                    set_value(&self.vm, slot, ret, bits);
+                }
+                _ => out.tangent = None,
             }
-        }
-        Ok(())
+            if out.arg_tangents.len() != args.len() {
+                out.arg_tangents.resize(args.len(), None);
+            }
+            let mut th = self.tangent_handles.iter();
+            for ((slot, a), w) in out.arg_tangents.iter_mut().zip(args).zip(wrt) {
+                match (a, *w) {
+                    (Value::Arr(_), true) => {
+                        let h = th.next().copied().unwrap_or(0);
+                        let v = slot.get_or_insert(Value::F64(0.0));
+                        set_value(&self.vm, v, Type::Arr, h);
+                    }
+                    _ => *slot = None,
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Check a direction against the arguments: one entry per parameter;
@@ -292,7 +296,7 @@ impl Engine {
         let func = self.user_func(f)?;
         check_mask(func, wrt)?;
         let first_new = self.program.len();
-        let result = self.derive_jvp_all(f, wrt);
+        let result = crate::error::section(|| self.derive_jvp_all(f, wrt));
         if result.is_err() {
             self.rollback(first_new);
         }

@@ -482,6 +482,11 @@ impl Combined {
         // the previous one in the same chunk: linear in the text overall.
         let mut cursor: Option<(usize, usize, usize)> = None; // (chunk, byte, line)
         for d in &diags.items {
+            if d.line == 0 {
+                // About no place of the source (out of memory).
+                out.push(format!("{}: error: {}", current.origin, d.message));
+                continue;
+            }
             let k = self.chunk_at(d.span.start);
             let (Some(chunk), Some(&(base, _))) = (chunks.get(k), self.starts.get(k)) else {
                 out.push(format!("{}: error: {}", current.origin, d.message));

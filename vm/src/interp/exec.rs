@@ -43,8 +43,7 @@ impl Vm {
             return Err(TrapKind::MemoryLimit { limit: max });
         }
         let cap = (self.frames.capacity() * 2).max(len + 64).min(most);
-        self.frames
-            .try_reserve_exact(cap - len)
+        crate::oom::bypass(|| self.frames.try_reserve_exact(cap - len))
             .map_err(|_| TrapKind::OutOfMemory)?;
         self.sync_memory();
         Ok(())
@@ -1055,7 +1054,7 @@ pub(super) fn grow_regs_within(
     }
     if end > regs.capacity() {
         let cap = regs.capacity().saturating_mul(2).max(end).min(most);
-        regs.try_reserve_exact(cap - regs.len())
+        crate::oom::bypass(|| regs.try_reserve_exact(cap - regs.len()))
             .map_err(|_| TrapKind::OutOfMemory)?;
     }
     regs.resize(end, 0);
@@ -1067,8 +1066,7 @@ pub(super) fn grow_regs_within(
 #[cold]
 #[inline(never)]
 pub(super) fn grow_regs(regs: &mut Vec<u64>, end: usize) -> Result<(), TrapKind> {
-    regs.try_reserve(end - regs.len())
-        .map_err(|_| TrapKind::OutOfMemory)?;
+    crate::oom::bypass(|| regs.try_reserve(end - regs.len())).map_err(|_| TrapKind::OutOfMemory)?;
     regs.resize(end, 0);
     Ok(())
 }
@@ -1133,9 +1131,7 @@ pub(super) fn grow_stack<T, U>(
         .max(stack.capacity().saturating_mul(2))
         .max(256);
     let want = (target - stack.len()).min(room);
-    stack
-        .try_reserve_exact(want)
-        .map_err(|_| TrapKind::OutOfMemory)
+    crate::oom::bypass(|| stack.try_reserve_exact(want)).map_err(|_| TrapKind::OutOfMemory)
 }
 
 #[cfg(test)]
