@@ -1027,7 +1027,7 @@ jvp @sq(3.0)
             "tangent of %a = [4, 0]",
             "value = 1",
             "tangent = 4",
-            "fn @sq.jvp(%x: f64, %d.x: f64) -> (f64, f64)   ; 5 regs, 0 consts",
+            "fn @sq.jvp(%x: f64, %d.x: f64) -> (f64, f64)   ; 6 regs, 1 consts",
         ]
     );
     // A nonzero direction outside `wrt`, a direction of the wrong length
