@@ -1015,6 +1015,27 @@ impl T<'_, '_> {
                 let v = self.b.ins().fadd(m, n);
                 self.set(r0, v);
             }
+            Op::AddMulT | Op::AddSqT => {
+                // `r1 += x0 ⊙ x1; r0 += r2 * x1` (or, for a square,
+                // `r1 += (x0 ⊙ r2) ⊙ x1; r0 += r2 * r2`), every operand
+                // read first, as the interpreter.
+                let (t, k) = (ins.reg(3), ins.reg(4));
+                let xv = self.get(r2);
+                let tv = self.get(t);
+                let kv = self.get(k);
+                let s = self.get(r0);
+                let ds = self.get(r1);
+                let (p, q) = if ins.op == Op::AddMulT {
+                    (self.b.ins().fmul(xv, kv), self.mul_z(tv, kv))
+                } else {
+                    let m = self.mul_z(tv, xv);
+                    (self.b.ins().fmul(xv, xv), self.mul_z(m, kv))
+                };
+                let s = self.b.ins().fadd(s, p);
+                let ds = self.b.ins().fadd(ds, q);
+                self.set(r1, ds);
+                self.set(r0, s);
+            }
             Op::MulMulZ | Op::AccMulMul => {
                 let a = self.get(r1);
                 let b = self.get(r2);

@@ -630,6 +630,18 @@ ops! {
     // loop): one dispatch for the two, each rounded as by the two.
     /// `r0 += r1 * r2` (IEEE: `0 * inf` is nan, as by `mul.f` and `add.f`).
     MulAddF = "add.mul.f" [InOut(F), Use(F), Use(F)] lowering();
+    // A product summed in place and its tangent summed in place right
+    // before it (`ṡ += ẋ⊙c; s += x·c`, a weighted sum in tangent code; for
+    // a square `ṡ += (ẋ⊙x)⊙k; s += x·x`): one dispatch for the two.
+    /// `r1 += x0 ⊙ x1; r0 += r2 * x1` (`x` holds the tangent's register in
+    /// its low 16 bits and the factor's in its high 16): an `acc.mul` and
+    /// the `add.mul.f` right after it with the same factor, each rounded
+    /// as by the two; every operand is read before either sum is written.
+    AddMulT = "add.mul.t" [InOut(F), InOut(F), Use(F), Use(F), Use(F)] lowering();
+    /// `r1 += (x0 ⊙ r2) ⊙ x1; r0 += r2 * r2`: an `acc.mul.mul` (a square's
+    /// tangent summed) and the `add.mul.f` of the square right after it,
+    /// likewise.
+    AddSqT = "add.sq.t" [InOut(F), InOut(F), Use(F), Use(F), Use(F)] lowering();
 
     // ---- tangent load and product (made by the lowering) ----------------------
     // A tangent array's element read only by the tangent sum right after

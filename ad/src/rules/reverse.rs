@@ -493,7 +493,9 @@ pub(crate) fn rule(e: &mut Emit, i: usize, inst: &Inst) -> Result<(), NoRule> {
         | Op::AGetPair
         | Op::MulMulZ
         | Op::AccMulMul
-        | Op::TProdZ => return Err(NoRule(inst.op)),
+        | Op::TProdZ
+        | Op::AddMulT
+        | Op::AddSqT => return Err(NoRule(inst.op)),
     }
     Ok(())
 }

@@ -596,6 +596,8 @@ pub fn tangent(e: &mut Emit<'_, '_>, op: Op) -> Rule {
         | Op::AGetPair
         | Op::MulMulZ
         | Op::AccMulMul
-        | Op::TProdZ => Rule::NotPrimal(LOWERING),
+        | Op::TProdZ
+        | Op::AddMulT
+        | Op::AddSqT => Rule::NotPrimal(LOWERING),
     }
 }

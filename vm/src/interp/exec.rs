@@ -844,6 +844,20 @@ impl Vm {
                 Op::AccNeg => setf!(ins.r0, fr!(ins.r0) - fr!(ins.r1)),
                 Op::AccMul => setf!(ins.r0, fr!(ins.r0) + mul_z(fr!(ins.r1), fr!(ins.r2))),
                 Op::MulAddF => setf!(ins.r0, fr!(ins.r0) + fr!(ins.r1) * fr!(ins.r2)),
+                // `x` holds the tangent's register (low 16 bits) and the
+                // factor's (high 16), proved in range by the verifier.
+                Op::AddMulT => {
+                    let (x, t, c) = (fr!(ins.r2), fr!(ins.x & 0xffff), fr!(ins.x >> 16));
+                    let (s, ds) = (fr!(ins.r0) + x * c, fr!(ins.r1) + mul_z(t, c));
+                    setf!(ins.r1, ds);
+                    setf!(ins.r0, s);
+                }
+                Op::AddSqT => {
+                    let (x, t, k) = (fr!(ins.r2), fr!(ins.x & 0xffff), fr!(ins.x >> 16));
+                    let (s, ds) = (fr!(ins.r0) + x * x, fr!(ins.r1) + mul_z(mul_z(t, x), k));
+                    setf!(ins.r1, ds);
+                    setf!(ins.r0, s);
+                }
                 Op::MulZ => ff!(ins, |a, b| mul_z(a, b)),
                 Op::AddMulZ => setf!(ins.r0, fr!(ins.r1) + mul_z(fr!(ins.r2), fr!(ins.x))),
                 Op::TMaxF => {

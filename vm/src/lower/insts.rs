@@ -393,14 +393,19 @@ impl Lowerer<'_> {
             match c.op {
                 Op::MulF if c.r0 == p => {
                     self.code[at] = Instr::new(Op::MulAddF, acc, c.r1, c.r2, 0);
+                    if at > self.block_start {
+                        self.dual(at - 1);
+                    }
                     return true;
                 }
                 Op::MulZ if c.r0 == p => {
                     self.code[at] = Instr::new(Op::AccMul, acc, c.r1, c.r2, 0);
+                    self.dual(at);
                     return true;
                 }
                 Op::MulMulZ if c.r0 == p => {
                     self.code[at] = Instr::new(Op::AccMulMul, acc, c.r1, c.r2, c.x);
+                    self.dual(at);
                     return true;
                 }
                 Op::BlkPush => {}
@@ -411,6 +416,63 @@ impl Lowerer<'_> {
             }
         }
         false
+    }
+
+    /// A tangent sum in place at `at` right before its value's sum in
+    /// place, the last instruction emitted: `acc.mul %ṡ, %ẋ, %c; add.mul.f
+    /// %s, %x, %c` becomes `add.mul.t %s, %ṡ, %x, %ẋ, %c`, and
+    /// `acc.mul.mul %ṡ, %ẋ, %x, %k; add.mul.f %s, %x, %x` (a square's)
+    /// becomes `add.sq.t %s, %ṡ, %x, %ẋ, %k`. `%ṡ` is none of `%s`, `%x`,
+    /// `%c`, so reading everything first computes what the two do in
+    /// turn. The two are of one block's stretch (no mark starts at the
+    /// second) and nothing jumps to the second or is a jump still to
+    /// patch, so taking the last instruction out moves nothing else; an
+    /// empty stretch after it (a join's copy whose sums were both taken
+    /// in) starts one earlier.
+    fn dual(&mut self, at: usize) {
+        let Some(last) = self.code.len().checked_sub(1) else {
+            return;
+        };
+        if at + 1 != last || at < self.block_start {
+            return;
+        }
+        let (t, p) = (self.code[at], self.code[last]);
+        if p.op != Op::MulAddF {
+            return;
+        }
+        let (s, x, c) = (p.r0, p.r1, p.r2);
+        let (op, factor) = match t.op {
+            Op::AccMul if t.r2 == c => (Op::AddMulT, u32::from(c)),
+            Op::AccMulMul if x == c && t.r2 == x => (Op::AddSqT, t.x),
+            _ => return,
+        };
+        let (ds, dx) = (t.r0, t.r1);
+        if ds == s || ds == x || ds == c || factor > 0xffff {
+            return;
+        }
+        let moved = self.fixups.last().is_some_and(|(pc, _)| *pc >= at)
+            || self
+                .marks
+                .iter()
+                .any(|m| (m.start as usize) > at && (m.start as usize) <= last);
+        if moved {
+            return;
+        }
+        self.code[at] = Instr::new(
+            op,
+            s,
+            ds,
+            x,
+            Instr::pack_x(&[0, 0, 0, u32::from(dx), factor]),
+        );
+        self.code.pop();
+        self.locs.pop();
+        for m in self.marks.iter_mut().rev() {
+            if (m.start as usize) <= last {
+                break;
+            }
+            m.start -= 1;
+        }
     }
 
     /// Step-and-branch fusion, for the compare-and-branch `a cc b` about to

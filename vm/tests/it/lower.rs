@@ -1317,3 +1317,64 @@ fn a_products_tangent_fuses_into_tprod_z() {
         }
     }
 }
+
+/// `(s, ṡ, x, ẋ, c) -> s' + ṡ'`, non-SSA: `ṡ += ẋ⊙c; s += x·c` (with
+/// `square`, `ṡ += (ẋ⊙x)⊙c; s += x·x`), each product first, then the two
+/// sums in place, the value's first (as tangent code has them).
+fn dual_sum(square: bool) -> Module {
+    let params = [("s", F64), ("ds", F64), ("x", F64), ("dx", F64), ("c", F64)];
+    let mut b = B::new("ds", &params, F64);
+    let e = b.block("entry");
+    let (s, ds, x, dx, c) = (b.p(0), b.p(1), b.p(2), b.p(3), b.p(4));
+    let (q, a) = if square {
+        let p = b.op(e, Op::MulZ, Some(F64), &[dx, x]);
+        let q = b.op(e, Op::MulZ, Some(F64), &[p, c]);
+        (q, b.op(e, Op::MulF, Some(F64), &[x, x]))
+    } else {
+        let q = b.op(e, Op::MulZ, Some(F64), &[dx, c]);
+        (q, b.op(e, Op::MulF, Some(F64), &[x, c]))
+    };
+    b.set(e, Op::AddF, s, &[s, a]);
+    b.set(e, Op::AddF, ds, &[ds, q]);
+    let r = b.op(e, Op::AddF, Some(F64), &[s, ds]);
+    b.ret(e, r);
+    b.module()
+}
+
+/// A tangent summed in place right before its value's sum with the same
+/// factor is one `add.mul.t` (a square's, one `add.sq.t`), with the bits of
+/// the pair of sums on zeros, infinities, nan and overflow.
+#[test]
+fn a_sum_and_its_tangent_sum_fuse_into_add_mul_t() {
+    use vm::math::mul_z;
+    let (inf, nan) = (f64::INFINITY, f64::NAN);
+    let vals = [0.0, -0.0, 1.5, inf, nan, 1e308];
+    for square in [false, true] {
+        let p = load(&dual_sum(square));
+        let want_op = if square { Op::AddSqT } else { Op::AddMulT };
+        assert_eq!(ops(&p), [want_op, Op::AddF, Op::Ret], "square {square}");
+        let mut vm = Vm::default();
+        for &s in &[0.25, -1.0] {
+            for &x in &vals {
+                for &dx in &vals {
+                    for &c in &vals {
+                        let (a, q) = if square {
+                            (x * x, mul_z(mul_z(dx, x), c))
+                        } else {
+                            (x * c, mul_z(dx, c))
+                        };
+                        let want = (s + a) + (0.5 + q);
+                        let args = [s, 0.5, x, dx, c].map(Value::F64);
+                        let got = match vm.run(&p, FuncId(0), &args) {
+                            Ok(Value::F64(v)) => v,
+                            other => panic!("{other:?}"),
+                        };
+                        let same =
+                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
+                        assert!(same, "square {square}: {s} {x} {dx} {c}: {got} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
