@@ -269,6 +269,11 @@ impl Jvp<'_> {
                 self.inst(inst, &mut insts, derived)?;
             }
             blocks_insts.push(insts);
+            // An allocation failed in this compile section (served from
+            // the reserve, `vm::oom`): stop, the section reports it.
+            if vm::oom::failed() {
+                return Err("out of memory".into());
+            }
         }
         // Tangent phis, now that every tangent is known; a zero array for
         // an inactive array operand is made at the end of its edge's

@@ -172,3 +172,74 @@ fn a_recorded_decline_goes_with_the_tier() {
     c.run(f, &args).expect("runs");
     assert_eq!(c.vm_mut().last_tier(), Tier::Native);
 }
+
+/// A straight line of `n` `sin`s, `@long`, called in a loop by `@outer`.
+fn long_line(n: usize) -> String {
+    let mut src = String::from("fn @long(%x: f64) -> f64 {\nentry:\n    %v0 = sin %x\n");
+    for i in 1..=n {
+        src.push_str(&format!("    %v{i} = sin %v{}\n", i - 1));
+    }
+    src.push_str(&format!("    ret %v{n}\n}}\n"));
+    src.push_str(
+        "fn @outer(%x: f64) -> f64 {
+entry:
+    jmp head
+head:
+    %s = phi [entry: 0.0], [body: %s2]
+    %k = phi [entry: 0], [body: %k2]
+    %c = lt %k, 2
+    br %c, body, done
+body:
+    %y = call @long(%x)
+    %s2 = add %s, %y
+    %k2 = add %k, 1
+    jmp head
+done:
+    ret %s
+}
+",
+    );
+    src
+}
+
+/// A function over `jit::MAX_AREA` (bytecode length times registers) runs
+/// interpreted, and so does what calls it, with the interpreter's bits and
+/// its gradient: compiling it would take time and memory quadratic in its
+/// length (a straight-line gradient of 8 000 instructions took 2 s and
+/// 544 MB). Under the bound the same shape compiles.
+#[test]
+fn a_function_too_large_to_compile_runs_interpreted() {
+    let big = (jit::MAX_AREA as f64).sqrt() as usize + 10;
+    for (n, compiled) in [(100, true), (big, false)] {
+        let src = long_line(n);
+        let module = assembler::assemble(&src, "long").unwrap_or_else(|d| panic!("{d}"));
+        let mut native =
+            Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+        let mut interp = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+        jit::install(native.vm_mut());
+        let (long, outer) = (
+            native.find("long").expect("@long"),
+            native.find("outer").expect("@outer"),
+        );
+        for f in [long, outer] {
+            match jit::tier_of(native.program(), f) {
+                Ok(()) => assert!(compiled, "n = {n}: compiled"),
+                Err(Decline::TooLarge { name, len, regs }) => {
+                    assert!(!compiled, "n = {n}: declined");
+                    assert_eq!(name, "long");
+                    assert!(len * regs > jit::MAX_AREA, "{len} × {regs}");
+                }
+                Err(d) => panic!("n = {n}: {d}"),
+            }
+        }
+        let args = [Value::F64(0.3)];
+        let a = native.run(outer, &args).expect("runs");
+        let want = if compiled { Tier::Native } else { Tier::Interp };
+        assert_eq!(native.vm_mut().last_tier(), want, "n = {n}");
+        let b = interp.run(outer, &args).expect("runs");
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let ga = native.grad(outer, &args).expect("gradient");
+        let gb = interp.grad(outer, &args).expect("gradient");
+        assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "n = {n}");
+    }
+}
