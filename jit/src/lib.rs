@@ -67,11 +67,15 @@ pub const SMALL_CALL: usize = 64;
 /// product (the register allocator's liveness sets: a set of registers
 /// per block, and a long function has many blocks): a loop-free gradient
 /// of 8 000 instructions took 2 s and 544 MB to compile, against 0.03 s
-/// interpreted. Under the bound a function compiles in at most about
-/// 0.1 s and 50 MB; a larger one runs interpreted (with everything that
-/// calls it), which for straight-line code, each instruction run once per
-/// call, is what it would gain anyway.
-pub const MAX_AREA: usize = 1 << 22;
+/// interpreted. Under the bound a function compiles in a few
+/// hundredths of a second and about 10 MB, which the reserve of a compile
+/// section can hold when memory runs out ([`vm::oom`]); a larger one runs
+/// interpreted (with everything that calls it), which for straight-line
+/// code, each instruction run once per call, is what it would gain
+/// anyway. The largest function of the corpus and the GMM and LSTM
+/// programs, GMM's forward function, is 238 instructions of 308 registers
+/// (73 304).
+pub const MAX_AREA: usize = 1 << 20;
 
 /// [`Decline::TooLarge`] if `f` is over [`MAX_AREA`].
 fn too_large(f: &vm::bytecode::Function) -> Result<(), Decline> {
@@ -514,6 +518,12 @@ impl Jit {
             module.clear_context(ctx);
             r?;
             compile_times.push(since(t0, translated, false, cheap));
+            // An allocation failed while compiling (served from the
+            // reserve of a compile section, `vm::oom`): compile no more;
+            // the call runs interpreted and its section reports it.
+            if vm::oom::failed() {
+                return Err(Decline::Unsupported("out of memory while compiling".into()));
+            }
         }
         // The trampoline.
         let t0 = clocks();
