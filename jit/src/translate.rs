@@ -1001,8 +1001,10 @@ impl T<'_, '_> {
                 let dm = self.bits(r0);
                 let de = self.bits(x);
                 let nd = self.b.ins().select(c, de, dm);
-                self.set_bits(r0, nd);
+                // `r1` first, then `r0`, as the interpreter writes them (a
+                // listing may name one register for both: `r0` wins).
                 self.set(r1, nm);
+                self.set_bits(r0, nd);
             }
             Op::TProdZ => {
                 let (c, d) = (ins.reg(3), ins.reg(4));

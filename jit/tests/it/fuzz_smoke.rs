@@ -27,3 +27,24 @@ fn arbitrary_verified_bytecode_runs_the_same_in_both_tiers() {
         "only {native} of {verified} ran natively"
     );
 }
+
+/// A fuzzing find (`jit_tiers`): a `tmax.f` whose two results are one
+/// register, `tmax.f r0, r0, r4, r0` (a listing may say so; the lowering
+/// never does). The interpreter writes the maximum, then the tangent, so
+/// the tangent is what the register holds; compiled code wrote them the
+/// other way round, so the two tiers took different paths through the
+/// loop and ran out of fuel two instructions apart.
+#[test]
+fn tmax_with_one_register_for_both_results_agrees() {
+    const INPUT: [u8; 140] = [
+        253, 249, 168, 254, 145, 22, 171, 134, 7, 0, 0, 0, 0, 0, 60, 154, 202, 0, 0, 249, 106, 0,
+        2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 125, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 98, 0, 0, 0, 0, 0, 0,
+        0, 4, 0, 0, 0, 18, 0, 2, 0, 2, 0, 0, 0, 1, 0, 0, 0, 71, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    ];
+    assert!(
+        jit::fuzz::tiers_agree(&INPUT).is_some(),
+        "the input verifies"
+    );
+}
