@@ -565,7 +565,11 @@ fn checkpointed_as_stored(
         Ok(got) => {
             let same = got.value.to_bits() == all.value.to_bits()
                 && got.grad.len() == all.grad.len()
-                && got.grad.iter().zip(&all.grad).all(|(a, b)| same_bits(a, b));
+                && got
+                    .grad
+                    .iter()
+                    .zip(&all.grad)
+                    .all(|(a, b)| crate::same_bits(a, b));
             assert!(
                 same,
                 "{what}: checkpointed under {budget} bytes (stored {stored}): {got:?} vs {all:?}"
@@ -575,19 +579,6 @@ fn checkpointed_as_stored(
         Err(e) => panic!("{what}: under an AD budget of {budget} bytes (stored {stored}): {e}"),
     }
     engine.set_ad_budget(None);
-}
-
-/// Bit for bit, arrays element by element (two nans of any payload alike).
-fn same_bits(a: &Option<Value>, b: &Option<Value>) -> bool {
-    let eq = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
-    match (a, b) {
-        (None, None) => true,
-        (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
-        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(*x, *y))
-        }
-        _ => false,
-    }
 }
 
 /// The AD modes against each other on a generated program chosen by the

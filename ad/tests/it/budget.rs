@@ -21,15 +21,7 @@ fn eq(x: f64, y: f64) -> bool {
 }
 
 fn same_values(a: &[Option<Value>], b: &[Option<Value>]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| match (x, y) {
-            (None, None) => true,
-            (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
-            (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-                xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(*x, *y))
-            }
-            _ => false,
-        })
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| testkit::same_bits(x, y))
 }
 
 fn same_bits(a: &Gradient, b: &Gradient) -> bool {

@@ -6,6 +6,7 @@
 //! `lower_edge_copies.adasm`): what stays here runs code many times,
 //! counts what it executes or looks at traps and stacks.
 
+use crate::semantics::same;
 use proptest::prelude::*;
 use testkit::ir::*;
 use vm::bytecode::Program;
@@ -356,6 +357,15 @@ fn is_step(op: Op) -> bool {
     matches!(op.branch(), Some(b) if b.fused == vm::op::Fused::StepI)
 }
 
+/// The f64 result of function 0 of `p` on `args`; anything else panics,
+/// naming `what`.
+fn run_f64(vm: &mut Vm, p: &Program, args: &[Value], what: &str) -> f64 {
+    match vm.run(p, FuncId(0), args) {
+        Ok(Value::F64(v)) => v,
+        other => panic!("{other:?}\n{what}"),
+    }
+}
+
 /// The ops of a lowered function, in order.
 fn ops(p: &Program) -> Vec<Op> {
     p.func(FuncId(0)).code.iter().map(|i| i.op).collect()
@@ -469,7 +479,6 @@ fn sin_and_cos_of_one_register_fuse_into_sincos() {
         }
         for x in xs {
             let got = run_many(&p, &[x.to_bits()]);
-            let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
             assert!(same(got[0], x.sin()) && same(got[1], x.cos()), "{x:e}");
         }
     }
@@ -584,7 +593,6 @@ fn a_product_summed_in_place_fuses_into_add_mul() {
             }
             let want = if reuse { vec![s, t] } else { vec![s] };
             let got = run_many(&p, &[x0.to_bits(), y.to_bits(), k.to_bits(), n as u64]);
-            let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
             assert!(
                 got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(*a, *b)),
                 "{x0:e} {y:e} {k:e}: got {got:?}, want {want:?}\n{what}"
@@ -708,12 +716,8 @@ fn a_tangent_load_summed_right_away_fuses_into_add_mul_aget() {
                 let c = arr[k as usize];
                 let y = s + mul_z(c, d);
                 let want = if reuse { y + c } else { y };
-                let got = match vm.run(&p, FuncId(0), &args) {
-                    Ok(Value::F64(v)) => v,
-                    other => panic!("{other:?}\n{what}"),
-                };
-                let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
-                assert!(same, "{s} {k} {d}: {got} vs {want}\n{what}");
+                let got = run_f64(&mut vm, &p, &args, &what);
+                assert!(same(got, want), "{s} {k} {d}: {got} vs {want}\n{what}");
             }
             for k in [5, -1, i64::MIN] {
                 let args = [
@@ -794,12 +798,8 @@ fn a_row_major_tangent_load_summed_in_place_fuses_into_acc_mul_aget_add() {
                 Value::F64(d),
             ];
             let want = s + mul_z(arr[(i + j) as usize], d);
-            let got = match vm.run(&p, FuncId(0), &args) {
-                Ok(Value::F64(v)) => v,
-                other => panic!("{other:?}\n{what}"),
-            };
-            let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
-            assert!(same, "{s} {i} {j} {d}: {got} vs {want}\n{what}");
+            let got = run_f64(&mut vm, &p, &args, &what);
+            assert!(same(got, want), "{s} {i} {j} {d}: {got} vs {want}\n{what}");
         }
         for (i, j, index) in [(3, 2, 5), (-3, 1, -2), (i64::MAX, 1, i64::MIN)] {
             let args = [
@@ -1090,7 +1090,6 @@ fn a_running_products_tangent_fuses_into_tmul_z() {
             let prod = mul_z(t, c);
             let want = prod + mul_z(a, b);
             let got = run_many(&p, &[t, c, a, b].map(f64::to_bits));
-            let same = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
             assert!(
                 same(got[0], want),
                 "{t} {c} {a} {b}: {got:?} vs {want}\n{what}"
@@ -1255,12 +1254,8 @@ fn a_product_read_once_by_a_product_fuses_into_mul_mul_z() {
                     let q = mul_z(mul_z(a, b), c);
                     let want = if reuse { q + mul_z(a, b) } else { q };
                     let args = [Value::F64(a), Value::F64(b), Value::F64(c)];
-                    let got = match vm.run(&p, FuncId(0), &args) {
-                        Ok(Value::F64(v)) => v,
-                        other => panic!("{other:?}"),
-                    };
-                    let same = got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
-                    assert!(same, "({a} ⊙ {b}) ⊙ {c}: {got} vs {want}");
+                    let got = run_f64(&mut vm, &p, &args, "");
+                    assert!(same(got, want), "({a} ⊙ {b}) ⊙ {c}: {got} vs {want}");
                 }
             }
         }
@@ -1304,13 +1299,8 @@ fn a_products_tangent_fuses_into_tprod_z() {
                         let q = mul_z(a, b) + mul_z(c, d);
                         let want = if reuse { q + mul_z(a, b) } else { q };
                         let args = [Value::F64(a), Value::F64(b), Value::F64(c), Value::F64(d)];
-                        let got = match vm.run(&p, FuncId(0), &args) {
-                            Ok(Value::F64(v)) => v,
-                            other => panic!("{other:?}"),
-                        };
-                        let same =
-                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
-                        assert!(same, "{a} ⊙ {b} + {c} ⊙ {d}: {got} vs {want}");
+                        let got = run_f64(&mut vm, &p, &args, "");
+                        assert!(same(got, want), "{a} ⊙ {b} + {c} ⊙ {d}: {got} vs {want}");
                     }
                 }
             }
@@ -1365,13 +1355,11 @@ fn a_sum_and_its_tangent_sum_fuse_into_add_mul_t() {
                         };
                         let want = (s + a) + (0.5 + q);
                         let args = [s, 0.5, x, dx, c].map(Value::F64);
-                        let got = match vm.run(&p, FuncId(0), &args) {
-                            Ok(Value::F64(v)) => v,
-                            other => panic!("{other:?}"),
-                        };
-                        let same =
-                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan());
-                        assert!(same, "square {square}: {s} {x} {dx} {c}: {got} vs {want}");
+                        let got = run_f64(&mut vm, &p, &args, "");
+                        assert!(
+                            same(got, want),
+                            "square {square}: {s} {x} {dx} {c}: {got} vs {want}"
+                        );
                     }
                 }
             }

@@ -55,7 +55,8 @@ fn f1(op: Op, a: f64) -> f64 {
 type Bin = fn(f64, f64) -> f64;
 type Un = fn(f64) -> f64;
 
-fn same(a: f64, b: f64) -> bool {
+/// The same bits, or both nan (of any payload).
+pub(crate) fn same(a: f64, b: f64) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
 }
 
