@@ -413,7 +413,7 @@ impl Engine {
         let mut out = String::new();
         let mut seen = Vec::new();
         for root in [fwd, rev] {
-            for g in self.reachable_calls(root) {
+            for g in self.reachable_through_calls([root]) {
                 if seen.contains(&g) {
                     continue;
                 }

@@ -69,11 +69,21 @@ impl Engine {
     /// then its reverse function), callees in id order, skipping functions
     /// listed already. Linear in the derived functions and call sites.
     pub fn reachable_from_all(&self, roots: &[Derived]) -> Vec<FuncId> {
+        self.reachable_through_calls(roots.iter().flat_map(|d| [d.fwd, d.rev]))
+    }
+
+    /// Derived functions reachable from `starts` through call sites, each
+    /// once: depth first from each start in turn (the start first), callees
+    /// in id order, skipping functions listed already.
+    pub(crate) fn reachable_through_calls(
+        &self,
+        starts: impl IntoIterator<Item = FuncId>,
+    ) -> Vec<FuncId> {
         let first_derived = self.module.funcs.len();
         let mut seen = vec![false; self.program.len()];
         let mut out = Vec::new();
-        for d in roots {
-            let mut stack = vec![d.rev, d.fwd];
+        for start in starts {
+            let mut stack = vec![start];
             while let Some(g) = stack.pop() {
                 match seen.get_mut(g.index()) {
                     Some(s) if !*s => *s = true,

@@ -317,7 +317,7 @@ impl Engine {
     pub fn disasm_jvp_wrt(&mut self, f: FuncId, wrt: &[bool]) -> Result<String, AdError> {
         let id = self.derive_jvp(f, wrt)?;
         let mut out = String::new();
-        for g in self.reachable_calls(id) {
+        for g in self.reachable_through_calls([id]) {
             out.push_str(&self.rule_note(g));
             out.push_str(&vm::disasm::function_in(
                 self.program.func(g),
@@ -335,34 +335,6 @@ impl Engine {
         let result = self.disasm_jvp_wrt(f, &wrt);
         self.full_masks[f.index()] = wrt;
         result
-    }
-
-    /// Derived functions reachable from `root` through call sites, `root`
-    /// first, each once, depth first with callees in id order.
-    pub(crate) fn reachable_calls(&self, root: FuncId) -> Vec<FuncId> {
-        let first_derived = self.module.funcs.len();
-        let mut seen = vec![false; self.program.len()];
-        let mut out = Vec::new();
-        let mut stack = vec![root];
-        while let Some(g) = stack.pop() {
-            match seen.get_mut(g.index()) {
-                Some(s) if !*s => *s = true,
-                _ => continue,
-            }
-            out.push(g);
-            let mut callees: Vec<FuncId> = self
-                .program
-                .func(g)
-                .sites
-                .iter()
-                .map(|s| s.func)
-                .filter(|c| c.index() >= first_derived)
-                .collect();
-            callees.sort();
-            callees.dedup();
-            stack.extend(callees.into_iter().rev());
-        }
-        out
     }
 }
 
