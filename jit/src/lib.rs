@@ -14,12 +14,16 @@
 //!   interpreter calls.
 //! * Calls between compiled functions are direct Cranelift calls; a call
 //!   from the host enters through a small trampoline per entry function.
+//! * Recursion runs compiled: a call of a function in a cycle of the call
+//!   graph checks the stack pointer first and, when the stack runs low,
+//!   runs the callee on the next of the tier's own stack segments
+//!   (`native.rs`, `h_call_grown`), down to the interpreter's depth limit.
 //! * A call the tier does not take runs interpreted (per entry function;
-//!   [`vm::Vm::last_tier`] tells which tier ran): a call graph with
-//!   recursion, or a call chain whose compiled frames could take more than
-//!   [`STACK_BUDGET`] bytes of native stack (compiled frames live on the
-//!   host's stack, so the tier keeps well within any thread's), and the
-//!   calls the interpreter refuses on entry (it reports those).
+//!   [`vm::Vm::last_tier`] tells which tier ran): a call chain whose
+//!   compiled frames could take more than [`STACK_BUDGET`] bytes of native
+//!   stack between two checks, a recursion whose deepest stack the memory
+//!   budget could not hold, and the calls the interpreter refuses on entry
+//!   (it reports those).
 //! * A call from the host to a small loop-free function runs interpreted
 //!   ([`SMALL_CALL`]): entering compiled code costs more than its body
 //!   saves there. [`Jit::eager`] compiles those calls too.
@@ -48,8 +52,10 @@ use vm::bytecode::Program;
 use vm::ir::FuncId;
 use vm::{NativeTier, Trap, TrapKind, Vm};
 
-/// Most bytes of native stack the compiled frames of one call from the host
-/// may take, by a conservative estimate per frame (`frame_bytes`).
+/// Most bytes of native stack a chain of compiled frames may take between
+/// two checks of the stack (the call from the host, and each call of a
+/// function in a recursive call graph), by a conservative estimate per
+/// frame (`frame_bytes`).
 pub const STACK_BUDGET: usize = 256 * 1024;
 
 /// A call from the host runs interpreted when the called function and
@@ -122,13 +128,31 @@ fn frame_bytes(f: &vm::bytecode::Function) -> usize {
 struct Body {
     stamp: u64,
     id: ModFuncId,
-    /// Stack estimate of the deepest chain of compiled frames from here.
+    /// Stack estimate of the deepest chain of compiled frames from here
+    /// up to a checked call (a call of a function in a recursive call
+    /// graph, which looks at the stack pointer first).
+    chain: usize,
+    /// Its stack frame's size as compiled.
+    frame: usize,
+    /// For a function in a recursive call graph, its trampoline (calls of
+    /// it are checked, and run through the trampoline on a new stack
+    /// segment when the stack runs low).
+    tramp: Option<ModFuncId>,
+}
+
+/// One function a compile adds: its id, whether it is in a recursive call
+/// graph, and its chain estimate (see [`Body`]).
+#[derive(Clone, Copy, Debug)]
+struct Planned {
+    func: FuncId,
+    cyclic: bool,
     chain: usize,
 }
 
-/// Bodies compiled by one [`Jit::compile_new`]: function, module id and
-/// verification stamp.
-type NewBodies = Vec<(FuncId, ModFuncId, u64)>;
+/// Bodies compiled by one [`Jit::compile_new`]: function, module id,
+/// verification stamp and trampoline (for a function in a recursive call
+/// graph).
+type NewBodies = Vec<(FuncId, ModFuncId, u64, Option<ModFuncId>)>;
 
 /// One function's entry from the host.
 #[derive(Clone)]
@@ -143,7 +167,8 @@ struct Entry {
 pub enum Decline {
     /// It is not verified (the interpreter reports the trap).
     NotVerified,
-    /// Its call graph has a cycle through `@name`.
+    /// Its call graph has a cycle through `@name`, and this host has no
+    /// stack segments to run recursion on (only Linux has).
     Recursion(String),
     /// Its deepest call chain could take more than [`STACK_BUDGET`].
     DeepChain,
@@ -216,6 +241,8 @@ pub struct Jit {
     entries: Vec<Option<Entry>>,
     out: Vec<u64>,
     views: Vec<native::ArrView>,
+    /// The stack segments compiled recursion runs on past the host's stack.
+    stacks: native::Stacks,
     /// Reused for every function (cleared, not rebuilt).
     ctx: Option<Context>,
     fctx: FunctionBuilderContext,
@@ -280,13 +307,14 @@ fn since(
 
 /// Compile the function in `ctx` with `isa` and define it as `id` in
 /// `module` (what `Module::define_function` does with the module's own
-/// code generator).
+/// code generator); the size of its stack frame (return address and
+/// saved frame pointer included), if Cranelift reports it.
 fn define(
     module: &mut JITModule,
     isa: &OwnedTargetIsa,
     id: ModFuncId,
     ctx: &mut Context,
-) -> Result<(), Decline> {
+) -> Result<Option<usize>, Decline> {
     let align = ctx
         .compile(&**isa, &mut ControlPlane::default())
         .map_err(|e| Decline::Unsupported(format!("cranelift: {:?}", e.inner)))?
@@ -295,6 +323,10 @@ fn define(
     let Some(code) = ctx.compiled_code() else {
         return Err(Decline::Unsupported("cranelift: no code".into()));
     };
+    let frame = code
+        .buffer
+        .frame_layout()
+        .map(|l| l.frame_to_fp_offset as usize + 16);
     let relocs: Vec<ModuleReloc> = code
         .buffer
         .relocs()
@@ -303,7 +335,8 @@ fn define(
         .collect();
     module
         .define_function_bytes(id, u64::from(align), code.code_buffer(), &relocs)
-        .map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))
+        .map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))?;
+    Ok(frame)
 }
 
 /// A fresh [`Jit`] installed in `vm`.
@@ -334,6 +367,7 @@ impl Jit {
             entries: Vec::new(),
             out: Vec::new(),
             views: Vec::new(),
+            stacks: native::Stacks::default(),
             ctx: None,
             fctx: FunctionBuilderContext::new(),
             compile_times: Vec::new(),
@@ -404,7 +438,7 @@ impl Jit {
 
     fn compile_entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
         let (order, chain) = plan(prog, f, &self.bodies)?;
-        if chain > STACK_BUDGET {
+        if chain > STACK_BUDGET || order.iter().any(|p| p.chain > STACK_BUDGET) {
             return Err(Decline::DeepChain);
         }
         let (Some(native::SendModule(module)), Some(isas)) = (self.module.as_mut(), isas()) else {
@@ -428,27 +462,54 @@ impl Jit {
         );
         module.clear_context(&mut ctx);
         self.ctx = Some(ctx);
-        let (new, code) = r?;
-        // Record the new bodies with their chain estimates (callees first:
-        // `order` is a post-order).
-        for (g, id, stamp) in &new {
-            let gf = prog.func(*g);
-            let below = gf
+        let (new, frames, code) = r?;
+        // The chains again, with the frames' sizes as compiled (the
+        // estimate is not a bound: the single-pass register allocator
+        // gives every value a slot).
+        let mut chains: Vec<usize> = Vec::with_capacity(new.len());
+        for ((g, ..), frame) in new.iter().zip(&frames) {
+            let below = prog
+                .func(*g)
                 .sites
                 .iter()
-                .filter_map(|s| self.bodies.get(s.func.index()).copied().flatten())
-                .map(|b| b.chain)
+                .map(|s| match new.iter().position(|(h, ..)| *h == s.func) {
+                    Some(j) if new[j].3.is_some() => 0,
+                    Some(j) => chains.get(j).copied().unwrap_or(0),
+                    None => self
+                        .bodies
+                        .get(s.func.index())
+                        .copied()
+                        .flatten()
+                        .map_or(0, |b| if b.tramp.is_some() { 0 } else { b.chain }),
+                })
                 .max()
                 .unwrap_or(0);
+            chains.push(frame.saturating_add(below));
+        }
+        for (((g, id, stamp, tramp), frame), chain) in new.iter().zip(&frames).zip(&chains) {
             if self.bodies.len() <= g.index() {
                 self.bodies.resize(g.index() + 1, None);
             }
             self.bodies[g.index()] = Some(Body {
                 stamp: *stamp,
                 id: *id,
-                chain: frame_bytes(gf).saturating_add(below),
+                chain: *chain,
+                frame: *frame,
+                tramp: *tramp,
             });
         }
+        if chains.iter().any(|c| *c > STACK_BUDGET)
+            || self
+                .bodies
+                .get(f.index())
+                .copied()
+                .flatten()
+                .is_some_and(|b| b.chain > STACK_BUDGET)
+        {
+            return Err(Decline::DeepChain);
+        }
+        let mut code = code;
+        code.recursive_frame = recursive_frame(prog, f, &self.bodies);
         Ok(code)
     }
 
@@ -466,28 +527,52 @@ impl Jit {
         next_name: &mut u64,
         prog: &Program,
         f: FuncId,
-        order: &[FuncId],
-    ) -> Result<(NewBodies, native::EntryCode), Decline> {
-        // Declare every new body first (they call each other).
+        order: &[Planned],
+    ) -> Result<(NewBodies, Vec<usize>, native::EntryCode), Decline> {
+        // Declare every new body (and trampoline) first: they call each
+        // other.
         let mut new: NewBodies = Vec::new();
-        for g in order {
-            let func = prog.func(*g);
+        for p in order {
+            let g = p.func;
+            let func = prog.func(g);
             let sig = translate::signature(func, module.make_signature());
             *next_name += 1;
             let name = format!("advm_f{}_{}", g.0, next_name);
             let id = module
                 .declare_function(&name, Linkage::Local, &sig)
                 .map_err(|e| Decline::Unsupported(e.to_string()))?;
-            let stamp = prog.stamp(*g).ok_or(Decline::NotVerified)?;
-            new.push((*g, id, stamp));
+            let tramp = if p.cyclic {
+                let name = format!("advm_entry{}_{}", g.0, next_name);
+                let id = module
+                    .declare_function(&name, Linkage::Local, &trampoline_signature(module))
+                    .map_err(|e| Decline::Unsupported(e.to_string()))?;
+                Some(id)
+            } else {
+                None
+            };
+            let stamp = prog.stamp(g).ok_or(Decline::NotVerified)?;
+            new.push((g, id, stamp, tramp));
         }
         let body_of = |g: FuncId| {
             new.iter()
                 .find(|(h, ..)| *h == g)
-                .map(|(_, id, _)| *id)
+                .map(|(_, id, ..)| *id)
                 .or_else(|| bodies.get(g.index()).copied().flatten().map(|b| b.id))
         };
-        for (g, id, _) in &new {
+        let tramp_of = |g: FuncId| {
+            new.iter()
+                .find(|(h, ..)| *h == g)
+                .map(|(.., t)| *t)
+                .unwrap_or_else(|| {
+                    bodies
+                        .get(g.index())
+                        .copied()
+                        .flatten()
+                        .and_then(|b| b.tramp)
+                })
+        };
+        let mut frames = Vec::with_capacity(new.len());
+        for (g, id, _, tramp) in &new {
             let t0 = clocks();
             let func = prog.func(*g);
             ctx.func.signature = translate::signature(func, module.make_signature());
@@ -497,6 +582,7 @@ impl Jit {
                 let mut refs = translate::Refs {
                     helpers,
                     callees: HashMap::new(),
+                    trampolines: HashMap::new(),
                 };
                 for site in &func.sites {
                     if refs.callees.contains_key(&site.func) {
@@ -507,16 +593,22 @@ impl Jit {
                     })?;
                     refs.callees
                         .insert(site.func, module.declare_func_in_func(cid, b.func));
+                    if let Some(t) = tramp_of(site.func) {
+                        refs.trampolines
+                            .insert(site.func, module.declare_func_in_func(t, b.func));
+                    }
                 }
                 translate::translate(&mut b, prog, *g, &refs);
                 b.finalize(module.target_config());
             }
             let translated = (Instant::now(), ctx.func.dfg.num_insts());
-            let cheap = !translate::has_loop(func);
+            // A function in a recursive call graph runs any number of
+            // times per call, as a loop's body does.
+            let cheap = !translate::has_loop(func) && tramp.is_none();
             let isa = if cheap { &isas.cheap } else { &isas.speed };
             let r = define(module, isa, *id, ctx);
             module.clear_context(ctx);
-            r?;
+            frames.push(r?.unwrap_or_else(|| frame_bytes(func)));
             compile_times.push(since(t0, translated, false, cheap));
             // An allocation failed while compiling (served from the
             // reserve of a compile section, `vm::oom`): compile no more;
@@ -525,45 +617,73 @@ impl Jit {
                 return Err(Decline::Unsupported("out of memory while compiling".into()));
             }
         }
-        // The trampoline.
-        let t0 = clocks();
-        let func = prog.func(f);
-        let mut sig = module.make_signature();
-        for _ in 0..3 {
-            sig.params.push(cranelift_codegen::ir::AbiParam::new(
-                cranelift_codegen::ir::types::I64,
-            ));
+        // The trampolines: of each new function in a recursive call graph,
+        // and the entry's (that of `f`, if it has one).
+        let (entry, declared) = match tramp_of(f) {
+            Some(t) => (t, None),
+            None => {
+                *next_name += 1;
+                let tname = format!("advm_entry{}_{}", f.0, next_name);
+                let t = module
+                    .declare_function(&tname, Linkage::Local, &trampoline_signature(module))
+                    .map_err(|e| Decline::Unsupported(e.to_string()))?;
+                (t, Some((f, t)))
+            }
+        };
+        let tramps: Vec<(FuncId, ModFuncId)> = new
+            .iter()
+            .filter_map(|(g, .., t)| Some((*g, (*t)?)))
+            .chain(declared)
+            .collect();
+        let mut last = None;
+        for (g, tid) in tramps {
+            let t0 = clocks();
+            let func = prog.func(g);
+            ctx.func.signature = trampoline_signature(module);
+            ctx.func.name = UserFuncName::user(1, tid.as_u32());
+            {
+                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+                let body = body_of(g).ok_or_else(|| Decline::Unsupported("no body".into()))?;
+                let body = module.declare_func_in_func(body, b.func);
+                translate::trampoline(&mut b, func, body);
+                b.finalize(module.target_config());
+            }
+            let translated = (Instant::now(), ctx.func.dfg.num_insts());
+            let r = define(module, &isas.cheap, tid, ctx);
+            module.clear_context(ctx);
+            r?;
+            if let Some((t0, translated)) = last.replace((t0, translated)) {
+                compile_times.push(since(t0, translated, true, true));
+            }
         }
-        *next_name += 1;
-        let tname = format!("advm_entry{}_{}", f.0, next_name);
-        let tid = module
-            .declare_function(&tname, Linkage::Local, &sig)
-            .map_err(|e| Decline::Unsupported(e.to_string()))?;
-        ctx.func.signature = sig;
-        ctx.func.name = UserFuncName::user(1, tid.as_u32());
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-            let body = body_of(f).ok_or_else(|| Decline::Unsupported("no body".into()))?;
-            let body = module.declare_func_in_func(body, b.func);
-            translate::trampoline(&mut b, func, body);
-            b.finalize(module.target_config());
-        }
-        let translated = (Instant::now(), ctx.func.dfg.num_insts());
-        let r = define(module, &isas.cheap, tid, ctx);
-        module.clear_context(ctx);
-        r?;
         module
             .finalize_definitions()
             .map_err(|e| Decline::Unsupported(format!("cranelift: {e}")))?;
-        compile_times.push(since(t0, translated, true, true));
+        // The last trampoline's time includes making the code executable.
+        if let Some((t0, translated)) = last {
+            compile_times.push(since(t0, translated, true, true));
+        }
+        let func = prog.func(f);
         let nouts = translate::many(func).unwrap_or(1);
         let code = native::EntryCode {
-            ptr: module.get_finalized_function(tid),
+            ptr: module.get_finalized_function(entry),
             nparams: func.param_types.len(),
             nouts,
+            recursive_frame: 0,
         };
-        Ok((new, code))
+        Ok((new, frames, code))
     }
+}
+
+/// The signature of an entry trampoline: `(ctx, args, out)`.
+fn trampoline_signature(module: &JITModule) -> cranelift_codegen::ir::Signature {
+    let mut sig = module.make_signature();
+    for _ in 0..3 {
+        sig.params.push(cranelift_codegen::ir::AbiParam::new(
+            cranelift_codegen::ir::types::I64,
+        ));
+    }
+    sig
 }
 
 /// The code generator for this host, with the cheaper settings or not
@@ -600,13 +720,20 @@ fn make_module() -> Option<JITModule> {
 }
 
 /// The functions `f` reaches through calls that have no current compiled
-/// body, callees first, and the stack estimate of `f`'s deepest chain; a
-/// decline for recursion or an unverified function.
+/// body, callees first (a post-order), each with whether it is in a
+/// recursive call graph and its chain estimate, and the entry's chain
+/// estimate; a decline for an unverified or too large function (or, where
+/// the tier has no stack segments, recursion).
+///
+/// A call of a function in a recursive call graph is checked (it looks at
+/// the stack pointer, and moves to a new stack segment when the stack
+/// runs low), so a chain estimate stops there: it is the deepest run of
+/// compiled frames between two checks.
 fn plan(
     prog: &Program,
     f: FuncId,
     bodies: &[Option<Body>],
-) -> Result<(Vec<FuncId>, usize), Decline> {
+) -> Result<(Vec<Planned>, usize), Decline> {
     let current = |g: FuncId| -> Option<Body> {
         let b = bodies.get(g.index()).copied().flatten()?;
         (Some(b.stamp) == prog.stamp(g)).then_some(b)
@@ -614,11 +741,12 @@ fn plan(
     if let Some(b) = current(f) {
         return Ok((Vec::new(), b.chain));
     }
-    // Iterative depth-first search: 0 unseen, 1 on the path, 2 done.
-    let mut state: HashMap<FuncId, (u8, usize)> = HashMap::new();
+    // Iterative depth-first search: 1 on the path, 2 done.
+    let mut state: HashMap<FuncId, u8> = HashMap::new();
     let mut order = Vec::new();
     let mut stack: Vec<(FuncId, usize)> = vec![(f, 0)];
-    state.insert(f, (1, 0));
+    let mut back_edge = false;
+    state.insert(f, 1);
     while let Some(&mut (g, ref mut next)) = stack.last_mut() {
         let gf = prog.get(g).ok_or(Decline::NotVerified)?;
         if prog.stamp(g).is_none() {
@@ -631,34 +759,106 @@ fn plan(
             if current(h).is_some() {
                 continue;
             }
-            match state.get(&h).map(|s| s.0) {
-                Some(1) => return Err(Decline::Recursion(prog.func(h).name.clone())),
-                Some(_) => continue,
+            match state.get(&h) {
+                Some(1) if !native::SEGMENTED => {
+                    return Err(Decline::Recursion(prog.func(h).name.clone()))
+                }
+                Some(1) => back_edge = true,
+                Some(_) => {}
                 None => {
-                    state.insert(h, (1, 0));
+                    state.insert(h, 1);
                     stack.push((h, 0));
                 }
             }
         } else {
             stack.pop();
-            let chain = frame_bytes(gf).saturating_add(
-                gf.sites
-                    .iter()
-                    .map(|s| {
-                        current(s.func)
-                            .map(|b| b.chain)
-                            .or_else(|| state.get(&s.func).map(|x| x.1))
-                            .unwrap_or(0)
-                    })
-                    .max()
-                    .unwrap_or(0),
-            );
-            state.insert(g, (2, chain));
+            state.insert(g, 2);
             order.push(g);
         }
     }
-    let chain = state.get(&f).map_or(0, |s| s.1);
-    Ok((order, chain))
+    // A compiled body reaches compiled bodies only (a function replaced
+    // since is unverified with its callers), so every cycle is among the
+    // new functions.
+    let pos: HashMap<FuncId, usize> = order.iter().enumerate().map(|(i, g)| (*g, i)).collect();
+    let cyclic: Vec<bool> = if back_edge {
+        (0..order.len())
+            .map(|i| reaches(prog, &order, &pos, i))
+            .collect()
+    } else {
+        vec![false; order.len()]
+    };
+    let mut planned: Vec<Planned> = Vec::with_capacity(order.len());
+    for (i, g) in order.iter().enumerate() {
+        let below = prog
+            .func(*g)
+            .sites
+            .iter()
+            .map(|s| match (pos.get(&s.func), current(s.func)) {
+                (Some(&j), _) if cyclic[j] => 0,
+                // Callees come first in a post-order, but for cycles,
+                // whose calls are checked.
+                (Some(&j), _) => planned.get(j).map_or(0, |p| p.chain),
+                (None, Some(b)) if b.tramp.is_some() => 0,
+                (None, Some(b)) => b.chain,
+                (None, None) => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        planned.push(Planned {
+            func: *g,
+            cyclic: cyclic[i],
+            chain: frame_bytes(prog.func(*g)).saturating_add(below),
+        });
+    }
+    let chain = planned.last().map_or(0, |p| p.chain);
+    Ok((planned, chain))
+}
+
+/// For `f` (compiled, with everything it calls), the largest stack frame
+/// of the functions it reaches if one of them is in a recursive call
+/// graph, else 0.
+fn recursive_frame(prog: &Program, f: FuncId, bodies: &[Option<Body>]) -> usize {
+    let mut seen: HashMap<FuncId, ()> = HashMap::new();
+    let mut work = vec![f];
+    let (mut recursive, mut most) = (false, 0);
+    seen.insert(f, ());
+    while let Some(g) = work.pop() {
+        let gf = prog.func(g);
+        let body = bodies.get(g.index()).copied().flatten();
+        most = most.max(body.map_or_else(|| frame_bytes(gf), |b| b.frame));
+        recursive |= body.is_some_and(|b| b.tramp.is_some());
+        for s in &gf.sites {
+            if seen.insert(s.func, ()).is_none() {
+                work.push(s.func);
+            }
+        }
+    }
+    if recursive {
+        most
+    } else {
+        0
+    }
+}
+
+/// Whether `order[i]` reaches itself through calls among the functions of
+/// `order` (`pos`: each one's index).
+fn reaches(prog: &Program, order: &[FuncId], pos: &HashMap<FuncId, usize>, i: usize) -> bool {
+    let mut seen = vec![false; order.len()];
+    let mut work = vec![i];
+    while let Some(k) = work.pop() {
+        for s in &prog.func(order[k]).sites {
+            if let Some(&j) = pos.get(&s.func) {
+                if j == i {
+                    return true;
+                }
+                if !seen[j] {
+                    seen[j] = true;
+                    work.push(j);
+                }
+            }
+        }
+    }
+    false
 }
 
 impl NativeTier for Jit {
@@ -674,6 +874,22 @@ impl NativeTier for Jit {
             return None;
         }
         let code = match self.entry(prog, f) {
+            // A recursion runs compiled only if its deepest native stack
+            // (every level at the largest frame, down to the depth limit)
+            // fits in what the memory budget leaves: then that budget bounds
+            // the stack segments, and the interpreter's registers and frames
+            // would not reach it either.
+            Ok(code) if code.recursive_frame > 0 => {
+                let limits = vm.limits();
+                let most = (limits.max_call_depth as u128) * (code.recursive_frame as u128);
+                let left = limits
+                    .max_memory_bytes
+                    .saturating_sub(vm.native_memory_bytes());
+                if most > left as u128 {
+                    return None;
+                }
+                code
+            }
             Ok(code) => code,
             Err(_) => {
                 // Declined whatever the arguments: the VM need not offer
@@ -688,7 +904,14 @@ impl NativeTier for Jit {
             self.out.resize(code.nouts, 0);
         }
         vm.native_begin();
-        let o = native::enter(code, vm, args, &mut self.out, &mut self.views);
+        let o = native::enter(
+            code,
+            vm,
+            args,
+            &mut self.out,
+            &mut self.views,
+            &mut self.stacks,
+        );
         if let Some((site, kind)) = o.pending {
             let (func, pc) = native::unsite(site);
             let callers: Vec<(FuncId, usize)> =
@@ -731,8 +954,8 @@ impl Drop for Jit {
 /// would run a call of `f` from the host (without compiling anything):
 /// `Ok` or why it runs interpreted.
 pub fn tier_of(prog: &Program, f: FuncId) -> Result<(), Decline> {
-    let (_, chain) = plan(prog, f, &[])?;
-    if chain > STACK_BUDGET {
+    let (order, chain) = plan(prog, f, &[])?;
+    if chain > STACK_BUDGET || order.iter().any(|p| p.chain > STACK_BUDGET) {
         return Err(Decline::DeepChain);
     }
     if loop_free_steps(prog, f, SMALL_CALL).is_some() {

@@ -57,7 +57,14 @@ pub(crate) struct Ctx {
     /// otherwise.
     pub arr_tab: *const ArrView,
     pub arr_n: u64,
+    /// The lowest stack pointer at which compiled code calls a function
+    /// of a recursive call graph on the stack it runs on; below it, the
+    /// call runs on the next of the tier's stack segments ([`Stacks`],
+    /// [`h_call_grown`]).
+    pub stack_limit: u64,
     vm: *mut Vm,
+    /// The tier's stack segments (host-only; reached by [`h_call_grown`]).
+    stacks: *mut Stacks,
     /// The views themselves (host-only; the tier's buffer, lent for the
     /// call, so that a warm call allocates nothing).
     views: Vec<ArrView>,
@@ -85,6 +92,7 @@ pub(crate) const OFF_BLK_LEN: i32 = std::mem::offset_of!(Ctx, blk_len) as i32;
 pub(crate) const OFF_BLK_CAP: i32 = std::mem::offset_of!(Ctx, blk_cap) as i32;
 pub(crate) const OFF_ARR_TAB: i32 = std::mem::offset_of!(Ctx, arr_tab) as i32;
 pub(crate) const OFF_ARR_N: i32 = std::mem::offset_of!(Ctx, arr_n) as i32;
+pub(crate) const OFF_STACK_LIMIT: i32 = std::mem::offset_of!(Ctx, stack_limit) as i32;
 
 /// Where one live array's elements and shadow are (`repr(C)`: compiled
 /// code reads the fields at the offsets below). Addresses are kept as
@@ -497,6 +505,7 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
     type IL = helper_ty!(*mut Ctx, u64, u64 => i64);
     type F2H = helper_ty!(*mut Ctx, u64, u64, i64 => f64);
     type VF = helper_ty!(*mut Ctx, u64, u64, i64, f64);
+    type CG = helper_ty!(*mut Ctx, u64, u64, u64, u64 => u64);
     let mut v: Vec<(&'static str, *const u8, Sig)> = vec![
         (
             "advm_comms_push",
@@ -545,10 +554,163 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
             h_trap_caller as V0 as *const u8,
             Sig::Void(0),
         ),
+        (
+            "advm_call_grown",
+            h_call_grown as CG as *const u8,
+            Sig::Int(3),
+        ),
     ];
     v.extend(MATH1.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F1)));
     v.extend(MATH2.iter().map(|(n, f)| (*n, *f as *const u8, Sig::F2)));
     v
+}
+
+/// Bytes of each of the tier's stack segments ([`Stacks`]), besides its
+/// guard region; mapped without reserving swap, so that only the pages a
+/// recursion reaches take memory.
+pub(crate) const SEGMENT_BYTES: usize = 8 << 20;
+/// The inaccessible region below each segment (a stack overflow there
+/// faults instead of writing over other memory).
+const GUARD_BYTES: usize = 64 << 10;
+/// Room kept for the helpers' Rust frames (and the stack switch) below the
+/// deepest compiled frame.
+const HELPER_BYTES: usize = 64 << 10;
+/// How far below the stack pointer at entry compiled recursion may go on
+/// the host's own stack before it moves to the tier's segments.
+const HOST_RECURSION_BYTES: usize = 64 << 10;
+/// How far above a segment's lowest address its stack limit is: what the
+/// frames of one call chain between two checked calls may take
+/// ([`crate::STACK_BUDGET`]), and the helpers' room below them.
+const SEGMENT_FLOOR: usize = crate::STACK_BUDGET + HELPER_BYTES;
+const _: () = assert!(SEGMENT_FLOOR * 4 < SEGMENT_BYTES);
+
+/// Whether the tier can run recursive call graphs: it needs stack
+/// segments of its own, which it maps on Linux.
+pub(crate) const SEGMENTED: bool = cfg!(target_os = "linux");
+
+/// The tier's stack segments, on which compiled code runs a recursion
+/// deeper than the stack it started on holds ([`h_call_grown`]): a
+/// segment per level, mapped on first use and kept (with its pages) until
+/// the tier drops, so that a recursion going back and forth across a
+/// segment's edge does not map and unmap one each time.
+#[derive(Default)]
+pub(crate) struct Stacks {
+    /// Each mapping's address (its guard region first) and length.
+    segs: Vec<(usize, usize)>,
+    /// Segments in use by the running call.
+    level: usize,
+}
+
+impl Stacks {
+    /// The lowest address and size of the next segment, mapping it if it
+    /// is new; `None` if the system refused the memory.
+    fn enter_segment(&mut self) -> Option<(*mut u8, usize)> {
+        if self.level == self.segs.len() {
+            self.segs.try_reserve(1).ok()?;
+            let len = GUARD_BYTES + SEGMENT_BYTES;
+            let map = map_segment(len)?;
+            self.segs.push((map, len));
+        }
+        let (map, _) = *self.segs.get(self.level)?;
+        self.level += 1;
+        Some(((map + GUARD_BYTES) as *mut u8, SEGMENT_BYTES))
+    }
+}
+
+/// A fresh mapping of `len` bytes, readable and writable but for its first
+/// [`GUARD_BYTES`], or `None`.
+#[cfg(target_os = "linux")]
+fn map_segment(len: usize) -> Option<usize> {
+    // SAFETY: an anonymous private mapping at an address of the system's
+    // choosing touches no existing memory; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: the first `GUARD_BYTES` (a multiple of the page size) of the
+    // mapping just made, which nothing uses yet.
+    if unsafe { libc::mprotect(p, GUARD_BYTES, libc::PROT_NONE) } != 0 {
+        // SAFETY: the mapping just made, unused.
+        unsafe { libc::munmap(p, len) };
+        return None;
+    }
+    Some(p as usize)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn map_segment(_len: usize) -> Option<usize> {
+    None
+}
+
+impl Drop for Stacks {
+    fn drop(&mut self) {
+        for &(map, len) in &self.segs {
+            #[cfg(target_os = "linux")]
+            // SAFETY: a mapping `map_segment` made and nothing runs on
+            // (the tier is being dropped, so no call of it is running).
+            unsafe {
+                libc::munmap(map as *mut libc::c_void, len);
+            }
+            #[cfg(not(target_os = "linux"))]
+            let _ = (map, len);
+        }
+    }
+}
+
+helper_abi! {
+    /// A call of a function of a recursive call graph made with the stack
+    /// pointer below `ctx.stack_limit`: run the callee's trampoline `tramp`
+    /// (`(ctx, args, out)`, as an entry's) on the next stack segment, with
+    /// the limit moved into it. 0 once the callee returned (or trapped:
+    /// the caller looks at `ctx.trapped` as after any call), 1 if no
+    /// segment could be mapped (the trap, `OutOfMemory` at the call, is
+    /// set).
+    fn h_call_grown(ctx: *mut Ctx, site: u64, tramp: u64, args: u64, out: u64) -> u64 {
+        // SAFETY: `ctx` is the context `enter` made (see `parts`); its
+        // `stacks` is the tier's, lent for the call. Neither is held by
+        // reference across the call below: compiled code and the helpers
+        // it calls reach them through the same pointers.
+        let (stacks, saved) = unsafe { ((*ctx).stacks, (*ctx).stack_limit) };
+        // SAFETY: as above; no other reference to the segments is live.
+        let Some((base, size)) = (unsafe { (*stacks).enter_segment() }) else {
+            // SAFETY: as above.
+            let (c, _) = unsafe { parts(ctx) };
+            c.fail(site, TrapKind::OutOfMemory);
+            return 1;
+        };
+        // SAFETY: `base..base + size` is a fresh or unused segment (levels
+        // below this one are the stacks of the frames suspended here),
+        // page-aligned, readable and writable, with a guard region below
+        // it. The new limit keeps `SEGMENT_FLOOR` bytes above the guard:
+        // compiled code makes a checked call directly only above the
+        // limit, and the frames of a chain without a checked call take at
+        // most `STACK_BUDGET` (the tier declines a function whose chain's
+        // estimate is larger, `plan`), which leaves the helpers
+        // `HELPER_BYTES`. `tramp` is a trampoline the tier compiled for
+        // the callee (`translate::trampoline`), with this signature; it
+        // reads the callee's parameters from `args` and writes its results
+        // to `out`, both stack slots of the calling frame sized for them.
+        unsafe {
+            (*ctx).stack_limit = base as u64 + SEGMENT_FLOOR as u64;
+            psm::on_stack(base, size, || {
+                let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) =
+                    std::mem::transmute(tramp as usize as *const u8);
+                f(ctx, args as usize as *const u64, out as usize as *mut u64);
+            });
+            (*stacks).level -= 1;
+            (*ctx).stack_limit = saved;
+        }
+        0
+    }
 }
 
 /// What one call of compiled code left: the trap (site, kind) if any,
@@ -568,6 +730,10 @@ pub(crate) struct EntryCode {
     pub ptr: *const u8,
     pub nparams: usize,
     pub nouts: usize,
+    /// For an entry whose call graph has recursion, the largest frame
+    /// estimate of a function it reaches (what one level of the recursion
+    /// may take of the native stack at most); 0 otherwise.
+    pub recursive_frame: usize,
 }
 
 // SAFETY: an `EntryCode` is an address of finalized, immutable machine code
@@ -590,6 +756,7 @@ pub(crate) fn enter(
     args: &[u64],
     out: &mut [u64],
     views: &mut Vec<ArrView>,
+    stacks: &mut Stacks,
 ) -> Outcome {
     let limits = vm.limits();
     let mut ctx = Ctx {
@@ -608,7 +775,9 @@ pub(crate) fn enter(
         blk_cap: 0,
         arr_tab: std::ptr::null(),
         arr_n: 0,
+        stack_limit: host_stack_limit(),
         vm: std::ptr::null_mut(),
+        stacks: std::ptr::null_mut(),
         views: std::mem::take(views),
         moves: 0,
         pending: None,
@@ -645,6 +814,8 @@ pub(crate) fn enter(
     // compiled code runs (helpers make theirs from `vm` and drop them
     // before returning).
     ctx.vm = vm as *mut Vm;
+    stacks.level = 0;
+    ctx.stacks = stacks as *mut Stacks;
     unsafe {
         let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) = std::mem::transmute(code.ptr);
         f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
@@ -656,6 +827,21 @@ pub(crate) fn enter(
         callers: std::mem::take(&mut ctx.callers),
         steps: ctx.steps,
         ret_pc: ctx.ret_pc,
+    }
+}
+
+/// The stack limit of a call from the host ([`Ctx::stack_limit`]):
+/// [`HOST_RECURSION_BYTES`] below the stack pointer now, or 0 (never
+/// below) where the tier has no segments to move to (it runs no
+/// recursion there).
+fn host_stack_limit() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        (psm::stack_pointer() as usize).saturating_sub(HOST_RECURSION_BYTES) as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
     }
 }
 

@@ -28,8 +28,8 @@
 use crate::native::{
     site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
     OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH,
-    OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STEPS, OFF_TRAPPED, T_BAD_BLOCK,
-    T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
+    OFF_FUEL, OFF_INTERRUPT, OFF_MAX_DEPTH, OFF_RET_PC, OFF_STACK_LIMIT, OFF_STEPS, OFF_TRAPPED,
+    T_BAD_BLOCK, T_CALL_DEPTH, T_DIV_BY_ZERO, T_FTOI, T_FUEL, T_INTERRUPTED, T_REM_BY_ZERO,
 };
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -178,6 +178,11 @@ pub(crate) struct Refs<'a> {
     pub helpers: &'a [HelperDecl],
     /// Callees by bytecode id.
     pub callees: HashMap<FuncId, FuncRef>,
+    /// The entry trampolines of the callees in a recursive call graph:
+    /// a call of one of these looks at the stack pointer first and, below
+    /// `ctx.stack_limit`, runs the callee through its trampoline on the
+    /// next stack segment (`native::h_call_grown`).
+    pub trampolines: HashMap<FuncId, FuncRef>,
 }
 
 struct T<'a, 'b> {
@@ -1396,8 +1401,13 @@ impl T<'_, '_> {
             args.push(v);
         }
         self.spill();
-        let call = self.b.ins().call(fref, &args);
-        let result = self.b.inst_results(call).first().copied();
+        let result = match self.refs.trampolines.get(&site.func).copied() {
+            None => {
+                let call = self.b.ins().call(fref, &args);
+                self.b.inst_results(call).first().copied()
+            }
+            Some(tramp) => self.checked_call(pc, fref, tramp, &args, slot, ret_ctype(callee)),
+        };
         self.reload(true, true);
         self.ctx_store(d, OFF_DEPTH);
         // A trap in the callee: note this call for the trap's call stack
@@ -1440,6 +1450,84 @@ impl T<'_, '_> {
             }
             (None, None) => {}
         }
+    }
+}
+
+impl T<'_, '_> {
+    /// A call of a function of a recursive call graph (`args`: the context,
+    /// the result slot `slot` if it returns several values, the
+    /// parameters): directly while the stack pointer is at or above
+    /// `ctx.stack_limit`, else through the callee's trampoline `tramp` on
+    /// the next stack segment. The single result (of type `rty`), if any.
+    fn checked_call(
+        &mut self,
+        pc: usize,
+        fref: FuncRef,
+        tramp: FuncRef,
+        args: &[Value],
+        slot: Option<Value>,
+        rty: Option<CType>,
+    ) -> Option<Value> {
+        let rty = if slot.is_some() { None } else { rty };
+        let sp = self.b.ins().get_stack_pointer(types::I64);
+        let lim = self.ctx_load(OFF_STACK_LIMIT);
+        let low = self.b.ins().icmp(IntCC::UnsignedLessThan, sp, lim);
+        let direct = self.b.create_block();
+        let grow = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.set_cold_block(grow);
+        let r = rty.map(|t| self.b.append_block_param(join, t));
+        self.b.ins().brif(low, grow, &[], direct, &[]);
+        self.b.switch_to_block(direct);
+        let call = self.b.ins().call(fref, args);
+        let v: Vec<_> = self
+            .b
+            .inst_results(call)
+            .iter()
+            .map(|v| (*v).into())
+            .collect();
+        self.b.ins().jump(join, &v);
+        self.b.switch_to_block(grow);
+        let first = if slot.is_some() { 2 } else { 1 };
+        let params = &args[first..];
+        let ps = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (params.len().max(1) * 8) as u32,
+            3,
+        ));
+        let argp = self.b.ins().stack_addr(types::I64, ps, 0);
+        for (i, p) in params.iter().enumerate() {
+            self.b.ins().store(mem(), *p, argp, (i * 8) as i32);
+        }
+        let out = match slot {
+            Some(a) => a,
+            None => {
+                let os = self.b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    8,
+                    3,
+                ));
+                self.b.ins().stack_addr(types::I64, os, 0)
+            }
+        };
+        let h = self.helper("advm_call_grown");
+        let at = self.site(pc);
+        let code = self.b.ins().func_addr(types::I64, tramp);
+        let ctx = self.ctx;
+        let c = self.b.ins().call(h, &[ctx, at, code, argp, out]);
+        let failed = self.b.inst_results(c)[0];
+        // No segment: the trap is at this call (not in the callee), so
+        // unwind without noting the call as a caller.
+        let ok = self.b.create_block();
+        self.b.ins().brif(failed, self.unwind, &[], ok, &[]);
+        self.b.switch_to_block(ok);
+        let v: Vec<_> = rty
+            .map(|t| self.b.ins().load(t, mem(), out, 0).into())
+            .into_iter()
+            .collect();
+        self.b.ins().jump(join, &v);
+        self.b.switch_to_block(join);
+        r
     }
 }
 

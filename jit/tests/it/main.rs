@@ -11,5 +11,6 @@ mod checkpoint;
 mod differential;
 mod fuzz_smoke;
 mod limits;
+mod recursion;
 mod settings;
 mod tiering;

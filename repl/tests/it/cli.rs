@@ -2166,12 +2166,23 @@ fn native_tier_is_default_and_no_jit_switches_it_off() {
     let (a, b) = (advm(&trap), advm(&[&trap[..], &["--no-jit"]].concat()));
     assert_eq!(status(&a), 1);
     assert_eq!((text(&a.stderr), status(&a)), (text(&b.stderr), status(&b)));
-    // disasm --tier: recursion runs interpreted.
+    // disasm --tier: recursion runs compiled, and traps at the depth
+    // limit (100 000 frames deep, on the tier's stack segments) as the
+    // interpreter does.
     let out = ok(&["disasm", "programs/recursion.adasm", "--tier"]);
-    assert!(
-        out.starts_with("@rec: interp (recursive call graph"),
-        "{out}"
-    );
+    assert_eq!(out.trim(), "@rec: jit");
+    let deep = [
+        "grad",
+        "programs/recursion.adasm",
+        "--fn",
+        "rec",
+        "--args",
+        "[0.9, 1000000]",
+    ];
+    let (a, b) = (advm(&deep), advm(&[&deep[..], &["--no-jit"]].concat()));
+    assert_eq!(status(&a), 1);
+    assert!(text(&a.stderr).contains("call depth exceeded (limit 100000"));
+    assert_eq!((text(&a.stderr), status(&a)), (text(&b.stderr), status(&b)));
     let out = ok(&["disasm", "programs/bench/powloop.adasm", "--tier"]);
     assert_eq!(out.trim(), "@pow: jit");
     // A small loop-free function runs interpreted, and says so.

@@ -106,6 +106,12 @@ impl Vm {
         }
     }
 
+    /// Bytes the VM holds now, as `Limits::max_memory_bytes` counts them
+    /// (registers, frames, AD stacks and arrays).
+    pub fn native_memory_bytes(&self) -> usize {
+        self.memory_bytes()
+    }
+
     /// Whether the interpreter's entry checks pass for this call
     /// (`Vm::entry`).
     pub fn native_entry_ok(&self, prog: &Program, f: FuncId, args: &[u64]) -> bool {
