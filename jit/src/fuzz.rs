@@ -16,11 +16,13 @@ fn ty(b: u8) -> Type {
     }
 }
 
-/// The bounds the check runs under.
-fn limits() -> Limits {
+/// The bounds the check runs under: a self-recursive function may go
+/// 2 000 frames deep (past the host's stack onto the native tier's stack
+/// segments), a function calling the leaf 8.
+fn limits(recursive: bool) -> Limits {
     Limits {
-        max_call_depth: 8,
-        fuel: Some(20_000),
+        max_call_depth: if recursive { 2_000 } else { 8 },
+        fuel: Some(if recursive { 200_000 } else { 20_000 }),
         max_array_len: 4096,
         max_stack_bytes: 1 << 20,
         max_heap_bytes: 1 << 24,
@@ -30,9 +32,10 @@ fn limits() -> Limits {
 }
 
 /// `data`: an 8-byte header (frame size, parameter count, register types,
-/// return type, jump table, return list, mode) and then 12-byte
+/// return type, jump table and callee, return list, mode) and then 12-byte
 /// instruction words, as the `verify` target reads them; the one call
-/// site calls a leaf function of the same signature. If the function
+/// site calls the function itself (if bit 3 of the jump table's byte is
+/// set) or a leaf function of the same signature. If the function
 /// verifies, it runs in the interpreter and in the native tier (plain and
 /// AD mode) and everything must agree: result or trap, results, the
 /// instruction count, the AD stacks' lengths. Returns `None` if it did
@@ -67,6 +70,7 @@ pub fn tiers_agree(data: &[u8]) -> Option<vm::Tier> {
         RetType::One(_) | RetType::Unit => Vec::new(),
     };
     let params = reg_types[..nparams].to_vec();
+    let recursive = head[5] & 8 != 0;
     let f = Function {
         name: "fuzz".into(),
         param_types: params.clone(),
@@ -75,7 +79,7 @@ pub fn tiers_agree(data: &[u8]) -> Option<vm::Tier> {
         consts: Vec::new(),
         code,
         sites: vec![CallSite {
-            func: FuncId(1),
+            func: if recursive { FuncId(0) } else { FuncId(1) },
             args: (0..nparams as u16).collect(),
             rets,
         }],
@@ -121,8 +125,8 @@ pub fn tiers_agree(data: &[u8]) -> Option<vm::Tier> {
     {
         return None;
     }
-    let mut a = Vm::new(limits());
-    let mut b = Vm::new(limits());
+    let mut a = Vm::new(limits(recursive));
+    let mut b = Vm::new(limits(recursive));
     crate::install_eager(&mut b);
     for ad_mode in [head[7] % 2 == 0, head[7] % 2 != 0] {
         let mut outcomes = Vec::new();

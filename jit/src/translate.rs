@@ -555,13 +555,25 @@ impl T<'_, '_> {
             .b
             .ins()
             .icmp(IntCC::UnsignedGreaterThan, done, self.fuel);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.trap_if(over, pc, T_FUEL, zero);
+        self.trap_if_zero(over, pc, T_FUEL);
         if interrupt {
             let p = self.ctx_load(OFF_INTERRUPT);
             let flag = self.b.ins().uload8(types::I32, mem(), p, 0);
-            self.trap_if(flag, pc, T_INTERRUPTED, zero);
+            self.trap_if_zero(flag, pc, T_INTERRUPTED);
         }
+    }
+
+    /// If `cond`, trap with `code` at `pc` and payload 0 (made in the cold
+    /// block, off the path that does not trap).
+    fn trap_if_zero(&mut self, cond: Value, pc: usize, code: i64) {
+        let cold = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(cold);
+        self.b.ins().brif(cond, cold, &[], cont, &[]);
+        self.b.switch_to_block(cold);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        self.trap_now(pc, code, zero);
+        self.b.switch_to_block(cont);
     }
 
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
@@ -708,8 +720,7 @@ impl T<'_, '_> {
                 } else {
                     T_REM_BY_ZERO
                 };
-                let z = self.b.ins().iconst(types::I64, 0);
-                self.trap_if(zero, pc, code, z);
+                self.trap_if_zero(zero, pc, code);
                 // Wrapping: `MIN / -1` is `MIN`, `MIN % -1` is 0, and
                 // neither may reach the machine's division, which faults.
                 let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, c, -1);
@@ -721,6 +732,7 @@ impl T<'_, '_> {
                     self.b.ins().select(m1, n, q)
                 } else {
                     let r = self.b.ins().srem(a, safe);
+                    let z = self.b.ins().iconst(types::I64, 0);
                     self.b.ins().select(m1, z, r)
                 };
                 self.set(r0, v);
@@ -880,10 +892,7 @@ impl T<'_, '_> {
                 let v = self.get(r0);
                 self.finish_return(pc);
                 let v = match ret_ctype(self.f) {
-                    Some(t) => {
-                        let v = self.raw_bits(v);
-                        self.typed(v, t)
-                    }
+                    Some(t) => self.typed(v, t),
                     None => v,
                 };
                 self.b.ins().return_(&[v]);
@@ -1120,7 +1129,6 @@ impl T<'_, '_> {
                 let v = self.get(r1);
                 let z = self.b.ins().iconst(types::I64, 0);
                 self.set_bits(r1, z);
-                let v = self.raw_bits(v);
                 self.set_bits(r0, v);
             }
             Op::ShadowAcc | Op::ShadowAccMul => {
@@ -1325,7 +1333,6 @@ impl T<'_, '_> {
 
     fn set_result(&mut self, r: u32, v: Option<Value>) {
         if let Some(v) = v {
-            let v = self.raw_bits(v);
             self.set_bits(r, v);
         }
     }
@@ -1377,8 +1384,7 @@ impl T<'_, '_> {
             .b
             .ins()
             .icmp(IntCC::UnsignedGreaterThanOrEqual, d, self.max_depth);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.trap_if(deep, pc, T_CALL_DEPTH, zero);
+        self.trap_if_zero(deep, pc, T_CALL_DEPTH);
         self.poll(pc, false);
         let done = self.done(pc);
         self.ctx_store(done, OFF_STEPS);
@@ -1430,7 +1436,6 @@ impl T<'_, '_> {
         self.b.def_var(self.s, s);
         match (slot, result) {
             (None, Some(v)) => {
-                let v = self.raw_bits(v);
                 self.set_bits(u32::from(ins.r0), v);
             }
             (Some(addr), _) => {
