@@ -344,30 +344,40 @@ helper! {
         h
     }
 }
+/// The trap of an element or length access that compiled code found
+/// outside the arrays' views: the interpreter's (`Err`), which the views
+/// make certain (they are every live array's exact buffer and length, and
+/// compiled code goes to the helper only for a handle or index outside
+/// them). Compiled code does not continue after these helpers
+/// (`translate.rs`, `trapping`), so an access that succeeded here would
+/// mean views out of date, a bug: it traps too, saying so.
+fn access_trap<T>(c: &mut Ctx, site: u64, r: Result<T, TrapKind>) {
+    let k = r.err().unwrap_or_else(|| {
+        TrapKind::ArgMismatch(
+            "native tier: an array access outside its views succeeded (a bug in advm)".into(),
+        )
+    });
+    c.fail(site, k);
+}
+
 helper! {
-    /// `alen`.
+    /// `alen` of a handle outside the views (always traps).
     fn h_alen(c, vm, site, h: u64) -> i64 {
-        vm.native_alen(h).unwrap_or_else(|k| {
-            c.fail(site, k);
-            0
-        })
+        access_trap(c, site, vm.native_alen(h));
+        0
     }
 }
 helper! {
-    /// `aget`, `aget.add`.
+    /// `aget`, `aget.add` outside the views (always traps).
     fn h_aget(c, vm, site, h: u64, i: i64) -> f64 {
-        vm.native_aget(h, i).unwrap_or_else(|k| {
-            c.fail(site, k);
-            0.0
-        })
+        access_trap(c, site, vm.native_aget(h, i));
+        0.0
     }
 }
 helper! {
-    /// `aset`.
+    /// `aset` outside the views (always traps).
     fn h_aset(c, vm, site, h: u64, i: i64, v: f64) -> () {
-        if let Err(k) = vm.native_aset(h, i, v) {
-            c.fail(site, k);
-        }
+        access_trap(c, site, vm.native_aset(h, i, v));
     }
 }
 helper! {

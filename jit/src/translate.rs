@@ -465,6 +465,18 @@ impl T<'_, '_> {
         r
     }
 
+    /// A helper that always traps (an array access the views do not
+    /// cover: a bad handle or an index out of bounds, for which the
+    /// interpreter traps too): call it, then return through the unwind
+    /// block. Ends the current block; `None`.
+    fn trapping(&mut self, name: &str, pc: usize, args: &[Value]) -> Option<Value> {
+        self.call_helper(name, pc, args);
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
+        self.b.ins().jump(self.unwind, &[]);
+        None
+    }
+
     /// A fallible helper: call, then check.
     fn fallible(&mut self, name: &str, pc: usize, args: &[Value]) -> Option<Value> {
         let r = self.call_helper(name, pc, args);
@@ -809,7 +821,7 @@ impl T<'_, '_> {
             Op::ALen => {
                 let h = self.get(r1);
                 let n = self.in_place(pc, h, None, AV_LEN, types::I64, Elem::Len, |t| {
-                    t.fallible("advm_alen", pc, &[h])
+                    t.trapping("advm_alen", pc, &[h])
                 });
                 self.set_result(r0, n);
             }
@@ -821,7 +833,7 @@ impl T<'_, '_> {
                     i = self.b.ins().iadd(i, j);
                 }
                 let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
-                    t.fallible("advm_aget", pc, &[h, i])
+                    t.trapping("advm_aget", pc, &[h, i])
                 });
                 self.set_result(r0, v);
             }
@@ -832,7 +844,7 @@ impl T<'_, '_> {
                 let h = self.get(r2);
                 let i = self.get(k);
                 let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
-                    t.fallible("advm_aget", pc, &[h, i])
+                    t.trapping("advm_aget", pc, &[h, i])
                 });
                 if let Some(v) = v {
                     let v = self.typed(v, types::F64);
@@ -852,10 +864,10 @@ impl T<'_, '_> {
                 let h2 = self.get(a2);
                 let i = self.get(k);
                 let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
-                    t.fallible("advm_aget", pc, &[h, i])
+                    t.trapping("advm_aget", pc, &[h, i])
                 });
                 let w = self.in_place(pc, h2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
-                    t.fallible("advm_aget", pc, &[h2, i])
+                    t.trapping("advm_aget", pc, &[h2, i])
                 });
                 self.set_result(r0, v);
                 self.set_result(r1, w);
@@ -868,7 +880,7 @@ impl T<'_, '_> {
                 let j = self.get(k);
                 let i = self.b.ins().iadd(i, j);
                 let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
-                    t.fallible("advm_aget", pc, &[h, i])
+                    t.trapping("advm_aget", pc, &[h, i])
                 });
                 if let Some(v) = v {
                     let v = self.typed(v, types::F64);
@@ -884,7 +896,7 @@ impl T<'_, '_> {
                 let i = self.get(r1);
                 let v = self.get(r2);
                 self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Store(v), |t| {
-                    t.fallible("advm_aset", pc, &[h, i, v])
+                    t.trapping("advm_aset", pc, &[h, i, v])
                 });
             }
             Op::Call | Op::CallAcc | Op::CallN => self.call(pc),
@@ -1233,6 +1245,13 @@ impl T<'_, '_> {
         }
         self.b.switch_to_block(slow_blk);
         let y = slow(self);
+        if ptr != AV_SHADOW {
+            // An element or length access outside the views always traps
+            // (`trapping`): the slow block has no way back, so nothing
+            // live after the access has to survive the helper call.
+            self.b.switch_to_block(join);
+            return out;
+        }
         match (out, y) {
             (Some(_), Some(y)) => {
                 self.b.ins().jump(join, &[y.into()]);
