@@ -344,11 +344,11 @@ helper! {
         h
     }
 }
-/// The trap of an element or length access that compiled code found
-/// outside the arrays' views: the interpreter's (`Err`), which the views
-/// make certain (they are every live array's exact buffer and length, and
-/// compiled code goes to the helper only for a handle or index outside
-/// them). Compiled code does not continue after these helpers
+/// The trap of an element, shadow or length access that compiled code
+/// found outside the arrays' views: the interpreter's (`Err`), which the
+/// views make certain (they are every live array's exact buffers and
+/// lengths, a shadow's length 0 outside AD mode, and compiled code goes
+/// to the helper only for a handle or index outside them). Compiled code does not continue after these helpers
 /// (`translate.rs`, `trapping`), so an access that succeeded here would
 /// mean views out of date, a bug: it traps too, saying so.
 fn access_trap<T>(c: &mut Ctx, site: u64, r: Result<T, TrapKind>) {
@@ -381,11 +381,9 @@ helper! {
     }
 }
 helper! {
-    /// `shadow.acc`, `shadow.acc.mul`.
+    /// `shadow.acc`, `shadow.acc.mul` outside the views (always traps).
     fn h_shadow_add(c, vm, site, h: u64, i: i64, v: f64) -> () {
-        if let Err(k) = vm.native_shadow_add(h, i, v) {
-            c.fail(site, k);
-        }
+        access_trap(c, site, vm.native_shadow_add(h, i, v));
     }
 }
 helper! {
@@ -397,12 +395,10 @@ helper! {
     }
 }
 helper! {
-    /// `shadow.take`.
+    /// `shadow.take` outside the views (always traps).
     fn h_shadow_take(c, vm, site, h: u64, i: i64) -> f64 {
-        vm.native_shadow_take(h, i).unwrap_or_else(|k| {
-            c.fail(site, k);
-            0.0
-        })
+        access_trap(c, site, vm.native_shadow_take(h, i));
+        0.0
     }
 }
 helper! {

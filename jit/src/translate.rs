@@ -1152,14 +1152,14 @@ impl T<'_, '_> {
                     v = self.mul_z(v, o);
                 }
                 self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Add(v), |t| {
-                    t.fallible("advm_shadow_add", pc, &[h, i, v])
+                    t.trapping("advm_shadow_add", pc, &[h, i, v])
                 });
             }
             Op::ShadowTake => {
                 let h = self.get(r1);
                 let i = self.get(r2);
                 let v = self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Take, |t| {
-                    t.fallible("advm_shadow_take", pc, &[h, i])
+                    t.trapping("advm_shadow_take", pc, &[h, i])
                 });
                 self.set_result(r0, v);
             }
@@ -1244,30 +1244,10 @@ impl T<'_, '_> {
             }
         }
         self.b.switch_to_block(slow_blk);
-        let y = slow(self);
-        if ptr != AV_SHADOW {
-            // An element or length access outside the views always traps
-            // (`trapping`): the slow block has no way back, so nothing
-            // live after the access has to survive the helper call.
-            self.b.switch_to_block(join);
-            return out;
-        }
-        match (out, y) {
-            (Some(_), Some(y)) => {
-                self.b.ins().jump(join, &[y.into()]);
-            }
-            (Some(_), None) => {
-                let z = if ty == types::F64 {
-                    self.b.ins().f64const(0.0)
-                } else {
-                    self.b.ins().iconst(types::I64, 0)
-                };
-                self.b.ins().jump(join, &[z.into()]);
-            }
-            (None, _) => {
-                self.b.ins().jump(join, &[]);
-            }
-        }
+        // An access outside the views always traps (`trapping`): the slow
+        // block has no way back, so nothing live after the access has to
+        // survive the helper call.
+        slow(self);
         self.b.switch_to_block(join);
         out
     }
