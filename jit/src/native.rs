@@ -596,9 +596,10 @@ pub(crate) const SEGMENTED: bool = cfg!(target_os = "linux");
 
 /// The tier's stack segments, on which compiled code runs a recursion
 /// deeper than the stack it started on holds ([`h_call_grown`]): a
-/// segment per level, mapped on first use and kept (with its pages) until
-/// the tier drops, so that a recursion going back and forth across a
-/// segment's edge does not map and unmap one each time.
+/// segment per level, mapped on first use and kept while the call runs,
+/// so that a recursion going back and forth across a segment's edge does
+/// not map and unmap one each time; between calls the first
+/// [`SEGMENTS_KEPT`] stay mapped.
 #[derive(Default)]
 pub(crate) struct Stacks {
     /// Each mapping's address (its guard region first) and length.
@@ -607,7 +608,21 @@ pub(crate) struct Stacks {
     level: usize,
 }
 
+/// Segments kept mapped between calls from the host ([`Stacks::trim`]).
+const SEGMENTS_KEPT: usize = 2;
+
 impl Stacks {
+    /// Unmap the segments past the first [`SEGMENTS_KEPT`] (between calls,
+    /// when none is in use): a recursion that once went deep does not keep
+    /// its stack's pages for the tier's lifetime.
+    fn trim(&mut self) {
+        while self.segs.len() > SEGMENTS_KEPT {
+            if let Some((map, len)) = self.segs.pop() {
+                unmap_segment(map, len);
+            }
+        }
+    }
+
     /// The lowest address and size of the next segment, mapping it if it
     /// is new; `None` if the system refused the memory.
     fn enter_segment(&mut self) -> Option<(*mut u8, usize)> {
@@ -657,17 +672,26 @@ fn map_segment(_len: usize) -> Option<usize> {
     None
 }
 
+/// Give back a mapping [`map_segment`] made, which nothing runs on: the
+/// tier calls it between calls from the host ([`Stacks::trim`], after
+/// [`enter`]'s call returned) or when it drops.
+fn unmap_segment(map: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: `map` and `len` are a mapping `map_segment` made, removed
+    // from `Stacks::segs`, and no compiled code runs on it (no call of the
+    // tier is running: `trim` runs after `enter`'s call, `drop` when the
+    // tier drops).
+    unsafe {
+        libc::munmap(map as *mut libc::c_void, len);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, len);
+}
+
 impl Drop for Stacks {
     fn drop(&mut self) {
         for &(map, len) in &self.segs {
-            #[cfg(target_os = "linux")]
-            // SAFETY: a mapping `map_segment` made and nothing runs on
-            // (the tier is being dropped, so no call of it is running).
-            unsafe {
-                libc::munmap(map as *mut libc::c_void, len);
-            }
-            #[cfg(not(target_os = "linux"))]
-            let _ = (map, len);
+            unmap_segment(map, len);
         }
     }
 }
@@ -828,6 +852,7 @@ pub(crate) fn enter(
     }
     sync_out(&ctx, vm);
     *views = std::mem::take(&mut ctx.views);
+    stacks.trim();
     Outcome {
         pending: ctx.pending.take(),
         callers: std::mem::take(&mut ctx.callers),
