@@ -308,3 +308,26 @@ fn recursive_functions_say_they_run_compiled() {
         assert_eq!(jit::tier_of(e.program(), id), Ok(()), "@{f}");
     }
 }
+
+#[test]
+fn deep_recursion_under_an_ad_budget_runs_the_same_in_both_tiers() {
+    // The forward sweep stores more than the budget allows, so the
+    // gradient is checkpointed (its segments recomputed in the reverse
+    // sweep), 40 000 frames deep.
+    let limits = Limits {
+        ad_budget: Some(100_000),
+        ..Limits::default()
+    };
+    for (f, args) in [
+        ("rec", vec![Value::F64(0.9), Value::I64(40_000)]),
+        ("even", vec![Value::F64(0.3), Value::I64(30_001)]),
+    ] {
+        let (l, a) = (limits.clone(), args.clone());
+        let (interp, _) = on_thread(64 << 20, move || outcome(Kind::Interp, &l, f, &a));
+        let (l, a) = (limits.clone(), args.clone());
+        let (native, tiers) = on_thread(1 << 20, move || outcome(Kind::Default, &l, f, &a));
+        assert_eq!(native, interp, "@{f}");
+        assert_eq!(tiers[0], Tier::Native, "@{f}");
+        assert!(!interp.contains("AdBudget"), "@{f}: {interp}");
+    }
+}
