@@ -40,7 +40,7 @@ use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use std::collections::HashMap;
 use vm::bytecode::{Function, Program};
 use vm::ir::{FuncId, RetType};
-use vm::op::Op;
+use vm::op::{Op, Operand};
 use vm::Type;
 
 /// The Cranelift type of a register of type `t`.
@@ -205,6 +205,9 @@ struct T<'a, 'b> {
     cached: [Variable; 8],
     /// End (exclusive) of the bytecode block being translated.
     end: usize,
+    /// Which registers some instruction writes (a constant register that
+    /// none writes holds its constant throughout).
+    written: Vec<bool>,
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -723,6 +726,12 @@ impl T<'_, '_> {
             Op::AddI => ff!(|a, c| self.b.ins().iadd(a, c)),
             Op::SubI => ff!(|a, c| self.b.ins().isub(a, c)),
             Op::MulI => ff!(|a, c| self.b.ins().imul(a, c)),
+            Op::DivI | Op::RemI if self.const_divisor(r2).is_some() => {
+                let a = self.get(r1);
+                let k = self.const_divisor(r2).unwrap_or(2);
+                let v = self.div_by_const(a, k, ins.op == Op::DivI);
+                self.set(r0, v);
+            }
             Op::DivI | Op::RemI => {
                 let a = self.get(r1);
                 let c = self.get(r2);
@@ -1458,6 +1467,43 @@ impl T<'_, '_> {
 }
 
 impl T<'_, '_> {
+    /// The value of register `r` if it is a constant register no
+    /// instruction writes and its value is a divisor whose quotient needs
+    /// no machine division: a power of two, or its negation, other than 1
+    /// and `i64::MIN`.
+    fn const_divisor(&self, r: u32) -> Option<i64> {
+        let np = self.f.param_types.len() as u32;
+        if r < np || r >= np + self.f.consts.len() as u32 || self.written[r as usize] {
+            return None;
+        }
+        let c = self.f.consts[(r - np) as usize] as i64;
+        let m = c.unsigned_abs();
+        (c != i64::MIN && m > 1 && m.is_power_of_two()).then_some(c)
+    }
+
+    /// `a / c` (`div`) or `a % c` (`!div`) for a constant `c = ±2^k`
+    /// (`const_divisor`), as `i64::wrapping_div` and `wrapping_rem` give
+    /// them, without a machine division: the quotient rounds toward
+    /// zero, so a negative `a` is biased by `2^k - 1` before the shift.
+    fn div_by_const(&mut self, a: Value, c: i64, div: bool) -> Value {
+        let k = i64::from(c.unsigned_abs().trailing_zeros());
+        let sign = self.b.ins().sshr_imm_s(a, 63);
+        let bias = self.b.ins().ushr_imm_s(sign, 64 - k);
+        let biased = self.b.ins().iadd(a, bias);
+        let q = self.b.ins().sshr_imm_s(biased, k);
+        if div {
+            if c < 0 {
+                self.b.ins().ineg(q)
+            } else {
+                q
+            }
+        } else {
+            // a % c = a - (a / |c|) * |c|, whose sign is a's.
+            let m = self.b.ins().ishl_imm_s(q, k);
+            self.b.ins().isub(a, m)
+        }
+    }
+
     /// A call of a function of a recursive call graph (`args`: the context,
     /// the result slot `slot` if it returns several values, the
     /// parameters): directly while the stack pointer is at or above
@@ -1535,6 +1581,32 @@ impl T<'_, '_> {
     }
 }
 
+/// Which registers of verified `f` some instruction writes: its register
+/// operands written or read and written, and the results of its calls.
+fn written(f: &Function) -> Vec<bool> {
+    let mut w = vec![false; f.reg_types.len()];
+    let mut mark = |r: u32| {
+        if let Some(x) = w.get_mut(r as usize) {
+            *x = true;
+        }
+    };
+    for ins in &f.code {
+        for (k, o) in ins.op.reg_operands().enumerate() {
+            if matches!(o, Operand::Def(_) | Operand::InOut(_)) {
+                mark(ins.reg(k));
+            }
+        }
+        if matches!(ins.op, Op::Call | Op::CallAcc | Op::CallN) {
+            if let Some(site) = f.sites.get(ins.x as usize) {
+                for r in &site.rets {
+                    mark(u32::from(*r));
+                }
+            }
+        }
+    }
+    w
+}
+
 /// Translate verified `f` (id `fid`) into the builder's function, whose
 /// signature is [`signature`] of `f`.
 pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId, refs: &Refs) {
@@ -1599,6 +1671,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         blocks,
         cached,
         end: 0,
+        written: written(f),
     };
     t.reload(true, true);
     let first = t.blocks[&0];

@@ -437,3 +437,54 @@ done:
     }
     assert!(p.native_calls > 0, "the native tier ran none of them");
 }
+
+/// `div` and `rem` by a constant power of two (or its negation) compile
+/// to shifts (no machine division); the results are the interpreter's
+/// (`wrapping_div`, `wrapping_rem`) at every power from 2 to 2^62, around
+/// each one's multiples, at both ends of `i64` and at zero; other
+/// constants (3, 1, -1, 0 and `i64::MIN`) keep the division, and its
+/// traps.
+#[test]
+fn division_by_constant_powers_of_two_matches_the_interpreter() {
+    let mut divisors: Vec<i64> = Vec::new();
+    for k in 1..=62 {
+        divisors.push(1i64 << k);
+        divisors.push(-(1i64 << k));
+    }
+    divisors.extend([3, -3, 1, -1, 0, i64::MIN, i64::MAX]);
+    let mut src = String::new();
+    for (n, c) in divisors.iter().enumerate() {
+        src.push_str(&format!(
+            "fn @d{n}(%a: i64) -> i64 {{\nentry:\n    %q = div %a, {c}\n    ret %q\n}}\n\
+             fn @m{n}(%a: i64) -> i64 {{\nentry:\n    %r = rem %a, {c}\n    ret %r\n}}\n"
+        ));
+    }
+    let module = assembler::assemble(&src, "divisors").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install_eager(native.vm_mut());
+    let mut rng = testkit::gen::Rng::new(0xd17);
+    for (n, c) in divisors.iter().enumerate() {
+        let mut xs: Vec<i64> = vec![i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX];
+        for m in [1i64, 2, 3, 1000] {
+            let base = c.wrapping_mul(m);
+            for d in -2..=2 {
+                xs.push(base.wrapping_add(d));
+                xs.push(base.wrapping_neg().wrapping_add(d));
+            }
+        }
+        for _ in 0..50 {
+            xs.push(rng.next_u64() as i64);
+        }
+        for f in [format!("d{n}"), format!("m{n}")] {
+            let fi = interp.find(&f).expect("exists");
+            let fn_ = native.find(&f).expect("exists");
+            for &x in &xs {
+                let a = interp.run(fi, &[Value::I64(x)]);
+                let b = native.run(fn_, &[Value::I64(x)]);
+                assert_eq!(native.vm_mut().last_tier(), Tier::Native);
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "@{f} ({c}) at {x}");
+            }
+        }
+    }
+}
