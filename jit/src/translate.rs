@@ -208,6 +208,16 @@ struct T<'a, 'b> {
     /// Which registers some instruction writes (a constant register that
     /// none writes holds its constant throughout).
     written: Vec<bool>,
+    /// In a function with no `anew` and no call (so the views and the
+    /// buffers they point at stay as they are), each array register no
+    /// instruction writes (a parameter) that an access reads: its view,
+    /// read on entry, so that an access compares the index with a length
+    /// in a register instead of loading the view each time.
+    hoisted: HashMap<u32, Hoisted>,
+    /// Array registers written once, by an instruction of the entry block
+    /// (which every other instruction follows): their views are read
+    /// right after that instruction, by `pc`.
+    hoist_at: HashMap<usize, Vec<u32>>,
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -238,6 +248,17 @@ const STACK_HELPERS: [&str; 6] = [
     "advm_blk_push",
     "advm_blk_pop",
 ];
+
+/// An array register's view read once on entry ([`T::hoisted`]): the
+/// lengths and addresses of its elements and shadow, or zeros for a
+/// handle outside the views.
+#[derive(Clone, Copy)]
+struct Hoisted {
+    len: Variable,
+    data: Variable,
+    shadow_len: Variable,
+    shadow: Variable,
+}
 
 /// What an array access in place does with the element ([`T::in_place`]).
 #[derive(Clone, Copy)]
@@ -828,20 +849,20 @@ impl T<'_, '_> {
                 self.set_result(r0, h);
             }
             Op::ALen => {
-                let h = self.get(r1);
-                let n = self.in_place(pc, h, None, AV_LEN, types::I64, Elem::Len, |t| {
+                let n = self.in_place(pc, r1, None, AV_LEN, types::I64, Elem::Len, |t| {
+                    let h = t.get(r1);
                     t.trapping("advm_alen", pc, &[h])
                 });
                 self.set_result(r0, n);
             }
             Op::AGet | Op::AGetAdd => {
-                let h = self.get(r1);
                 let mut i = self.get(r2);
                 if ins.op == Op::AGetAdd {
                     let j = self.get(x);
                     i = self.b.ins().iadd(i, j);
                 }
-                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                let v = self.in_place(pc, r1, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    let h = t.get(r1);
                     t.trapping("advm_aget", pc, &[h, i])
                 });
                 self.set_result(r0, v);
@@ -850,9 +871,9 @@ impl T<'_, '_> {
                 // `r0 = r1 + r2[x0] ⊙ x1`: the load first (it may trap),
                 // then the product rounded and added, as the interpreter.
                 let (k, f) = (ins.reg(3), ins.reg(4));
-                let h = self.get(r2);
                 let i = self.get(k);
-                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                let v = self.in_place(pc, r2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    let h = t.get(r2);
                     t.trapping("advm_aget", pc, &[h, i])
                 });
                 if let Some(v) = v {
@@ -869,13 +890,13 @@ impl T<'_, '_> {
                 // as `aget` (the first traps before the second is tried),
                 // then the two writes, as the interpreter.
                 let (a2, k) = (ins.reg(3), ins.reg(4));
-                let h = self.get(r2);
-                let h2 = self.get(a2);
                 let i = self.get(k);
-                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                let v = self.in_place(pc, r2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    let h = t.get(r2);
                     t.trapping("advm_aget", pc, &[h, i])
                 });
-                let w = self.in_place(pc, h2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                let w = self.in_place(pc, a2, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    let h2 = t.get(a2);
                     t.trapping("advm_aget", pc, &[h2, i])
                 });
                 self.set_result(r0, v);
@@ -884,11 +905,11 @@ impl T<'_, '_> {
             Op::AccMulAGetAdd => {
                 // `r0 += r1[r2 + x0] ⊙ x1`, as `aget.add` then `acc.mul`.
                 let (k, f) = (ins.reg(3), ins.reg(4));
-                let h = self.get(r1);
                 let i = self.get(r2);
                 let j = self.get(k);
                 let i = self.b.ins().iadd(i, j);
-                let v = self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                let v = self.in_place(pc, r1, Some(i), AV_DATA, types::F64, Elem::Load, |t| {
+                    let h = t.get(r1);
                     t.trapping("advm_aget", pc, &[h, i])
                 });
                 if let Some(v) = v {
@@ -901,10 +922,10 @@ impl T<'_, '_> {
                 }
             }
             Op::ASet => {
-                let h = self.get(r0);
                 let i = self.get(r1);
                 let v = self.get(r2);
-                self.in_place(pc, h, Some(i), AV_DATA, types::F64, Elem::Store(v), |t| {
+                self.in_place(pc, r0, Some(i), AV_DATA, types::F64, Elem::Store(v), |t| {
+                    let h = t.get(r0);
                     t.trapping("advm_aset", pc, &[h, i, v])
                 });
             }
@@ -1153,21 +1174,21 @@ impl T<'_, '_> {
                 self.set_bits(r0, v);
             }
             Op::ShadowAcc | Op::ShadowAccMul => {
-                let h = self.get(r0);
                 let i = self.get(r1);
                 let mut v = self.get(r2);
                 if ins.op == Op::ShadowAccMul {
                     let o = self.get(x);
                     v = self.mul_z(v, o);
                 }
-                self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Add(v), |t| {
+                self.in_place(pc, r0, Some(i), AV_SHADOW, types::F64, Elem::Add(v), |t| {
+                    let h = t.get(r0);
                     t.trapping("advm_shadow_add", pc, &[h, i, v])
                 });
             }
             Op::ShadowTake => {
-                let h = self.get(r1);
                 let i = self.get(r2);
-                let v = self.in_place(pc, h, Some(i), AV_SHADOW, types::F64, Elem::Take, |t| {
+                let v = self.in_place(pc, r1, Some(i), AV_SHADOW, types::F64, Elem::Take, |t| {
+                    let h = t.get(r1);
                     t.trapping("advm_shadow_take", pc, &[h, i])
                 });
                 self.set_result(r0, v);
@@ -1186,7 +1207,7 @@ impl T<'_, '_> {
     fn in_place(
         &mut self,
         pc: usize,
-        h: Value,
+        hreg: u32,
         i: Option<Value>,
         ptr: i32,
         ty: CType,
@@ -1195,6 +1216,10 @@ impl T<'_, '_> {
     ) -> Option<Value> {
         let _ = pc;
         let gives = matches!(what, Elem::Len | Elem::Load | Elem::Take);
+        if let (Some(i), Some(view)) = (i, self.hoisted.get(&hreg).copied()) {
+            return self.in_hoisted_view(view, i, ptr, ty, what, slow);
+        }
+        let h = self.get(hreg);
         let n = self.cget(OFF_ARR_N);
         let k = self.b.ins().iadd_imm_s(h, -1);
         let live = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
@@ -1224,38 +1249,79 @@ impl T<'_, '_> {
                 self.b.ins().brif(inside, fast, &[], slow_blk, &[]);
                 self.b.switch_to_block(fast);
                 let base = self.b.ins().load(types::I64, mem(), e, ptr);
-                let off = self.b.ins().ishl_imm_s(i, 3);
-                let addr = self.b.ins().iadd(base, off);
-                let r = match what {
-                    Elem::Len => None,
-                    Elem::Load => Some(self.b.ins().load(types::F64, mem(), addr, 0)),
-                    Elem::Store(v) => {
-                        self.b.ins().store(mem(), v, addr, 0);
-                        None
-                    }
-                    Elem::Add(v) => {
-                        let a = self.b.ins().load(types::F64, mem(), addr, 0);
-                        let s = self.b.ins().fadd(a, v);
-                        self.b.ins().store(mem(), s, addr, 0);
-                        None
-                    }
-                    Elem::Take => {
-                        let a = self.b.ins().load(types::F64, mem(), addr, 0);
-                        let z = self.b.ins().f64const(0.0);
-                        self.b.ins().store(mem(), z, addr, 0);
-                        Some(a)
-                    }
-                };
-                match r {
-                    Some(v) => self.b.ins().jump(join, &[v.into()]),
-                    None => self.b.ins().jump(join, &[]),
-                };
+                self.elem_op(base, i, what, join);
             }
         }
         self.b.switch_to_block(slow_blk);
         // An access outside the views always traps (`trapping`): the slow
         // block has no way back, so nothing live after the access has to
         // survive the helper call.
+        slow(self);
+        self.b.switch_to_block(join);
+        out
+    }
+
+    /// Element `i` of the buffer at `base`: do `what` to it and jump to
+    /// `join` (with the value read, if any).
+    fn elem_op(&mut self, base: Value, i: Value, what: Elem, join: Block) {
+        let off = self.b.ins().ishl_imm_s(i, 3);
+        let addr = self.b.ins().iadd(base, off);
+        let r = match what {
+            Elem::Len => None,
+            Elem::Load => Some(self.b.ins().load(types::F64, mem(), addr, 0)),
+            Elem::Store(v) => {
+                self.b.ins().store(mem(), v, addr, 0);
+                None
+            }
+            Elem::Add(v) => {
+                let a = self.b.ins().load(types::F64, mem(), addr, 0);
+                let s = self.b.ins().fadd(a, v);
+                self.b.ins().store(mem(), s, addr, 0);
+                None
+            }
+            Elem::Take => {
+                let a = self.b.ins().load(types::F64, mem(), addr, 0);
+                let z = self.b.ins().f64const(0.0);
+                self.b.ins().store(mem(), z, addr, 0);
+                Some(a)
+            }
+        };
+        match r {
+            Some(v) => self.b.ins().jump(join, &[v.into()]),
+            None => self.b.ins().jump(join, &[]),
+        };
+    }
+
+    /// An element access through a view read on entry ([`Hoisted`]): one
+    /// unsigned compare with the length (0 for a handle outside the
+    /// views), else the trapping slow path, as in [`T::in_place`].
+    fn in_hoisted_view(
+        &mut self,
+        view: Hoisted,
+        i: Value,
+        ptr: i32,
+        ty: CType,
+        what: Elem,
+        slow: impl FnOnce(&mut Self) -> Option<Value>,
+    ) -> Option<Value> {
+        let gives = matches!(what, Elem::Load | Elem::Take);
+        let (lv, bv) = if ptr == AV_SHADOW {
+            (view.shadow_len, view.shadow)
+        } else {
+            (view.len, view.data)
+        };
+        let slow_blk = self.b.create_block();
+        let fast = self.b.create_block();
+        let join = self.b.create_block();
+        let out = gives.then(|| self.b.append_block_param(join, ty));
+        self.b.set_cold_block(slow_blk);
+        let len = self.b.use_var(lv);
+        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
+        self.b.ins().brif(inside, fast, &[], slow_blk, &[]);
+        self.b.switch_to_block(fast);
+        let base = self.b.use_var(bv);
+        self.elem_op(base, i, what, join);
+        self.b.switch_to_block(slow_blk);
         slow(self);
         self.b.switch_to_block(join);
         out
@@ -1467,6 +1533,86 @@ impl T<'_, '_> {
 }
 
 impl T<'_, '_> {
+    /// Plan the views [`T::hoisted`] describes: read on entry those of
+    /// the array registers no instruction writes, and right after the
+    /// write those of the registers written once in the entry block
+    /// (instructions before `block0_end`). A handle outside the views gets
+    /// zero lengths, so that every access of it takes the slow path, which
+    /// traps at that access as before.
+    fn hoist_views(&mut self, block0_end: usize) {
+        let f = self.f;
+        let changes = f
+            .code
+            .iter()
+            .any(|i| matches!(i.op, Op::ANew | Op::Call | Op::CallAcc | Op::CallN));
+        if changes {
+            return;
+        }
+        let writes = writes(f);
+        let mut regs: Vec<u32> = Vec::new();
+        for ins in &f.code {
+            let accessed: &[u32] = match ins.op {
+                Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd | Op::ShadowTake => &[ins.r1 as u32],
+                Op::AddMulAGet => &[ins.r2 as u32],
+                Op::ASet | Op::ShadowAcc | Op::ShadowAccMul => &[ins.r0 as u32],
+                Op::AGetPair => &[ins.r2 as u32, ins.reg(3)],
+                _ => continue,
+            };
+            for &r in accessed {
+                if !regs.contains(&r) {
+                    regs.push(r);
+                }
+            }
+        }
+        for r in regs {
+            match writes.get(r as usize) {
+                Some((0, _)) => self.hoist_one(r),
+                Some(&(1, pc)) if pc < block0_end => self.hoist_at.entry(pc).or_default().push(r),
+                _ => {}
+            }
+        }
+    }
+
+    /// Read the view of array register `r` here, into [`T::hoisted`].
+    fn hoist_one(&mut self, r: u32) {
+        let h = self.get(r);
+        let n = self.cget(OFF_ARR_N);
+        let k = self.b.ins().iadd_imm_s(h, -1);
+        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
+        let view = Hoisted {
+            len: self.b.declare_var(types::I64),
+            data: self.b.declare_var(types::I64),
+            shadow_len: self.b.declare_var(types::I64),
+            shadow: self.b.declare_var(types::I64),
+        };
+        let read = self.b.create_block();
+        let none = self.b.create_block();
+        let join = self.b.create_block();
+        self.b.ins().brif(live, read, &[], none, &[]);
+        self.b.switch_to_block(read);
+        let tab = self.cget(OFF_ARR_TAB);
+        let off = self.b.ins().ishl_imm_s(k, AV_SHIFT);
+        let e = self.b.ins().iadd(tab, off);
+        for (var, at) in [
+            (view.len, AV_LEN),
+            (view.data, AV_DATA),
+            (view.shadow_len, AV_SHADOW_LEN),
+            (view.shadow, AV_SHADOW),
+        ] {
+            let v = self.b.ins().load(types::I64, mem(), e, at);
+            self.b.def_var(var, v);
+        }
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(none);
+        let zero = self.b.ins().iconst(types::I64, 0);
+        for var in [view.len, view.data, view.shadow_len, view.shadow] {
+            self.b.def_var(var, zero);
+        }
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+        self.hoisted.insert(r, view);
+    }
+
     /// The value of register `r` if it is a constant register no
     /// instruction writes and its value is a divisor whose quotient needs
     /// no machine division: a power of two, or its negation, other than 1
@@ -1581,16 +1727,17 @@ impl T<'_, '_> {
     }
 }
 
-/// Which registers of verified `f` some instruction writes: its register
-/// operands written or read and written, and the results of its calls.
-fn written(f: &Function) -> Vec<bool> {
-    let mut w = vec![false; f.reg_types.len()];
-    let mut mark = |r: u32| {
-        if let Some(x) = w.get_mut(r as usize) {
-            *x = true;
-        }
-    };
-    for ins in &f.code {
+/// How many instructions of verified `f` write each register (its
+/// register operands written or read and written, and the results of its
+/// calls), and the `pc` of the last one.
+fn writes(f: &Function) -> Vec<(u32, usize)> {
+    let mut w = vec![(0u32, 0usize); f.reg_types.len()];
+    for (pc, ins) in f.code.iter().enumerate() {
+        let mut mark = |r: u32| {
+            if let Some(x) = w.get_mut(r as usize) {
+                *x = (x.0.saturating_add(1), pc);
+            }
+        };
         for (k, o) in ins.op.reg_operands().enumerate() {
             if matches!(o, Operand::Def(_) | Operand::InOut(_)) {
                 mark(ins.reg(k));
@@ -1671,9 +1818,12 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         blocks,
         cached,
         end: 0,
-        written: written(f),
+        written: writes(f).iter().map(|w| w.0 > 0).collect(),
+        hoisted: HashMap::new(),
+        hoist_at: HashMap::new(),
     };
     t.reload(true, true);
+    t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len()));
     let first = t.blocks[&0];
     t.b.ins().jump(first, &[]);
     for (k, start) in starts.iter().enumerate() {
@@ -1689,6 +1839,11 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
             open = t.instr(pc);
             if !open {
                 break;
+            }
+            if let Some(regs) = t.hoist_at.remove(&pc) {
+                for r in regs {
+                    t.hoist_one(r);
+                }
             }
         }
         if open {

@@ -202,3 +202,62 @@ fn a_rule_tangent_of_the_wrong_length_traps_in_compiled_code() {
     }
     assert_eq!(native.vm_mut().last_tier(), Tier::Native);
 }
+
+/// Array views read once (`translate.rs`, `hoisted`): a parameter written
+/// once in the entry block is read through the view of what it held at
+/// each access (before the write, the parameter's array; after it, the
+/// other one), and a register accessed before its only write holds no
+/// array there (a bad handle, as in the interpreter).
+#[test]
+fn views_read_once_follow_the_register_they_belong_to() {
+    let listing = "\
+fn @swap(%a: f64[], %b: f64[], %i: i64) -> f64   ; 6 regs, 0 consts
+entry:
+  0000  aget        %x, %a, %i
+  0001  copy        %a, %b
+  0002  aget        %y, %a, %i
+  0003  add.f       %z, %x, %y
+  0004  ret         %z
+
+fn @early(%a: f64[], %i: i64) -> f64   ; 6 regs, 0 consts
+entry:
+  0000  aget        %x, %c, %i
+  0001  copy        %c, %a
+  0002  aget        %y, %c, %i
+  0003  add.f       %z, %x, %y
+  0004  ret         %z
+";
+    let mut p =
+        assembler::assemble_listing(listing, "views").unwrap_or_else(|d| panic!("{}", d.render()));
+    for g in 0..p.len() {
+        vm::verify::verify_function(&mut p, vm::ir::FuncId(g as u32)).expect("verifies");
+    }
+    let limits = vm::Limits::default();
+    let mut a = vm::Vm::new(limits.clone());
+    let mut b = vm::Vm::new(limits);
+    jit::install_eager(&mut b);
+    let cases: [(u32, &[f64], i64); 5] = [
+        (0, &[1.0, 2.0], 1),
+        (0, &[1.0, 2.0], 2),
+        (0, &[1.0, 2.0], -1),
+        (1, &[1.0, 2.0], 0),
+        (1, &[], 0),
+    ];
+    for (f, xs, i) in cases {
+        let mut outs = Vec::new();
+        for m in [&mut a, &mut b] {
+            m.begin(false);
+            let h1 = m.alloc_array(xs).expect("fits");
+            let h2 = m.alloc_array(&[10.0, 20.0, 30.0]).expect("fits");
+            let args: Vec<u64> = if f == 0 {
+                vec![h1, h2, i as u64]
+            } else {
+                vec![h1, i as u64]
+            };
+            let r = m.call_raw(&p, vm::ir::FuncId(f), &args);
+            outs.push(format!("{r:?} {:?}", m.results()));
+        }
+        assert_eq!(outs[0], outs[1], "@{f} {xs:?} {i}");
+        assert_eq!(b.last_tier(), vm::Tier::Native);
+    }
+}
