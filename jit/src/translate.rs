@@ -249,6 +249,11 @@ const STACK_HELPERS: [&str; 6] = [
     "advm_blk_pop",
 ];
 
+/// The most array views (an array's elements or its shadow) a function
+/// reads once ([`T::hoist_views`]); a function accessing more reads none
+/// once.
+const HOIST_MOST: usize = 8;
+
 /// An array register's view read once on entry ([`T::hoisted`]): the
 /// lengths and addresses of its elements and shadow, or zeros for a
 /// handle outside the views.
@@ -1550,19 +1555,33 @@ impl T<'_, '_> {
         }
         let writes = writes(f);
         let mut regs: Vec<u32> = Vec::new();
+        // The (register, shadow?) pairs accessed: each hoisted one keeps a
+        // length and an address live through the function.
+        let mut pairs: Vec<(u32, bool)> = Vec::new();
         for ins in &f.code {
-            let accessed: &[u32] = match ins.op {
-                Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd | Op::ShadowTake => &[ins.r1 as u32],
-                Op::AddMulAGet => &[ins.r2 as u32],
-                Op::ASet | Op::ShadowAcc | Op::ShadowAccMul => &[ins.r0 as u32],
-                Op::AGetPair => &[ins.r2 as u32, ins.reg(3)],
+            let (accessed, shadow): (&[u32], bool) = match ins.op {
+                Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd => (&[ins.r1 as u32], false),
+                Op::ShadowTake => (&[ins.r1 as u32], true),
+                Op::AddMulAGet => (&[ins.r2 as u32], false),
+                Op::ASet => (&[ins.r0 as u32], false),
+                Op::ShadowAcc | Op::ShadowAccMul => (&[ins.r0 as u32], true),
+                Op::AGetPair => (&[ins.r2 as u32, ins.reg(3)], false),
                 _ => continue,
             };
             for &r in accessed {
                 if !regs.contains(&r) {
                     regs.push(r);
                 }
+                if !pairs.contains(&(r, shadow)) {
+                    pairs.push((r, shadow));
+                }
             }
+        }
+        // Past a few, the registers they take cost more than the loads
+        // they save (GMM's reverse function, a dozen arrays across its
+        // loops, ran 10 % slower with all of them hoisted).
+        if pairs.len() > HOIST_MOST {
+            return;
         }
         for r in regs {
             match writes.get(r as usize) {
