@@ -54,8 +54,9 @@ use vm::{NativeTier, Trap, TrapKind, Vm};
 
 /// Most bytes of native stack a chain of compiled frames may take between
 /// two checks of the stack (the call from the host, and each call of a
-/// function in a recursive call graph), by a conservative estimate per
-/// frame (`frame_bytes`).
+/// function in a recursive call graph): checked with an estimate per frame
+/// before compiling (`frame_bytes`) and with the frame sizes Cranelift
+/// reports after.
 pub const STACK_BUDGET: usize = 256 * 1024;
 
 /// A call from the host runs interpreted when the called function and
@@ -115,9 +116,10 @@ fn loop_free_steps(prog: &Program, f: FuncId, limit: usize) -> Option<usize> {
     Some(n)
 }
 
-/// An estimate (an upper bound in practice) of the native stack a compiled
-/// frame of `f` takes: its registers twice over (spills), the result slots
-/// of its calls, and a fixed part.
+/// An estimate of the native stack a compiled frame of `f` takes: its
+/// registers twice over (spills), the result slots of its calls, and a
+/// fixed part. Not a bound (the single-pass register allocator's frames
+/// can be several times larger): the tier checks the compiled sizes too.
 fn frame_bytes(f: &vm::bytecode::Function) -> usize {
     let outs: usize = f.sites.len().saturating_mul(8 * 4).min(64 * 1024);
     256 + 16 * f.nregs() + outs

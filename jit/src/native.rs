@@ -723,9 +723,10 @@ helper_abi! {
         // it. The new limit keeps `SEGMENT_FLOOR` bytes above the guard:
         // compiled code makes a checked call directly only above the
         // limit, and the frames of a chain without a checked call take at
-        // most `STACK_BUDGET` (the tier declines a function whose chain's
-        // estimate is larger, `plan`), which leaves the helpers
-        // `HELPER_BYTES`. `tramp` is a trampoline the tier compiled for
+        // most `STACK_BUDGET` (the tier declines an entry reaching a
+        // function whose chain, summed from the frame sizes Cranelift
+        // reports, is larger: `Jit::compile_entry`), which leaves the
+        // helpers `HELPER_BYTES`. `tramp` is a trampoline the tier compiled for
         // the callee (`translate::trampoline`), with this signature; it
         // reads the callee's parameters from `args` and writes its results
         // to `out`, both stack slots of the calling frame sized for them.
