@@ -205,9 +205,10 @@ struct T<'a, 'b> {
     cached: [Variable; 8],
     /// End (exclusive) of the bytecode block being translated.
     end: usize,
-    /// Which registers some instruction writes (a constant register that
-    /// none writes holds its constant throughout).
-    written: Vec<bool>,
+    /// How many instructions write each register, and the `pc` of the last
+    /// one ([`writes`]): a constant register that none writes holds its
+    /// constant throughout.
+    writes: Vec<(u32, usize)>,
     /// In a function with no `anew` and no call (so the views and the
     /// buffers they point at stay as they are), each array register no
     /// instruction writes (a parameter) that an access reads: its view,
@@ -441,24 +442,49 @@ impl T<'_, '_> {
 
     /// If `cond`, trap with `code` at `pc`.
     fn trap_if(&mut self, cond: Value, pc: usize, code: i64, payload: Value) {
+        self.trap_if_with(cond, pc, code, |_| payload);
+    }
+
+    /// If `cond`, trap with `code` at `pc` and payload 0 (made in the cold
+    /// block, off the path that does not trap).
+    fn trap_if_zero(&mut self, cond: Value, pc: usize, code: i64) {
+        self.trap_if_with(cond, pc, code, |t| t.b.ins().iconst(types::I64, 0));
+    }
+
+    /// If `cond`, trap with `code` at `pc` and the payload `payload` makes
+    /// in the cold block.
+    fn trap_if_with(
+        &mut self,
+        cond: Value,
+        pc: usize,
+        code: i64,
+        payload: impl FnOnce(&mut Self) -> Value,
+    ) {
         let cold = self.b.create_block();
         let cont = self.b.create_block();
         self.b.set_cold_block(cold);
         self.b.ins().brif(cond, cold, &[], cont, &[]);
         self.b.switch_to_block(cold);
+        let payload = payload(self);
         self.trap_now(pc, code, payload);
         self.b.switch_to_block(cont);
     }
 
     /// Trap with `code` at `pc` (ends the current block).
     fn trap_now(&mut self, pc: usize, code: i64, payload: Value) {
-        let done = self.done(pc);
-        self.ctx_store(done, OFF_STEPS);
         let site = self.site(pc);
         let code = self.b.ins().iconst(types::I64, code);
         let h = self.helper("advm_trap");
         let ctx = self.ctx;
         self.b.ins().call(h, &[ctx, site, code, payload]);
+        self.unwind_from(pc);
+    }
+
+    /// After a trap at `pc`: hand the count at `pc` back and return through
+    /// the unwind block (ends the current block).
+    fn unwind_from(&mut self, pc: usize) {
+        let done = self.done(pc);
+        self.ctx_store(done, OFF_STEPS);
         self.b.ins().jump(self.unwind, &[]);
     }
 
@@ -470,9 +496,7 @@ impl T<'_, '_> {
         self.b.set_cold_block(cold);
         self.b.ins().brif(t, cold, &[], cont, &[]);
         self.b.switch_to_block(cold);
-        let done = self.done(pc);
-        self.ctx_store(done, OFF_STEPS);
-        self.b.ins().jump(self.unwind, &[]);
+        self.unwind_from(pc);
         self.b.switch_to_block(cont);
     }
 
@@ -500,9 +524,7 @@ impl T<'_, '_> {
     /// block. Ends the current block; `None`.
     fn trapping(&mut self, name: &str, pc: usize, args: &[Value]) -> Option<Value> {
         self.call_helper(name, pc, args);
-        let done = self.done(pc);
-        self.ctx_store(done, OFF_STEPS);
-        self.b.ins().jump(self.unwind, &[]);
+        self.unwind_from(pc);
         None
     }
 
@@ -602,19 +624,6 @@ impl T<'_, '_> {
             let flag = self.b.ins().uload8(types::I32, mem(), p, 0);
             self.trap_if_zero(flag, pc, T_INTERRUPTED);
         }
-    }
-
-    /// If `cond`, trap with `code` at `pc` and payload 0 (made in the cold
-    /// block, off the path that does not trap).
-    fn trap_if_zero(&mut self, cond: Value, pc: usize, code: i64) {
-        let cold = self.b.create_block();
-        let cont = self.b.create_block();
-        self.b.set_cold_block(cold);
-        self.b.ins().brif(cond, cold, &[], cont, &[]);
-        self.b.switch_to_block(cold);
-        let zero = self.b.ins().iconst(types::I64, 0);
-        self.trap_now(pc, code, zero);
-        self.b.switch_to_block(cont);
     }
 
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
@@ -752,35 +761,12 @@ impl T<'_, '_> {
             Op::AddI => ff!(|a, c| self.b.ins().iadd(a, c)),
             Op::SubI => ff!(|a, c| self.b.ins().isub(a, c)),
             Op::MulI => ff!(|a, c| self.b.ins().imul(a, c)),
-            Op::DivI | Op::RemI if self.const_divisor(r2).is_some() => {
-                let a = self.get(r1);
-                let k = self.const_divisor(r2).unwrap_or(2);
-                let v = self.div_by_const(a, k, ins.op == Op::DivI);
-                self.set(r0, v);
-            }
             Op::DivI | Op::RemI => {
                 let a = self.get(r1);
-                let c = self.get(r2);
-                let zero = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
-                let code = if ins.op == Op::DivI {
-                    T_DIV_BY_ZERO
-                } else {
-                    T_REM_BY_ZERO
-                };
-                self.trap_if_zero(zero, pc, code);
-                // Wrapping: `MIN / -1` is `MIN`, `MIN % -1` is 0, and
-                // neither may reach the machine's division, which faults.
-                let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, c, -1);
-                let one = self.b.ins().iconst(types::I64, 1);
-                let safe = self.b.ins().select(m1, one, c);
-                let v = if ins.op == Op::DivI {
-                    let q = self.b.ins().sdiv(a, safe);
-                    let n = self.b.ins().ineg(a);
-                    self.b.ins().select(m1, n, q)
-                } else {
-                    let r = self.b.ins().srem(a, safe);
-                    let z = self.b.ins().iconst(types::I64, 0);
-                    self.b.ins().select(m1, z, r)
+                let div = ins.op == Op::DivI;
+                let v = match self.const_divisor(r2) {
+                    Some(k) => self.div_by_const(a, k, div),
+                    None => self.div_checked(pc, a, r2, div),
                 };
                 self.set(r0, v);
             }
@@ -1202,12 +1188,13 @@ impl T<'_, '_> {
         true
     }
 
-    /// An array access at `pc` in place: element `i` of array `h` (its
-    /// data, or with `ptr` = `AV_SHADOW` its shadow; with `i` `None`, the
-    /// length itself), when `h` is a live handle and `i` is below the
-    /// length in its view; else `slow` (the helper, which traps as the
-    /// interpreter does). The result (of type `ty`) for `Len`, `Load` and
-    /// `Take`.
+    /// An array access at `pc` in place: element `i` of the array in
+    /// register `hreg` (its data, or with `ptr` = `AV_SHADOW` its shadow;
+    /// with `i` `None`, the length itself), when the handle is live and
+    /// `i` is below the length in its view (read at the access, or once
+    /// beforehand: [`T::hoisted`]); else `slow` (the helper, which traps as
+    /// the interpreter does). The result (of type `ty`) for `Len`, `Load`
+    /// and `Take`.
     #[allow(clippy::too_many_arguments)]
     fn in_place(
         &mut self,
@@ -1221,29 +1208,46 @@ impl T<'_, '_> {
     ) -> Option<Value> {
         let _ = pc;
         let gives = matches!(what, Elem::Len | Elem::Load | Elem::Take);
-        if let (Some(i), Some(view)) = (i, self.hoisted.get(&hreg).copied()) {
-            return self.in_hoisted_view(view, i, ptr, ty, what, slow);
-        }
-        let h = self.get(hreg);
-        let n = self.cget(OFF_ARR_N);
-        let k = self.b.ins().iadd_imm_s(h, -1);
-        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
-        let handle_ok = self.b.create_block();
         let slow_blk = self.b.create_block();
         let join = self.b.create_block();
         let out = gives.then(|| self.b.append_block_param(join, ty));
         self.b.set_cold_block(slow_blk);
-        self.b.ins().brif(live, handle_ok, &[], slow_blk, &[]);
-        self.b.switch_to_block(handle_ok);
-        let tab = self.cget(OFF_ARR_TAB);
-        let off = self.b.ins().ishl_imm_s(k, AV_SHIFT);
-        let e = self.b.ins().iadd(tab, off);
-        let len_off = if ptr == AV_SHADOW {
-            AV_SHADOW_LEN
-        } else {
-            AV_LEN
+        // Where the buffer's address is: in the view (at this address), or
+        // in a variable (the view read beforehand).
+        enum Base {
+            View(Value),
+            Read(Variable),
+        }
+        // The length, and the address. A view read beforehand serves
+        // element accesses only: its length is 0 for a handle outside the
+        // views, which `alen` must tell from an empty array.
+        let (len, base) = match (i, self.hoisted.get(&hreg).copied()) {
+            (Some(_), Some(view)) => {
+                let (lv, bv) = if ptr == AV_SHADOW {
+                    (view.shadow_len, view.shadow)
+                } else {
+                    (view.len, view.data)
+                };
+                (self.b.use_var(lv), Base::Read(bv))
+            }
+            _ => {
+                let h = self.get(hreg);
+                let (live, k) = self.view_live(h);
+                let handle_ok = self.b.create_block();
+                self.b.ins().brif(live, handle_ok, &[], slow_blk, &[]);
+                self.b.switch_to_block(handle_ok);
+                let e = self.view_at(k);
+                let len_off = if ptr == AV_SHADOW {
+                    AV_SHADOW_LEN
+                } else {
+                    AV_LEN
+                };
+                (
+                    self.b.ins().load(types::I64, mem(), e, len_off),
+                    Base::View(e),
+                )
+            }
         };
-        let len = self.b.ins().load(types::I64, mem(), e, len_off);
         match i {
             None => {
                 self.b.ins().jump(join, &[len.into()]);
@@ -1253,7 +1257,10 @@ impl T<'_, '_> {
                 let fast = self.b.create_block();
                 self.b.ins().brif(inside, fast, &[], slow_blk, &[]);
                 self.b.switch_to_block(fast);
-                let base = self.b.ins().load(types::I64, mem(), e, ptr);
+                let base = match base {
+                    Base::View(e) => self.b.ins().load(types::I64, mem(), e, ptr),
+                    Base::Read(var) => self.b.use_var(var),
+                };
                 self.elem_op(base, i, what, join);
             }
         }
@@ -1264,6 +1271,21 @@ impl T<'_, '_> {
         slow(self);
         self.b.switch_to_block(join);
         out
+    }
+
+    /// Whether handle `h` has a view (`h - 1` below the views' number,
+    /// one unsigned compare), and `h - 1`.
+    fn view_live(&mut self, h: Value) -> (Value, Value) {
+        let n = self.cget(OFF_ARR_N);
+        let k = self.b.ins().iadd_imm_s(h, -1);
+        (self.b.ins().icmp(IntCC::UnsignedLessThan, k, n), k)
+    }
+
+    /// The address of view `k` (a live handle minus one) in the table.
+    fn view_at(&mut self, k: Value) -> Value {
+        let tab = self.cget(OFF_ARR_TAB);
+        let off = self.b.ins().ishl_imm_s(k, AV_SHIFT);
+        self.b.ins().iadd(tab, off)
     }
 
     /// Element `i` of the buffer at `base`: do `what` to it and jump to
@@ -1295,41 +1317,6 @@ impl T<'_, '_> {
             Some(v) => self.b.ins().jump(join, &[v.into()]),
             None => self.b.ins().jump(join, &[]),
         };
-    }
-
-    /// An element access through a view read on entry ([`Hoisted`]): one
-    /// unsigned compare with the length (0 for a handle outside the
-    /// views), else the trapping slow path, as in [`T::in_place`].
-    fn in_hoisted_view(
-        &mut self,
-        view: Hoisted,
-        i: Value,
-        ptr: i32,
-        ty: CType,
-        what: Elem,
-        slow: impl FnOnce(&mut Self) -> Option<Value>,
-    ) -> Option<Value> {
-        let gives = matches!(what, Elem::Load | Elem::Take);
-        let (lv, bv) = if ptr == AV_SHADOW {
-            (view.shadow_len, view.shadow)
-        } else {
-            (view.len, view.data)
-        };
-        let slow_blk = self.b.create_block();
-        let fast = self.b.create_block();
-        let join = self.b.create_block();
-        let out = gives.then(|| self.b.append_block_param(join, ty));
-        self.b.set_cold_block(slow_blk);
-        let len = self.b.use_var(lv);
-        let inside = self.b.ins().icmp(IntCC::UnsignedLessThan, i, len);
-        self.b.ins().brif(inside, fast, &[], slow_blk, &[]);
-        self.b.switch_to_block(fast);
-        let base = self.b.use_var(bv);
-        self.elem_op(base, i, what, join);
-        self.b.switch_to_block(slow_blk);
-        slow(self);
-        self.b.switch_to_block(join);
-        out
     }
 
     /// Push `v` (64 bits) on the comms stack in place if it has room for
@@ -1472,12 +1459,7 @@ impl T<'_, '_> {
         let mut args = vec![self.ctx];
         let n = many(callee);
         let slot = n.map(|n| {
-            let ss = self.b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                (n.max(1) * 8) as u32,
-                3,
-            ));
-            let a = self.b.ins().stack_addr(types::I64, ss, 0);
+            let a = self.stack_words(n);
             args.push(a);
             a
         });
@@ -1553,7 +1535,6 @@ impl T<'_, '_> {
         if changes {
             return;
         }
-        let writes = writes(f);
         let mut regs: Vec<u32> = Vec::new();
         // The (register, shadow?) pairs accessed: each hoisted one keeps a
         // length and an address live through the function.
@@ -1584,9 +1565,9 @@ impl T<'_, '_> {
             return;
         }
         for r in regs {
-            match writes.get(r as usize) {
+            match self.writes.get(r as usize).copied() {
                 Some((0, _)) => self.hoist_one(r),
-                Some(&(1, pc)) if pc < block0_end => self.hoist_at.entry(pc).or_default().push(r),
+                Some((1, pc)) if pc < block0_end => self.hoist_at.entry(pc).or_default().push(r),
                 _ => {}
             }
         }
@@ -1595,9 +1576,7 @@ impl T<'_, '_> {
     /// Read the view of array register `r` here, into [`T::hoisted`].
     fn hoist_one(&mut self, r: u32) {
         let h = self.get(r);
-        let n = self.cget(OFF_ARR_N);
-        let k = self.b.ins().iadd_imm_s(h, -1);
-        let live = self.b.ins().icmp(IntCC::UnsignedLessThan, k, n);
+        let (live, k) = self.view_live(h);
         let view = Hoisted {
             len: self.b.declare_var(types::I64),
             data: self.b.declare_var(types::I64),
@@ -1609,9 +1588,7 @@ impl T<'_, '_> {
         let join = self.b.create_block();
         self.b.ins().brif(live, read, &[], none, &[]);
         self.b.switch_to_block(read);
-        let tab = self.cget(OFF_ARR_TAB);
-        let off = self.b.ins().ishl_imm_s(k, AV_SHIFT);
-        let e = self.b.ins().iadd(tab, off);
+        let e = self.view_at(k);
         for (var, at) in [
             (view.len, AV_LEN),
             (view.data, AV_DATA),
@@ -1638,12 +1615,35 @@ impl T<'_, '_> {
     /// and `i64::MIN`.
     fn const_divisor(&self, r: u32) -> Option<i64> {
         let np = self.f.param_types.len() as u32;
-        if r < np || r >= np + self.f.consts.len() as u32 || self.written[r as usize] {
+        if r < np || r >= np + self.f.consts.len() as u32 || self.writes[r as usize].0 > 0 {
             return None;
         }
         let c = self.f.consts[(r - np) as usize] as i64;
         let m = c.unsigned_abs();
         (c != i64::MIN && m > 1 && m.is_power_of_two()).then_some(c)
+    }
+
+    /// `a / r` (`div`) or `a % r` for register `r`, as the interpreter:
+    /// a zero divisor traps at `pc`, and `MIN / -1` wraps.
+    fn div_checked(&mut self, pc: usize, a: Value, r: u32, div: bool) -> Value {
+        let c = self.get(r);
+        let zero = self.b.ins().icmp_imm_s(IntCC::Equal, c, 0);
+        let code = if div { T_DIV_BY_ZERO } else { T_REM_BY_ZERO };
+        self.trap_if_zero(zero, pc, code);
+        // Wrapping: `MIN / -1` is `MIN`, `MIN % -1` is 0, and
+        // neither may reach the machine's division, which faults.
+        let m1 = self.b.ins().icmp_imm_s(IntCC::Equal, c, -1);
+        let one = self.b.ins().iconst(types::I64, 1);
+        let safe = self.b.ins().select(m1, one, c);
+        if div {
+            let q = self.b.ins().sdiv(a, safe);
+            let n = self.b.ins().ineg(a);
+            self.b.ins().select(m1, n, q)
+        } else {
+            let r = self.b.ins().srem(a, safe);
+            let z = self.b.ins().iconst(types::I64, 0);
+            self.b.ins().select(m1, z, r)
+        }
     }
 
     /// `a / c` (`div`) or `a % c` (`!div`) for a constant `c = ±2^k`
@@ -1667,6 +1667,17 @@ impl T<'_, '_> {
             let m = self.b.ins().ishl_imm_s(q, k);
             self.b.ins().isub(a, m)
         }
+    }
+
+    /// The address of a new slot of this frame for `n` 64-bit words (at
+    /// least one), 8-byte aligned.
+    fn stack_words(&mut self, n: usize) -> Value {
+        let ss = self.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            (n.max(1) * 8) as u32,
+            3,
+        ));
+        self.b.ins().stack_addr(types::I64, ss, 0)
     }
 
     /// A call of a function of a recursive call graph (`args`: the context,
@@ -1705,25 +1716,13 @@ impl T<'_, '_> {
         self.b.switch_to_block(grow);
         let first = if slot.is_some() { 2 } else { 1 };
         let params = &args[first..];
-        let ps = self.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            (params.len().max(1) * 8) as u32,
-            3,
-        ));
-        let argp = self.b.ins().stack_addr(types::I64, ps, 0);
+        let argp = self.stack_words(params.len());
         for (i, p) in params.iter().enumerate() {
             self.b.ins().store(mem(), *p, argp, (i * 8) as i32);
         }
         let out = match slot {
             Some(a) => a,
-            None => {
-                let os = self.b.create_sized_stack_slot(StackSlotData::new(
-                    StackSlotKind::ExplicitSlot,
-                    8,
-                    3,
-                ));
-                self.b.ins().stack_addr(types::I64, os, 0)
-            }
+            None => self.stack_words(1),
         };
         let h = self.helper("advm_call_grown");
         let at = self.site(pc);
@@ -1837,7 +1836,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         blocks,
         cached,
         end: 0,
-        written: writes(f).iter().map(|w| w.0 > 0).collect(),
+        writes: writes(f),
         hoisted: HashMap::new(),
         hoist_at: HashMap::new(),
     };
