@@ -45,7 +45,7 @@ use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId as ModFuncId, Linkage, Module, ModuleReloc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use vm::bytecode::Program;
@@ -142,13 +142,12 @@ struct Body {
     tramp: Option<ModFuncId>,
 }
 
-/// One function a compile adds: its id, whether it is in a recursive call
-/// graph, and its chain estimate (see [`Body`]).
+/// One function a compile adds: its id and whether it is in a recursive
+/// call graph.
 #[derive(Clone, Copy, Debug)]
 struct Planned {
     func: FuncId,
     cyclic: bool,
-    chain: usize,
 }
 
 /// Bodies compiled by one [`Jit::compile_new`]: function, module id,
@@ -439,10 +438,7 @@ impl Jit {
     }
 
     fn compile_entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
-        let (order, chain) = plan(prog, f, &self.bodies)?;
-        if chain > STACK_BUDGET || order.iter().any(|p| p.chain > STACK_BUDGET) {
-            return Err(Decline::DeepChain);
-        }
+        let order = plan(prog, f, &self.bodies)?;
         let (Some(native::SendModule(module)), Some(isas)) = (self.module.as_mut(), isas()) else {
             return Err(Decline::Unsupported(
                 "no native code generator for this host".into(),
@@ -467,27 +463,14 @@ impl Jit {
         let (new, frames, code) = r?;
         // The chains again, with the frames' sizes as compiled (the
         // estimate is not a bound: the single-pass register allocator
-        // gives every value a slot).
-        let mut chains: Vec<usize> = Vec::with_capacity(new.len());
-        for ((g, ..), frame) in new.iter().zip(&frames) {
-            let below = prog
-                .func(*g)
-                .sites
-                .iter()
-                .map(|s| match new.iter().position(|(h, ..)| *h == s.func) {
-                    Some(j) if new[j].3.is_some() => 0,
-                    Some(j) => chains.get(j).copied().unwrap_or(0),
-                    None => self
-                        .bodies
-                        .get(s.func.index())
-                        .copied()
-                        .flatten()
-                        .map_or(0, |b| if b.tramp.is_some() { 0 } else { b.chain }),
-                })
-                .max()
-                .unwrap_or(0);
-            chains.push(frame.saturating_add(below));
-        }
+        // gives every value a slot). The callees outside `new` are the
+        // current bodies `plan` stopped at.
+        let funcs: Vec<FuncId> = new.iter().map(|(g, ..)| *g).collect();
+        let cyclic: Vec<bool> = new.iter().map(|(.., t)| t.is_some()).collect();
+        let bodies = &self.bodies;
+        let chains = chains(prog, &funcs, &cyclic, &frames, |g| {
+            bodies.get(g.index()).copied().flatten()
+        });
         for (((g, id, stamp, tramp), frame), chain) in new.iter().zip(&frames).zip(&chains) {
             if self.bodies.len() <= g.index() {
                 self.bodies.resize(g.index() + 1, None);
@@ -500,14 +483,7 @@ impl Jit {
                 tramp: *tramp,
             });
         }
-        if chains.iter().any(|c| *c > STACK_BUDGET)
-            || self
-                .bodies
-                .get(f.index())
-                .copied()
-                .flatten()
-                .is_some_and(|b| b.chain > STACK_BUDGET)
-        {
+        if chains.iter().any(|c| *c > STACK_BUDGET) {
             return Err(Decline::DeepChain);
         }
         let mut code = code;
@@ -723,25 +699,25 @@ fn make_module() -> Option<JITModule> {
 
 /// The functions `f` reaches through calls that have no current compiled
 /// body, callees first (a post-order), each with whether it is in a
-/// recursive call graph and its chain estimate, and the entry's chain
-/// estimate; a decline for an unverified or too large function (or, where
-/// the tier has no stack segments, recursion).
+/// recursive call graph; a decline for an unverified or too large
+/// function, for a chain ([`chains`], with [`frame_bytes`]' estimates)
+/// over [`STACK_BUDGET`] (or, where the tier has no stack segments, for
+/// recursion).
 ///
 /// A call of a function in a recursive call graph is checked (it looks at
 /// the stack pointer, and moves to a new stack segment when the stack
-/// runs low), so a chain estimate stops there: it is the deepest run of
-/// compiled frames between two checks.
-fn plan(
-    prog: &Program,
-    f: FuncId,
-    bodies: &[Option<Body>],
-) -> Result<(Vec<Planned>, usize), Decline> {
+/// runs low), so a chain stops there: it is the deepest run of compiled
+/// frames between two checks.
+fn plan(prog: &Program, f: FuncId, bodies: &[Option<Body>]) -> Result<Vec<Planned>, Decline> {
     let current = |g: FuncId| -> Option<Body> {
         let b = bodies.get(g.index()).copied().flatten()?;
         (Some(b.stamp) == prog.stamp(g)).then_some(b)
     };
     if let Some(b) = current(f) {
-        return Ok((Vec::new(), b.chain));
+        if b.chain > STACK_BUDGET {
+            return Err(Decline::DeepChain);
+        }
+        return Ok(Vec::new());
     }
     // Iterative depth-first search: 1 on the path, 2 done.
     let mut state: HashMap<FuncId, u8> = HashMap::new();
@@ -789,8 +765,35 @@ fn plan(
     } else {
         vec![false; order.len()]
     };
-    let mut planned: Vec<Planned> = Vec::with_capacity(order.len());
-    for (i, g) in order.iter().enumerate() {
+    let frames: Vec<usize> = order.iter().map(|g| frame_bytes(prog.func(*g))).collect();
+    let chains = chains(prog, &order, &cyclic, &frames, current);
+    if chains.iter().any(|c| *c > STACK_BUDGET) {
+        return Err(Decline::DeepChain);
+    }
+    let planned = order
+        .iter()
+        .zip(cyclic)
+        .map(|(g, cyclic)| Planned { func: *g, cyclic })
+        .collect();
+    Ok(planned)
+}
+
+/// The chain of each function of `order` (a post-order of the new
+/// functions, `cyclic` telling which are in a recursive call graph),
+/// from its frame (`frames`) and its callees' chains: the deepest run of
+/// compiled frames from it down to a checked call (a call of a function
+/// in a recursive call graph) or a leaf. `current` gives the compiled
+/// bodies of the callees outside `order`.
+fn chains(
+    prog: &Program,
+    order: &[FuncId],
+    cyclic: &[bool],
+    frames: &[usize],
+    current: impl Fn(FuncId) -> Option<Body>,
+) -> Vec<usize> {
+    let pos: HashMap<FuncId, usize> = order.iter().enumerate().map(|(i, g)| (*g, i)).collect();
+    let mut chains: Vec<usize> = Vec::with_capacity(order.len());
+    for (g, frame) in order.iter().zip(frames) {
         let below = prog
             .func(*g)
             .sites
@@ -799,38 +802,32 @@ fn plan(
                 (Some(&j), _) if cyclic[j] => 0,
                 // Callees come first in a post-order, but for cycles,
                 // whose calls are checked.
-                (Some(&j), _) => planned.get(j).map_or(0, |p| p.chain),
+                (Some(&j), _) => chains.get(j).copied().unwrap_or(0),
                 (None, Some(b)) if b.tramp.is_some() => 0,
                 (None, Some(b)) => b.chain,
                 (None, None) => 0,
             })
             .max()
             .unwrap_or(0);
-        planned.push(Planned {
-            func: *g,
-            cyclic: cyclic[i],
-            chain: frame_bytes(prog.func(*g)).saturating_add(below),
-        });
+        chains.push(frame.saturating_add(below));
     }
-    let chain = planned.last().map_or(0, |p| p.chain);
-    Ok((planned, chain))
+    chains
 }
 
 /// For `f` (compiled, with everything it calls), the largest stack frame
 /// of the functions it reaches if one of them is in a recursive call
 /// graph, else 0.
 fn recursive_frame(prog: &Program, f: FuncId, bodies: &[Option<Body>]) -> usize {
-    let mut seen: HashMap<FuncId, ()> = HashMap::new();
+    let mut seen: HashSet<FuncId> = HashSet::from([f]);
     let mut work = vec![f];
     let (mut recursive, mut most) = (false, 0);
-    seen.insert(f, ());
     while let Some(g) = work.pop() {
         let gf = prog.func(g);
         let body = bodies.get(g.index()).copied().flatten();
         most = most.max(body.map_or_else(|| frame_bytes(gf), |b| b.frame));
         recursive |= body.is_some_and(|b| b.tramp.is_some());
         for s in &gf.sites {
-            if seen.insert(s.func, ()).is_none() {
+            if seen.insert(s.func) {
                 work.push(s.func);
             }
         }
@@ -956,10 +953,7 @@ impl Drop for Jit {
 /// would run a call of `f` from the host (without compiling anything):
 /// `Ok` or why it runs interpreted.
 pub fn tier_of(prog: &Program, f: FuncId) -> Result<(), Decline> {
-    let (order, chain) = plan(prog, f, &[])?;
-    if chain > STACK_BUDGET || order.iter().any(|p| p.chain > STACK_BUDGET) {
-        return Err(Decline::DeepChain);
-    }
+    plan(prog, f, &[])?;
     if loop_free_steps(prog, f, SMALL_CALL).is_some() {
         return Err(Decline::Small);
     }

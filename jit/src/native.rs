@@ -348,9 +348,10 @@ helper! {
 /// found outside the arrays' views: the interpreter's (`Err`), which the
 /// views make certain (they are every live array's exact buffers and
 /// lengths, a shadow's length 0 outside AD mode, and compiled code goes
-/// to the helper only for a handle or index outside them). Compiled code does not continue after these helpers
-/// (`translate.rs`, `trapping`), so an access that succeeded here would
-/// mean views out of date, a bug: it traps too, saying so.
+/// to the helper only for a handle or index outside them). Compiled code
+/// does not continue after these helpers (`translate.rs`, `trapping`), so
+/// an access that succeeded here would mean views out of date, a bug: it
+/// traps too, saying so.
 fn access_trap<T>(c: &mut Ctx, site: u64, r: Result<T, TrapKind>) {
     let k = r.err().unwrap_or_else(|| {
         TrapKind::ArgMismatch(
@@ -574,7 +575,7 @@ pub(crate) fn helpers() -> Vec<(&'static str, *const u8, Sig)> {
 /// Bytes of each of the tier's stack segments ([`Stacks`]), besides its
 /// guard region; mapped without reserving swap, so that only the pages a
 /// recursion reaches take memory.
-pub(crate) const SEGMENT_BYTES: usize = 8 << 20;
+const SEGMENT_BYTES: usize = 8 << 20;
 /// The inaccessible region below each segment (a stack overflow there
 /// faults instead of writing over other memory).
 const GUARD_BYTES: usize = 64 << 10;
@@ -726,15 +727,15 @@ helper_abi! {
         // most `STACK_BUDGET` (the tier declines an entry reaching a
         // function whose chain, summed from the frame sizes Cranelift
         // reports, is larger: `Jit::compile_entry`), which leaves the
-        // helpers `HELPER_BYTES`. `tramp` is a trampoline the tier compiled for
-        // the callee (`translate::trampoline`), with this signature; it
-        // reads the callee's parameters from `args` and writes its results
-        // to `out`, both stack slots of the calling frame sized for them.
+        // helpers `HELPER_BYTES`. `tramp` is a trampoline the tier
+        // compiled for the callee (`translate::trampoline`), a
+        // `Trampoline`; it reads the callee's parameters from `args` and
+        // writes its results to `out`, both stack slots of the calling
+        // frame sized for them.
         unsafe {
             (*ctx).stack_limit = base as u64 + SEGMENT_FLOOR as u64;
             psm::on_stack(base, size, || {
-                let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) =
-                    std::mem::transmute(tramp as usize as *const u8);
+                let f: Trampoline = std::mem::transmute(tramp as usize as *const u8);
                 f(ctx, args as usize as *const u64, out as usize as *mut u64);
             });
             (*stacks).level -= 1;
@@ -754,6 +755,9 @@ pub(crate) struct Outcome {
     pub ret_pc: u64,
 }
 
+/// The machine code of an entry trampoline (`translate::trampoline`).
+type Trampoline = extern "C" fn(*mut Ctx, *const u64, *mut u64);
+
 /// A compiled entry trampoline: `(ctx, args, out)`, reading `nparams`
 /// arguments and writing `nouts` results.
 #[derive(Clone, Copy, Debug)]
@@ -761,8 +765,8 @@ pub(crate) struct EntryCode {
     pub ptr: *const u8,
     pub nparams: usize,
     pub nouts: usize,
-    /// For an entry whose call graph has recursion, the largest frame
-    /// estimate of a function it reaches (what one level of the recursion
+    /// For an entry whose call graph has recursion, the largest compiled
+    /// frame of a function it reaches (what one level of the recursion
     /// may take of the native stack at most); 0 otherwise.
     pub recursive_frame: usize,
 }
@@ -848,7 +852,7 @@ pub(crate) fn enter(
     stacks.level = 0;
     ctx.stacks = stacks as *mut Stacks;
     unsafe {
-        let f: extern "C" fn(*mut Ctx, *const u64, *mut u64) = std::mem::transmute(code.ptr);
+        let f: Trampoline = std::mem::transmute(code.ptr);
         f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
     }
     sync_out(&ctx, vm);
