@@ -243,3 +243,65 @@ fn a_function_too_large_to_compile_runs_interpreted() {
         assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "n = {n}");
     }
 }
+
+/// `depth` functions, each holding `width` values at once (so as many
+/// registers) and calling the next, the last one with a loop: a chain of
+/// frames of about `16 * width` bytes each.
+fn wide_chain(depth: usize, width: usize) -> String {
+    let mut src = String::new();
+    for d in 0..depth {
+        src.push_str(&format!("fn @w{d}(%x: f64) -> f64 {{\nentry:\n"));
+        for i in 0..width {
+            src.push_str(&format!("    %v{i} = mul %x, {}.5\n", i + 1));
+        }
+        src.push_str("    %s0 = add %v0, %v1\n");
+        for i in 2..width {
+            src.push_str(&format!("    %s{} = add %s{}, %v{i}\n", i - 1, i - 2));
+        }
+        let s = format!("%s{}", width - 2);
+        if d + 1 < depth {
+            src.push_str(&format!(
+                "    %y = call @w{}({s})\n    %r = add %y, %x\n    ret %r\n}}\n",
+                d + 1
+            ));
+        } else {
+            src.push_str(&format!(
+                "    jmp head\nhead:\n    %k = phi [entry: 0], [head: %k2]\n    %k2 = add %k, 1\n    %c = lt %k2, 3\n    br %c, head, done\ndone:\n    ret {s}\n}}\n"
+            ));
+        }
+    }
+    src
+}
+
+/// A chain of calls whose compiled frames could take more than
+/// `jit::STACK_BUDGET` of native stack runs interpreted, with the
+/// interpreter's bits and gradient; a shorter chain of the same frames
+/// compiles.
+#[test]
+fn a_call_chain_over_the_stack_budget_runs_interpreted() {
+    let width = 400;
+    for (depth, compiled) in [(3, true), (60, false)] {
+        let src = wide_chain(depth, width);
+        let module = assembler::assemble(&src, "chain").unwrap_or_else(|d| panic!("{d}"));
+        let mut native =
+            Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+        let mut interp = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+        jit::install(native.vm_mut());
+        let f = native.find("w0").expect("@w0");
+        let want = if compiled {
+            Ok(())
+        } else {
+            Err(Decline::DeepChain)
+        };
+        assert_eq!(jit::tier_of(native.program(), f), want, "depth {depth}");
+        let args = [Value::F64(0.3)];
+        let a = native.run(f, &args).expect("runs");
+        let tier = if compiled { Tier::Native } else { Tier::Interp };
+        assert_eq!(native.vm_mut().last_tier(), tier, "depth {depth}");
+        let b = interp.run(f, &args).expect("runs");
+        assert_eq!(format!("{a:?}"), format!("{b:?}"));
+        let ga = native.grad(f, &args).expect("gradient");
+        let gb = interp.grad(f, &args).expect("gradient");
+        assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "depth {depth}");
+    }
+}
