@@ -13,4 +13,5 @@ mod fuzz_smoke;
 mod limits;
 mod recursion;
 mod settings;
+mod three_calls;
 mod tiering;

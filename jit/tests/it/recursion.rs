@@ -6,7 +6,7 @@
 //! and take several megabytes of frames. Every value, gradient, HVP and
 //! trap is the interpreter's, bit for bit.
 
-use ad::Engine;
+use crate::three_calls::{self, Kind};
 use vm::{Limits, Tier, Value};
 
 const SRC: &str = "
@@ -117,52 +117,9 @@ step:
 }
 ";
 
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Kind {
-    Interp,
-    Default,
-    Eager,
-}
-
-fn engine(kind: Kind, limits: &Limits) -> Engine {
-    let module = assembler::assemble(SRC, "recursion").unwrap_or_else(|d| panic!("{d}"));
-    // No inlining: every level of the recursion is a frame.
-    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
-    *e.vm_mut().limits_mut() = limits.clone();
-    match kind {
-        Kind::Interp => {}
-        Kind::Default => jit::install(e.vm_mut()),
-        Kind::Eager => jit::install_eager(e.vm_mut()),
-    }
-    e
-}
-
-/// Value, gradient and HVP of `f` at `args` (bits, via `Debug`; a trap as
-/// its `Debug`), and the tiers of the three calls' last calls.
+/// [`three_calls::outcome`] of `f` in [`SRC`] under `limits`.
 fn outcome(kind: Kind, limits: &Limits, f: &str, args: &[Value]) -> (String, [Tier; 3]) {
-    let mut e = engine(kind, limits);
-    let id = e.find(f).expect("exists");
-    let dir: Vec<Option<Value>> = args
-        .iter()
-        .map(|a| matches!(a, Value::F64(_)).then_some(Value::F64(0.5)))
-        .collect();
-    let mut out = String::new();
-    let mut tiers = [Tier::Interp; 3];
-    // Twice: the first call compiles, the second uses the cache.
-    for _ in 0..2 {
-        let r = e.run(id, args);
-        tiers[0] = e.vm_mut().last_tier();
-        let g = e
-            .grad(id, args)
-            .map(|g| format!("{:x} {:?}", g.value.to_bits(), g.grad));
-        tiers[1] = e.vm_mut().last_tier();
-        let h = e
-            .hvp(id, args, &dir)
-            .map(|h| format!("{:x} {:?} {:?}", h.value.to_bits(), h.grad, h.hvp));
-        tiers[2] = e.vm_mut().last_tier();
-        out = format!("{r:?}\n{g:?}\n{h:?}");
-    }
-    (out, tiers)
+    three_calls::outcome(&mut three_calls::engine(SRC, kind, Some(limits)), f, args)
 }
 
 /// `f` on a thread whose stack is `stack` bytes.
@@ -302,7 +259,7 @@ fn a_recursion_the_memory_budget_cannot_hold_runs_interpreted() {
 
 #[test]
 fn recursive_functions_say_they_run_compiled() {
-    let e = engine(Kind::Interp, &Limits::default());
+    let e = three_calls::engine(SRC, Kind::Interp, None);
     for f in ["rec", "rec2", "even", "odd", "sumsq"] {
         let id = e.find(f).expect("exists");
         assert_eq!(jit::tier_of(e.program(), id), Ok(()), "@{f}");

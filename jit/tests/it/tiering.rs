@@ -4,6 +4,7 @@
 //! compiled, and every result is the interpreter's, bit for bit, and the
 //! eager tier's (which compiles the small calls too).
 
+use crate::three_calls::{self, Kind};
 use ad::Engine;
 use jit::Decline;
 use vm::{Tier, Value};
@@ -40,53 +41,16 @@ entry:
 }
 ";
 
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Interp,
-    Default,
-    Eager,
-}
-
 fn engine(kind: Kind) -> Engine {
-    let module = assembler::assemble(SRC, "tiering").unwrap_or_else(|d| panic!("{d}"));
-    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
-    match kind {
-        Kind::Interp => {}
-        Kind::Default => jit::install(e.vm_mut()),
-        Kind::Eager => jit::install_eager(e.vm_mut()),
-    }
-    e
+    three_calls::engine(SRC, kind, None)
 }
 
-/// Value, gradient and hvp of `f` at `args` (as bits, via `Debug`), and
-/// the tier of the primal call, of the gradient's last call and of the
-/// hvp's last call.
+/// Value, gradient and hvp of `f` at `args` (as bits, via `Debug`), each
+/// of which succeeds, and the tier of the primal call, of the gradient's
+/// last call and of the hvp's last call.
 fn outcome(kind: Kind, f: &str, args: &[Value]) -> (String, [Tier; 3]) {
-    let mut e = engine(kind);
-    let id = e.find(f).expect("exists");
-    let dir: Vec<Option<Value>> = args
-        .iter()
-        .map(|a| matches!(a, Value::F64(_)).then_some(Value::F64(0.5)))
-        .collect();
-    let mut out = String::new();
-    let mut tiers = [Tier::Interp; 3];
-    // Twice: the first call compiles (or declines), the second uses the cache.
-    for _ in 0..2 {
-        let r = e.run(id, args).expect("runs");
-        tiers[0] = e.vm_mut().last_tier();
-        let g = e.grad(id, args).expect("gradient");
-        tiers[1] = e.vm_mut().last_tier();
-        let h = e.hvp(id, args, &dir).expect("hvp");
-        tiers[2] = e.vm_mut().last_tier();
-        out = format!(
-            "{r:?} {:x} {:?} {:x} {:?} {:?}",
-            g.value.to_bits(),
-            g.grad,
-            h.value.to_bits(),
-            h.grad,
-            h.hvp
-        );
-    }
+    let (out, tiers) = three_calls::outcome(&mut engine(kind), f, args);
+    assert!(!out.contains("Err("), "@{f}: {out}");
     (out, tiers)
 }
 
