@@ -810,7 +810,12 @@ pub(crate) fn enter(
         blk_cap: 0,
         arr_tab: std::ptr::null(),
         arr_n: 0,
-        stack_limit: host_stack_limit(),
+        // Only a call graph with recursion makes checked calls.
+        stack_limit: if code.recursive_frame > 0 {
+            host_stack_limit()
+        } else {
+            0
+        },
         vm: std::ptr::null_mut(),
         stacks: std::ptr::null_mut(),
         views: std::mem::take(views),
@@ -866,10 +871,10 @@ pub(crate) fn enter(
     }
 }
 
-/// The stack limit of a call from the host ([`Ctx::stack_limit`]):
-/// [`HOST_RECURSION_BYTES`] below the stack pointer now, or 0 (never
-/// below) where the tier has no segments to move to (it runs no
-/// recursion there).
+/// The stack limit of a call from the host into a call graph with
+/// recursion ([`Ctx::stack_limit`]): [`HOST_RECURSION_BYTES`] below the
+/// stack pointer now, or 0 (never below) where the tier has no segments
+/// to move to (it runs no recursion there).
 fn host_stack_limit() -> u64 {
     #[cfg(target_os = "linux")]
     {
