@@ -412,6 +412,34 @@ def array_param_f(v, s):
     return acc
 
 
+def array_reread_overwrite(v, s):
+    v = list(v)  # the caller's array is overwritten in place; ours is a copy
+    acc = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        aset(v, i, x * s)
+        acc = acc + x * x
+    return acc
+
+
+def array_reread_clear(w):
+    for i in range(len(w)):
+        aset(w, i, 0.0)
+    return len(w)
+
+
+def array_reread_weighted(v):
+    w = anew(len(v))
+    for i in range(len(v)):
+        aset(w, i, itof(i) + 1.0)
+    acc = 0.0
+    for j in range(len(v)):
+        x = aget(v, j)
+        acc = acc + x * aget(w, j) * x
+    array_reread_clear(w)
+    return acc
+
+
 def array_sum_sum(v):
     s = 0.0
     for i in range(len(v)):
@@ -832,6 +860,9 @@ PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
     ("array_inplace.adasm", "f"): array_inplace_f,
     ("array_param.adasm", "f"): array_param_f,
+    ("array_reread.adasm", "overwrite"): array_reread_overwrite,
+    ("array_reread.adasm", "clear"): array_reread_clear,
+    ("array_reread.adasm", "weighted"): array_reread_weighted,
     ("array_return.adasm", "f"): array_return_f,
     ("array_return.adasm", "powers"): array_return_powers,
     ("array_sum.adasm", "sum"): array_sum_sum,

@@ -72,7 +72,7 @@ mod values;
 use self::{fwd_fn::FwdFn, plan::*, primal::Primal, rev_fn::RevFn};
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::analysis::{activity_in, call_is_active, call_wrt, Cfg};
+use crate::analysis::{activity_in, call_is_active, call_wrt, may_write_arrays, Cfg};
 use crate::compile_work::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
@@ -221,17 +221,38 @@ impl<'a> Transform<'a> {
         }
         let mut fwd_def = cfg.def_block.clone();
         let mut def_inst = vec![None; p.values.len()];
-        let mut arrays_immutable = true;
+        // Which instructions may write an array element: an `aset`, or a
+        // call passing an array to a callee that may write it.
+        let mut callee_writes: HashMap<Option<FuncId>, bool> = HashMap::new();
+        let mut writes = |inst: &Inst| match inst.op {
+            Op::ASet => true,
+            Op::Call if inst.args.iter().any(|a| p.ty(*a) == Type::Arr) => *callee_writes
+                .entry(inst.callee)
+                .or_insert_with(|| inst.callee.is_none_or(|g| may_write_arrays(module, g))),
+            _ => false,
+        };
+        let (mut any_write, mut call_writes) = (false, false);
+        let mut reread_in_block = vec![false; p.values.len()];
         for (bi, b) in p.blocks.iter().enumerate() {
-            for (ii, inst) in b.insts.iter().enumerate() {
+            // Walked backwards, so that `later` says whether an instruction
+            // after the current one in the block writes an array.
+            let mut later = false;
+            for (ii, inst) in b.insts.iter().enumerate().rev() {
                 if let Some(d) = inst.dst {
                     def_inst[d.index()] = Some((bi, ii));
+                    reread_in_block[d.index()] = inst.op == Op::AGet && !later;
                 }
-                let writes = inst.op == Op::ASet
-                    || (inst.op == Op::Call && inst.args.iter().any(|a| p.ty(*a) == Type::Arr));
-                arrays_immutable &= !writes;
+                if writes(inst) {
+                    later = true;
+                    any_write = true;
+                    call_writes |= inst.op == Op::Call;
+                }
             }
         }
+        if call_writes {
+            reread_in_block.fill(false);
+        }
+        let arrays_immutable = !any_write;
         let mut loops = Vec::with_capacity(cfg.loops.len());
         // The reverse function's i64 constants by bits (the first of equal
         // ones), so that each loop's limit finds its constant at once.
@@ -312,6 +333,7 @@ impl<'a> Transform<'a> {
                 active,
                 def_inst,
                 arrays_immutable,
+                reread_in_block,
             },
             fwd: FwdFn {
                 func: fwd,

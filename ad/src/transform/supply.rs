@@ -32,11 +32,17 @@ impl<'a> Transform<'a> {
             return Supply::Invariant(l);
         }
         if depth < MAX_REMAT_DEPTH {
-            if let Some(inst) = self.remat_inst(v) {
-                let available = inst
-                    .args
-                    .iter()
-                    .all(|a| self.supply(b, *a, depth + 1) != Supply::Push);
+            if let Some(inst) = self.remat_inst(b, v) {
+                // An active element read in `b` itself: its own fragment
+                // there reads its array and index anyway, so their being
+                // pushed costs nothing more.
+                let read_anyway =
+                    inst.op == Op::AGet && def == Some(b) && self.rev.cot[v.index()].is_some();
+                let available = read_anyway
+                    || inst
+                        .args
+                        .iter()
+                        .all(|a| self.supply(b, *a, depth + 1) != Supply::Push);
                 if available {
                     return Supply::Remat;
                 }
@@ -45,16 +51,20 @@ impl<'a> Transform<'a> {
         Supply::Push
     }
 
-    /// The primal instruction defining `v`, if the reverse code may simply
-    /// run it again: pure, cheap, and reading nothing that can have changed
-    /// (see [`Transform::arrays_immutable`]). A repeated instruction sees
-    /// the operands it saw in the forward code, so it cannot trap.
-    pub(super) fn remat_inst(&self, v: ValueId) -> Option<&'a Inst> {
-        let (b, i) = self.primal.def_inst.get(v.index()).copied().flatten()?;
-        let inst = &self.primal.p.blocks[b].insts[i];
+    /// The primal instruction defining `v`, if the reverse block of `b` may
+    /// simply run it again: pure, cheap, and reading nothing that can have
+    /// changed there (see [`Primal::arrays_immutable`] and
+    /// [`Primal::reread_in_block`]). A repeated instruction sees the
+    /// operands it saw in the forward code, so it cannot trap.
+    pub(super) fn remat_inst(&self, b: BlockId, v: ValueId) -> Option<&'a Inst> {
+        let (d, i) = self.primal.def_inst.get(v.index()).copied().flatten()?;
+        let inst = &self.primal.p.blocks[d].insts[i];
         let cheap = match inst.op.facts().remat {
             Remat::Cheap => true,
-            Remat::CheapUnlessArraysChange => self.primal.arrays_immutable,
+            Remat::CheapUnlessArraysChange => {
+                self.primal.arrays_immutable
+                    || (d == b.index() && self.primal.reread_in_block[v.index()])
+            }
             Remat::Never => false,
         };
         cheap.then_some(inst)
@@ -99,7 +109,7 @@ impl<'a> Transform<'a> {
         if let Some(r) = self.plan.remat_memo.get(&(b.index(), v)) {
             return *r;
         }
-        let Some(inst) = self.remat_inst(v) else {
+        let Some(inst) = self.remat_inst(b, v) else {
             return self.mirror_of(v);
         };
         let args: Vec<ValueId> = inst.args.iter().map(|a| self.supply_reg(b, *a)).collect();

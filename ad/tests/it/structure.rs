@@ -583,3 +583,60 @@ fn hvp_forward_code_computes_each_transcendental_once() {
     };
     assert!((got - want).abs() <= 1e-14, "{got} vs {want}");
 }
+
+/// An element read is read again by the reverse code of its own block
+/// (instead of crossing on the comms stack) when nothing can have changed
+/// it there: nothing after it in the block writes an array, and no call of
+/// the function may write one. Every other write is an `aset` the reverse
+/// code undoes before it reaches the block. So it holds in functions that
+/// write arrays elsewhere; an element overwritten later in its block, or
+/// read in a function whose call may write arrays, still crosses
+/// (`programs/array_reread.adasm`, whose gradients the corpus checks).
+#[test]
+fn element_reads_cross_only_where_a_write_may_have_changed_them() {
+    let n = 1000usize;
+    let v = || Value::Arr((0..n).map(|i| 1.0 + (i as f64).sin()).collect());
+    // array_param: the scale loop reads and overwrites each element (the
+    // element read and the overwritten one cross, 16 bytes); the sum loop
+    // reads the scaled elements and writes nothing (0 bytes).
+    let mut e = engine(
+        &std::fs::read_to_string(testkit::workspace_root().join("programs/array_param.adasm"))
+            .expect("reads"),
+    );
+    let bytes = peak(&mut e, "f", &[v(), Value::F64(1.5)]);
+    assert!(
+        (16 * n..16 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
+    let f = e.find("f").expect("f");
+    let text = e.disasm_ad(f).expect("derives");
+    let rev = function_text(&text, "f.rev").join("\n");
+    assert!(
+        rev.contains("aget        %x, %v"),
+        "x is read again:\n{rev}"
+    );
+
+    let src =
+        std::fs::read_to_string(testkit::workspace_root().join("programs/array_reread.adasm"))
+            .expect("reads");
+    let module = assembler::assemble(&src, "array_reread.adasm").expect("assembles");
+    // Calls kept, so that @weighted's call of @clear stays a call.
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    // @overwrite: the element read, overwritten after it in its block,
+    // crosses beside the overwritten value.
+    let bytes = peak(&mut e, "overwrite", &[v(), Value::F64(3.0)]);
+    assert!(
+        (16 * n..16 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
+    // @weighted: the weights' overwritten values (8 bytes each) cross
+    // while they are filled; in the sum loop no element is read again,
+    // since @clear may write arrays (and its call is not differentiated, so
+    // nothing undoes that): the element, the weight and their product
+    // cross (24 bytes).
+    let bytes = peak(&mut e, "weighted", &[v()]);
+    assert!(
+        (32 * n..32 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
+}

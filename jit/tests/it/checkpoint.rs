@@ -55,7 +55,11 @@ fn random_programs_in_both_tiers_under_random_budgets() {
             continue;
         }
         let mut rng = Rng::new(seed ^ 0x5eed);
-        let budget = 32 + rng.below(stored - 32);
+        // Half the budgets anywhere from 32 bytes (most of those below
+        // what a program needs: a budget trap), half from half of what it
+        // stores (most of those run checkpointed).
+        let low = if rng.below(2) == 0 { 32 } else { stored / 2 };
+        let budget = low + rng.below(stored - low);
         native.set_ad_budget(Some(budget));
         match native.grad(f, &g.args) {
             Ok(got) => {
