@@ -440,6 +440,30 @@ def array_reread_weighted(v):
     return acc
 
 
+def array_reread_pair(v, w):
+    acc = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        aset(w, i, x * 3.0)
+        acc = acc + x * x
+    return acc
+
+
+def array_reread_same(v):
+    v = list(v)  # the caller's array is overwritten in place; ours is a copy
+    return array_reread_pair(v, v)
+
+
+def array_reread_scaled(v):
+    w = anew(len(v))
+    acc = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        aset(w, i, x * 3.0)
+        acc = acc + x * x
+    return acc
+
+
 def array_sum_sum(v):
     s = 0.0
     for i in range(len(v)):
@@ -876,6 +900,7 @@ PROGRAMS = {
     ("gcd.adasm", "gcd"): gcd,
     ("helper_calls.adasm", "f"): helper_f,
     ("horner.adasm", "horner"): horner,
+    ("invariants.adasm", "rows"): invariants_rows,
     ("logsumexp.adasm", "lse"): logsumexp_lse,
     ("logsumexp.adasm", "amax"): logsumexp_amax,
     ("math.adasm", "f"): math_f,

@@ -77,28 +77,7 @@ fn activity_with(f: &Function, wrt: &[bool], m: Option<&Module>) -> Vec<bool> {
     for (i, p) in f.params.iter().enumerate() {
         active[p.index()] = f.ty(*p).is_differentiable() && wrt.get(i).copied().unwrap_or(false);
     }
-    let mut class = UnionFind::new(n);
-    for b in &f.blocks {
-        for phi in &b.phis {
-            if f.ty(phi.dst) == Type::Arr {
-                for (_, v) in &phi.incoming {
-                    class.union(phi.dst.index(), v.index());
-                }
-            }
-        }
-        for inst in &b.insts {
-            let Some(d) = inst.dst.filter(|d| f.ty(*d) == Type::Arr) else {
-                continue;
-            };
-            let joined = match inst.op {
-                Op::Select | Op::Mov | Op::Call => array_args(f, inst),
-                _ => Vec::new(),
-            };
-            for a in joined {
-                class.union(d.index(), a.index());
-            }
-        }
-    }
+    let mut class = alias_union(f);
     let mut class_active = vec![false; n];
     for (v, a) in active.iter().enumerate() {
         if *a && f.values[v].ty == Type::Arr {
@@ -152,6 +131,79 @@ fn activity_with(f: &Function, wrt: &[bool], m: Option<&Module>) -> Vec<bool> {
         }
     }
     active
+}
+
+/// Arrays that may be the same array, joined by a phi, a `select` or a
+/// `copy`, or returned by a call that received them: one class each.
+fn alias_union(f: &Function) -> UnionFind {
+    let mut class = UnionFind::new(f.values.len());
+    for b in &f.blocks {
+        for phi in &b.phis {
+            if f.ty(phi.dst) == Type::Arr {
+                for (_, v) in &phi.incoming {
+                    class.union(phi.dst.index(), v.index());
+                }
+            }
+        }
+        for inst in &b.insts {
+            let Some(d) = inst.dst.filter(|d| f.ty(*d) == Type::Arr) else {
+                continue;
+            };
+            let joined = match inst.op {
+                Op::Select | Op::Mov | Op::Call => array_args(f, inst),
+                _ => Vec::new(),
+            };
+            for a in joined {
+                class.union(d.index(), a.index());
+            }
+        }
+    }
+    class
+}
+
+/// Which arrays of `f` may be the same array while it runs (see
+/// [`Aliases::may_alias`]).
+pub struct Aliases {
+    /// The alias class of each value (of an array; meaningless for others).
+    class: Vec<usize>,
+    /// Per class: it holds an array made outside the function (a
+    /// parameter, a call's result, a constant), which may be any other
+    /// such array, since a caller may pass one array for two parameters.
+    outside: Vec<bool>,
+}
+
+impl Aliases {
+    /// The alias classes of `f`'s arrays.
+    pub fn of(f: &Function) -> Aliases {
+        let n = f.values.len();
+        let mut union = alias_union(f);
+        let class: Vec<usize> = (0..n).map(|v| union.find(v)).collect();
+        let mut outside = vec![false; n];
+        for (v, data) in f.values.iter().enumerate() {
+            if data.ty == Type::Arr && data.konst.is_some() {
+                outside[class[v]] = true;
+            }
+        }
+        for p in &f.params {
+            outside[class[p.index()]] = true;
+        }
+        for inst in f.blocks.iter().flat_map(|b| &b.insts) {
+            if let Some(d) = inst.dst.filter(|d| f.ty(*d) == Type::Arr) {
+                if inst.op != Op::ANew {
+                    outside[class[d.index()]] = true;
+                }
+            }
+        }
+        Aliases { class, outside }
+    }
+
+    /// Whether arrays `a` and `b` may be the same array: the same class,
+    /// or both classes hold arrays made outside the function. (Arrays of
+    /// two `anew`s, or of an `anew` and a parameter, never are.)
+    pub fn may_alias(&self, a: ValueId, b: ValueId) -> bool {
+        let (ca, cb) = (self.class[a.index()], self.class[b.index()]);
+        ca == cb || (self.outside[ca] && self.outside[cb])
+    }
 }
 
 /// The operands of `inst` that are arrays.

@@ -6,5 +6,7 @@
 mod active;
 mod loops;
 
-pub use active::{activity, activity_in, all_params, call_is_active, call_wrt, may_write_arrays};
+pub use active::{
+    activity, activity_in, all_params, call_is_active, call_wrt, may_write_arrays, Aliases,
+};
 pub use loops::{Cfg, Counted, Iv, Loop, MAX_IV_STEP};

@@ -72,7 +72,7 @@ mod values;
 use self::{fwd_fn::FwdFn, plan::*, primal::Primal, rev_fn::RevFn};
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::analysis::{activity_in, call_is_active, call_wrt, may_write_arrays, Cfg};
+use crate::analysis::{activity_in, call_is_active, call_wrt, may_write_arrays, Aliases, Cfg};
 use crate::compile_work::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
@@ -233,21 +233,26 @@ impl<'a> Transform<'a> {
         };
         let (mut any_write, mut call_writes) = (false, false);
         let mut reread_in_block = vec![false; p.values.len()];
+        let aliases = Aliases::of(p);
+        let mut block_writes = Vec::with_capacity(p.blocks.len());
         for (bi, b) in p.blocks.iter().enumerate() {
-            // Walked backwards, so that `later` says whether an instruction
-            // after the current one in the block writes an array.
-            let mut later = false;
+            // Walked backwards, so that `later` holds the arrays written
+            // after the current instruction in the block.
+            let mut later: Vec<ValueId> = Vec::new();
             for (ii, inst) in b.insts.iter().enumerate().rev() {
                 if let Some(d) = inst.dst {
                     def_inst[d.index()] = Some((bi, ii));
-                    reread_in_block[d.index()] = inst.op == Op::AGet && !later;
+                    reread_in_block[d.index()] = inst.op == Op::AGet
+                        && !later.iter().any(|w| aliases.may_alias(*w, inst.args[0]));
                 }
                 if writes(inst) {
-                    later = true;
                     any_write = true;
                     call_writes |= inst.op == Op::Call;
+                    let arrays = inst.args.iter().filter(|a| p.ty(**a) == Type::Arr);
+                    later.extend(arrays);
                 }
             }
+            block_writes.push(later);
         }
         if call_writes {
             reread_in_block.fill(false);
@@ -334,6 +339,8 @@ impl<'a> Transform<'a> {
                 def_inst,
                 arrays_immutable,
                 reread_in_block,
+                block_writes,
+                aliases,
             },
             fwd: FwdFn {
                 func: fwd,

@@ -4,8 +4,8 @@
 //! once by `Transform::new` and only read afterwards: steps 2 to 4 ask it,
 //! none changes it.
 
-use crate::analysis::Cfg;
-use vm::ir::{Function, Module};
+use crate::analysis::{Aliases, Cfg};
+use vm::ir::{BlockId, Function, Module, Term, ValueId};
 
 /// The primal function and the facts of its analysis (step 1).
 pub(super) struct Primal<'a> {
@@ -26,12 +26,53 @@ pub(super) struct Primal<'a> {
     /// same result. (Callers' later writes are undone by their own reverse
     /// code before this function's reverse runs.)
     pub(super) arrays_immutable: bool,
-    /// Per value: an `aget` result that the reverse block of its own block
-    /// may read again although the function writes arrays. Nothing after
-    /// the `aget` in its block writes an array, and no call in the function
-    /// may write one: every write is then an `aset` of this function (or of
+    /// Per value: an `aget` result after which nothing in its block writes
+    /// an array that may be the one read ([`crate::analysis::Aliases`]),
+    /// in a function no call of which may write an array (false for every
+    /// value otherwise). The reverse code may then read it again in its
+    /// block, or further on ([`Primal::reread_in`]), although the function
+    /// writes arrays: every write is then an `aset` of this function (or of
     /// a callee's derived code), which the reverse code undoes before it
     /// reaches that block, so there the arrays hold what they held at the
     /// block's end in the forward code.
     pub(super) reread_in_block: Vec<bool>,
+    /// Per block: the arrays its instructions may write.
+    pub(super) block_writes: Vec<Vec<ValueId>>,
+    /// Which arrays may be the same array.
+    pub(super) aliases: Aliases,
 }
+
+impl Primal<'_> {
+    /// Whether the reverse block of `b` may read again the element that
+    /// the `aget` defining `v`, in block `d`, read: nothing after it in `d`
+    /// writes an array that may be the one read, nor (if `b` is not `d`)
+    /// anything in the blocks from `d` to `b`, a straight line of blocks
+    /// (each the one successor of the one before and its one predecessor),
+    /// so that every run of `b` follows a run of `d` with nothing in
+    /// between. At most [`STRAIGHT_MOST`] blocks are followed back.
+    pub(super) fn reread_in(&self, b: BlockId, d: usize, v: ValueId, array: ValueId) -> bool {
+        if !self.reread_in_block[v.index()] {
+            return false;
+        }
+        let mut at = b.index();
+        for _ in 0..STRAIGHT_MOST {
+            if at == d {
+                return true;
+            }
+            let clobbers = self.block_writes[at]
+                .iter()
+                .any(|w| self.aliases.may_alias(*w, array));
+            let [pred] = self.cfg.preds[at][..] else {
+                return false;
+            };
+            if clobbers || self.p.blocks[pred.index()].term != Term::Jmp(BlockId(at as u32)) {
+                return false;
+            }
+            at = pred.index();
+        }
+        false
+    }
+}
+
+/// See [`Primal::reread_in`].
+const STRAIGHT_MOST: usize = 16;

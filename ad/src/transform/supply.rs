@@ -54,7 +54,7 @@ impl<'a> Transform<'a> {
     /// The primal instruction defining `v`, if the reverse block of `b` may
     /// simply run it again: pure, cheap, and reading nothing that can have
     /// changed there (see [`Primal::arrays_immutable`] and
-    /// [`Primal::reread_in_block`]). A repeated instruction sees the
+    /// [`Primal::reread_in`]). A repeated instruction sees the
     /// operands it saw in the forward code, so it cannot trap.
     pub(super) fn remat_inst(&self, b: BlockId, v: ValueId) -> Option<&'a Inst> {
         let (d, i) = self.primal.def_inst.get(v.index()).copied().flatten()?;
@@ -62,8 +62,7 @@ impl<'a> Transform<'a> {
         let cheap = match inst.op.facts().remat {
             Remat::Cheap => true,
             Remat::CheapUnlessArraysChange => {
-                self.primal.arrays_immutable
-                    || (d == b.index() && self.primal.reread_in_block[v.index()])
+                self.primal.arrays_immutable || self.primal.reread_in(b, d, v, inst.args[0])
             }
             Remat::Never => false,
         };

@@ -586,8 +586,8 @@ fn hvp_forward_code_computes_each_transcendental_once() {
 
 /// An element read is read again by the reverse code of its own block
 /// (instead of crossing on the comms stack) when nothing can have changed
-/// it there: nothing after it in the block writes an array, and no call of
-/// the function may write one. Every other write is an `aset` the reverse
+/// it there: nothing after it in the block writes an array that may be the
+/// one read, and no call of the function may write one. Every other write is an `aset` the reverse
 /// code undoes before it reaches the block. So it holds in functions that
 /// write arrays elsewhere; an element overwritten later in its block, or
 /// read in a function whose call may write arrays, still crosses
@@ -629,6 +629,20 @@ fn element_reads_cross_only_where_a_write_may_have_changed_them() {
         (16 * n..16 * n + 64).contains(&bytes),
         "peak {bytes} bytes for n = {n}"
     );
+    // @pair: the element read crosses, since w, written after it, may be
+    // v (a caller may pass one array twice, as @same does).
+    let bytes = peak(&mut e, "pair", &[v(), v()]);
+    assert!(
+        (16 * n..16 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
+    // @scaled: the same loop writing an array of its own, which cannot be
+    // v: the element is read again, and only the overwritten one crosses.
+    let bytes = peak(&mut e, "scaled", &[v()]);
+    assert!(
+        (8 * n..8 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
     // @weighted: the weights' overwritten values (8 bytes each) cross
     // while they are filled; in the sum loop no element is read again,
     // since @clear may write arrays (and its call is not differentiated, so
@@ -639,4 +653,64 @@ fn element_reads_cross_only_where_a_write_may_have_changed_them() {
         (32 * n..32 * n + 64).contains(&bytes),
         "peak {bytes} bytes for n = {n}"
     );
+}
+
+/// The same across a straight line of blocks (each the one successor of
+/// the block before and its one predecessor, as inlining leaves them): an
+/// element read in one block and used in a later one is read again there
+/// unless a block in between, or the later block, writes an array that
+/// may be the one read.
+#[test]
+fn element_reads_are_read_again_along_a_straight_line_of_blocks() {
+    let src = |target: &str, fresh: &str| {
+        format!(
+            "
+fn @f(%v: f64[], %s: f64) -> f64 {{
+entry:
+    %n = alen %v
+    {fresh}
+    jmp head
+head:
+    %i = phi [entry: 0], [next: %i2]
+    %acc = phi [entry: 0.0], [next: %acc2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %y = mul %x, %s
+    jmp next
+next:
+    aset {target}, %i, %y
+    %sq = mul %x, %x
+    %acc2 = add %acc, %sq
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %acc
+}}"
+        )
+    };
+    let n = 1000usize;
+    let v: Vec<f64> = (0..n).map(|i| 1.0 + (i as f64).sin()).collect();
+    let args = [Value::Arr(v.clone()), Value::F64(3.0)];
+    // Writing v itself: x crosses beside the overwritten element.
+    // Writing an array of its own: only the overwritten element crosses.
+    for (target, fresh, per) in [("%v", "", 16), ("%w", "%w = anew %n", 8)] {
+        let text = src(target, fresh);
+        let module = assembler::assemble(&text, "t.adasm").expect("assembles");
+        let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+        let bytes = peak(&mut e, "f", &args);
+        assert!(
+            (per * n..per * n + 64).contains(&bytes),
+            "{target}: peak {bytes} bytes for n = {n}"
+        );
+        let f = e.find("f").expect("f");
+        let g = e.grad(f, &args).expect("grad");
+        let want: Vec<f64> = v.iter().map(|x| 2.0 * x).collect();
+        assert_eq!(
+            format!("{:?}", g.grad[0]),
+            format!("{:?}", Some(Value::Arr(want))),
+            "{target}"
+        );
+    }
 }
