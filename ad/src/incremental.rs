@@ -80,12 +80,13 @@ impl Engine {
             let growth = self.policy.max_unit_growth;
             budget += total.max(growth) - self.total_size.max(growth);
             for i in n..n + added {
-                let f = vm::inline::inline_appended(
+                let mut f = vm::inline::inline_appended(
                     &self.original,
                     FuncId(i as u32),
                     &self.policy,
                     &mut budget,
                 );
+                vm::licm::hoist(&mut f);
                 Arc::make_mut(&mut self.module).funcs.push(f);
             }
         }

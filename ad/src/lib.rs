@@ -25,8 +25,9 @@
 //! IR, its [`Kind`] and the user function it derives from). Before
 //! anything is lowered, [`Engine::new`] inlines small callees into their
 //! callers ([`vm::inline`]; a small self-recursive function runs eight
-//! levels per frame); [`Engine::with_inlining`] with [`Policy::NONE`] keeps
-//! every call as written.
+//! levels per frame), then moves loop-invariant pure instructions out of
+//! their loops ([`vm::licm`]); [`Engine::with_inlining`] with
+//! [`Policy::NONE`] keeps every function as written, each call a call.
 //!
 //! ```
 //! let src = "
@@ -229,7 +230,8 @@ impl Engine {
     }
 
     /// [`Engine::new`] with another inlining policy ([`Policy::NONE`]: the
-    /// functions as written, every call a call).
+    /// functions as written, every call a call, no instruction moved out of
+    /// its loop).
     ///
     /// The module is checked first ([`vm::lower::check_module`], then the
     /// verifier): a malformed one is [`AdError::InvalidModule`].
@@ -249,7 +251,8 @@ impl Engine {
         let (module, original, budget) = if *policy == Policy::NONE {
             (module, ir::Module::default(), 0)
         } else {
-            let (inlined, budget) = vm::inline::inline_module_budget(&module, policy);
+            let (mut inlined, budget) = vm::inline::inline_module_budget(&module, policy);
+            vm::licm::hoist_module(&mut inlined);
             (inlined, module, budget)
         };
         let program = lower_module(&module)?;

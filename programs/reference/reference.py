@@ -551,6 +551,20 @@ def horner(c, x):
     return acc
 
 
+def invariants_rows(a, x, n, b):
+    s = 0.0
+    for i in range(n):
+        w = i * b
+        s2 = s
+        for j in range(b):
+            k = w + (b * 2 + 1) + j
+            idiv(n, b)
+            e = aget(a, k)
+            s2 = s2 + e * e * x
+        s = s2
+    return s
+
+
 def logsumexp_amax(v):
     m = aget(v, 0)
     for i in range(1, len(v)):
@@ -887,6 +901,9 @@ PROGRAMS = {
     ("array_reread.adasm", "overwrite"): array_reread_overwrite,
     ("array_reread.adasm", "clear"): array_reread_clear,
     ("array_reread.adasm", "weighted"): array_reread_weighted,
+    ("array_reread.adasm", "pair"): array_reread_pair,
+    ("array_reread.adasm", "same"): array_reread_same,
+    ("array_reread.adasm", "scaled"): array_reread_scaled,
     ("array_return.adasm", "f"): array_return_f,
     ("array_return.adasm", "powers"): array_return_powers,
     ("array_sum.adasm", "sum"): array_sum_sum,

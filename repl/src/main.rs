@@ -47,7 +47,8 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Run every function as written, each call a call (by default small
-    /// callees are inlined; `--max-depth` then counts frames, of which an
+    /// callees are inlined, and then loop-invariant instructions moved out
+    /// of their loops; `--max-depth` then counts frames, of which an
     /// inlined call takes none).
     #[arg(long, global = true)]
     no_inline: bool,

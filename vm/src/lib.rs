@@ -44,6 +44,7 @@ mod heap;
 pub mod inline;
 pub mod interp;
 pub mod ir;
+pub mod licm;
 pub mod lower;
 pub mod math;
 pub mod oom;

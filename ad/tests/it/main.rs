@@ -18,6 +18,7 @@ mod hvp;
 mod inline;
 mod ir_boundary;
 mod layout;
+mod licm;
 mod linear_time;
 mod prepared;
 mod random_programs;
