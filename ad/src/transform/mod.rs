@@ -143,6 +143,7 @@ pub fn transform_within(
     work.charge_function(p).map_err(Refusal::Work)?;
     let mut t = Transform::new(module, p, wrt);
     t.translate(derived).map_err(Refusal::NoRule)?;
+    t.share_needs_along_lines();
     t.order_needs();
     t.assemble_reverse();
     t.assemble_forward();

@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// The most blocks [`Transform::share_needs_along_lines`] follows from one.
+const LINE_MOST: usize = 16;
+
 impl<'a> Transform<'a> {
     /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
     /// `depth` counts nested recomputations.
@@ -117,6 +120,43 @@ impl<'a> Transform<'a> {
         self.plan.remat[b.index()].push(Inst::new(inst.op, Some(dst), args, inst.loc));
         self.plan.remat_memo.insert((b.index(), v), dst);
         dst
+    }
+
+    /// Make a value that several blocks of a straight line of blocks read
+    /// (each the one successor of the block before and its one
+    /// predecessor, as inlining leaves a callee's body) cross once: the
+    /// last of them pushes it (on entry) and pops it, and the reverse
+    /// blocks of the earlier ones, which run right after it (the reverse
+    /// code walks the line backwards, with nothing in between), read the
+    /// register it was popped into.
+    pub(super) fn share_needs_along_lines(&mut self) {
+        let p = self.primal.p;
+        let preds = &self.primal.cfg.preds;
+        let next: Vec<Option<usize>> = (0..p.blocks.len())
+            .map(|b| match p.blocks[b].term {
+                Term::Jmp(c) if c.index() != b && preds[c.index()].len() == 1 => Some(c.index()),
+                _ => None,
+            })
+            .collect();
+        for b in 0..p.blocks.len() {
+            let mut line = Vec::new();
+            let mut at = b;
+            while let Some(c) = next[at] {
+                if line.len() == LINE_MOST || c == b {
+                    break;
+                }
+                line.push(c);
+                at = c;
+            }
+            if line.is_empty() {
+                continue;
+            }
+            let needs = std::mem::take(&mut self.plan.needs[b]);
+            self.plan.needs[b] = needs
+                .into_iter()
+                .filter(|v| !line.iter().any(|c| self.plan.needs[*c].contains(v)))
+                .collect();
+        }
     }
 
     /// Put each block's pushes in the order the forward code makes them:

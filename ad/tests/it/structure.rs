@@ -714,3 +714,56 @@ done:
         );
     }
 }
+
+/// A value that several blocks of a straight line of blocks read crosses
+/// once: `%e` is read by `exp`'s own pullback and by the product in the
+/// next block, and only the later block pushes it (the reverse code walks
+/// the line backwards, so the earlier block reads the register the later
+/// one popped it into).
+#[test]
+fn a_value_read_along_a_straight_line_of_blocks_crosses_once() {
+    let src = "
+fn @f(%v: f64[]) -> f64 {
+entry:
+    %n = alen %v
+    jmp head
+head:
+    %i = phi [entry: 0], [next: %i2]
+    %acc = phi [entry: 0.0], [next: %acc2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %v, %i
+    %e = exp %x
+    jmp next
+next:
+    %p = mul %e, %x
+    %acc2 = add %acc, %p
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %acc
+}";
+    let n = 1000usize;
+    let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.01).sin()).collect();
+    let module = assembler::assemble(src, "t.adasm").expect("assembles");
+    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let bytes = peak(&mut e, "f", &[Value::Arr(v.clone())]);
+    // `%e` once (8 bytes; `%x` is read again from the array).
+    assert!(
+        (8 * n..8 * n + 64).contains(&bytes),
+        "peak {bytes} bytes for n = {n}"
+    );
+    let f = e.find("f").expect("f");
+    let g = e.grad(f, &[Value::Arr(v.clone())]).expect("grad");
+    let Some(Value::Arr(got)) = &g.grad[0] else {
+        panic!("{:?}", g.grad)
+    };
+    for (x, d) in v.iter().zip(got) {
+        let want = x.exp() * (x + 1.0);
+        assert!(
+            (d - want).abs() <= 1e-15 * want.abs().max(1.0),
+            "{d} vs {want}"
+        );
+    }
+}
