@@ -34,6 +34,7 @@
 #![warn(missing_docs)]
 
 pub mod fuzz;
+mod loops;
 mod native;
 mod translate;
 

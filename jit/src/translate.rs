@@ -25,6 +25,7 @@
 //! calls (and, for the entry function, at its return: by the host), the
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
+use crate::loops::{loop_views, LoopViews};
 use crate::native::{
     site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
     OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH,
@@ -38,7 +39,7 @@ use cranelift_codegen::ir::{
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
 use std::collections::HashMap;
-use vm::bytecode::{Function, Program};
+use vm::bytecode::{Function, Instr, Program};
 use vm::ir::{FuncId, RetType};
 use vm::op::{Op, Operand};
 use vm::Type;
@@ -219,6 +220,14 @@ struct T<'a, 'b> {
     /// (which every other instruction follows): their views are read
     /// right after that instruction, by `pc`.
     hoist_at: HashMap<usize, Vec<u32>>,
+    /// Where the function reads no view once ([`T::hoist_views`]): its
+    /// innermost loops that read theirs on every edge into them
+    /// ([`crate::loops`]), each with the variables its views are in.
+    loop_views: Vec<(LoopViews, Vec<(u32, Hoisted)>)>,
+    /// Per leader (by index): the loop of `loop_views` its block is in.
+    loop_of: Vec<Option<usize>>,
+    /// The index in `starts` of the block being translated.
+    cur: usize,
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -607,8 +616,37 @@ impl T<'_, '_> {
     /// interrupt flag, then the jump. Ends the current block.
     fn taken(&mut self, pc: usize, target: usize) {
         self.poll(pc, target <= pc);
+        self.entering(target);
         let blk = self.block_at(target);
         self.b.ins().jump(blk, &[]);
+    }
+
+    /// On an edge from the current block to the block at `target`: if
+    /// that is the header of a loop of [`T::loop_views`] and the current
+    /// block is outside the loop, read the loop's views.
+    fn entering(&mut self, target: usize) {
+        let Some(l) = self
+            .loop_views
+            .iter()
+            .position(|(lv, _)| lv.header == target)
+        else {
+            return;
+        };
+        if self.loop_views[l].0.body[self.cur] {
+            return;
+        }
+        for k in 0..self.loop_views[l].1.len() {
+            let (r, view) = self.loop_views[l].1[k];
+            self.read_view(r, view);
+        }
+    }
+
+    /// Whether an edge from the current block to `target` reads views
+    /// ([`T::entering`]).
+    fn enters(&self, target: usize) -> bool {
+        self.loop_views
+            .iter()
+            .any(|(lv, _)| lv.header == target && !lv.body[self.cur])
     }
 
     /// The look at fuel (and the interrupt flag) of a taken jump at `pc`.
@@ -629,8 +667,18 @@ impl T<'_, '_> {
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
     fn branch(&mut self, pc: usize, cond: Value, target: usize) {
         let edge = self.b.create_block();
-        let next = self.block_at(pc + 1);
-        self.b.ins().brif(cond, edge, &[], next, &[]);
+        if self.enters(pc + 1) {
+            // The edge on reads the views of the loop it enters.
+            let on = self.b.create_block();
+            self.b.ins().brif(cond, edge, &[], on, &[]);
+            self.b.switch_to_block(on);
+            self.entering(pc + 1);
+            let next = self.block_at(pc + 1);
+            self.b.ins().jump(next, &[]);
+        } else {
+            let next = self.block_at(pc + 1);
+            self.b.ins().brif(cond, edge, &[], next, &[]);
+        }
         self.b.switch_to_block(edge);
         self.taken(pc, target);
     }
@@ -1526,30 +1574,24 @@ impl T<'_, '_> {
     /// (instructions before `block0_end`). A handle outside the views gets
     /// zero lengths, so that every access of it takes the slow path, which
     /// traps at that access as before.
-    fn hoist_views(&mut self, block0_end: usize) {
+    fn hoist_views(&mut self, block0_end: usize) -> bool {
         let f = self.f;
         let changes = f
             .code
             .iter()
             .any(|i| matches!(i.op, Op::ANew | Op::Call | Op::CallAcc | Op::CallN));
         if changes {
-            return;
+            return false;
         }
         let mut regs: Vec<u32> = Vec::new();
         // The (register, shadow?) pairs accessed: each hoisted one keeps a
         // length and an address live through the function.
         let mut pairs: Vec<(u32, bool)> = Vec::new();
         for ins in &f.code {
-            let (accessed, shadow): (&[u32], bool) = match ins.op {
-                Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd => (&[ins.r1 as u32], false),
-                Op::ShadowTake => (&[ins.r1 as u32], true),
-                Op::AddMulAGet => (&[ins.r2 as u32], false),
-                Op::ASet => (&[ins.r0 as u32], false),
-                Op::ShadowAcc | Op::ShadowAccMul => (&[ins.r0 as u32], true),
-                Op::AGetPair => (&[ins.r2 as u32, ins.reg(3)], false),
-                _ => continue,
+            let Some((accessed, k, shadow)) = accessed_arrays(ins) else {
+                continue;
             };
-            for &r in accessed {
+            for &r in &accessed[..k] {
                 if !regs.contains(&r) {
                     regs.push(r);
                 }
@@ -1562,7 +1604,7 @@ impl T<'_, '_> {
         // they save (GMM's reverse function, a dozen arrays across its
         // loops, ran 10 % slower with all of them hoisted).
         if pairs.len() > HOIST_MOST {
-            return;
+            return false;
         }
         for r in regs {
             match self.writes.get(r as usize).copied() {
@@ -1571,18 +1613,31 @@ impl T<'_, '_> {
                 _ => {}
             }
         }
+        true
     }
 
     /// Read the view of array register `r` here, into [`T::hoisted`].
     fn hoist_one(&mut self, r: u32) {
-        let h = self.get(r);
-        let (live, k) = self.view_live(h);
-        let view = Hoisted {
+        let view = self.view_vars();
+        self.read_view(r, view);
+        self.hoisted.insert(r, view);
+    }
+
+    /// Fresh variables for a view read beforehand.
+    fn view_vars(&mut self) -> Hoisted {
+        Hoisted {
             len: self.b.declare_var(types::I64),
             data: self.b.declare_var(types::I64),
             shadow_len: self.b.declare_var(types::I64),
             shadow: self.b.declare_var(types::I64),
-        };
+        }
+    }
+
+    /// Read the view of array register `r` here, into `view`'s variables
+    /// (zeros for a handle outside the views).
+    fn read_view(&mut self, r: u32, view: Hoisted) {
+        let h = self.get(r);
+        let (live, k) = self.view_live(h);
         let read = self.b.create_block();
         let none = self.b.create_block();
         let join = self.b.create_block();
@@ -1606,7 +1661,6 @@ impl T<'_, '_> {
         }
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(join);
-        self.hoisted.insert(r, view);
     }
 
     /// The value of register `r` if it is a constant register no
@@ -1745,10 +1799,35 @@ impl T<'_, '_> {
     }
 }
 
+/// The array registers an element or shadow access reads (the first `k`
+/// of the two), and whether it is the shadow: what a view read
+/// beforehand serves ([`T::hoisted`]).
+pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
+    let one = |r: u16, shadow| Some(([u32::from(r), 0], 1, shadow));
+    match ins.op {
+        Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd => one(ins.r1, false),
+        Op::ShadowTake => one(ins.r1, true),
+        Op::AddMulAGet => one(ins.r2, false),
+        Op::ASet => one(ins.r0, false),
+        Op::ShadowAcc | Op::ShadowAccMul => one(ins.r0, true),
+        Op::AGetPair => Some(([u32::from(ins.r2), ins.reg(3)], 2, false)),
+        _ => None,
+    }
+}
+
+/// Whether `ins` writes register `r` (an operand it writes, or reads and
+/// writes; not a call's results).
+pub(crate) fn defines(ins: &Instr, r: u32) -> bool {
+    ins.op
+        .reg_operands()
+        .enumerate()
+        .any(|(k, o)| matches!(o, Operand::Def(_) | Operand::InOut(_)) && ins.reg(k) == r)
+}
+
 /// How many instructions of verified `f` write each register (its
 /// register operands written or read and written, and the results of its
 /// calls), and the `pc` of the last one.
-fn writes(f: &Function) -> Vec<(u32, usize)> {
+pub(crate) fn writes(f: &Function) -> Vec<(u32, usize)> {
     let mut w = vec![(0u32, 0usize); f.reg_types.len()];
     for (pc, ins) in f.code.iter().enumerate() {
         let mut mark = |r: u32| {
@@ -1839,14 +1918,36 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         writes: writes(f),
         hoisted: HashMap::new(),
         hoist_at: HashMap::new(),
+        loop_views: Vec::new(),
+        loop_of: vec![None; starts.len()],
+        cur: 0,
     };
     t.reload(true, true);
-    t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len()));
+    if !t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len())) {
+        for lv in loop_views(f, &starts, HOIST_MOST) {
+            let l = t.loop_views.len();
+            for (k, inside) in lv.body.iter().enumerate() {
+                if *inside {
+                    t.loop_of[k] = Some(l);
+                }
+            }
+            let vars = lv.regs.iter().map(|r| (*r, t.view_vars())).collect();
+            t.loop_views.push((lv, vars));
+        }
+    }
     let first = t.blocks[&0];
     t.b.ins().jump(first, &[]);
     for (k, start) in starts.iter().enumerate() {
         let end = starts.get(k + 1).copied().unwrap_or(f.code.len());
         t.end = end;
+        t.cur = k;
+        if !t.loop_views.is_empty() {
+            // The views this block's loop read on entry, if any.
+            t.hoisted = match t.loop_of[k] {
+                Some(l) => t.loop_views[l].1.iter().copied().collect(),
+                None => HashMap::new(),
+            };
+        }
         let blk = t.blocks[start];
         t.b.switch_to_block(blk);
         let s0 = t.b.use_var(t.s);
@@ -1867,6 +1968,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         if open {
             // Falls into the next leader (the verifier makes the last
             // instruction a terminator, so there is one).
+            t.entering(end);
             let next = t.blocks[&end];
             t.b.ins().jump(next, &[]);
         }

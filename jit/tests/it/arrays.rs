@@ -65,7 +65,12 @@ done:
 
 /// Engines without and with the native tier, with the same limits.
 fn pair(limits: &Limits) -> (Engine, Engine) {
-    let module = assembler::assemble(SRC, "arrays.adasm").unwrap_or_else(|d| panic!("{d}"));
+    pair_of(SRC, limits)
+}
+
+/// [`pair`] for the program `src`.
+fn pair_of(src: &str, limits: &Limits) -> (Engine, Engine) {
+    let module = assembler::assemble(src, "arrays.adasm").unwrap_or_else(|d| panic!("{d}"));
     let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
     let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
     jit::install_eager(native.vm_mut());
@@ -259,5 +264,90 @@ entry:
         }
         assert_eq!(outs[0], outs[1], "@{f} {xs:?} {i}");
         assert_eq!(b.last_tier(), vm::Tier::Native);
+    }
+}
+
+/// Loops whose views are read on the edges into them (`loops.rs`: in a
+/// function with an `anew`, which reads no view once for the whole
+/// function). `@rows` reads its parameter in a loop entered by a jump, and
+/// in one entered by falling through a conditional jump; `@alternate`
+/// reads through a register the loop writes (two phis swapping two arrays
+/// every iteration), whose view is read at every access. Both tiers agree
+/// on values, gradients, traps (an index past the end inside the loop)
+/// and counts.
+#[test]
+fn views_read_on_entry_to_a_loop_agree() {
+    let src = r#"
+fn @rows(%a: f64[], %n: i64) -> f64 {
+entry:
+    %t = anew 2
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, mid
+body:
+    %e = aget %a, %i
+    %sq = mul %e, %e
+    %s2 = add %s, %sq
+    aset %t, 0, %s2
+    %i2 = add %i, 1
+    jmp head
+mid:
+    jmp head2
+head2:
+    %j = phi [mid: 0], [body2: %j2]
+    %u = phi [mid: %s], [body2: %u2]
+    %d = lt %j, %n
+    br %d, body2, done
+body2:
+    %f = aget %a, %j
+    %u2 = add %u, %f
+    aset %t, 1, %u2
+    %j2 = add %j, 1
+    jmp head2
+done:
+    %l = aget %t, 0
+    %r = add %u, %l
+    ret %r
+}
+
+fn @alternate(%a: f64[], %b: f64[], %n: i64) -> f64 {
+entry:
+    %t = anew 1
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %p = phi [entry: %a], [body: %q]
+    %q = phi [entry: %b], [body: %p]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %e = aget %p, %i
+    %s2 = add %s, %e
+    aset %t, 0, %s2
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+"#;
+    let (mut a, mut b) = pair_of(src, &Limits::default());
+    let xs = Value::Arr(vec![1.5, -2.0, 0.25, 3.0]);
+    let ys = Value::Arr(vec![10.0, 20.0, 30.0, 40.0, 50.0]);
+    for n in [0, 1, 3, 4, 5, 6] {
+        let (text, ran) = same(&mut a, &mut b, "rows", &[xs.clone(), Value::I64(n)]);
+        assert!(ran, "the native tier ran @rows({n})");
+        assert_eq!(n > 4, text.contains("OutOfBounds"), "{n}: {text}");
+        let args = [xs.clone(), ys.clone(), Value::I64(n)];
+        let (text, ran) = same(&mut a, &mut b, "alternate", &args);
+        assert!(ran, "the native tier ran @alternate({n})");
+        // a[0] + b[1] + a[2] + b[3] + ...: 1.5 + 20 + 0.25 + 40 at n = 4.
+        if n == 4 {
+            assert!(text.contains("61.75"), "{text}");
+        }
+        assert_eq!(n > 4, text.contains("OutOfBounds"), "{n}: {text}");
     }
 }

@@ -1,0 +1,159 @@
+//! The innermost loops of a bytecode function whose array views can be
+//! read once, before the loop, instead of at every access: what
+//! `translate.rs` reads on the edges into such a loop ([`T::loop_views`]).
+//!
+//! A view (an array's buffer address and length, and its shadow's) stays
+//! valid while no array is allocated: only `anew` moves the views
+//! (`Vm::native_array_moves`), and a call may run one. So a loop without
+//! `anew` and without a call may read the view of an array register it
+//! does not write once, on entry. Only innermost loops do: they are where
+//! the time goes, and each view read keeps two machine registers busy
+//! through the loop, which in an outer loop would crowd the inner one.
+//!
+//! [`T::loop_views`]: crate::translate
+
+use crate::translate::{accessed_arrays, writes};
+use vm::bytecode::Function;
+use vm::dom::DomTree;
+use vm::op::Op;
+
+/// An innermost loop whose views are read on entry.
+#[derive(Debug)]
+pub(crate) struct LoopViews {
+    /// The `pc` of its header (a leader).
+    pub header: usize,
+    /// Per leader (by index in the leaders), whether its block is in the
+    /// loop.
+    pub body: Vec<bool>,
+    /// The array registers whose views it reads on entry.
+    pub regs: Vec<u32>,
+}
+
+/// The leader index of the block holding `pc` (`starts` sorted, from 0).
+fn block_of(starts: &[usize], pc: usize) -> usize {
+    starts.partition_point(|s| *s <= pc).saturating_sub(1)
+}
+
+/// The loops of `f` (blocks starting at `starts`, its leaders) whose views
+/// [`LoopViews`] reads on entry, each reading at most `most` views (an
+/// array's elements or its shadow, as `T::hoist_views` counts them).
+pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<LoopViews> {
+    let n = starts.len();
+    let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+    // Successors of each block, by the jump that ends it.
+    let mut succs: Vec<Vec<u32>> = Vec::with_capacity(n);
+    // Blocks a block-table jump (`blk.pop`) reaches, from which block.
+    let mut table_edges: Vec<(usize, usize)> = Vec::new();
+    for k in 0..n {
+        let end = end_of(k);
+        let mut s = Vec::new();
+        if let Some(ins) = end.checked_sub(1).and_then(|pc| f.code.get(pc)) {
+            let target = |pc: u32| block_of(starts, pc as usize) as u32;
+            if ins.op == Op::Jmp {
+                s.push(target(ins.x));
+            } else if ins.op.is_cond_jump() {
+                s.push(target(ins.x));
+                s.push(block_of(starts, end) as u32);
+            } else if ins.op == Op::BlkPop {
+                for t in f.tables.get(ins.x as usize).into_iter().flatten() {
+                    s.push(target(*t));
+                    table_edges.push((k, target(*t) as usize));
+                }
+            } else if !ins.op.is_terminator() && end < f.code.len() {
+                s.push(block_of(starts, end) as u32);
+            }
+        }
+        succs.push(s);
+    }
+    let dom = DomTree::new(&succs);
+    let mut preds = vec![Vec::new(); n];
+    for (k, ss) in succs.iter().enumerate() {
+        if dom.reachable(k as u32) {
+            for s in ss {
+                preds[*s as usize].push(k);
+            }
+        }
+    }
+    let mut loops: Vec<(usize, Vec<bool>)> = Vec::new();
+    for h in 0..n {
+        let latches: Vec<usize> = preds[h]
+            .iter()
+            .copied()
+            .filter(|p| dom.dominates(h as u32, *p as u32))
+            .collect();
+        if latches.is_empty() {
+            continue;
+        }
+        let mut body = vec![false; n];
+        body[h] = true;
+        let mut work = latches;
+        while let Some(b) = work.pop() {
+            if !body[b] {
+                body[b] = true;
+                work.extend(preds[b].iter().copied());
+            }
+        }
+        loops.push((h, body));
+    }
+    let writes = writes(f);
+    let mut out = Vec::new();
+    for (i, (h, body)) in loops.iter().enumerate() {
+        // Innermost: no other loop's header inside. Entered only at the
+        // header, and not from a block table (whose edges have no place
+        // for the reads), nor at the function's entry.
+        let inner = loops
+            .iter()
+            .enumerate()
+            .all(|(j, (h2, _))| j == i || !body[*h2]);
+        let reducible = (0..n)
+            .filter(|b| body[*b])
+            .all(|b| dom.dominates(*h as u32, b as u32));
+        let by_table = table_edges
+            .iter()
+            .any(|(from, to)| *to == *h && !body[*from]);
+        if !inner || !reducible || by_table || *h == 0 {
+            continue;
+        }
+        let pcs = || {
+            (0..n)
+                .filter(|b| body[*b])
+                .flat_map(|b| starts[b]..end_of(b))
+        };
+        let changes =
+            pcs().any(|pc| matches!(f.code[pc].op, Op::ANew | Op::Call | Op::CallAcc | Op::CallN));
+        if changes {
+            continue;
+        }
+        let mut regs: Vec<u32> = Vec::new();
+        let mut pairs: Vec<(u32, bool)> = Vec::new();
+        for pc in pcs() {
+            let Some((accessed, k, shadow)) = accessed_arrays(&f.code[pc]) else {
+                continue;
+            };
+            for &r in &accessed[..k] {
+                if !regs.contains(&r) {
+                    regs.push(r);
+                }
+                if !pairs.contains(&(r, shadow)) {
+                    pairs.push((r, shadow));
+                }
+            }
+        }
+        // A register the loop writes changes its view: not read once.
+        let written = |r: u32| {
+            writes.get(r as usize).is_some_and(|w| w.0 > 0)
+                && pcs().any(|pc| crate::translate::defines(&f.code[pc], r))
+        };
+        regs.retain(|r| !written(*r));
+        pairs.retain(|(r, _)| regs.contains(r));
+        if regs.is_empty() || pairs.len() > most {
+            continue;
+        }
+        out.push(LoopViews {
+            header: starts[*h],
+            body: body.clone(),
+            regs,
+        });
+    }
+    out
+}
