@@ -12,9 +12,9 @@
 //!
 //! [`T::loop_views`]: crate::translate
 
-use crate::translate::{accessed_arrays, writes};
+use crate::translate::{accessed_views, writes};
 use vm::bytecode::Function;
-use vm::dom::DomTree;
+use vm::dom::Loops;
 use vm::op::Op;
 
 /// An innermost loop whose views are read on entry.
@@ -65,36 +65,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         }
         succs.push(s);
     }
-    let dom = DomTree::new(&succs);
-    let mut preds = vec![Vec::new(); n];
-    for (k, ss) in succs.iter().enumerate() {
-        if dom.reachable(k as u32) {
-            for s in ss {
-                preds[*s as usize].push(k);
-            }
-        }
-    }
-    let mut loops: Vec<(usize, Vec<bool>)> = Vec::new();
-    for h in 0..n {
-        let latches: Vec<usize> = preds[h]
-            .iter()
-            .copied()
-            .filter(|p| dom.dominates(h as u32, *p as u32))
-            .collect();
-        if latches.is_empty() {
-            continue;
-        }
-        let mut body = vec![false; n];
-        body[h] = true;
-        let mut work = latches;
-        while let Some(b) = work.pop() {
-            if !body[b] {
-                body[b] = true;
-                work.extend(preds[b].iter().copied());
-            }
-        }
-        loops.push((h, body));
-    }
+    let Loops { dom, loops, .. } = Loops::new(&succs);
     let writes = writes(f);
     let mut out = Vec::new();
     for (i, (h, body)) in loops.iter().enumerate() {
@@ -124,21 +95,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         if changes {
             continue;
         }
-        let mut regs: Vec<u32> = Vec::new();
-        let mut pairs: Vec<(u32, bool)> = Vec::new();
-        for pc in pcs() {
-            let Some((accessed, k, shadow)) = accessed_arrays(&f.code[pc]) else {
-                continue;
-            };
-            for &r in &accessed[..k] {
-                if !regs.contains(&r) {
-                    regs.push(r);
-                }
-                if !pairs.contains(&(r, shadow)) {
-                    pairs.push((r, shadow));
-                }
-            }
-        }
+        let (mut regs, mut pairs) = accessed_views(pcs().map(|pc| &f.code[pc]));
         // A register the loop writes changes its view: not read once.
         let written = |r: u32| {
             writes.get(r as usize).is_some_and(|w| w.0 > 0)

@@ -1583,23 +1583,9 @@ impl T<'_, '_> {
         if changes {
             return false;
         }
-        let mut regs: Vec<u32> = Vec::new();
         // The (register, shadow?) pairs accessed: each hoisted one keeps a
         // length and an address live through the function.
-        let mut pairs: Vec<(u32, bool)> = Vec::new();
-        for ins in &f.code {
-            let Some((accessed, k, shadow)) = accessed_arrays(ins) else {
-                continue;
-            };
-            for &r in &accessed[..k] {
-                if !regs.contains(&r) {
-                    regs.push(r);
-                }
-                if !pairs.contains(&(r, shadow)) {
-                    pairs.push((r, shadow));
-                }
-            }
-        }
+        let (regs, pairs) = accessed_views(f.code.iter());
         // Past a few, the registers they take cost more than the loads
         // they save (GMM's reverse function, a dozen arrays across its
         // loops, ran 10 % slower with all of them hoisted).
@@ -1802,7 +1788,7 @@ impl T<'_, '_> {
 /// The array registers an element or shadow access reads (the first `k`
 /// of the two), and whether it is the shadow: what a view read
 /// beforehand serves ([`T::hoisted`]).
-pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
+fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     let one = |r: u16, shadow| Some(([u32::from(r), 0], 1, shadow));
     match ins.op {
         Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd => one(ins.r1, false),
@@ -1813,6 +1799,30 @@ pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
         Op::AGetPair => Some(([u32::from(ins.r2), ins.reg(3)], 2, false)),
         _ => None,
     }
+}
+
+/// The array registers the element and shadow accesses of `code` read,
+/// and the views they use ((register, shadow?) pairs), each once, in
+/// order of first use.
+pub(crate) fn accessed_views<'i>(
+    code: impl Iterator<Item = &'i Instr>,
+) -> (Vec<u32>, Vec<(u32, bool)>) {
+    let mut regs: Vec<u32> = Vec::new();
+    let mut pairs: Vec<(u32, bool)> = Vec::new();
+    for ins in code {
+        let Some((accessed, k, shadow)) = accessed_arrays(ins) else {
+            continue;
+        };
+        for &r in &accessed[..k] {
+            if !regs.contains(&r) {
+                regs.push(r);
+            }
+            if !pairs.contains(&(r, shadow)) {
+                pairs.push((r, shadow));
+            }
+        }
+    }
+    (regs, pairs)
 }
 
 /// Whether `ins` writes register `r` (an operand it writes, or reads and

@@ -47,6 +47,60 @@ impl DomTree {
     }
 }
 
+/// The natural loops of a control-flow graph: for each block that is the
+/// target of a back edge (an edge from a block it dominates), the blocks
+/// that reach one of those edges' sources without passing through it.
+pub struct Loops {
+    /// The dominator tree.
+    pub dom: DomTree,
+    /// Each block's predecessors among the reachable blocks (in the order
+    /// of the successor lists).
+    pub preds: Vec<Vec<usize>>,
+    /// Each loop: its header, and per block whether it is in the loop;
+    /// innermost first (a loop inside another has fewer blocks).
+    pub loops: Vec<(usize, Vec<bool>)>,
+}
+
+impl Loops {
+    /// The natural loops of the graph with successor lists `succs` (block
+    /// 0 the entry).
+    pub fn new(succs: &[Vec<u32>]) -> Loops {
+        let n = succs.len();
+        let dom = DomTree::new(succs);
+        let mut preds = vec![Vec::new(); n];
+        for (b, ss) in succs.iter().enumerate() {
+            if dom.reachable(b as u32) {
+                for s in ss {
+                    preds[*s as usize].push(b);
+                }
+            }
+        }
+        let mut loops: Vec<(usize, Vec<bool>)> = Vec::new();
+        for h in 0..n {
+            let latches: Vec<usize> = preds[h]
+                .iter()
+                .copied()
+                .filter(|p| dom.dominates(h as u32, *p as u32))
+                .collect();
+            if latches.is_empty() {
+                continue;
+            }
+            let mut body = vec![false; n];
+            body[h] = true;
+            let mut work = latches;
+            while let Some(b) = work.pop() {
+                if !body[b] {
+                    body[b] = true;
+                    work.extend(preds[b].iter().copied());
+                }
+            }
+            loops.push((h, body));
+        }
+        loops.sort_by_key(|(_, body)| body.iter().filter(|x| **x).count());
+        Loops { dom, preds, loops }
+    }
+}
+
 fn reverse_postorder(succs: &[Vec<u32>]) -> Vec<u32> {
     let n = succs.len();
     let mut order = Vec::with_capacity(n);

@@ -21,7 +21,7 @@
 //! use stays dominated. Moving it changes no value (the instruction is
 //! pure), only how many instructions run, which is what `--fuel` counts.
 
-use crate::dom::DomTree;
+use crate::dom::Loops;
 use crate::ir::{Function, Module, ValueId};
 use crate::op::Origin;
 
@@ -42,40 +42,7 @@ pub fn hoist(f: &mut Function) -> usize {
         .iter()
         .map(|b| b.term.successors().iter().map(|s| s.0).collect())
         .collect();
-    let dom = DomTree::new(&succs);
-    let mut preds = vec![Vec::new(); n];
-    for (b, ss) in succs.iter().enumerate() {
-        if dom.reachable(b as u32) {
-            for s in ss {
-                preds[*s as usize].push(b);
-            }
-        }
-    }
-    // Natural loops by header: the blocks that reach a back edge's source
-    // without passing through the header.
-    let mut loops: Vec<(usize, Vec<bool>)> = Vec::new();
-    for h in 0..n {
-        let latches: Vec<usize> = preds[h]
-            .iter()
-            .copied()
-            .filter(|p| dom.dominates(h as u32, *p as u32))
-            .collect();
-        if latches.is_empty() {
-            continue;
-        }
-        let mut body = vec![false; n];
-        body[h] = true;
-        let mut work = latches;
-        while let Some(b) = work.pop() {
-            if !body[b] {
-                body[b] = true;
-                work.extend(preds[b].iter().copied());
-            }
-        }
-        loops.push((h, body));
-    }
-    // Innermost first: a loop inside another has fewer blocks.
-    loops.sort_by_key(|(_, body)| body.iter().filter(|x| **x).count());
+    let Loops { preds, loops, .. } = Loops::new(&succs);
     let mut moved = 0;
     for (h, body) in &loops {
         let mut outside = preds[*h].iter().filter(|p| !body[**p]);
