@@ -17,16 +17,26 @@ use vm::bytecode::Function;
 use vm::dom::Loops;
 use vm::op::Op;
 
+/// The most blocks the loops of one function may come to, all loops
+/// together, for the tier to look at them (`vm::dom::Loops::new`).
+const LOOP_BLOCKS_MOST: usize = 1 << 22;
+
 /// An innermost loop whose views are read on entry.
 #[derive(Debug)]
 pub(crate) struct LoopViews {
     /// The `pc` of its header (a leader).
     pub header: usize,
-    /// Per leader (by index in the leaders), whether its block is in the
-    /// loop.
-    pub body: Vec<bool>,
+    /// The leaders (by index) of its blocks, in increasing order.
+    pub blocks: Vec<usize>,
     /// The array registers whose views it reads on entry.
     pub regs: Vec<u32>,
+}
+
+impl LoopViews {
+    /// Whether the block of leader index `k` is in the loop.
+    pub(crate) fn contains(&self, k: usize) -> bool {
+        self.blocks.binary_search(&k).is_ok()
+    }
 }
 
 /// The leader index of the block holding `pc` (`starts` sorted, from 0).
@@ -65,50 +75,61 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         }
         succs.push(s);
     }
-    let Loops { dom, loops, .. } = Loops::new(&succs);
+    let Loops { dom, loops, .. } = Loops::new(&succs, LOOP_BLOCKS_MOST);
+    // The smallest loop holding each block: loops come innermost first, so
+    // a loop is innermost when it is the smallest loop of all its blocks.
+    let mut smallest = vec![usize::MAX; n];
+    for (i, l) in loops.iter().enumerate() {
+        for &b in &l.blocks {
+            if smallest[b] == usize::MAX {
+                smallest[b] = i;
+            }
+        }
+    }
+    // Headers a block table jumps to from some block.
+    let mut tabled: Vec<(usize, usize)> = table_edges.iter().map(|(a, b)| (*b, *a)).collect();
+    tabled.sort_unstable();
     let writes = writes(f);
     let mut out = Vec::new();
-    for (i, (h, body)) in loops.iter().enumerate() {
-        // Innermost: no other loop's header inside. Entered only at the
-        // header, and not from a block table (whose edges have no place
-        // for the reads), nor at the function's entry.
-        let inner = loops
+    for (i, l) in loops.iter().enumerate() {
+        let h = l.header;
+        // Innermost; entered only at the header, and not from a block
+        // table (whose edges have no place for the reads), nor at the
+        // function's entry.
+        let inner = l.blocks.iter().all(|b| smallest[*b] == i);
+        let reducible = l.blocks.iter().all(|b| dom.dominates(h as u32, *b as u32));
+        let from = tabled.partition_point(|(to, _)| *to < h);
+        let by_table = tabled[from..]
             .iter()
-            .enumerate()
-            .all(|(j, (h2, _))| j == i || !body[*h2]);
-        let reducible = (0..n)
-            .filter(|b| body[*b])
-            .all(|b| dom.dominates(*h as u32, b as u32));
-        let by_table = table_edges
-            .iter()
-            .any(|(from, to)| *to == *h && !body[*from]);
-        if !inner || !reducible || by_table || *h == 0 {
+            .take_while(|(to, _)| *to == h)
+            .any(|(_, from)| !l.contains(*from));
+        if !inner || !reducible || by_table || h == 0 {
             continue;
         }
-        let pcs = || {
-            (0..n)
-                .filter(|b| body[*b])
-                .flat_map(|b| starts[b]..end_of(b))
-        };
+        let pcs = || l.blocks.iter().flat_map(|b| starts[*b]..end_of(*b));
         let changes =
             pcs().any(|pc| matches!(f.code[pc].op, Op::ANew | Op::Call | Op::CallAcc | Op::CallN));
         if changes {
             continue;
         }
-        let (mut regs, mut pairs) = accessed_views(pcs().map(|pc| &f.code[pc]));
-        // A register the loop writes changes its view: not read once.
-        let written = |r: u32| {
-            writes.get(r as usize).is_some_and(|w| w.0 > 0)
-                && pcs().any(|pc| crate::translate::defines(&f.code[pc], r))
+        let Some((mut regs, mut pairs)) = accessed_views(pcs().map(|pc| &f.code[pc]), most) else {
+            continue;
         };
-        regs.retain(|r| !written(*r));
+        // A register the loop writes changes its view: not read once.
+        let written: Vec<u32> = regs
+            .iter()
+            .copied()
+            .filter(|r| writes.get(*r as usize).is_some_and(|w| w.0 > 0))
+            .filter(|r| pcs().any(|pc| crate::translate::defines(&f.code[pc], *r)))
+            .collect();
+        regs.retain(|r| !written.contains(r));
         pairs.retain(|(r, _)| regs.contains(r));
-        if regs.is_empty() || pairs.len() > most {
+        if regs.is_empty() {
             continue;
         }
         out.push(LoopViews {
-            header: starts[*h],
-            body: body.clone(),
+            header: starts[h],
+            blocks: l.blocks.clone(),
             regs,
         });
     }

@@ -226,6 +226,8 @@ struct T<'a, 'b> {
     loop_views: Vec<(LoopViews, Vec<(u32, Hoisted)>)>,
     /// Per leader (by index): the loop of `loop_views` its block is in.
     loop_of: Vec<Option<usize>>,
+    /// The loop of `loop_views` each header (`pc`) starts.
+    loop_header: HashMap<usize, usize>,
     /// The index in `starts` of the block being translated.
     cur: usize,
 }
@@ -625,14 +627,10 @@ impl T<'_, '_> {
     /// that is the header of a loop of [`T::loop_views`] and the current
     /// block is outside the loop, read the loop's views.
     fn entering(&mut self, target: usize) {
-        let Some(l) = self
-            .loop_views
-            .iter()
-            .position(|(lv, _)| lv.header == target)
-        else {
+        let Some(&l) = self.loop_header.get(&target) else {
             return;
         };
-        if self.loop_views[l].0.body[self.cur] {
+        if self.loop_views[l].0.contains(self.cur) {
             return;
         }
         for k in 0..self.loop_views[l].1.len() {
@@ -644,9 +642,9 @@ impl T<'_, '_> {
     /// Whether an edge from the current block to `target` reads views
     /// ([`T::entering`]).
     fn enters(&self, target: usize) -> bool {
-        self.loop_views
-            .iter()
-            .any(|(lv, _)| lv.header == target && !lv.body[self.cur])
+        self.loop_header
+            .get(&target)
+            .is_some_and(|l| !self.loop_views[*l].0.contains(self.cur))
     }
 
     /// The look at fuel (and the interrupt flag) of a taken jump at `pc`.
@@ -1585,13 +1583,12 @@ impl T<'_, '_> {
         }
         // The (register, shadow?) pairs accessed: each hoisted one keeps a
         // length and an address live through the function.
-        let (regs, pairs) = accessed_views(f.code.iter());
         // Past a few, the registers they take cost more than the loads
         // they save (GMM's reverse function, a dozen arrays across its
         // loops, ran 10 % slower with all of them hoisted).
-        if pairs.len() > HOIST_MOST {
+        let Some((regs, _)) = accessed_views(f.code.iter(), HOIST_MOST) else {
             return false;
-        }
+        };
         for r in regs {
             match self.writes.get(r as usize).copied() {
                 Some((0, _)) => self.hoist_one(r),
@@ -1801,12 +1798,16 @@ fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     }
 }
 
-/// The array registers the element and shadow accesses of `code` read,
-/// and the views they use ((register, shadow?) pairs), each once, in
-/// order of first use.
+/// The array registers some code accesses and the views it uses
+/// ((register, shadow?) pairs), each once, in order of first use.
+pub(crate) type Accessed = (Vec<u32>, Vec<(u32, bool)>);
+
+/// The [`Accessed`] of the element and shadow accesses of `code`; `None`
+/// past `most` views.
 pub(crate) fn accessed_views<'i>(
     code: impl Iterator<Item = &'i Instr>,
-) -> (Vec<u32>, Vec<(u32, bool)>) {
+    most: usize,
+) -> Option<Accessed> {
     let mut regs: Vec<u32> = Vec::new();
     let mut pairs: Vec<(u32, bool)> = Vec::new();
     for ins in code {
@@ -1818,11 +1819,14 @@ pub(crate) fn accessed_views<'i>(
                 regs.push(r);
             }
             if !pairs.contains(&(r, shadow)) {
+                if pairs.len() == most {
+                    return None;
+                }
                 pairs.push((r, shadow));
             }
         }
     }
-    (regs, pairs)
+    Some((regs, pairs))
 }
 
 /// Whether `ins` writes register `r` (an operand it writes, or reads and
@@ -1930,17 +1934,17 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         hoist_at: HashMap::new(),
         loop_views: Vec::new(),
         loop_of: vec![None; starts.len()],
+        loop_header: HashMap::new(),
         cur: 0,
     };
     t.reload(true, true);
     if !t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len())) {
         for lv in loop_views(f, &starts, HOIST_MOST) {
             let l = t.loop_views.len();
-            for (k, inside) in lv.body.iter().enumerate() {
-                if *inside {
-                    t.loop_of[k] = Some(l);
-                }
+            for &k in &lv.blocks {
+                t.loop_of[k] = Some(l);
             }
+            t.loop_header.insert(lv.header, l);
             let vars = lv.regs.iter().map(|r| (*r, t.view_vars())).collect();
             t.loop_views.push((lv, vars));
         }

@@ -36,6 +36,13 @@ impl DomTree {
         self.pre.get(b as usize).is_some_and(|&p| p != u32::MAX)
     }
 
+    /// Block `b`'s number in a preorder walk of the dominator tree
+    /// (`u32::MAX` if unreachable): a block's dominators have smaller
+    /// numbers.
+    pub fn preorder(&self, b: u32) -> u32 {
+        self.pre.get(b as usize).copied().unwrap_or(u32::MAX)
+    }
+
     /// Whether `a` dominates `b` (both reachable; every block dominates
     /// itself).
     pub fn dominates(&self, a: u32, b: u32) -> bool {
@@ -56,15 +63,33 @@ pub struct Loops {
     /// Each block's predecessors among the reachable blocks (in the order
     /// of the successor lists).
     pub preds: Vec<Vec<usize>>,
-    /// Each loop: its header, and per block whether it is in the loop;
-    /// innermost first (a loop inside another has fewer blocks).
-    pub loops: Vec<(usize, Vec<bool>)>,
+    /// The loops, innermost first (a loop inside another has fewer
+    /// blocks).
+    pub loops: Vec<Loop>,
+}
+
+/// One natural loop ([`Loops`]).
+pub struct Loop {
+    /// Its header.
+    pub header: usize,
+    /// Its blocks, in increasing order.
+    pub blocks: Vec<usize>,
+}
+
+impl Loop {
+    /// Whether block `b` is in the loop.
+    pub fn contains(&self, b: usize) -> bool {
+        self.blocks.binary_search(&b).is_ok()
+    }
 }
 
 impl Loops {
     /// The natural loops of the graph with successor lists `succs` (block
-    /// 0 the entry).
-    pub fn new(succs: &[Vec<u32>]) -> Loops {
+    /// 0 the entry), as long as their blocks come to at most `most` in
+    /// all (the loops of a huge nest would take time and memory quadratic
+    /// in its size): the loops found before that are kept, the rest left
+    /// out.
+    pub fn new(succs: &[Vec<u32>], most: usize) -> Loops {
         let n = succs.len();
         let dom = DomTree::new(succs);
         let mut preds = vec![Vec::new(); n];
@@ -75,7 +100,10 @@ impl Loops {
                 }
             }
         }
-        let mut loops: Vec<(usize, Vec<bool>)> = Vec::new();
+        let mut loops: Vec<Loop> = Vec::new();
+        // The loop (its index + 1) that last marked each block.
+        let mut mark = vec![0usize; n];
+        let mut total = 0usize;
         for h in 0..n {
             let latches: Vec<usize> = preds[h]
                 .iter()
@@ -85,18 +113,25 @@ impl Loops {
             if latches.is_empty() {
                 continue;
             }
-            let mut body = vec![false; n];
-            body[h] = true;
+            let stamp = loops.len() + 1;
+            let mut blocks = vec![h];
+            mark[h] = stamp;
             let mut work = latches;
             while let Some(b) = work.pop() {
-                if !body[b] {
-                    body[b] = true;
+                if mark[b] != stamp {
+                    mark[b] = stamp;
+                    blocks.push(b);
                     work.extend(preds[b].iter().copied());
                 }
             }
-            loops.push((h, body));
+            total = total.saturating_add(blocks.len());
+            if total > most {
+                break;
+            }
+            blocks.sort_unstable();
+            loops.push(Loop { header: h, blocks });
         }
-        loops.sort_by_key(|(_, body)| body.iter().filter(|x| **x).count());
+        loops.sort_by_key(|l| l.blocks.len());
         Loops { dom, preds, loops }
     }
 }
@@ -257,6 +292,47 @@ mod tests {
         assert!(d.dominates(4, 4));
         assert!(!d.reachable(6));
         assert!(!d.dominates(6, 5));
+    }
+
+    /// Three nested loops and one beside them: innermost first, each with
+    /// its blocks in order, and a budget that keeps only the loops found
+    /// before it runs out (headers in block order: the outer ones first).
+    #[test]
+    fn natural_loops_innermost_first_within_a_budget() {
+        // 0 -> 1 (outer) -> 2 (middle) -> 3 (inner, self-loop) -> 4 -> 2 ;
+        // 4 -> 5 -> 1 ; 5 -> 6 (a loop of its own: 6 -> 6) -> 7.
+        let succs = vec![
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![3, 4],
+            vec![2, 5],
+            vec![1, 6],
+            vec![6, 7],
+            vec![],
+        ];
+        let all = Loops::new(&succs, usize::MAX);
+        let found: Vec<(usize, Vec<usize>)> = all
+            .loops
+            .iter()
+            .map(|l| (l.header, l.blocks.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (3, vec![3]),
+                (6, vec![6]),
+                (2, vec![2, 3, 4]),
+                (1, vec![1, 2, 3, 4, 5]),
+            ]
+        );
+        assert!(all.loops[2].contains(4) && !all.loops[2].contains(5));
+        assert_eq!(all.preds[3], [2, 3]);
+        // The outer loop's 5 blocks and the middle one's 3 fit in 8.
+        let some = Loops::new(&succs, 8);
+        let headers: Vec<usize> = some.loops.iter().map(|l| l.header).collect();
+        assert_eq!(headers, [2, 1]);
+        assert!(Loops::new(&succs, 4).loops.is_empty());
     }
 
     /// Dominators by the definition (a block's dominators are itself and

@@ -25,6 +25,11 @@ use crate::dom::Loops;
 use crate::ir::{Function, Module, ValueId};
 use crate::op::Origin;
 
+/// The most blocks the loops of one function may come to, all loops
+/// together, for the motion to look at them ([`Loops::new`]); a function
+/// with more keeps the instructions of the loops left over.
+const LOOP_BLOCKS_MOST: usize = 1 << 22;
+
 /// [`hoist`] every function of `m`.
 pub fn hoist_module(m: &mut Module) {
     for f in &mut m.funcs {
@@ -36,62 +41,62 @@ pub fn hoist_module(m: &mut Module) {
 /// their loops, innermost loops first (so an instruction leaves a nest of
 /// loops one level at a time). Returns how many moved.
 pub fn hoist(f: &mut Function) -> usize {
-    let n = f.blocks.len();
     let succs: Vec<Vec<u32>> = f
         .blocks
         .iter()
         .map(|b| b.term.successors().iter().map(|s| s.0).collect())
         .collect();
-    let Loops { preds, loops, .. } = Loops::new(&succs);
+    let Loops { dom, preds, loops } = Loops::new(&succs, LOOP_BLOCKS_MOST);
     let mut moved = 0;
-    for (h, body) in &loops {
-        let mut outside = preds[*h].iter().filter(|p| !body[**p]);
+    // Values defined in the loop at hand (phis and instructions), updated
+    // as instructions leave it; cleared after each loop.
+    let mut inside = vec![false; f.values.len()];
+    for l in &loops {
+        let mut outside = preds[l.header].iter().filter(|p| !l.contains(**p));
         let (Some(&pre), None) = (outside.next(), outside.next()) else {
             continue;
         };
-        // Values defined in the loop (phis and instructions), updated as
-        // instructions leave it.
-        let mut inside = vec![false; f.values.len()];
-        for b in (0..n).filter(|b| body[*b]) {
+        let defs = |f: &Function, b: usize| -> Vec<ValueId> {
             let block = &f.blocks[b];
-            for d in block.phis.iter().map(|p| p.dst) {
-                inside[d.index()] = true;
-            }
-            for d in block.insts.iter().filter_map(|i| i.dst) {
+            let phis = block.phis.iter().map(|p| p.dst);
+            phis.chain(block.insts.iter().filter_map(|i| i.dst))
+                .collect()
+        };
+        for &b in &l.blocks {
+            for d in defs(f, b) {
                 inside[d.index()] = true;
             }
         }
-        let invariant = |inside: &[bool], args: &[ValueId]| args.iter().all(|a| !inside[a.index()]);
-        // Until nothing moves: an instruction may become invariant when
-        // the one defining its operand has moved.
-        loop {
-            let mut any = false;
-            for b in (0..n).filter(|b| body[*b]) {
-                let mut k = 0;
-                while k < f.blocks[b].insts.len() {
-                    let inst = &f.blocks[b].insts[k];
-                    let facts = inst.op.facts();
-                    let movable = facts.pure
-                        && facts.origin == Origin::User
-                        && inst.accs.is_empty()
-                        && inst.callee.is_none()
-                        && inst.dst.is_some()
-                        && invariant(&inside, &inst.args);
-                    if !movable {
-                        k += 1;
-                        continue;
-                    }
-                    let inst = f.blocks[b].insts.remove(k);
-                    if let Some(d) = inst.dst {
+        // Blocks in dominator-tree preorder: every definition an
+        // instruction reads comes before it, so one pass finds every
+        // instruction that becomes invariant when the one defining its
+        // operand has moved.
+        let mut order = l.blocks.clone();
+        order.sort_by_key(|b| dom.preorder(*b as u32));
+        for b in order {
+            let insts = std::mem::take(&mut f.blocks[b].insts);
+            let mut kept = Vec::with_capacity(insts.len());
+            for inst in insts {
+                let facts = inst.op.facts();
+                let movable = facts.pure
+                    && facts.origin == Origin::User
+                    && inst.accs.is_empty()
+                    && inst.callee.is_none()
+                    && inst.args.iter().all(|a| !inside[a.index()]);
+                match inst.dst {
+                    Some(d) if movable => {
                         inside[d.index()] = false;
+                        f.blocks[pre].insts.push(inst);
+                        moved += 1;
                     }
-                    f.blocks[pre].insts.push(inst);
-                    moved += 1;
-                    any = true;
+                    _ => kept.push(inst),
                 }
             }
-            if !any {
-                break;
+            f.blocks[b].insts = kept;
+        }
+        for &b in &l.blocks {
+            for d in defs(f, b) {
+                inside[d.index()] = false;
             }
         }
     }
