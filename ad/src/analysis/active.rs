@@ -162,7 +162,7 @@ fn alias_union(f: &Function) -> UnionFind {
 }
 
 /// Which arrays of `f` may be the same array while it runs (see
-/// [`Aliases::may_alias`]).
+/// [`ArraySet`]).
 pub struct Aliases {
     /// The alias class of each value (of an array; meaningless for others).
     class: Vec<usize>,
@@ -196,13 +196,35 @@ impl Aliases {
         }
         Aliases { class, outside }
     }
+}
 
-    /// Whether arrays `a` and `b` may be the same array: the same class,
-    /// or both classes hold arrays made outside the function. (Arrays of
-    /// two `anew`s, or of an `anew` and a parameter, never are.)
-    pub fn may_alias(&self, a: ValueId, b: ValueId) -> bool {
-        let (ca, cb) = (self.class[a.index()], self.class[b.index()]);
-        ca == cb || (self.outside[ca] && self.outside[cb])
+/// A set of arrays, as far as [`Aliases`] can tell them apart: their
+/// classes, and whether one of them was made outside the function. Two
+/// arrays may be the same array when they are of the same class, or both
+/// classes hold arrays made outside the function (arrays of two `anew`s,
+/// or of an `anew` and a parameter, never are). Adding an array and asking
+/// whether an array may be one of the set's take a binary search, however
+/// many were added.
+#[derive(Clone, Debug, Default)]
+pub struct ArraySet {
+    classes: Vec<usize>,
+    outside: bool,
+}
+
+impl ArraySet {
+    /// Add array `a`.
+    pub fn insert(&mut self, aliases: &Aliases, a: ValueId) {
+        let c = aliases.class[a.index()];
+        if let Err(at) = self.classes.binary_search(&c) {
+            self.classes.insert(at, c);
+        }
+        self.outside |= aliases.outside[c];
+    }
+
+    /// Whether array `a` may be one of the set's.
+    pub fn may_hold(&self, aliases: &Aliases, a: ValueId) -> bool {
+        let c = aliases.class[a.index()];
+        self.classes.binary_search(&c).is_ok() || (self.outside && aliases.outside[c])
     }
 }
 

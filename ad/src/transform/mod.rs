@@ -72,7 +72,9 @@ mod values;
 use self::{fwd_fn::FwdFn, plan::*, primal::Primal, rev_fn::RevFn};
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::analysis::{activity_in, call_is_active, call_wrt, may_write_arrays, Aliases, Cfg};
+use crate::analysis::{
+    activity_in, call_is_active, call_wrt, may_write_arrays, Aliases, ArraySet, Cfg,
+};
 use crate::compile_work::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
@@ -239,18 +241,19 @@ impl<'a> Transform<'a> {
         for (bi, b) in p.blocks.iter().enumerate() {
             // Walked backwards, so that `later` holds the arrays written
             // after the current instruction in the block.
-            let mut later: Vec<ValueId> = Vec::new();
+            let mut later = ArraySet::default();
             for (ii, inst) in b.insts.iter().enumerate().rev() {
                 if let Some(d) = inst.dst {
                     def_inst[d.index()] = Some((bi, ii));
-                    reread_in_block[d.index()] = inst.op == Op::AGet
-                        && !later.iter().any(|w| aliases.may_alias(*w, inst.args[0]));
+                    reread_in_block[d.index()] =
+                        inst.op == Op::AGet && !later.may_hold(&aliases, inst.args[0]);
                 }
                 if writes(inst) {
                     any_write = true;
                     call_writes |= inst.op == Op::Call;
-                    let arrays = inst.args.iter().filter(|a| p.ty(**a) == Type::Arr);
-                    later.extend(arrays);
+                    for a in inst.args.iter().filter(|a| p.ty(**a) == Type::Arr) {
+                        later.insert(&aliases, *a);
+                    }
                 }
             }
             block_writes.push(later);

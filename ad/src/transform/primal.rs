@@ -4,7 +4,7 @@
 //! once by `Transform::new` and only read afterwards: steps 2 to 4 ask it,
 //! none changes it.
 
-use crate::analysis::{Aliases, Cfg};
+use crate::analysis::{Aliases, ArraySet, Cfg};
 use vm::ir::{BlockId, Function, Module, Term, ValueId};
 
 /// The primal function and the facts of its analysis (step 1).
@@ -37,7 +37,7 @@ pub(super) struct Primal<'a> {
     /// block's end in the forward code.
     pub(super) reread_in_block: Vec<bool>,
     /// Per block: the arrays its instructions may write.
-    pub(super) block_writes: Vec<Vec<ValueId>>,
+    pub(super) block_writes: Vec<ArraySet>,
     /// Which arrays may be the same array.
     pub(super) aliases: Aliases,
 }
@@ -59,9 +59,7 @@ impl Primal<'_> {
             if at == d {
                 return true;
             }
-            let clobbers = self.block_writes[at]
-                .iter()
-                .any(|w| self.aliases.may_alias(*w, array));
+            let clobbers = self.block_writes[at].may_hold(&self.aliases, array);
             let [pred] = self.cfg.preds[at][..] else {
                 return false;
             };

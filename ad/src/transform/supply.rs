@@ -148,14 +148,14 @@ impl<'a> Transform<'a> {
                 line.push(c);
                 at = c;
             }
-            if line.is_empty() {
+            if line.is_empty() || self.plan.needs[b].is_empty() {
                 continue;
             }
-            let needs = std::mem::take(&mut self.plan.needs[b]);
-            self.plan.needs[b] = needs
-                .into_iter()
-                .filter(|v| !line.iter().any(|c| self.plan.needs[*c].contains(v)))
+            let later: hashbrown::HashSet<ValueId> = line
+                .iter()
+                .flat_map(|c| self.plan.needs[*c].iter().copied())
                 .collect();
+            self.plan.needs[b].retain(|v| !later.contains(v));
         }
     }
 
