@@ -112,7 +112,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         if changes {
             continue;
         }
-        let Some((mut regs, mut pairs)) = accessed_views(pcs().map(|pc| &f.code[pc]), most) else {
+        let Some((mut regs, _)) = accessed_views(pcs().map(|pc| &f.code[pc]), most) else {
             continue;
         };
         // A register the loop writes changes its view: not read once.
@@ -123,7 +123,6 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
             .filter(|r| pcs().any(|pc| crate::translate::defines(&f.code[pc], *r)))
             .collect();
         regs.retain(|r| !written.contains(r));
-        pairs.retain(|(r, _)| regs.contains(r));
         if regs.is_empty() {
             continue;
         }
