@@ -65,14 +65,38 @@ pub fn may_write_arrays(m: &Module, g: FuncId) -> bool {
     false
 }
 
+/// Whether a call may write into the arrays it receives
+/// ([`may_write_arrays`] of its callee), each callee looked at once.
+/// Without a module, or without a callee, any call may.
+pub struct CallWrites<'m> {
+    module: Option<&'m Module>,
+    known: hashbrown::HashMap<FuncId, bool>,
+}
+
+impl<'m> CallWrites<'m> {
+    /// For the calls of a function of `module`.
+    pub fn new(module: Option<&'m Module>) -> CallWrites<'m> {
+        CallWrites {
+            module,
+            known: hashbrown::HashMap::new(),
+        }
+    }
+
+    /// Whether a call of `callee` may write into an array it receives.
+    pub fn may_write(&mut self, callee: Option<FuncId>) -> bool {
+        match (self.module, callee) {
+            (Some(m), Some(g)) => *self
+                .known
+                .entry(g)
+                .or_insert_with(|| may_write_arrays(m, g)),
+            _ => true,
+        }
+    }
+}
+
 fn activity_with(f: &Function, wrt: &[bool], m: Option<&Module>) -> Vec<bool> {
     let n = f.values.len();
-    // Whether each callee may write into its array arguments, as asked.
-    let mut writes: hashbrown::HashMap<FuncId, bool> = hashbrown::HashMap::new();
-    let mut may_write = |g: Option<FuncId>| match (m, g) {
-        (Some(m), Some(g)) => *writes.entry(g).or_insert_with(|| may_write_arrays(m, g)),
-        _ => true,
-    };
+    let mut calls = CallWrites::new(m);
     let mut active = vec![false; n];
     for (i, p) in f.params.iter().enumerate() {
         active[p.index()] = f.ty(*p).is_differentiable() && wrt.get(i).copied().unwrap_or(false);
@@ -114,7 +138,7 @@ fn activity_with(f: &Function, wrt: &[bool], m: Option<&Module>) -> Vec<bool> {
                     Op::Call
                         if call_is_active(f, inst, &active)
                             && (inst.dst.is_some_and(|d| f.ty(d) == Type::Arr)
-                                || may_write(inst.callee)) =>
+                                || calls.may_write(inst.callee)) =>
                     {
                         array_args(f, inst)
                     }

@@ -8,6 +8,6 @@ mod loops;
 
 pub use active::{
     activity, activity_in, all_params, call_is_active, call_wrt, may_write_arrays, Aliases,
-    ArraySet,
+    ArraySet, CallWrites,
 };
 pub use loops::{Cfg, Counted, Iv, Loop, MAX_IV_STEP};

@@ -69,12 +69,15 @@ mod supply;
 mod translate;
 mod values;
 
-use self::{fwd_fn::FwdFn, plan::*, primal::Primal, rev_fn::RevFn};
+use self::{
+    fwd_fn::FwdFn,
+    plan::*,
+    primal::{Primal, LINE_MOST},
+    rev_fn::RevFn,
+};
 #[allow(unused_imports)]
 use self::{single::*, values::*};
-use crate::analysis::{
-    activity_in, call_is_active, call_wrt, may_write_arrays, Aliases, ArraySet, Cfg,
-};
+use crate::analysis::{activity_in, call_is_active, call_wrt, Aliases, ArraySet, CallWrites, Cfg};
 use crate::compile_work::{Exceeded, Work};
 use crate::rules::{self, reverse::NoRule};
 pub(crate) use emit::Emit;
@@ -226,12 +229,12 @@ impl<'a> Transform<'a> {
         let mut def_inst = vec![None; p.values.len()];
         // Which instructions may write an array element: an `aset`, or a
         // call passing an array to a callee that may write it.
-        let mut callee_writes: HashMap<Option<FuncId>, bool> = HashMap::new();
+        let mut calls = CallWrites::new(Some(module));
         let mut writes = |inst: &Inst| match inst.op {
             Op::ASet => true,
-            Op::Call if inst.args.iter().any(|a| p.ty(*a) == Type::Arr) => *callee_writes
-                .entry(inst.callee)
-                .or_insert_with(|| inst.callee.is_none_or(|g| may_write_arrays(module, g))),
+            Op::Call if inst.args.iter().any(|a| p.ty(*a) == Type::Arr) => {
+                calls.may_write(inst.callee)
+            }
             _ => false,
         };
         let (mut any_write, mut call_writes) = (false, false);

@@ -49,28 +49,50 @@ impl Primal<'_> {
     /// anything in the blocks from `d` to `b`, a straight line of blocks
     /// (each the one successor of the one before and its one predecessor),
     /// so that every run of `b` follows a run of `d` with nothing in
-    /// between. At most [`STRAIGHT_MOST`] blocks are followed back.
+    /// between. At most [`LINE_MOST`] blocks are followed back.
     pub(super) fn reread_in(&self, b: BlockId, d: usize, v: ValueId, array: ValueId) -> bool {
         if !self.reread_in_block[v.index()] {
             return false;
         }
         let mut at = b.index();
-        for _ in 0..STRAIGHT_MOST {
+        for _ in 0..LINE_MOST {
             if at == d {
                 return true;
             }
-            let clobbers = self.block_writes[at].may_hold(&self.aliases, array);
-            let [pred] = self.cfg.preds[at][..] else {
-                return false;
-            };
-            if clobbers || self.p.blocks[pred.index()].term != Term::Jmp(BlockId(at as u32)) {
+            if self.block_writes[at].may_hold(&self.aliases, array) {
                 return false;
             }
-            at = pred.index();
+            let Some(pred) = self.line_before(at) else {
+                return false;
+            };
+            at = pred;
         }
         false
     }
+
+    /// The block before `b` on a straight line of blocks: `b`'s one
+    /// predecessor, if `b` is its one successor (by `jmp`).
+    pub(super) fn line_before(&self, b: usize) -> Option<usize> {
+        match self.cfg.preds[b][..] {
+            [p] if p.index() != b
+                && self.p.blocks[p.index()].term == Term::Jmp(BlockId(b as u32)) =>
+            {
+                Some(p.index())
+            }
+            _ => None,
+        }
+    }
+
+    /// The block after `b` on a straight line of blocks: the block `b`
+    /// jumps to, if `b` is its one predecessor.
+    pub(super) fn line_after(&self, b: usize) -> Option<usize> {
+        match self.p.blocks[b].term {
+            Term::Jmp(c) if self.line_before(c.index()) == Some(b) => Some(c.index()),
+            _ => None,
+        }
+    }
 }
 
-/// See [`Primal::reread_in`].
-const STRAIGHT_MOST: usize = 16;
+/// The most blocks of a straight line followed from one block
+/// ([`Primal::reread_in`], `Transform::share_needs_along_lines`).
+pub(super) const LINE_MOST: usize = 16;

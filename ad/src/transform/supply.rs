@@ -5,9 +5,6 @@
 
 use super::*;
 
-/// The most blocks [`Transform::share_needs_along_lines`] follows from one.
-const LINE_MOST: usize = 16;
-
 impl<'a> Transform<'a> {
     /// How the reverse block of `b` gets forward value `v` (see [`Supply`]).
     /// `depth` counts nested recomputations.
@@ -130,18 +127,10 @@ impl<'a> Transform<'a> {
     /// code walks the line backwards, with nothing in between), read the
     /// register it was popped into.
     pub(super) fn share_needs_along_lines(&mut self) {
-        let p = self.primal.p;
-        let preds = &self.primal.cfg.preds;
-        let next: Vec<Option<usize>> = (0..p.blocks.len())
-            .map(|b| match p.blocks[b].term {
-                Term::Jmp(c) if c.index() != b && preds[c.index()].len() == 1 => Some(c.index()),
-                _ => None,
-            })
-            .collect();
-        for b in 0..p.blocks.len() {
+        for b in 0..self.primal.p.blocks.len() {
             let mut line = Vec::new();
             let mut at = b;
-            while let Some(c) = next[at] {
+            while let Some(c) = self.primal.line_after(at) {
                 if line.len() == LINE_MOST || c == b {
                     break;
                 }
