@@ -12,7 +12,7 @@
 //!
 //! [`T::loop_views`]: crate::translate
 
-use crate::translate::{accessed_views, writes};
+use crate::translate::{accessed_views, operands_written};
 use vm::bytecode::Function;
 use vm::dom::Loops;
 use vm::op::Op;
@@ -44,10 +44,16 @@ fn block_of(starts: &[usize], pc: usize) -> usize {
     starts.partition_point(|s| *s <= pc).saturating_sub(1)
 }
 
-/// The loops of `f` (blocks starting at `starts`, its leaders) whose views
-/// [`LoopViews`] reads on entry, each reading at most `most` views (an
-/// array's elements or its shadow, as `T::hoist_views` counts them).
-pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<LoopViews> {
+/// The loops of `f` (blocks starting at `starts`, its leaders; `writes`
+/// per register, `translate::writes`) whose views [`LoopViews`] reads on
+/// entry, each reading at most `most` views (an array's elements or its
+/// shadow, as `T::hoist_views` counts them).
+pub(crate) fn loop_views(
+    f: &Function,
+    starts: &[usize],
+    writes: &[(u32, usize)],
+    most: usize,
+) -> Vec<LoopViews> {
     let n = starts.len();
     let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
     // Successors of each block, by the jump that ends it.
@@ -75,7 +81,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         }
         succs.push(s);
     }
-    let Loops { dom, loops, .. } = Loops::new(&succs, LOOP_BLOCKS_MOST);
+    let Loops { loops, .. } = Loops::new(&succs, LOOP_BLOCKS_MOST);
     // The smallest loop holding each block: loops come innermost first, so
     // a loop is innermost when it is the smallest loop of all its blocks.
     let mut smallest = vec![usize::MAX; n];
@@ -89,21 +95,20 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
     // Headers a block table jumps to from some block.
     let mut tabled: Vec<(usize, usize)> = table_edges.iter().map(|(a, b)| (*b, *a)).collect();
     tabled.sort_unstable();
-    let writes = writes(f);
     let mut out = Vec::new();
     for (i, l) in loops.iter().enumerate() {
         let h = l.header;
-        // Innermost; entered only at the header, and not from a block
-        // table (whose edges have no place for the reads), nor at the
-        // function's entry.
+        // Innermost; entered only at the header (its header dominates
+        // every block of a natural loop), and not from a block table
+        // (whose edges have no place for the reads), nor at the function's
+        // entry.
         let inner = l.blocks.iter().all(|b| smallest[*b] == i);
-        let reducible = l.blocks.iter().all(|b| dom.dominates(h as u32, *b as u32));
         let from = tabled.partition_point(|(to, _)| *to < h);
         let by_table = tabled[from..]
             .iter()
             .take_while(|(to, _)| *to == h)
             .any(|(_, from)| !l.contains(*from));
-        if !inner || !reducible || by_table || h == 0 {
+        if !inner || by_table || h == 0 {
             continue;
         }
         let pcs = || l.blocks.iter().flat_map(|b| starts[*b]..end_of(*b));
@@ -112,7 +117,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
         if changes {
             continue;
         }
-        let Some((mut regs, _)) = accessed_views(pcs().map(|pc| &f.code[pc]), most) else {
+        let Some(mut regs) = accessed_views(pcs().map(|pc| &f.code[pc]), most) else {
             continue;
         };
         // A register the loop writes changes its view: not read once.
@@ -120,7 +125,7 @@ pub(crate) fn loop_views(f: &Function, starts: &[usize], most: usize) -> Vec<Loo
             .iter()
             .copied()
             .filter(|r| writes.get(*r as usize).is_some_and(|w| w.0 > 0))
-            .filter(|r| pcs().any(|pc| crate::translate::defines(&f.code[pc], *r)))
+            .filter(|r| pcs().any(|pc| operands_written(&f.code[pc]).any(|w| w == *r)))
             .collect();
         regs.retain(|r| !written.contains(r));
         if regs.is_empty() {

@@ -1581,12 +1581,11 @@ impl T<'_, '_> {
         if changes {
             return false;
         }
-        // The (register, shadow?) pairs accessed: each hoisted one keeps a
-        // length and an address live through the function.
-        // Past a few, the registers they take cost more than the loads
-        // they save (GMM's reverse function, a dozen arrays across its
-        // loops, ran 10 % slower with all of them hoisted).
-        let Some((regs, _)) = accessed_views(f.code.iter(), HOIST_MOST) else {
+        // Each view read once keeps a length and an address live through
+        // the function. Past a few, the registers they take cost more than
+        // the loads they save (GMM's reverse function, a dozen arrays
+        // across its loops, ran 10 % slower with all of them hoisted).
+        let Some(regs) = accessed_views(f.code.iter(), HOIST_MOST) else {
             return false;
         };
         for r in regs {
@@ -1798,17 +1797,15 @@ fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     }
 }
 
-/// The array registers some code accesses and the views it uses
-/// ((register, shadow?) pairs), each once, in order of first use.
-pub(crate) type Accessed = (Vec<u32>, Vec<(u32, bool)>);
-
-/// The [`Accessed`] of the element and shadow accesses of `code`; `None`
-/// past `most` views.
+/// The array registers the element and shadow accesses of `code` read,
+/// each once, in order of first use; `None` if they use more than `most`
+/// views (an array's elements and its shadow count as two).
 pub(crate) fn accessed_views<'i>(
     code: impl Iterator<Item = &'i Instr>,
     most: usize,
-) -> Option<Accessed> {
+) -> Option<Vec<u32>> {
     let mut regs: Vec<u32> = Vec::new();
+    // The (register, shadow?) pairs: the views.
     let mut pairs: Vec<(u32, bool)> = Vec::new();
     for ins in code {
         let Some((accessed, k, shadow)) = accessed_arrays(ins) else {
@@ -1826,16 +1823,17 @@ pub(crate) fn accessed_views<'i>(
             }
         }
     }
-    Some((regs, pairs))
+    Some(regs)
 }
 
-/// Whether `ins` writes register `r` (an operand it writes, or reads and
-/// writes; not a call's results).
-pub(crate) fn defines(ins: &Instr, r: u32) -> bool {
+/// The registers `ins` writes through its operands (those it writes, or
+/// reads and writes; not a call's results).
+pub(crate) fn operands_written(ins: &Instr) -> impl Iterator<Item = u32> + '_ {
     ins.op
         .reg_operands()
         .enumerate()
-        .any(|(k, o)| matches!(o, Operand::Def(_) | Operand::InOut(_)) && ins.reg(k) == r)
+        .filter(|(_, o)| matches!(o, Operand::Def(_) | Operand::InOut(_)))
+        .map(|(k, _)| ins.reg(k))
 }
 
 /// How many instructions of verified `f` write each register (its
@@ -1849,11 +1847,7 @@ pub(crate) fn writes(f: &Function) -> Vec<(u32, usize)> {
                 *x = (x.0.saturating_add(1), pc);
             }
         };
-        for (k, o) in ins.op.reg_operands().enumerate() {
-            if matches!(o, Operand::Def(_) | Operand::InOut(_)) {
-                mark(ins.reg(k));
-            }
-        }
+        operands_written(ins).for_each(&mut mark);
         if matches!(ins.op, Op::Call | Op::CallAcc | Op::CallN) {
             if let Some(site) = f.sites.get(ins.x as usize) {
                 for r in &site.rets {
@@ -1939,7 +1933,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
     };
     t.reload(true, true);
     if !t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len())) {
-        for lv in loop_views(f, &starts, HOIST_MOST) {
+        for lv in loop_views(f, &starts, &t.writes, HOIST_MOST) {
             let l = t.loop_views.len();
             for &k in &lv.blocks {
                 t.loop_of[k] = Some(l);
