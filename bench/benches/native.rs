@@ -4,24 +4,18 @@
 //! over the corpus. Criterion times each call; a summary of medians and
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
+//!
+//! advm runs as `suite::advm::Advm` does for the suite bench: the primal
+//! by `Vm::call_raw`, the gradient with respect to the inputs the native
+//! adjoint differentiates (not logreg's data nor mlp's input), checked
+//! against the native adjoint before anything is timed.
 
-use ad::{Engine, Gradient};
 use advm_bench::corpus;
 use criterion::Criterion;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use vm::{Tier, Value};
-
-fn engine(file: &str, jit: bool) -> Engine {
-    let path = format!("programs/bench/{file}.adasm");
-    let src = testkit::read_program(&path);
-    let module = assembler::assemble(&src, &path).unwrap_or_else(|d| panic!("{d}"));
-    let mut e = Engine::new(module).expect("verifies");
-    if jit {
-        jit::install(e.vm_mut());
-    }
-    e
-}
+use suite::advm::Advm;
+use vm::Tier;
 
 /// Median time per call of `f` over batches of about a millisecond.
 fn median(mut f: impl FnMut()) -> f64 {
@@ -54,30 +48,60 @@ fn main() {
         .sample_size(20)
         .configure_from_args();
     let mut rows = Vec::new();
-    for (case, input) in suite::cases() {
-        let file = case.file;
-        let args: Vec<Value> = case.args.clone();
+    // Each program as derived by default, and branchy also with its
+    // conditional if-converted (`Engine::set_if_conversion`).
+    let runs = suite::cases().into_iter().flat_map(|(case, input)| {
+        let convert = case.file == "branchy";
+        let again = convert.then(|| (case.clone(), input.clone(), true));
+        std::iter::once((case, input, false)).chain(again)
+    });
+    for (case, input, convert) in runs {
+        let file = if convert {
+            format!("{}+ifconv", case.file)
+        } else {
+            case.file.to_string()
+        };
+        let file = file.as_str();
         let mut native = suite::native::Native::new();
         let mut g = vec![0.0; input.grad_len()];
         let mut tiers = Vec::new();
         for jit in [true, false] {
-            let mut e = engine(file, jit);
-            let f = e.find(case.func).expect("exists");
-            let mut out = Gradient::default();
-            e.grad_into(f, &args, &mut out).expect("gradient");
-            let tier = e.vm_mut().last_tier();
+            let mut a = Advm::from_case(&case).unwrap_or_else(|e| panic!("{e}"));
+            a.engine_mut().set_if_conversion(convert);
+            if jit {
+                jit::install(a.engine_mut().vm_mut());
+                jit::install(a.primal_vm_mut());
+            }
+            let value = a.grad().expect("gradient");
+            let mut got = vec![f64::NAN; g.len()];
+            a.flat_grad(&mut got);
+            let want = native.grad(&input, &mut g);
+            assert!(
+                suite::close(value, want, 1e-12),
+                "{file}: value {value} vs {want}"
+            );
+            if let Some((i, x, y)) = suite::first_mismatch(&got, &g, 1e-8) {
+                panic!("{file}: gradient[{i}] = {x:e} vs native adjoint {y:e}");
+            }
+            let tier = a.engine_mut().vm_mut().last_tier();
+            a.primal().expect("primal");
+            assert_eq!(
+                a.primal_vm_mut().last_tier(),
+                tier,
+                "{file}: primal and gradient in one tier"
+            );
             let name = if jit { "jit" } else { "interp" };
             c.bench_function(&format!("{file}/{name}/primal"), |b| {
-                b.iter(|| black_box(e.run(f, &args).is_ok()))
+                b.iter(|| black_box(a.primal().is_ok()))
             });
             c.bench_function(&format!("{file}/{name}/grad"), |b| {
-                b.iter(|| black_box(e.grad_into(f, &args, &mut out).is_ok()))
+                b.iter(|| black_box(a.grad().is_ok()))
             });
             let p = median(|| {
-                black_box(e.run(f, &args).is_ok());
+                black_box(a.primal().is_ok());
             });
             let gr = median(|| {
-                black_box(e.grad_into(f, &args, &mut out).is_ok());
+                black_box(a.grad().is_ok());
             });
             tiers.push((tier, p, gr));
         }
@@ -93,7 +117,7 @@ fn main() {
         let ng = median(|| {
             black_box(native.grad(&input, &mut g));
         });
-        rows.push((file, tiers, np, ng));
+        rows.push((file.to_string(), tiers, np, ng));
     }
     let progs = corpus::programs();
     let mut times = Vec::new();

@@ -2,9 +2,13 @@
 //! native tier, to run under a profiler:
 //! `cargo build --release -p advm-jit --example profile`, then
 //! `perf record -g target/release/examples/profile powloop grad 200000`.
+//! As the `native` bench runs them (`suite::advm::Advm`): the primal by
+//! `Vm::call_raw`, the gradient with respect to the inputs the native
+//! adjoint differentiates. `--no-jit` runs the interpreter instead,
+//! `--if-convert` derives from if-converted code.
 
-use ad::{Engine, Gradient};
 use std::hint::black_box;
+use suite::advm::Advm;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -15,32 +19,24 @@ fn main() {
         eprintln!("no suite program {name}");
         std::process::exit(64);
     };
-    let path = format!("programs/bench/{name}.adasm");
-    let src = testkit::read_program(&path);
-    let module = match assembler::assemble(&src, &path) {
-        Ok(m) => m,
-        Err(d) => {
-            eprintln!("{d}");
+    let mut a = match Advm::from_case(&case) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
             std::process::exit(2);
         }
     };
-    let Ok(mut e) = Engine::new(module) else {
-        eprintln!("{path}: does not verify");
-        std::process::exit(2);
-    };
-    if !args.iter().any(|a| a == "--no-jit") {
-        jit::install(e.vm_mut());
+    a.engine_mut()
+        .set_if_conversion(args.iter().any(|s| s == "--if-convert"));
+    if !args.iter().any(|s| s == "--no-jit") {
+        jit::install(a.engine_mut().vm_mut());
+        jit::install(a.primal_vm_mut());
     }
-    let Some(f) = e.find(case.func) else {
-        eprintln!("{path}: no function {}", case.func);
-        std::process::exit(64);
-    };
-    let mut out = Gradient::default();
     for _ in 0..n {
         if what == "grad" {
-            black_box(e.grad_into(f, &case.args, &mut out).is_ok());
+            black_box(a.grad().is_ok());
         } else {
-            black_box(e.run(f, &case.args).is_ok());
+            black_box(a.primal().is_ok());
         }
     }
 }

@@ -129,6 +129,11 @@ impl Advm {
         &mut self.engine
     }
 
+    /// The VM [`Advm::primal`] runs on (to install a native tier in it).
+    pub fn primal_vm_mut(&mut self) -> &mut Vm {
+        &mut self.vm
+    }
+
     /// The primal value, by `Vm::call_raw` on the user function.
     pub fn primal(&mut self) -> Result<f64, Trap> {
         self.vm.begin(false);
