@@ -340,8 +340,11 @@ impl crate::driver::Mode for Reverse {
                     units
                         .charge(inline_units)
                         .map_err(|er| too_much_work(&e.module, f, er))?;
-                    let cleanup = e.cleanup;
-                    crate::transform::transform_within(&e.module, g, gw, &mut ids, cleanup, units)
+                    let opts = crate::transform::Options {
+                        cleanup: e.cleanup,
+                        if_convert: e.if_convert,
+                    };
+                    crate::transform::transform_within(&e.module, g, gw, &mut ids, opts, units)
                         .map_err(|r| refusal(&e.module, f, g, r))?
                 }
             }

@@ -131,6 +131,9 @@ pub struct Engine {
     /// Whether reverse functions are cleaned up ([`optimize`]); see
     /// [`Engine::set_reverse_cleanup`].
     cleanup: bool,
+    /// Whether small conditionals are if-converted before deriving; see
+    /// [`Engine::set_if_conversion`].
+    if_convert: bool,
     /// Work units one derivation may use ([`Engine::set_max_compile_work`]).
     max_compile_work: u64,
     /// For [`Engine::add_functions`]: the module as given (before
@@ -169,6 +172,7 @@ impl Clone for Engine {
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: self.cleanup,
+            if_convert: self.if_convert,
             max_compile_work: self.max_compile_work,
             original: self.original.clone(),
             policy: self.policy,
@@ -284,6 +288,7 @@ impl Engine {
             tangent_handles: Vec::new(),
             zeros: Vec::new(),
             cleanup: true,
+            if_convert: false,
             max_compile_work: compile_work::DEFAULT_MAX_COMPILE_WORK,
             original,
             policy: *policy,
@@ -303,6 +308,19 @@ impl Engine {
     /// file tests, which show both (it computes the same gradient, slower).
     pub fn set_reverse_cleanup(&mut self, on: bool) {
         self.cleanup = on;
+    }
+
+    /// Whether reverse-mode derivations from now on derive from a copy of
+    /// the function whose small conditionals (arms of a few pure, cheap
+    /// instructions) are if-converted ([`vm::ifconv`]; off by default, the
+    /// CLI's `--if-convert`): the forward code pushes no block id for their
+    /// joins and the reverse code routes their cotangents with `select`s
+    /// instead of jumping through a table on data. That trades a branch
+    /// for instructions: the native tier gains where the branch is hard to
+    /// predict, the interpreter, which pays per instruction, loses (see
+    /// docs/ad.md, *If-conversion*).
+    pub fn set_if_conversion(&mut self, on: bool) {
+        self.if_convert = on;
     }
 
     /// The most work units one derivation (a function and the callees

@@ -893,6 +893,72 @@ def rule_norm_mass(v, s):
     return rule_norm_sumsq(w)
 
 
+def conditionals_clip(v, lo):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        s = s + (x * x if x > lo else lo * x)
+    return s
+
+
+def conditionals_ramp(v):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        t = x * 0.5 if x < 0.0 else x
+        s = s + t * t
+    return s
+
+
+def conditionals_ramp_else(v):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        t = x if x >= 0.0 else x * 0.5
+        s = s + t * t
+    return s
+
+
+def conditionals_nested(v):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        if x > 0.0:
+            t = x * x if x > 1.0 else x
+        else:
+            t = x * 0.1
+        s = s + t
+    return s
+
+
+def conditionals_overflow(x):
+    if x > 1e100:
+        return x
+    y = x * x
+    return y * y
+
+
+def conditionals_tally(v):
+    s, k, seen = 0.0, 0, False
+    for i in range(len(v)):
+        x = aget(v, i)
+        if x > 0.0:
+            k += 1
+            seen = True
+            s = s + x * x
+        else:
+            s = s + 0.0
+    return s * itof(k) + (1.0 if seen else 0.0)
+
+
+def conditionals_costly(v):
+    s = 0.0
+    for i in range(len(v)):
+        x = aget(v, i)
+        s = s + (exp(x) if x > 0.0 else x)
+    return s
+
+
 # (file relative to programs/, function name) -> implementation.
 PROGRAMS = {
     ("array_build.adasm", "f"): array_build_f,
@@ -911,6 +977,13 @@ PROGRAMS = {
     ("bool_logic.adasm", "f"): bool_logic_f,
     ("branch_in_loop.adasm", "walk"): branch_in_loop_walk,
     ("collatz.adasm", "collatz"): collatz,
+    ("conditionals.adasm", "clip"): conditionals_clip,
+    ("conditionals.adasm", "ramp"): conditionals_ramp,
+    ("conditionals.adasm", "ramp_else"): conditionals_ramp_else,
+    ("conditionals.adasm", "nested"): conditionals_nested,
+    ("conditionals.adasm", "overflow"): conditionals_overflow,
+    ("conditionals.adasm", "tally"): conditionals_tally,
+    ("conditionals.adasm", "costly"): conditionals_costly,
     ("conversions.adasm", "f"): conversions_f,
     ("early_ret.adasm", "grow"): early_ret_grow,
     ("fib_swap.adasm", "fib"): fib,

@@ -63,6 +63,12 @@ struct Cli {
     /// a few seconds): a larger one is refused.
     #[arg(long, global = true, value_name = "N")]
     max_compile_work: Option<u64>,
+    /// Derive gradients (and what is built on them: vjp, hvp, Hessians)
+    /// from code whose small conditionals compute both arms and select,
+    /// so that the derived code records no branch taken: faster compiled
+    /// where branches are hard to predict, slower interpreted.
+    #[arg(long, global = true)]
+    if_convert: bool,
 }
 
 /// Limits of the VM (each also settable from the library, `vm::Limits`).
@@ -398,6 +404,7 @@ fn main() -> ExitCode {
         max_compile_work: cli
             .max_compile_work
             .unwrap_or(ad::compile_work::DEFAULT_MAX_COMPILE_WORK),
+        if_convert: cli.if_convert,
     };
     let opts = &opts;
     let status = match cli.command {

@@ -581,6 +581,21 @@ fn checkpointed_as_stored(
     engine.set_ad_budget(None);
 }
 
+/// The same bits, nan payloads aside and but for the sign of a zero.
+fn same_but_zero_sign(a: &Option<Value>, b: &Option<Value>) -> bool {
+    let eq = |x: f64, y: f64| {
+        x.to_bits() == y.to_bits() || (x == 0.0 && y == 0.0) || (x.is_nan() && y.is_nan())
+    };
+    match (a, b) {
+        (None, None) => true,
+        (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
+        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(*x, *y))
+        }
+        _ => false,
+    }
+}
+
 /// The AD modes against each other on a generated program chosen by the
 /// input, with identities that need no finite differences (so they hold to
 /// rounding, and a wrong rule in any mode breaks them):
@@ -591,7 +606,11 @@ fn checkpointed_as_stored(
 ///   products computed by forward-over-reverse;
 /// * the value of every mode equals the primal's;
 /// * checkpointing: the gradient under an AD budget below what storing
-///   everything took has the stored gradient's bits.
+///   everything took has the stored gradient's bits;
+/// * if-conversion (when bit 0 of the input's 11th byte is set): the
+///   gradient and a Hessian-vector product derived from if-converted code
+///   have the bits of those derived from the branches, but for the sign of
+///   a zero, and the checks above then run on the converted code.
 ///
 /// Non-finite values (overflow in a generated program) skip the identity
 /// they would make meaningless. Panics with a message naming the seed when
@@ -614,11 +633,17 @@ pub fn modes_input(data: &[u8]) {
         Ok(m) => m,
         Err(e) => panic!("{what}: a generated program does not assemble: {e}"),
     };
-    let mut engine = match Engine::new(module) {
-        Ok(e) => e,
-        Err(e) => panic!("{what}: no engine: {e}"),
+    let convert = data.get(10).is_some_and(|b| b & 1 == 1);
+    let new_engine = |convert: bool| {
+        let mut e = match Engine::new(module.clone()) {
+            Ok(e) => e,
+            Err(e) => panic!("{what}: no engine: {e}"),
+        };
+        *e.vm_mut().limits_mut() = fuzz_limits();
+        e.set_if_conversion(convert);
+        e
     };
-    *engine.vm_mut().limits_mut() = fuzz_limits();
+    let mut engine = new_engine(false);
     let Some(f) = engine.find(&g.entry) else {
         panic!("{what}: no entry function {}", g.entry)
     };
@@ -626,11 +651,40 @@ pub fn modes_input(data: &[u8]) {
     let Ok(primal) = engine.run(f, &args) else {
         return; // a trap (a resource limit): nothing to compare
     };
-    let grad = match engine.grad(f, &args) {
+    let mut grad = match engine.grad(f, &args) {
         Ok(g) => g,
         Err(e) => panic!("{what}: the primal ran but the gradient failed: {e}"),
     };
     let mut rng = crate::gen::Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15);
+    if convert {
+        let mut conv = new_engine(true);
+        let cg = match conv.grad(f, &args) {
+            Ok(g) => g,
+            Err(e) => panic!("{what}: the gradient of converted code failed: {e}"),
+        };
+        let same = cg.value.to_bits() == grad.value.to_bits()
+            && cg.grad.len() == grad.grad.len()
+            && cg
+                .grad
+                .iter()
+                .zip(&grad.grad)
+                .all(|(a, b)| same_but_zero_sign(a, b));
+        assert!(
+            same,
+            "{what}: converted gradient {cg:?}, from the branches {grad:?}"
+        );
+        let w = random_dir(&args, &mut rng);
+        if let (Ok(a), Ok(b)) = (conv.hvp(f, &args, &w), engine.hvp(f, &args, &w)) {
+            let same = a.hvp.len() == b.hvp.len()
+                && a.hvp
+                    .iter()
+                    .zip(&b.hvp)
+                    .all(|(x, y)| same_but_zero_sign(x, y));
+            assert!(same, "{what}: converted hvp {a:?}, from the branches {b:?}");
+        }
+        engine = conv;
+        grad = cg;
+    }
     checkpointed_as_stored(&mut engine, f, &args, &grad, &mut rng, &what);
     let (u, v) = (random_dir(&args, &mut rng), random_dir(&args, &mut rng));
     let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-9 * scale.max(1.0);

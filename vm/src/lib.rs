@@ -41,6 +41,7 @@ pub mod bytecode;
 pub mod disasm;
 pub mod dom;
 mod heap;
+pub mod ifconv;
 pub mod inline;
 pub mod interp;
 pub mod ir;

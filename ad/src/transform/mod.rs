@@ -114,7 +114,11 @@ pub fn transform(
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
     cleanup: bool,
 ) -> Result<(Function, Function), NoRule> {
-    match transform_within(module, f, wrt, derived, cleanup, &mut Work::unlimited()) {
+    let opts = Options {
+        cleanup,
+        ..Options::default()
+    };
+    match transform_within(module, f, wrt, derived, opts, &mut Work::unlimited()) {
         Ok(pair) => Ok(pair),
         Err(Refusal::NoRule(n)) => Err(n),
         // An unlimited budget is never exceeded (the count saturates).
@@ -131,6 +135,29 @@ pub enum Refusal {
     Work(Exceeded),
 }
 
+/// What [`transform_within`] does besides the transform itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Run the reverse function's clean-up ([`crate::optimize`]); off only
+    /// to show what the rules and the assembly of step 3 produce.
+    pub cleanup: bool,
+    /// Derive from a copy of the function whose small conditionals are
+    /// if-converted ([`vm::ifconv`]): the derived code pushes no block id
+    /// for their joins and routes their cotangents with `select`s
+    /// ([`crate::Engine::set_if_conversion`]).
+    pub if_convert: bool,
+}
+
+impl Default for Options {
+    /// The clean-up on, if-conversion off (as [`crate::Engine`] has them).
+    fn default() -> Options {
+        Options {
+            cleanup: true,
+            if_convert: false,
+        }
+    }
+}
+
 /// [`transform`], each stage charged to `work` before it runs (see
 /// [`crate::compile_work`]): the primal's size for the analysis and the
 /// translation, the reverse function's before each round of its clean-up,
@@ -141,23 +168,62 @@ pub fn transform_within(
     f: FuncId,
     wrt: &[bool],
     derived: &mut dyn FnMut(FuncId, Vec<bool>) -> Derived,
-    cleanup: bool,
+    opts: Options,
     work: &mut Work,
 ) -> Result<(Function, Function), Refusal> {
     let p = module.func(f);
-    work.charge_function(p).map_err(Refusal::Work)?;
-    let mut t = Transform::new(module, p, wrt);
-    t.translate(derived).map_err(Refusal::NoRule)?;
-    t.share_needs_along_lines();
-    t.order_needs();
-    t.assemble_reverse();
-    t.assemble_forward();
-    if cleanup {
-        crate::optimize::reverse_within(&mut t.rev.func, work).map_err(Refusal::Work)?;
+    // Conditionals whose condition the reverse code would have to receive
+    // (8 bytes a time, where the branches' block id takes 4): derived from
+    // the branches instead. Excluding some may make another's condition
+    // crossing (one of them read the other's); the third attempt converts
+    // nothing.
+    let mut keep_branches: Vec<ValueId> = Vec::new();
+    let mut copy: Option<Function>;
+    let mut attempt = 0;
+    loop {
+        let mut conds = Vec::new();
+        copy = None;
+        if opts.if_convert && attempt < 2 {
+            let mut c = p.clone();
+            conds = vm::ifconv::convert_if(&mut c, |v| !keep_branches.contains(&v));
+            if !conds.is_empty() {
+                copy = Some(c);
+            }
+        }
+        let q = copy.as_ref().unwrap_or(p);
+        work.charge_function(q).map_err(Refusal::Work)?;
+        let mut t = Transform::new(module, q, wrt);
+        t.translate(derived).map_err(Refusal::NoRule)?;
+        t.share_needs_along_lines();
+        let pushed: Vec<ValueId> = conds.into_iter().filter(|c| t.pushes(*c)).collect();
+        if pushed.is_empty() {
+            return t.finish(opts, work);
+        }
+        keep_branches.extend(pushed);
+        attempt += 1;
     }
-    work.charge_function(&t.fwd.func).map_err(Refusal::Work)?;
-    work.charge_function(&t.rev.func).map_err(Refusal::Work)?;
-    Ok((t.fwd.func, t.rev.func))
+}
+
+impl Transform<'_> {
+    /// Whether some forward block pushes `v` for its reverse block.
+    fn pushes(&self, v: ValueId) -> bool {
+        self.plan.needs.iter().any(|n| n.contains(&v))
+    }
+
+    /// Steps 3 and 4 of [`transform_within`] and the clean-up: the pair.
+    fn finish(mut self, opts: Options, work: &mut Work) -> Result<(Function, Function), Refusal> {
+        self.order_needs();
+        self.assemble_reverse();
+        self.assemble_forward();
+        if opts.cleanup {
+            crate::optimize::reverse_within(&mut self.rev.func, work).map_err(Refusal::Work)?;
+        }
+        work.charge_function(&self.fwd.func)
+            .map_err(Refusal::Work)?;
+        work.charge_function(&self.rev.func)
+            .map_err(Refusal::Work)?;
+        Ok((self.fwd.func, self.rev.func))
+    }
 }
 
 /// How the reverse code obtains a forward value that a fragment reads.

@@ -143,7 +143,7 @@ fn work_of(src: &str) -> u64 {
         FuncId(0),
         &[true, false],
         &mut no_callee,
-        true,
+        ad::transform::Options::default(),
         &mut work,
     )
     .expect("derives");
@@ -388,7 +388,7 @@ fn inlining_is_charged() {
             f,
             &[true, false],
             &mut no_callee,
-            true,
+            ad::transform::Options::default(),
             &mut work,
         )
         .expect("derives");

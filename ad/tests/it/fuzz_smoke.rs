@@ -174,12 +174,13 @@ fn verify_target_on_random_bytecode() {
 }
 
 /// The modes target: forward against reverse and HVP symmetry on
-/// generated programs (identities, no finite differences).
+/// generated programs (identities, no finite differences); half of them
+/// also if-converted, against the code derived from the branches.
 #[test]
 fn modes_target_on_seeds() {
     let mut rng = Rng::new(0x0D0E5);
     for _ in 0..40 * scale() {
-        let data: Vec<u8> = (0..10).map(|_| rng.next_u64() as u8).collect();
+        let data: Vec<u8> = (0..11).map(|_| rng.next_u64() as u8).collect();
         checks::modes_input(&data);
     }
 }

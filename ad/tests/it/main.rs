@@ -15,6 +15,7 @@ mod forward;
 mod fuzz_smoke;
 mod handbuilt;
 mod hvp;
+mod ifconv;
 mod inline;
 mod ir_boundary;
 mod layout;

@@ -166,6 +166,8 @@ fn counted_loops_have_no_block_stack_traffic() {
 
 #[test]
 fn a_join_in_a_loop_costs_one_block_id_per_iteration_and_nothing_else() {
+    // With its branches (if-converted, the join costs nothing:
+    // `ifconv::converted_joins_cost_derived_code_no_block_ids`).
     let mut e = engine(&bench_program("branchy"));
     let n = 1000;
     let v: Vec<f64> = (0..n).map(|i| (i as f64).sin()).collect();

@@ -152,6 +152,9 @@ pub struct Options {
     /// The compile budget of each derivation, in work units
     /// (`--max-compile-work`, [`ad::Engine::set_max_compile_work`]).
     pub max_compile_work: u64,
+    /// Derive gradients from if-converted code (`--if-convert`,
+    /// [`ad::Engine::set_if_conversion`]).
+    pub if_convert: bool,
 }
 
 impl Default for Options {
@@ -161,6 +164,7 @@ impl Default for Options {
             jit: true,
             max_source_bytes: DEFAULT_MAX_SOURCE_BYTES,
             max_compile_work: ad::compile_work::DEFAULT_MAX_COMPILE_WORK,
+            if_convert: false,
         }
     }
 }
@@ -196,8 +200,8 @@ pub fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
 
 /// An engine for `module`, inlining small callees (default policy,
 /// [`ad::Policy::default`]) or not ([`ad::Policy::NONE`]), with the native
-/// tier installed unless `--no-jit` ([`Options::jit`]) and the compile
-/// budget of `--max-compile-work`.
+/// tier installed unless `--no-jit` ([`Options::jit`]), the compile
+/// budget of `--max-compile-work` and if-conversion with `--if-convert`.
 pub fn engine(module: vm::ir::Module, opts: Options) -> Result<ad::Engine, ad::AdError> {
     let policy = if opts.inlining {
         ad::Policy::default()
@@ -206,6 +210,7 @@ pub fn engine(module: vm::ir::Module, opts: Options) -> Result<ad::Engine, ad::A
     };
     let mut engine = ad::Engine::with_inlining(module, &policy)?;
     engine.set_max_compile_work(opts.max_compile_work);
+    engine.set_if_conversion(opts.if_convert);
     if opts.jit {
         jit::install(engine.vm_mut());
     }

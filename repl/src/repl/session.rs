@@ -1473,6 +1473,7 @@ impl Session {
         engine.vm_mut().set_interrupt_handle(self.interrupt.clone());
         *engine.vm_mut().limits_mut() = self.limits.clone();
         engine.set_max_compile_work(self.opts.max_compile_work);
+        engine.set_if_conversion(self.opts.if_convert);
         // In the session's order (definition order, a replaced function
         // keeping its place), not the module's.
         let module = engine.module();

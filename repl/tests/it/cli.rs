@@ -311,7 +311,21 @@ fn disasm_with_and_without_ad() {
     // powloop's loop is counted: its reverse counts iterations down instead
     // of popping a block id per iteration.
     assert!(!out.contains("blk."), "{out}");
-    // A branch that joins inside a loop is replayed from the block stack.
+    // A branch that joins inside a loop is replayed from the block stack
+    // (its condition reads a value the loop overwrites, so it is not
+    // if-converted).
+    let out = ok(&[
+        "disasm",
+        "programs/branch_in_loop.adasm",
+        "--fn",
+        "walk",
+        "--ad",
+    ]);
+    for m in ["blk.push", "blk.pop"] {
+        assert!(out.contains(m), "missing {m} in\n{out}");
+    }
+    // branchy's too, unless its small arms are if-converted: then
+    // selects and no block ids.
     let out = ok(&[
         "disasm",
         "programs/bench/branchy.adasm",
@@ -319,9 +333,16 @@ fn disasm_with_and_without_ad() {
         "branchy",
         "--ad",
     ]);
-    for m in ["blk.push", "blk.pop"] {
-        assert!(out.contains(m), "missing {m} in\n{out}");
-    }
+    assert!(out.contains("blk.pop") && !out.contains("select"), "{out}");
+    let out = ok(&[
+        "disasm",
+        "programs/bench/branchy.adasm",
+        "--fn",
+        "branchy",
+        "--ad",
+        "--if-convert",
+    ]);
+    assert!(out.contains("select") && !out.contains("blk."), "{out}");
     // Callees are derived with their caller (not inlined here).
     let out = ok(&[
         "disasm",

@@ -264,12 +264,13 @@ fn powloop_picture() {
         "{ad}"
     );
     // A branch joining inside a loop is replayed from the block stack:
-    // dashed dispatch edges, one per predecessor.
+    // dashed dispatch edges, one per predecessor (walk's condition reads a
+    // value its loop overwrites, so it keeps its branches).
     let o = advm(&[
         "cfg",
-        "programs/bench/branchy.adasm",
+        "programs/branch_in_loop.adasm",
         "--fn",
-        "branchy",
+        "walk",
         "--ad",
     ]);
     let ad = String::from_utf8_lossy(&o.stdout);
