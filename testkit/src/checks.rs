@@ -581,21 +581,6 @@ fn checkpointed_as_stored(
     engine.set_ad_budget(None);
 }
 
-/// The same bits, nan payloads aside and but for the sign of a zero.
-fn same_but_zero_sign(a: &Option<Value>, b: &Option<Value>) -> bool {
-    let eq = |x: f64, y: f64| {
-        x.to_bits() == y.to_bits() || (x == 0.0 && y == 0.0) || (x.is_nan() && y.is_nan())
-    };
-    match (a, b) {
-        (None, None) => true,
-        (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),
-        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| eq(*x, *y))
-        }
-        _ => false,
-    }
-}
-
 /// The AD modes against each other on a generated program chosen by the
 /// input, with identities that need no finite differences (so they hold to
 /// rounding, and a wrong rule in any mode breaks them):
@@ -668,7 +653,7 @@ pub fn modes_input(data: &[u8]) {
                 .grad
                 .iter()
                 .zip(&grad.grad)
-                .all(|(a, b)| same_but_zero_sign(a, b));
+                .all(|(a, b)| crate::same_but_zero_sign(a, b));
         assert!(
             same,
             "{what}: converted gradient {cg:?}, from the branches {grad:?}"
@@ -679,7 +664,7 @@ pub fn modes_input(data: &[u8]) {
                 && a.hvp
                     .iter()
                     .zip(&b.hvp)
-                    .all(|(x, y)| same_but_zero_sign(x, y));
+                    .all(|(x, y)| crate::same_but_zero_sign(x, y));
             assert!(same, "{what}: converted hvp {a:?}, from the branches {b:?}");
         }
         engine = conv;

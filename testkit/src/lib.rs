@@ -83,8 +83,21 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
 /// Two gradient entries bit for bit, arrays element by element (two nans
 /// of any payload alike).
 pub fn same_bits(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool {
+    same_entries(a, b, false)
+}
+
+/// [`same_bits`], but a zero may differ in sign (`+0` where the other has
+/// `-0`): what if-converted code may change in a gradient, where the arm
+/// not taken adds an exact `+0`.
+pub fn same_but_zero_sign(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool {
+    same_entries(a, b, true)
+}
+
+fn same_entries(a: &Option<vm::Value>, b: &Option<vm::Value>, zeros: bool) -> bool {
     use vm::Value;
-    let eq = |x: f64, y: f64| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan());
+    let eq = |x: f64, y: f64| {
+        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()) || (zeros && x == 0.0 && y == 0.0)
+    };
     match (a, b) {
         (None, None) => true,
         (Some(Value::F64(x)), Some(Value::F64(y))) => eq(*x, *y),

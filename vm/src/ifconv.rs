@@ -71,9 +71,11 @@ pub fn convert(f: &mut Function) -> usize {
 pub fn convert_if(f: &mut Function, keep: impl Fn(ValueId) -> bool) -> Vec<ValueId> {
     let mut converted = Vec::new();
     let mut dead = vec![false; f.blocks.len()];
-    let uses = use_counts(f);
+    // Values the conversion makes come after these and are not counted:
+    // `sink` asks only about the arms' own values.
+    let uses = f.use_counts();
     for _ in 0..PASSES_MOST {
-        let preds = predecessors(f, &dead);
+        let preds = predecessors(f);
         // Blocks a conversion of this round has changed: a shape that
         // includes one waits for the next round's predecessors.
         let mut touched = vec![false; f.blocks.len()];
@@ -111,41 +113,14 @@ pub fn convert_if(f: &mut Function, keep: impl Fn(ValueId) -> bool) -> Vec<Value
     converted
 }
 
-/// How many times each value is read (by phis, instructions and
-/// terminators). Values made by the conversion come after them and are
-/// not counted: [`sink`] asks only about the arms' own values.
-fn use_counts(f: &Function) -> Vec<u32> {
-    let mut uses = vec![0u32; f.values.len()];
-    let mut count = |v: &ValueId| {
-        if let Some(u) = uses.get_mut(v.index()) {
-            *u += 1;
-        }
-    };
-    for b in &f.blocks {
-        b.phis
-            .iter()
-            .flat_map(|p| &p.incoming)
-            .for_each(|(_, v)| count(v));
-        for i in &b.insts {
-            i.args.iter().chain(&i.accs).for_each(&mut count);
-        }
-        b.term.uses().iter().for_each(&mut count);
-    }
-    uses
-}
-
-/// Each live block's predecessors, one entry per edge.
-fn predecessors(f: &Function, dead: &[bool]) -> Vec<Vec<usize>> {
-    let mut preds = vec![Vec::new(); f.blocks.len()];
-    for (b, block) in f.blocks.iter().enumerate() {
-        if dead[b] {
-            continue;
-        }
-        for s in block.term.successors() {
-            preds[s.index()].push(b);
-        }
-    }
-    preds
+/// Each block's predecessors, each listed once. (A block a conversion
+/// left dead only jumps to dead blocks, so the live blocks' lists hold
+/// live blocks alone.)
+fn predecessors(f: &Function) -> Vec<Vec<usize>> {
+    f.predecessors()
+        .into_iter()
+        .map(|p| p.into_iter().map(|b| b.index()).collect())
+        .collect()
 }
 
 /// The conditional ending in block `h`, if it is one to convert.

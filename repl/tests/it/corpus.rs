@@ -724,20 +724,6 @@ fn inlining_changes_no_result_of_the_corpus() {
     );
 }
 
-/// The same bits, except that a zero may differ in sign.
-fn same_up_to_zero_sign(a: &Option<Value>, b: &Option<Value>) -> bool {
-    let f = |x: f64, y: f64| {
-        x.to_bits() == y.to_bits() || (x == 0.0 && y == 0.0) || (x.is_nan() && y.is_nan())
-    };
-    match (a, b) {
-        (Some(Value::F64(x)), Some(Value::F64(y))) => f(*x, *y),
-        (Some(Value::Arr(xs)), Some(Value::Arr(ys))) => {
-            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| f(*x, *y))
-        }
-        (a, b) => a == b,
-    }
-}
-
 /// If-conversion before deriving (`--if-convert`, `vm::ifconv`) changes no
 /// gradient and no Hessian-vector product of any corpus call: the value
 /// bit for bit, every entry bit for bit but for the sign of a zero (the
@@ -790,7 +776,7 @@ fn if_conversion_changes_no_derivative_of_the_corpus() {
                         && a.grad
                             .iter()
                             .zip(&b.grad)
-                            .all(|(x, y)| same_up_to_zero_sign(x, y));
+                            .all(|(x, y)| testkit::same_but_zero_sign(x, y));
                     if !same {
                         failures.push(format!("{at}: grad {a:?} converted, {b:?} not"));
                     }
@@ -809,7 +795,7 @@ fn if_conversion_changes_no_derivative_of_the_corpus() {
                         && a.hvp
                             .iter()
                             .zip(&b.hvp)
-                            .all(|(x, y)| same_up_to_zero_sign(x, y));
+                            .all(|(x, y)| testkit::same_but_zero_sign(x, y));
                     if !same {
                         failures.push(format!("{at}: hvp {a:?} converted, {b:?} not"));
                     }
