@@ -101,6 +101,12 @@ pub struct Derived {
 /// recomputed from values that are themselves recomputed, but no further.
 const MAX_REMAT_DEPTH: u32 = 2;
 
+/// How deep a recomputation may go through integer arithmetic alone (an
+/// array index such as GMM's `c·t + d + j·(2d - j - 1)/2 + (r - j - 1)`):
+/// a handful of one-cycle instructions in place of a value pushed and
+/// popped per iteration.
+const MAX_INT_REMAT_DEPTH: u32 = 8;
+
 /// Build the forward and reverse IR of `module.funcs[f]`, differentiating
 /// with respect to the parameters selected by `wrt` (one flag per
 /// parameter). `derived(g, wrt)` gives the (possibly not yet built) derived

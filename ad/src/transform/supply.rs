@@ -31,7 +31,12 @@ impl<'a> Transform<'a> {
         if let Some(l) = invariant {
             return Supply::Invariant(l);
         }
-        if depth < MAX_REMAT_DEPTH {
+        let limit = if self.int_arith(v) {
+            MAX_INT_REMAT_DEPTH
+        } else {
+            MAX_REMAT_DEPTH
+        };
+        if depth < limit {
             if let Some(inst) = self.remat_inst(b, v) {
                 // An active element read in `b` itself: its own fragment
                 // there reads its array and index anyway, so their being
@@ -61,12 +66,31 @@ impl<'a> Transform<'a> {
         let inst = &self.primal.p.blocks[d].insts[i];
         let cheap = match inst.op.facts().remat {
             Remat::Cheap => true,
+            // An integer division by a constant other than 0 and -1
+            // cannot trap.
+            Remat::Never if matches!(inst.op, Op::DivI | Op::RemI) => inst
+                .args
+                .get(1)
+                .and_then(|k| self.fwd.func.values[k.index()].konst)
+                .is_some_and(|k| k != 0 && k as i64 != -1),
             Remat::CheapUnlessArraysChange => {
                 self.primal.arrays_immutable || self.primal.reread_in(b, d, v, inst.args[0])
             }
             Remat::Never => false,
         };
         cheap.then_some(inst)
+    }
+
+    /// Whether `v` is an integer computed by integer arithmetic (what
+    /// [`MAX_INT_REMAT_DEPTH`] lets the reverse code recompute deeper).
+    fn int_arith(&self, v: ValueId) -> bool {
+        let Some((d, i)) = self.primal.def_inst.get(v.index()).copied().flatten() else {
+            return false;
+        };
+        matches!(
+            self.primal.p.blocks[d].insts[i].op,
+            Op::AddI | Op::SubI | Op::MulI | Op::DivI | Op::RemI | Op::NegI | Op::MinI | Op::MaxI
+        )
     }
 
     /// The reverse register from which the reverse block of `b` reads

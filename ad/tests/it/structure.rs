@@ -769,3 +769,65 @@ done:
         );
     }
 }
+
+/// `sum_j a[j(j+1)/2 / m]^2` over `j < n`: an index of integer
+/// arithmetic three levels deep. Divided by a constant (`m` = 1 written
+/// as the constant 1, or 2), which cannot trap, the reverse code computes
+/// the index again from the counter: nothing crosses per element. Divided
+/// by a parameter (which might be 0), it cannot, and the index crosses.
+#[test]
+fn integer_index_chains_are_computed_again_unless_they_may_trap() {
+    let src = |divisor: &str| {
+        format!(
+            "
+fn @tri(%a: f64[], %n: i64, %m: i64) -> f64 {{
+entry:
+    jmp head
+head:
+    %j = phi [entry: 0], [body: %j2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %j, %n
+    br %c, body, done
+body:
+    %j1 = add %j, 1
+    %p = mul %j, %j1
+    %k = div %p, {divisor}
+    %e = aget %a, %k
+    %e2 = mul %e, %e
+    %s2 = add %s, %e2
+    %j2 = add %j, 1
+    jmp head
+done:
+    ret %s
+}}
+"
+        )
+    };
+    let n = 200usize;
+    let len = n * (n + 1) / 2;
+    let a: Vec<f64> = (0..len).map(|i| (i as f64 * 0.3).cos()).collect();
+    let args = [Value::Arr(a.clone()), Value::I64(n as i64), Value::I64(2)];
+    let mut want = vec![0.0; len];
+    for j in 0..n {
+        let k = j * (j + 1) / 2;
+        want[k] += 2.0 * a[k];
+    }
+    let mut grads = Vec::new();
+    for (divisor, crosses) in [("2", false), ("%m", true)] {
+        let mut e = engine(&src(divisor));
+        let f = e.find("tri").expect("defined");
+        let g = e.grad(f, &args).expect("grad");
+        let bytes = e.vm_mut().peak_stack_bytes();
+        if crosses {
+            assert!(bytes >= 8 * n, "{bytes} bytes, dividing by {divisor}");
+        } else {
+            assert!(bytes <= 64, "{bytes} bytes, dividing by {divisor}");
+        }
+        match &g.grad[0] {
+            Some(Value::Arr(got)) => assert_eq!(got, &want, "dividing by {divisor}"),
+            other => panic!("{other:?}"),
+        }
+        grads.push(g.value.to_bits());
+    }
+    assert_eq!(grads[0], grads[1]);
+}
