@@ -2,7 +2,8 @@
 //! instructions becomes straight-line code, both arms computed and the
 //! join's phis turned into `select`s of the branch's condition.
 //!
-//! The AD stage runs it on its copy of a function before deriving the
+//! The AD stage runs it, when asked (`ad::Engine::set_if_conversion`, the
+//! CLI's `--if-convert`), on its copy of a function before deriving the
 //! gradient's forward and reverse code (the function itself keeps its
 //! branches). A join with two predecessors costs derived code a block id
 //! pushed by the forward code and, in the reverse code, a pop and a jump
@@ -12,6 +13,8 @@
 //! other value it reads. The arm not taken gets a zero cotangent, which
 //! contributes exactly zero whatever its local derivative (adasm.md §7),
 //! so the gradient is the branching code's (up to the sign of a zero).
+//! Both arms run, though: the native tier gains where a branch on the data
+//! is hard to predict, the interpreter, which pays per instruction, loses.
 //!
 //! Two shapes are converted, `H` ending in `br %c, A, B`:
 //!
