@@ -2228,3 +2228,41 @@ fn native_tier_is_default_and_no_jit_switches_it_off() {
     ]);
     assert_eq!(out.trim(), "@pow: interp (--no-jit)");
 }
+
+/// `--if-convert` (global) derives the gradient from if-converted code:
+/// the same value and gradient as without (programs/conditionals.adasm's
+/// diamonds, triangles and an arm that overflows where not taken), and the
+/// derived listing shows `select`s where there were block ids.
+#[test]
+fn if_convert_gives_the_same_gradient() {
+    for (f, args) in [
+        ("clip", "[[1.5, -2.0, 0.25, 3.0], 0.5]"),
+        ("nested", "[[1.5, -2.0, 0.25, 3.0, 0.5]]"),
+        ("overflow", "[1e200]"),
+    ] {
+        let base = [
+            "grad",
+            "programs/conditionals.adasm",
+            "--fn",
+            f,
+            "--args",
+            args,
+            "--json",
+        ];
+        let plain = ok(&base);
+        let mut converted = base.to_vec();
+        converted.push("--if-convert");
+        assert_eq!(ok(&converted), plain, "@{f}");
+        let listing = |extra: &[&str]| {
+            let mut a = vec!["disasm", "programs/conditionals.adasm", "--fn", f, "--ad"];
+            a.extend_from_slice(extra);
+            ok(&a)
+        };
+        let (with, without) = (listing(&["--if-convert"]), listing(&[]));
+        assert!(
+            with.contains("select") && !with.contains("blk."),
+            "@{f}:\n{with}"
+        );
+        assert!(without.contains("blk."), "@{f}:\n{without}");
+    }
+}
