@@ -1,5 +1,5 @@
 //! Loop-invariant code motion on the IR: a pure instruction (one that
-//! cannot trap, allocate or touch memory: [`crate::op::Facts::pure`]) whose
+//! cannot trap, allocate or touch memory: `Facts::pure` of [`crate::op`]) whose
 //! operands are all defined outside a loop moves to the end of the loop's
 //! preheader, so that it runs once per entry into the loop instead of once
 //! per iteration.

@@ -23,7 +23,7 @@ use super::*;
 ///   q` before `w`'s load, which reads it: each index then has one reader
 ///   right after it, which the lowering fuses into `aget.add`;
 /// * a tangent's load read only by a tangent sum moves down to right
-///   before it ([`sink_tangent_loads`]), which the lowering fuses with it
+///   before it (`sink_tangent_loads`), which the lowering fuses with it
 ///   into `add.mul.aget`.
 ///
 /// `add.f`'s operands are taken in either order (the sum is the same). A
