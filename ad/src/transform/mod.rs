@@ -183,7 +183,7 @@ pub fn transform_within(
     // the branches instead. Excluding some may make another's condition
     // crossing (one of them read the other's); the third attempt converts
     // nothing.
-    let mut keep_branches: Vec<ValueId> = Vec::new();
+    let mut keep_branches: hashbrown::HashSet<ValueId> = hashbrown::HashSet::new();
     let mut copy: Option<Function>;
     let mut attempt = 0;
     loop {
@@ -201,19 +201,20 @@ pub fn transform_within(
         let mut t = Transform::new(module, q, wrt);
         t.translate(derived).map_err(Refusal::NoRule)?;
         t.share_needs_along_lines();
-        let pushed: Vec<ValueId> = conds.into_iter().filter(|c| t.pushes(*c)).collect();
-        if pushed.is_empty() {
+        let pushed = t.pushed_values();
+        let crossing: Vec<ValueId> = conds.into_iter().filter(|c| pushed.contains(c)).collect();
+        if crossing.is_empty() {
             return t.finish(opts, work);
         }
-        keep_branches.extend(pushed);
+        keep_branches.extend(crossing);
         attempt += 1;
     }
 }
 
 impl Transform<'_> {
-    /// Whether some forward block pushes `v` for its reverse block.
-    fn pushes(&self, v: ValueId) -> bool {
-        self.plan.needs.iter().any(|n| n.contains(&v))
+    /// The values some forward block pushes for its reverse block.
+    fn pushed_values(&self) -> hashbrown::HashSet<ValueId> {
+        self.plan.needs.iter().flatten().copied().collect()
     }
 
     /// Steps 3 and 4 of [`transform_within`] and the clean-up: the pair.

@@ -31,13 +31,13 @@ impl<'a> Transform<'a> {
         if let Some(l) = invariant {
             return Supply::Invariant(l);
         }
-        let limit = if self.int_arith(v) {
-            MAX_INT_REMAT_DEPTH
-        } else {
-            MAX_REMAT_DEPTH
-        };
-        if depth < limit {
-            if let Some(inst) = self.remat_inst(b, v) {
+        if let Some(inst) = self.remat_inst(b, v) {
+            let limit = if int_arith(inst.op) {
+                MAX_INT_REMAT_DEPTH
+            } else {
+                MAX_REMAT_DEPTH
+            };
+            if depth < limit {
                 // An active element read in `b` itself: its own fragment
                 // there reads its array and index anyway, so their being
                 // pushed costs nothing more.
@@ -79,18 +79,6 @@ impl<'a> Transform<'a> {
             Remat::Never => false,
         };
         cheap.then_some(inst)
-    }
-
-    /// Whether `v` is an integer computed by integer arithmetic (what
-    /// [`MAX_INT_REMAT_DEPTH`] lets the reverse code recompute deeper).
-    fn int_arith(&self, v: ValueId) -> bool {
-        let Some((d, i)) = self.primal.def_inst.get(v.index()).copied().flatten() else {
-            return false;
-        };
-        matches!(
-            self.primal.p.blocks[d].insts[i].op,
-            Op::AddI | Op::SubI | Op::MulI | Op::DivI | Op::RemI | Op::NegI | Op::MinI | Op::MaxI
-        )
     }
 
     /// The reverse register from which the reverse block of `b` reads
@@ -206,4 +194,13 @@ impl<'a> Transform<'a> {
             self.plan.needs[b] = ordered;
         }
     }
+}
+
+/// Whether `op` is integer arithmetic (what [`MAX_INT_REMAT_DEPTH`] lets
+/// the reverse code recompute deeper).
+fn int_arith(op: Op) -> bool {
+    matches!(
+        op,
+        Op::AddI | Op::SubI | Op::MulI | Op::DivI | Op::RemI | Op::NegI | Op::MinI | Op::MaxI
+    )
 }
