@@ -12,6 +12,13 @@ fn engine(src: &str) -> Engine {
     Engine::new(module).expect("verifies")
 }
 
+/// [`engine`] without inlining: every function as written, each call a
+/// call.
+fn engine_as_written(src: &str) -> Engine {
+    let module = assembler::assemble(src, "test.adasm").unwrap_or_else(|d| panic!("{d}"));
+    Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies")
+}
+
 const POWLOOP: &str = "
 fn @pow(%x: f64, %n: i64) -> f64 {
 entry:
@@ -514,9 +521,8 @@ entry:
     ret 0
 }
 ";
-    let module = assembler::assemble(src, "test.adasm").unwrap_or_else(|d| panic!("{d}"));
     // Without inlining, so that the calls stay calls.
-    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let mut e = engine_as_written(src);
     let f = e.find("f").expect("f");
     let text = e.disasm_ad(f).expect("derives");
     let rev = function_text(&text, "f.rev").join("\n");
@@ -621,9 +627,8 @@ fn element_reads_cross_only_where_a_write_may_have_changed_them() {
     let src =
         std::fs::read_to_string(testkit::workspace_root().join("programs/array_reread.adasm"))
             .expect("reads");
-    let module = assembler::assemble(&src, "array_reread.adasm").expect("assembles");
     // Calls kept, so that @weighted's call of @clear stays a call.
-    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let mut e = engine_as_written(&src);
     // @overwrite: the element read, overwritten after it in its block,
     // crosses beside the overwritten value.
     let bytes = peak(&mut e, "overwrite", &[v(), Value::F64(3.0)]);
@@ -698,9 +703,7 @@ done:
     // Writing v itself: x crosses beside the overwritten element.
     // Writing an array of its own: only the overwritten element crosses.
     for (target, fresh, per) in [("%v", "", 16), ("%w", "%w = anew %n", 8)] {
-        let text = src(target, fresh);
-        let module = assembler::assemble(&text, "t.adasm").expect("assembles");
-        let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+        let mut e = engine_as_written(&src(target, fresh));
         let bytes = peak(&mut e, "f", &args);
         assert!(
             (per * n..per * n + 64).contains(&bytes),
@@ -748,8 +751,7 @@ done:
 }";
     let n = 1000usize;
     let v: Vec<f64> = (0..n).map(|i| (i as f64 * 0.01).sin()).collect();
-    let module = assembler::assemble(src, "t.adasm").expect("assembles");
-    let mut e = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    let mut e = engine_as_written(src);
     let bytes = peak(&mut e, "f", &[Value::Arr(v.clone())]);
     // `%e` once (8 bytes; `%x` is read again from the array).
     assert!(
