@@ -12,9 +12,10 @@
 //!
 //! [`T::loop_views`]: crate::translate
 
-use crate::translate::{accessed_views, operands_written};
+use crate::translate::{access_index, accessed_arrays, accessed_views, operands_written};
+use std::collections::HashMap;
 use vm::bytecode::Function;
-use vm::dom::Loops;
+use vm::dom::{Loop, Loops};
 use vm::op::Op;
 
 /// The most blocks the loops of one function may come to, all loops
@@ -40,75 +41,114 @@ impl LoopViews {
 }
 
 /// The leader index of the block holding `pc` (`starts` sorted, from 0).
-fn block_of(starts: &[usize], pc: usize) -> usize {
+pub(crate) fn block_of(starts: &[usize], pc: usize) -> usize {
     starts.partition_point(|s| *s <= pc).saturating_sub(1)
 }
 
-/// The loops of `f` (blocks starting at `starts`, its leaders; `writes`
-/// per register, `translate::writes`) whose views [`LoopViews`] reads on
-/// entry, each reading at most `most` views (an array's elements or its
-/// shadow, as `T::hoist_views` counts them).
+/// The control flow of a bytecode function by block (leader index) and
+/// its innermost natural loops: what [`loop_views`] and [`counted_loops`]
+/// look at.
+pub(crate) struct Graph {
+    /// Successors of each block, by the jump that ends it.
+    succs: Vec<Vec<u32>>,
+    /// Blocks a block-table jump (`blk.pop`) reaches, `(to, from)`, sorted.
+    tabled: Vec<(usize, usize)>,
+    /// The natural loops, innermost first.
+    loops: Vec<Loop>,
+    /// Whether each loop of `loops` is innermost (the smallest loop of
+    /// each of its blocks).
+    inner: Vec<bool>,
+}
+
+impl Graph {
+    /// The graph of `f`, whose blocks start at `starts` (its leaders).
+    pub(crate) fn new(f: &Function, starts: &[usize]) -> Graph {
+        let n = starts.len();
+        let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+        let mut succs: Vec<Vec<u32>> = Vec::with_capacity(n);
+        let mut tabled: Vec<(usize, usize)> = Vec::new();
+        for k in 0..n {
+            let end = end_of(k);
+            let mut s = Vec::new();
+            if let Some(ins) = end.checked_sub(1).and_then(|pc| f.code.get(pc)) {
+                let target = |pc: u32| block_of(starts, pc as usize) as u32;
+                if ins.op == Op::Jmp {
+                    s.push(target(ins.x));
+                } else if ins.op.is_cond_jump() {
+                    s.push(target(ins.x));
+                    s.push(block_of(starts, end) as u32);
+                } else if ins.op == Op::BlkPop {
+                    for t in f.tables.get(ins.x as usize).into_iter().flatten() {
+                        s.push(target(*t));
+                        tabled.push((target(*t) as usize, k));
+                    }
+                } else if !ins.op.is_terminator() && end < f.code.len() {
+                    s.push(block_of(starts, end) as u32);
+                }
+            }
+            succs.push(s);
+        }
+        tabled.sort_unstable();
+        let Loops { loops, .. } = Loops::new(&succs, LOOP_BLOCKS_MOST);
+        // The smallest loop holding each block: loops come innermost
+        // first, so a loop is innermost when it is the smallest loop of
+        // all its blocks.
+        let mut smallest = vec![usize::MAX; n];
+        for (i, l) in loops.iter().enumerate() {
+            for &b in &l.blocks {
+                if smallest[b] == usize::MAX {
+                    smallest[b] = i;
+                }
+            }
+        }
+        let inner = loops
+            .iter()
+            .enumerate()
+            .map(|(i, l)| l.blocks.iter().all(|b| smallest[*b] == i))
+            .collect();
+        Graph {
+            succs,
+            tabled,
+            loops,
+            inner,
+        }
+    }
+
+    /// The innermost loops.
+    fn innermost(&self) -> impl Iterator<Item = &Loop> {
+        self.loops
+            .iter()
+            .zip(&self.inner)
+            .filter(|(_, inner)| **inner)
+            .map(|(l, _)| l)
+    }
+}
+
+/// The loops of `f` (blocks starting at `starts`, its leaders, and their
+/// `graph`; `writes` per register, `translate::writes`) whose views
+/// [`LoopViews`] reads on entry, each reading at most `most` views (an
+/// array's elements or its shadow, as `T::hoist_views` counts them).
 pub(crate) fn loop_views(
     f: &Function,
     starts: &[usize],
+    graph: &Graph,
     writes: &[(u32, usize)],
     most: usize,
 ) -> Vec<LoopViews> {
-    let n = starts.len();
     let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
-    // Successors of each block, by the jump that ends it.
-    let mut succs: Vec<Vec<u32>> = Vec::with_capacity(n);
-    // Blocks a block-table jump (`blk.pop`) reaches, from which block.
-    let mut table_edges: Vec<(usize, usize)> = Vec::new();
-    for k in 0..n {
-        let end = end_of(k);
-        let mut s = Vec::new();
-        if let Some(ins) = end.checked_sub(1).and_then(|pc| f.code.get(pc)) {
-            let target = |pc: u32| block_of(starts, pc as usize) as u32;
-            if ins.op == Op::Jmp {
-                s.push(target(ins.x));
-            } else if ins.op.is_cond_jump() {
-                s.push(target(ins.x));
-                s.push(block_of(starts, end) as u32);
-            } else if ins.op == Op::BlkPop {
-                for t in f.tables.get(ins.x as usize).into_iter().flatten() {
-                    s.push(target(*t));
-                    table_edges.push((k, target(*t) as usize));
-                }
-            } else if !ins.op.is_terminator() && end < f.code.len() {
-                s.push(block_of(starts, end) as u32);
-            }
-        }
-        succs.push(s);
-    }
-    let Loops { loops, .. } = Loops::new(&succs, LOOP_BLOCKS_MOST);
-    // The smallest loop holding each block: loops come innermost first, so
-    // a loop is innermost when it is the smallest loop of all its blocks.
-    let mut smallest = vec![usize::MAX; n];
-    for (i, l) in loops.iter().enumerate() {
-        for &b in &l.blocks {
-            if smallest[b] == usize::MAX {
-                smallest[b] = i;
-            }
-        }
-    }
-    // Headers a block table jumps to from some block.
-    let mut tabled: Vec<(usize, usize)> = table_edges.iter().map(|(a, b)| (*b, *a)).collect();
-    tabled.sort_unstable();
+    let tabled = &graph.tabled;
     let mut out = Vec::new();
-    for (i, l) in loops.iter().enumerate() {
+    for l in graph.innermost() {
         let h = l.header;
-        // Innermost; entered only at the header (its header dominates
-        // every block of a natural loop), and not from a block table
-        // (whose edges have no place for the reads), nor at the function's
-        // entry.
-        let inner = l.blocks.iter().all(|b| smallest[*b] == i);
+        // Entered only at the header (its header dominates every block of
+        // a natural loop), and not from a block table (whose edges have no
+        // place for the reads), nor at the function's entry.
         let from = tabled.partition_point(|(to, _)| *to < h);
         let by_table = tabled[from..]
             .iter()
             .take_while(|(to, _)| *to == h)
             .any(|(_, from)| !l.contains(*from));
-        if !inner || by_table || h == 0 {
+        if by_table || h == 0 {
             continue;
         }
         let pcs = || l.blocks.iter().flat_map(|b| starts[*b]..end_of(*b));
@@ -138,4 +178,389 @@ pub(crate) fn loop_views(
         });
     }
     out
+}
+
+/// The most instructions a loop run by its checked-once copy
+/// ([`Counted`]) may execute, all its iterations together: that copy
+/// does not look at the interrupt flag, so this bounds how long Ctrl-C
+/// waits (a few milliseconds even at tens of nanoseconds per
+/// instruction).
+pub(crate) const COUNTED_STEPS_MOST: u64 = 1 << 20;
+
+/// An innermost loop counted by a register that the tier runs in two
+/// copies: the one as translated, and one without the looks at fuel and
+/// at the interrupt flag on its inner jumps and without the bounds checks
+/// of [`Counted::accesses`]. A guard on entry to the header picks the
+/// second when it can tell that none of them would fire: the counter
+/// ranges over an interval the guard computes from its value on entry and
+/// the bound, so the guard bounds the iterations, the instructions they
+/// run (against the fuel left) and each such access's index (against its
+/// array's length).
+///
+/// The loop's every edge back to its header is a `jmp.step.if.<cc>.i` of
+/// one counter, step and bound: `+1` while below the bound (`lt`, or `ne`
+/// starting below it), or `-1` while above it (`gt`, or `ne` starting
+/// above it). Nothing else in the loop writes the counter or the bound,
+/// nothing in it calls a function (whose instructions would count too),
+/// and every other edge between its blocks goes forward, so one iteration
+/// runs each block at most once.
+#[derive(Debug)]
+pub(crate) struct Counted {
+    /// The `pc` of its header, the first of its blocks.
+    pub header: usize,
+    /// The leaders (by index) of its blocks, in increasing order.
+    pub blocks: Vec<usize>,
+    /// The instructions of its blocks: the most one iteration runs.
+    pub steps: u64,
+    /// The counter's register.
+    pub counter: u32,
+    /// The bound's register.
+    pub bound: u32,
+    /// Whether the counter goes up (by 1) or down (by 1).
+    pub up: bool,
+    /// The element and shadow accesses whose index is the counter plus
+    /// registers the loop does not write, or such registers alone.
+    pub accesses: Vec<Access>,
+}
+
+/// An access of a [`Counted`] loop whose index the guard can bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Access {
+    /// Where it is.
+    pub pc: usize,
+    /// The array register it accesses.
+    pub array: u32,
+    /// Whether it accesses the shadow.
+    pub shadow: bool,
+    /// Whether the index is the counter plus `offsets` (else `offsets`
+    /// alone), summed wrapping as `add.i` sums.
+    pub counted: bool,
+    /// Registers the loop does not write.
+    pub offsets: Vec<u32>,
+}
+
+/// The innermost loops of `f` (blocks starting at `starts`, their
+/// `graph`, `writes` per register) that [`Counted`] describes.
+pub(crate) fn counted_loops(
+    f: &Function,
+    starts: &[usize],
+    graph: &Graph,
+    writes: &[(u32, usize)],
+) -> Vec<Counted> {
+    let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+    let np = f.param_types.len();
+    let mut out = Vec::new();
+    'loops: for l in graph.innermost() {
+        let h = l.header;
+        let hpc = starts[h];
+        if hpc == 0 || l.blocks.first() != Some(&h) {
+            continue;
+        }
+        // The back edges: the taken edges of one step-and-branch.
+        let mut step: Option<vm::bytecode::Instr> = None;
+        for &b in &l.blocks {
+            for &s in &graph.succs[b] {
+                let s = s as usize;
+                if s == h {
+                    let ins = f.code[end_of(b) - 1];
+                    let same = |p: &vm::bytecode::Instr| {
+                        (p.op, p.r0, p.r1, p.r2) == (ins.op, ins.r0, ins.r1, ins.r2)
+                    };
+                    if ins.x as usize != hpc || !is_step(ins.op) || !step.as_ref().is_none_or(same)
+                    {
+                        continue 'loops;
+                    }
+                    step = Some(ins);
+                } else if l.contains(s) && s <= b {
+                    continue 'loops;
+                }
+            }
+        }
+        let Some(step) = step else {
+            continue;
+        };
+        let (counter, by, bound) = (u32::from(step.r0), u32::from(step.r1), u32::from(step.r2));
+        // The step: a constant register no instruction writes.
+        let by_value = match (by as usize).checked_sub(np) {
+            Some(c) if writes.get(by as usize).is_some_and(|w| w.0 == 0) => {
+                f.consts.get(c).copied().unwrap_or(0) as i64
+            }
+            _ => continue,
+        };
+        let up = match (step.op, by_value) {
+            (Op::JmpStepLtI | Op::JmpStepNeI, 1) => true,
+            (Op::JmpStepGtI | Op::JmpStepNeI, -1) => false,
+            _ => continue,
+        };
+        if bound == counter {
+            continue;
+        }
+        let pcs = || l.blocks.iter().flat_map(|b| starts[*b]..end_of(*b));
+        // Writes in the loop, per register: how many, and the last `pc`.
+        let mut written: HashMap<u32, (u32, usize)> = HashMap::new();
+        for pc in pcs() {
+            let ins = &f.code[pc];
+            if matches!(ins.op, Op::Call | Op::CallAcc | Op::CallN) {
+                continue 'loops;
+            }
+            let stepping = is_step(ins.op) && ins.x as usize == hpc;
+            for w in operands_written(ins) {
+                if w == bound || (w == counter && !stepping) {
+                    continue 'loops;
+                }
+                let e = written.entry(w).or_insert((0, pc));
+                *e = (e.0 + 1, pc);
+            }
+        }
+        let steps = pcs().count() as u64;
+        if steps > COUNTED_STEPS_MOST {
+            continue;
+        }
+        let mut accesses = Vec::new();
+        for &b in &l.blocks {
+            for pc in starts[b]..end_of(b) {
+                let ins = &f.code[pc];
+                let (Some((arrays, k, shadow)), Some((index, m))) =
+                    (accessed_arrays(ins), access_index(ins))
+                else {
+                    continue;
+                };
+                // The index as the counter (at most once) plus offsets.
+                let mut counted = 0;
+                let mut offsets = Vec::new();
+                let mut known = true;
+                let term = |q: u32, counted: &mut u32, offsets: &mut Vec<u32>| {
+                    if q == counter {
+                        *counted += 1;
+                        true
+                    } else if !written.contains_key(&q) {
+                        offsets.push(q);
+                        true
+                    } else {
+                        false
+                    }
+                };
+                for &q in &index[..m] {
+                    if term(q, &mut counted, &mut offsets) {
+                        continue;
+                    }
+                    // A sum written once in the loop, earlier in this
+                    // block, of terms the loop does not change.
+                    let def = match written.get(&q) {
+                        Some(&(1, d)) if d >= starts[b] && d < pc => f.code[d],
+                        _ => {
+                            known = false;
+                            break;
+                        }
+                    };
+                    let parts = [u32::from(def.r1), u32::from(def.r2)];
+                    if def.op != Op::AddI
+                        || !parts.iter().all(|p| term(*p, &mut counted, &mut offsets))
+                    {
+                        known = false;
+                        break;
+                    }
+                }
+                if !known || counted > 1 {
+                    continue;
+                }
+                for &array in &arrays[..k] {
+                    accesses.push(Access {
+                        pc,
+                        array,
+                        shadow,
+                        counted: counted == 1,
+                        offsets: offsets.clone(),
+                    });
+                }
+            }
+        }
+        out.push(Counted {
+            header: hpc,
+            blocks: l.blocks.clone(),
+            steps,
+            counter,
+            bound,
+            up,
+            accesses,
+        });
+    }
+    out
+}
+
+/// Whether `op` steps a counter and branches.
+fn is_step(op: Op) -> bool {
+    matches!(
+        op,
+        Op::JmpStepLtI
+            | Op::JmpStepLeI
+            | Op::JmpStepGtI
+            | Op::JmpStepGeI
+            | Op::JmpStepEqI
+            | Op::JmpStepNeI
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::{leaders, writes};
+    use vm::Value;
+
+    /// The counted loops of `f`: header, direction, and each access as
+    /// `pc array shadow counted offsets`.
+    fn counted(f: &Function) -> Vec<(usize, bool, Vec<String>)> {
+        let starts = leaders(f);
+        let graph = Graph::new(f, &starts);
+        counted_loops(f, &starts, &graph, &writes(f))
+            .into_iter()
+            .map(|c| {
+                let a = c.accesses.iter().map(|a| {
+                    let name = |r: u32| f.reg_names.get(r as usize).cloned().unwrap_or_default();
+                    let offs: Vec<String> = a.offsets.iter().map(|o| name(*o)).collect();
+                    format!(
+                        "{} {}{} {} [{}]",
+                        a.pc,
+                        name(a.array),
+                        if a.shadow { "'" } else { "" },
+                        if a.counted { "i+" } else { "" },
+                        offs.join(",")
+                    )
+                });
+                (c.header, c.up, a.collect())
+            })
+            .collect()
+    }
+
+    /// Every function of `src` (a file of `programs/`) and what was
+    /// derived for `@name`'s gradient at `args`, by name.
+    fn functions(src: &str, name: &str, args: &[Value]) -> Vec<Function> {
+        let module = assembler::assemble(src, "t.adasm").unwrap_or_else(|d| panic!("{d}"));
+        let mut e = ad::Engine::new(module).expect("verifies");
+        let f = e.find(name).expect("exists");
+        e.grad(f, args).expect("differentiates");
+        e.program().funcs().to_vec()
+    }
+
+    fn of<'f>(fs: &'f [Function], name: &str) -> &'f Function {
+        fs.iter().find(|f| f.name == name).expect("exists")
+    }
+
+    #[test]
+    fn the_inner_loops_of_logreg_and_branchy_are_counted_in_all_their_code() {
+        let src = include_str!("../../programs/bench/logreg.adasm");
+        let args = [
+            Value::Arr(vec![0.5; 6]),
+            Value::Arr(vec![1.0; 3]),
+            Value::Arr(vec![0.1; 2]),
+            Value::I64(3),
+            Value::I64(2),
+        ];
+        let fs = functions(src, "logreg", &args);
+        // The row loop holds the column loop: only the column loop is
+        // innermost. Its two reads, `X[base + j]` and `w[j]`, and in the
+        // reverse code (counting down) the same reads and the sums into
+        // their shadows.
+        let inner = vec!["7 X i+ [base]".to_string(), "8 w i+ []".to_string()];
+        assert_eq!(counted(of(&fs, "logreg")), [(7, true, inner.clone())]);
+        assert_eq!(counted(of(&fs, "logreg.fwd")), [(7, true, inner)]);
+        let rev = [
+            "19 w i+ []",
+            "21 X i+ [base]",
+            "22 w' i+ []",
+            "23 X' i+ [base]",
+        ];
+        assert_eq!(
+            counted(of(&fs, "logreg.rev")),
+            [(19, false, rev.map(String::from).to_vec())]
+        );
+        // A loop with a branch in it, two edges back to its header in the
+        // forward code, and a block-table jump at the reverse code's.
+        let src = include_str!("../../programs/bench/branchy.adasm");
+        let fs = functions(src, "branchy", &[Value::Arr(vec![0.5, -0.5, 2.0])]);
+        for (f, header, up, n) in [
+            ("branchy", 4, true, 1),
+            ("branchy.fwd", 4, true, 1),
+            ("branchy.rev", 3, false, 3),
+        ] {
+            let c = counted(of(&fs, f));
+            assert_eq!(c.len(), 1, "{f}");
+            assert_eq!((c[0].0, c[0].1, c[0].2.len()), (header, up, n), "{f} {c:?}");
+        }
+    }
+
+    #[test]
+    fn loops_the_guard_cannot_bound_are_not_counted() {
+        let listing = "\
+fn @call(%a: f64[], %n: i64) -> f64   ; 6 regs, 2 consts
+  ; consts: r2 = 0, r3 = 1
+entry:
+  0000  copy        %i, 0
+body:
+  0001  call        %x, @leaf(%i)
+  0002  jmp.step.if.lt.i %i += 1, %n, -> body (0001)
+  0003  ret         %x
+
+fn @leaf(%i: i64) -> f64   ; 2 regs, 0 consts
+entry:
+  0000  itof        %x, %i
+  0001  ret         %x
+
+fn @two(%a: f64[], %n: i64) -> f64   ; 6 regs, 2 consts
+  ; consts: r2 = 0, r3 = 2
+entry:
+  0000  copy        %i, 0
+body:
+  0001  aget        %x, %a, %i
+  0002  jmp.step.if.lt.i %i += 2, %n, -> body (0001)
+  0003  ret         %x
+
+fn @bump(%a: f64[], %n: i64) -> f64   ; 6 regs, 2 consts
+  ; consts: r2 = 0, r3 = 1
+entry:
+  0000  copy        %i, 0
+body:
+  0001  aget        %x, %a, %i
+  0002  add.i       %n, %n, %i
+  0003  jmp.step.if.lt.i %i += 1, %n, -> body (0001)
+  0004  ret         %x
+
+fn @skip(%a: f64[], %n: i64) -> f64   ; 6 regs, 2 consts
+  ; consts: r2 = 0, r3 = 1
+entry:
+  0000  copy        %i, 0
+body:
+  0001  aget        %x, %a, %i
+  0002  add.i       %i, %i, %i
+  0003  jmp.step.if.lt.i %i += 1, %n, -> body (0001)
+  0004  ret         %x
+
+fn @index(%a: f64[], %n: i64) -> f64   ; 9 regs, 2 consts
+  ; consts: r2 = 0, r3 = 1
+entry:
+  0000  copy        %i, 0
+body:
+  0001  mul.i       %k, %i, %i
+  0002  aget        %x, %a, %k
+  0003  add.i       %m, %i, %n
+  0004  aget        %y, %a, %m
+  0005  jmp.step.if.lt.i %i += 1, %n, -> body (0001)
+  0006  ret         %x
+";
+        let mut p = assembler::assemble_listing(listing, "counted")
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        for g in 0..p.len() {
+            vm::verify::verify_function(&mut p, vm::ir::FuncId(g as u32)).expect("verifies");
+        }
+        let fs = p.funcs();
+        // A call, a step of 2, a bound or a counter the loop writes.
+        for name in ["call", "two", "bump", "skip"] {
+            assert_eq!(counted(of(fs, name)), [], "{name}");
+        }
+        // An index the guard cannot bound keeps its check; `i + n` does not.
+        assert_eq!(
+            counted(of(fs, "index")),
+            [(1, true, vec!["4 a i+ [n]".to_string()])]
+        );
+    }
 }

@@ -25,7 +25,9 @@
 //! calls (and, for the entry function, at its return: by the host), the
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
 
-use crate::loops::{loop_views, LoopViews};
+use crate::loops::{
+    block_of, counted_loops, loop_views, Counted, Graph, LoopViews, COUNTED_STEPS_MOST,
+};
 use crate::native::{
     site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
     OFF_BLK_CAP, OFF_BLK_LEN, OFF_BLK_PTR, OFF_COMMS_CAP, OFF_COMMS_LEN, OFF_COMMS_PTR, OFF_DEPTH,
@@ -38,7 +40,7 @@ use cranelift_codegen::ir::{
     Signature, StackSlotData, StackSlotKind, Type as CType, UserExternalName, Value,
 };
 use cranelift_frontend::{FunctionBuilder, Switch, Variable};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use vm::bytecode::{Function, Instr, Program};
 use vm::ir::{FuncId, RetType};
 use vm::op::{Op, Operand};
@@ -230,6 +232,24 @@ struct T<'a, 'b> {
     loop_header: HashMap<usize, usize>,
     /// The index in `starts` of the block being translated.
     cur: usize,
+    /// The counted loops ([`Counted`]), by their header's leader index.
+    counted: HashMap<usize, Counted>,
+    /// The copy of a counted loop being translated, if any.
+    copy: Option<LoopCopy>,
+}
+
+/// One of the two copies of a [`Counted`] loop ([`T::counted_loop`]).
+struct LoopCopy {
+    /// Whether it is the copy run when the guard has found that no fuel,
+    /// interrupt or bounds check of the loop would fire.
+    unchecked: bool,
+    /// The copy's blocks by `pc`: its header's (in the checked copy, the
+    /// only one of its own: its other blocks are the function's), and in
+    /// the unchecked copy every block's.
+    blocks: HashMap<usize, Block>,
+    /// The accesses (`pc`, array register, shadow?) the unchecked copy
+    /// makes without a bounds check.
+    accesses: HashSet<(usize, u32, bool)>,
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -610,14 +630,28 @@ impl T<'_, '_> {
         self.b.ins().icmp_imm_s(IntCC::NotEqual, v, 0)
     }
 
+    /// The block at leader `pc`: in a copy of a counted loop, the copy's.
     fn block_at(&self, pc: usize) -> Block {
+        if let Some(b) = self.copy.as_ref().and_then(|c| c.blocks.get(&pc)) {
+            return *b;
+        }
         self.blocks[&pc]
+    }
+
+    /// Whether a jump to `target` stays in the unchecked copy of a counted
+    /// loop: it looks at neither fuel nor the interrupt flag.
+    fn unchecked_jump(&self, target: usize) -> bool {
+        self.copy
+            .as_ref()
+            .is_some_and(|c| c.unchecked && c.blocks.contains_key(&target))
     }
 
     /// A taken jump at `pc` to `target`: fuel, then (backward) the
     /// interrupt flag, then the jump. Ends the current block.
     fn taken(&mut self, pc: usize, target: usize) {
-        self.poll(pc, target <= pc);
+        if !self.unchecked_jump(target) {
+            self.poll(pc, target <= pc);
+        }
         self.entering(target);
         let blk = self.block_at(target);
         self.b.ins().jump(blk, &[]);
@@ -1252,8 +1286,28 @@ impl T<'_, '_> {
         what: Elem,
         slow: impl FnOnce(&mut Self) -> Option<Value>,
     ) -> Option<Value> {
-        let _ = pc;
         let gives = matches!(what, Elem::Len | Elem::Load | Elem::Take);
+        if let (Some(i), Some(view)) = (i, self.hoisted.get(&hreg).copied()) {
+            let key = (pc, hreg, ptr == AV_SHADOW);
+            if self
+                .copy
+                .as_ref()
+                .is_some_and(|c| c.accesses.contains(&key))
+            {
+                // The guard of the counted loop has checked the index.
+                let join = self.b.create_block();
+                let out = gives.then(|| self.b.append_block_param(join, ty));
+                let data = if ptr == AV_SHADOW {
+                    view.shadow
+                } else {
+                    view.data
+                };
+                let base = self.b.use_var(data);
+                self.elem_op(base, i, what, join);
+                self.b.switch_to_block(join);
+                return out;
+            }
+        }
         let slow_blk = self.b.create_block();
         let join = self.b.create_block();
         let out = gives.then(|| self.b.append_block_param(join, ty));
@@ -1476,13 +1530,30 @@ impl T<'_, '_> {
                 .ins()
                 .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, id, table.len() as i64);
         self.trap_if(out, pc, T_BAD_BLOCK, id);
-        self.poll(pc, table.iter().any(|t| *t as usize <= pc));
-        let mut sw = Switch::new();
-        for (i, t) in table.iter().enumerate() {
-            sw.set_entry(i as u128, self.block_at(*t as usize));
+        if !table.iter().all(|t| self.unchecked_jump(*t as usize)) {
+            self.poll(pc, table.iter().any(|t| *t as usize <= pc));
         }
-        let default = self.block_at(table[0] as usize);
-        sw.emit(self.b, id, default);
+        // The id is below the table's length here: one entry is a jump,
+        // two a conditional jump (a reverse loop's two-way join), more a
+        // jump table.
+        match table[..] {
+            [t] => {
+                let t = self.block_at(t as usize);
+                self.b.ins().jump(t, &[]);
+            }
+            [t0, t1] => {
+                let (t0, t1) = (self.block_at(t0 as usize), self.block_at(t1 as usize));
+                self.b.ins().brif(id, t1, &[], t0, &[]);
+            }
+            _ => {
+                let mut sw = Switch::new();
+                for (i, t) in table.iter().enumerate() {
+                    sw.set_entry(i as u128, self.block_at(*t as usize));
+                }
+                let default = self.block_at(table[0] as usize);
+                sw.emit(self.b, id, default);
+            }
+        }
     }
 
     fn call(&mut self, pc: usize) {
@@ -1562,6 +1633,170 @@ impl T<'_, '_> {
             }
             (None, None) => {}
         }
+    }
+
+    /// About to translate the block of leader index `k`: the views its
+    /// loop read on entry, if any, are the ones read beforehand.
+    fn in_block(&mut self, k: usize) {
+        self.cur = k;
+        if !self.loop_views.is_empty() {
+            self.hoisted = match self.loop_of[k] {
+                Some(l) => self.loop_views[l].1.iter().copied().collect(),
+                None => HashMap::new(),
+            };
+        }
+    }
+
+    /// Translate the block of leader index `k` (of `starts`) into `blk`.
+    fn block(&mut self, starts: &[usize], k: usize, blk: Block) {
+        let start = starts[k];
+        let end = starts.get(k + 1).copied().unwrap_or(self.f.code.len());
+        self.end = end;
+        self.in_block(k);
+        self.b.switch_to_block(blk);
+        let s0 = self.b.use_var(self.s);
+        let s1 = self.b.ins().iadd_imm_s(s0, (end - start) as i64);
+        self.b.def_var(self.s, s1);
+        let mut open = true;
+        for pc in start..end {
+            open = self.instr(pc);
+            if !open {
+                break;
+            }
+            if let Some(regs) = self.hoist_at.remove(&pc) {
+                for r in regs {
+                    self.hoist_one(r);
+                }
+            }
+        }
+        if open {
+            // Falls into the next leader (the verifier makes the last
+            // instruction a terminator, so there is one).
+            self.entering(end);
+            let next = self.block_at(end);
+            self.b.ins().jump(next, &[]);
+        }
+    }
+
+    /// Translate counted loop `c` ([`Counted`]): at its header the guard,
+    /// which picks the copy without checks when none would fire and the
+    /// checked copy otherwise; then the two copies, each jumping within
+    /// itself.
+    fn counted_loop(&mut self, starts: &[usize], c: &Counted) {
+        let k = block_of(starts, c.header);
+        let guard = self.blocks[&c.header];
+        self.b.switch_to_block(guard);
+        self.in_block(k);
+        let r = self.get(c.counter);
+        let bound = self.get(c.bound);
+        // The iterations, less one: `(bound - r - 1)` going up,
+        // `(r - bound - 1)` going down, in wrapping arithmetic, where the
+        // counter runs through every value (wrapping) from `r` to the one
+        // before the bound. That is also the count where it starts on the
+        // wrong side of the bound and wraps around; where it starts on the
+        // wrong side and leaves after one iteration the count is over
+        // `2^63`, and the guard fails. The counter's values are then the
+        // `tm1 + 1` values from `lo` up (wrapping).
+        let (tm1, lo) = if c.up {
+            let d = self.b.ins().isub(bound, r);
+            (self.b.ins().iadd_imm_s(d, -1), r)
+        } else {
+            let d = self.b.ins().isub(r, bound);
+            let lo = self.b.ins().iadd_imm_s(bound, 1);
+            (self.b.ins().iadd_imm_s(d, -1), lo)
+        };
+        // Each condition a branch to the checked copy if it fails.
+        let checked_top = self.b.create_block();
+        let fast: HashMap<usize, Block> = c
+            .blocks
+            .iter()
+            .map(|b| (starts[*b], self.b.create_block()))
+            .collect();
+        let fast_top = fast[&c.header];
+        let require = |t: &mut Self, cond: Value| {
+            let next = t.b.create_block();
+            t.b.ins().brif(cond, next, &[], checked_top, &[]);
+            t.b.switch_to_block(next);
+        };
+        // At most `most` iterations (so at most `COUNTED_STEPS_MOST`
+        // instructions), all within the fuel left: every look at fuel in
+        // the loop sees at most `s + iterations · steps`.
+        let most = (COUNTED_STEPS_MOST / c.steps.max(1)) as i64;
+        let few = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, tm1, most);
+        require(self, few);
+        let s0 = self.b.use_var(self.s);
+        let some = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, s0, self.fuel);
+        require(self, some);
+        let left = self.b.ins().isub(self.fuel, s0);
+        let iterations = self.b.ins().iadd_imm_s(tm1, 1);
+        let need = self.b.ins().imul_imm_s(iterations, c.steps as i64);
+        let enough = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, need, left);
+        require(self, enough);
+        // Each index within its length: the lowest value `w` below it and
+        // (for an index that moves with the counter) `tm1` below what is
+        // left above `w`.
+        let mut accesses = HashSet::new();
+        let mut checked: Vec<(u32, bool, bool, &[u32])> = Vec::new();
+        for a in &c.accesses {
+            let Some(view) = self.hoisted.get(&a.array).copied() else {
+                continue;
+            };
+            accesses.insert((a.pc, a.array, a.shadow));
+            let key = (a.array, a.shadow, a.counted, &a.offsets[..]);
+            if checked.contains(&key) {
+                continue;
+            }
+            checked.push(key);
+            let mut w = a.counted.then_some(lo);
+            for &o in &a.offsets {
+                let v = self.get(o);
+                w = Some(match w {
+                    Some(w) => self.b.ins().iadd(w, v),
+                    None => v,
+                });
+            }
+            let w = w.unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+            let len = self
+                .b
+                .use_var(if a.shadow { view.shadow_len } else { view.len });
+            let below = self.b.ins().icmp(IntCC::UnsignedLessThan, w, len);
+            require(self, below);
+            if a.counted {
+                let room = self.b.ins().isub(len, w);
+                let fits = self.b.ins().icmp(IntCC::UnsignedLessThan, tm1, room);
+                require(self, fits);
+            }
+        }
+        self.b.ins().jump(fast_top, &[]);
+        self.copy = Some(LoopCopy {
+            unchecked: false,
+            blocks: HashMap::from([(c.header, checked_top)]),
+            accesses: HashSet::new(),
+        });
+        for &b in &c.blocks {
+            let blk = if b == k {
+                checked_top
+            } else {
+                self.blocks[&starts[b]]
+            };
+            self.block(starts, b, blk);
+        }
+        self.copy = Some(LoopCopy {
+            unchecked: true,
+            blocks: fast,
+            accesses,
+        });
+        for &b in &c.blocks {
+            let blk = self.block_at(starts[b]);
+            self.block(starts, b, blk);
+        }
+        self.copy = None;
     }
 }
 
@@ -1784,7 +2019,7 @@ impl T<'_, '_> {
 /// The array registers an element or shadow access reads (the first `k`
 /// of the two), and whether it is the shadow: what a view read
 /// beforehand serves ([`T::hoisted`]).
-fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
+pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     let one = |r: u16, shadow| Some(([u32::from(r), 0], 1, shadow));
     match ins.op {
         Op::AGet | Op::AGetAdd | Op::AccMulAGetAdd => one(ins.r1, false),
@@ -1793,6 +2028,20 @@ fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
         Op::ASet => one(ins.r0, false),
         Op::ShadowAcc | Op::ShadowAccMul => one(ins.r0, true),
         Op::AGetPair => Some(([u32::from(ins.r2), ins.reg(3)], 2, false)),
+        _ => None,
+    }
+}
+
+/// The index registers of an element or shadow access (the first `k` of
+/// the two, summed wrapping), as [`accessed_arrays`] names its arrays.
+pub(crate) fn access_index(ins: &Instr) -> Option<([u32; 2], usize)> {
+    let one = |r: u32| Some(([r, 0], 1));
+    match ins.op {
+        Op::AGet | Op::ShadowTake => one(ins.reg(2)),
+        Op::AGetAdd | Op::AccMulAGetAdd => Some(([ins.reg(2), ins.reg(3)], 2)),
+        Op::AddMulAGet => one(ins.reg(3)),
+        Op::ASet | Op::ShadowAcc | Op::ShadowAccMul => one(ins.reg(1)),
+        Op::AGetPair => one(ins.reg(4)),
         _ => None,
     }
 }
@@ -1930,10 +2179,15 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         loop_of: vec![None; starts.len()],
         loop_header: HashMap::new(),
         cur: 0,
+        counted: HashMap::new(),
+        copy: None,
     };
     t.reload(true, true);
-    if !t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len())) {
-        for lv in loop_views(f, &starts, &t.writes, HOIST_MOST) {
+    // The loops (a function without a backward jump has none).
+    let graph = has_loop(f).then(|| Graph::new(f, &starts));
+    let hoisted = t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len()));
+    if let (false, Some(graph)) = (hoisted, &graph) {
+        for lv in loop_views(f, &starts, graph, &t.writes, HOIST_MOST) {
             let l = t.loop_views.len();
             for &k in &lv.blocks {
                 t.loop_of[k] = Some(l);
@@ -1943,42 +2197,25 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
             t.loop_views.push((lv, vars));
         }
     }
+    if let Some(graph) = &graph {
+        for c in counted_loops(f, &starts, graph, &t.writes) {
+            let k = block_of(&starts, c.header);
+            t.counted.insert(k, c);
+        }
+    }
     let first = t.blocks[&0];
     t.b.ins().jump(first, &[]);
-    for (k, start) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).copied().unwrap_or(f.code.len());
-        t.end = end;
-        t.cur = k;
-        if !t.loop_views.is_empty() {
-            // The views this block's loop read on entry, if any.
-            t.hoisted = match t.loop_of[k] {
-                Some(l) => t.loop_views[l].1.iter().copied().collect(),
-                None => HashMap::new(),
-            };
-        }
-        let blk = t.blocks[start];
-        t.b.switch_to_block(blk);
-        let s0 = t.b.use_var(t.s);
-        let s1 = t.b.ins().iadd_imm_s(s0, (end - start) as i64);
-        t.b.def_var(t.s, s1);
-        let mut open = true;
-        for pc in *start..end {
-            open = t.instr(pc);
-            if !open {
-                break;
+    // The blocks of the counted loops, translated with their header.
+    let mut done = vec![false; starts.len()];
+    for k in 0..starts.len() {
+        if let Some(c) = t.counted.remove(&k) {
+            t.counted_loop(&starts, &c);
+            for &b in &c.blocks {
+                done[b] = true;
             }
-            if let Some(regs) = t.hoist_at.remove(&pc) {
-                for r in regs {
-                    t.hoist_one(r);
-                }
-            }
-        }
-        if open {
-            // Falls into the next leader (the verifier makes the last
-            // instruction a terminator, so there is one).
-            t.entering(end);
-            let next = t.blocks[&end];
-            t.b.ins().jump(next, &[]);
+        } else if !done[k] {
+            let blk = t.blocks[&starts[k]];
+            t.block(&starts, k, blk);
         }
     }
     t.b.switch_to_block(unwind);

@@ -8,6 +8,7 @@
 
 mod arrays;
 mod checkpoint;
+mod counted;
 mod differential;
 mod fuzz_smoke;
 mod limits;

@@ -1,0 +1,265 @@
+//! Counted loops (`jit/src/loops.rs`, `Counted`): the native tier runs an
+//! innermost loop stepped by a counter in a copy without fuel, interrupt
+//! and bounds checks when a guard on entry finds that none would fire. The
+//! guard must never pick that copy when one would: around every bound
+//! (the array's length, the loop's bound, a start on the wrong side of it,
+//! offsets that wrap), at every fuel, the results, traps, instruction
+//! counts and gradients are the interpreter's, and a counted loop too long
+//! for the copy is still interrupted.
+
+use ad::Engine;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use vm::{Limits, Tier, Value};
+
+const SRC: &str = r#"
+fn @up(%a: f64[], %lo: i64, %hi: i64, %off: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %i = phi [entry: %lo], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %hi
+    br %c, body, done
+body:
+    %k = add %i, %off
+    %x = aget %a, %k
+    %y = aget %a, %i
+    %t = mul %x, %y
+    %s2 = add %s, %t
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+
+fn @down(%a: f64[], %lo: i64, %hi: i64, %off: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %i = phi [entry: %hi], [body: %i2]
+    %s = phi [entry: 1.0], [body: %s2]
+    %c = gt %i, %lo
+    br %c, body, done
+body:
+    %k = add %off, %i
+    %x = aget %a, %k
+    %t = mul %x, %s
+    %s2 = add %t, 0.5
+    %i2 = sub %i, 1
+    jmp head
+done:
+    ret %s
+}
+
+fn @scale(%a: f64[], %lo: i64, %hi: i64, %off: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %i = phi [entry: %lo], [join: %i2]
+    %c = lt %i, %hi
+    br %c, body, done
+body:
+    %x = aget %a, %i
+    %p = gt %x, 0.0
+    br %p, pos, join
+pos:
+    %y = aget %a, %off
+    %z = mul %x, %y
+    aset %a, %i, %z
+    jmp join
+join:
+    %i2 = add %i, 1
+    jmp head
+done:
+    %r = aget %a, 0
+    ret %r
+}
+
+fn @nest(%a: f64[], %n: i64, %m: i64) -> f64 {
+entry:
+    jmp outer
+outer:
+    %j = phi [entry: 0], [inner_done: %j2]
+    %s = phi [entry: 0.0], [inner_done: %s3]
+    %co = lt %j, %m
+    br %co, inner_start, done
+inner_start:
+    jmp inner
+inner:
+    %i = phi [inner_start: 0], [ibody: %i2]
+    %t = phi [inner_start: %s], [ibody: %t2]
+    %ci = lt %i, %n
+    br %ci, ibody, inner_done
+ibody:
+    %x = aget %a, %i
+    %t2 = add %t, %x
+    %i2 = add %i, 1
+    jmp inner
+inner_done:
+    %s3 = mul %t, 0.5
+    %j2 = add %j, 1
+    jmp outer
+done:
+    ret %s
+}
+
+fn @spin(%n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %i = phi [entry: 0], [body: %i2]
+    %s = phi [entry: 0.0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %s2 = add %s, 1.0
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+"#;
+
+/// Engines without and with the native tier.
+fn pair() -> (Engine, Engine) {
+    let module = assembler::assemble(SRC, "counted.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install_eager(native.vm_mut());
+    (interp, native)
+}
+
+/// Run and differentiate `name` on `args` in both engines under `limits`:
+/// the same results, traps and counts. Whether the primal trapped.
+fn same(a: &mut Engine, b: &mut Engine, limits: &Limits, name: &str, args: &[Value]) -> bool {
+    *a.vm_mut().limits_mut() = limits.clone();
+    *b.vm_mut().limits_mut() = limits.clone();
+    let f = a.find(name).expect("exists");
+    let (ra, rb) = (a.run(f, args), b.run(f, args));
+    assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "run {name} {args:?}");
+    assert_eq!(
+        a.vm_mut().executed(),
+        b.vm_mut().executed(),
+        "count {name} {args:?} {limits:?}"
+    );
+    assert_eq!(b.vm_mut().last_tier(), Tier::Native, "{name}");
+    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
+    assert_eq!(
+        format!("{ga:?}"),
+        format!("{gb:?}"),
+        "grad {name} {args:?} {limits:?}"
+    );
+    rb.is_err()
+}
+
+fn array(n: usize) -> Value {
+    Value::Arr((0..n).map(|i| (i as f64 * 0.7).sin() + 0.25).collect())
+}
+
+#[test]
+fn every_start_bound_and_offset_around_the_lengths_agrees() {
+    let (mut a, mut b) = pair();
+    let n = 6i64;
+    let limits = Limits::default();
+    let starts = [-2, -1, 0, 1, 3, n - 1, n];
+    let bounds = [-3, -1, 0, 1, 3, n - 1, n, n + 1, 9];
+    let offsets = [-3, -1, 0, 1, 2, n - 1, n, i64::MAX, i64::MIN, i64::MIN + 1];
+    let (mut ok, mut trapped) = (0, 0);
+    for name in ["up", "down", "scale"] {
+        for lo in starts {
+            for hi in bounds {
+                for off in offsets {
+                    let args = [
+                        array(n as usize),
+                        Value::I64(lo),
+                        Value::I64(hi),
+                        Value::I64(off),
+                    ];
+                    if same(&mut a, &mut b, &limits, name, &args) {
+                        trapped += 1;
+                    } else {
+                        ok += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Both kinds of outcome, many of each.
+    assert!(ok > 300 && trapped > 300, "{ok} {trapped}");
+}
+
+#[test]
+fn every_fuel_through_counted_loops_agrees() {
+    let (mut a, mut b) = pair();
+    let cases: [(&str, Vec<Value>); 4] = [
+        (
+            "up",
+            vec![array(8), Value::I64(0), Value::I64(8), Value::I64(0)],
+        ),
+        (
+            "down",
+            vec![array(8), Value::I64(-1), Value::I64(6), Value::I64(1)],
+        ),
+        (
+            "scale",
+            vec![array(8), Value::I64(1), Value::I64(8), Value::I64(2)],
+        ),
+        ("nest", vec![array(5), Value::I64(5), Value::I64(4)]),
+    ];
+    for (name, args) in &cases {
+        // The instructions of a whole run, then every fuel up to them.
+        let f = a.find(name).expect("exists");
+        *a.vm_mut().limits_mut() = Limits::default();
+        a.run(f, args).expect("runs");
+        let total = a.vm_mut().executed();
+        let mut traps = 0;
+        for fuel in 0..=total + 2 {
+            let limits = Limits {
+                fuel: Some(fuel),
+                ..Limits::default()
+            };
+            if same(&mut a, &mut b, &limits, name, args) {
+                traps += 1;
+            }
+        }
+        assert!(traps > 0 && traps <= total, "{name}: {traps} of {total}");
+    }
+}
+
+#[test]
+fn a_counted_loop_too_long_for_the_unchecked_copy_is_interrupted() {
+    let (_, mut b) = pair();
+    // A loop of 2^40 iterations (the unchecked copy takes at most 2^20
+    // instructions), and an inner loop of 1 000 run over and over: both
+    // stop.
+    let runs = [
+        ("spin", vec![Value::I64(1 << 40)]),
+        (
+            "nest",
+            vec![
+                Value::Arr(vec![1.0; 1000]),
+                Value::I64(1000),
+                Value::I64(i64::MAX),
+            ],
+        ),
+    ];
+    for (name, args) in &runs {
+        let f = b.find(name).expect("exists");
+        let flag = b.vm_mut().interrupt_handle();
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::Relaxed);
+        });
+        let r = b.run(f, args);
+        setter.join().expect("joins");
+        b.vm_mut()
+            .interrupt_handle()
+            .store(false, Ordering::Relaxed);
+        assert_eq!(b.vm_mut().last_tier(), Tier::Native);
+        match r {
+            Err(ad::AdError::Trap(t)) => assert_eq!(t.kind, vm::TrapKind::Interrupted, "{t}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
