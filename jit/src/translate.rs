@@ -236,6 +236,12 @@ struct T<'a, 'b> {
     counted: HashMap<usize, Counted>,
     /// The copy of a counted loop being translated, if any.
     copy: Option<LoopCopy>,
+    /// Where the function has counted loops: a stack slot holding one more
+    /// than the most instructions that leave `COUNTED_STEPS_MOST` of fuel,
+    /// or 0 if the fuel is less (so `s` below it says a counted loop's
+    /// iterations cannot run out of fuel). In memory, not in a value: a
+    /// value live through the function took a register from its loops.
+    fuel_room: Option<cranelift_codegen::ir::StackSlot>,
 }
 
 /// One of the two copies of a [`Counted`] loop ([`T::counted_loop`]).
@@ -593,6 +599,41 @@ impl T<'_, '_> {
             let z = t.b.ins().bor(az, bz);
             t.b.ins().select(z, zero, p)
         })
+    }
+
+    /// Whether register `r` is a constant register no instruction writes
+    /// whose value is a finite nonzero `f64`: a strong-zero product with it
+    /// is nan only where the other factor is nan (and so not zero), so it
+    /// is the plain product, and a quotient by it likewise.
+    fn finite_nonzero(&self, r: u32) -> bool {
+        let np = self.f.param_types.len() as u32;
+        if r < np || self.writes.get(r as usize).is_none_or(|w| w.0 > 0) {
+            return false;
+        }
+        let c = self.f.consts.get((r - np) as usize).map(|b| f64::from_bits(*b));
+        self.f.reg_types.get(r as usize) == Some(&Type::F64)
+            && c.is_some_and(|c| c.is_finite() && c != 0.0)
+    }
+
+    /// `mul_z` of registers `ra` and `rb`: the plain product where one of
+    /// them is [`T::finite_nonzero`].
+    fn mul_zr(&mut self, ra: u32, rb: u32) -> Value {
+        let a = self.get(ra);
+        let c = self.get(rb);
+        if self.finite_nonzero(ra) || self.finite_nonzero(rb) {
+            self.b.ins().fmul(a, c)
+        } else {
+            self.mul_z(a, c)
+        }
+    }
+
+    /// `mul_z(a, c)` where `a` is register `ra`'s value.
+    fn mul_z_by(&mut self, a: Value, ra: u32, c: Value) -> Value {
+        if self.finite_nonzero(ra) {
+            self.b.ins().fmul(a, c)
+        } else {
+            self.mul_z(a, c)
+        }
     }
 
     /// `a / b`, but 0 where `a` is zero and the quotient nan
@@ -1100,9 +1141,7 @@ impl T<'_, '_> {
             }
             Op::AccMul => {
                 let a = self.get(r0);
-                let p = self.get(r1);
-                let q = self.get(r2);
-                let m = self.mul_z(p, q);
+                let m = self.mul_zr(r1, r2);
                 let v = self.b.ins().fadd(a, m);
                 self.set(r0, v);
             }
@@ -1114,7 +1153,10 @@ impl T<'_, '_> {
                 let v = self.b.ins().fadd(a, m);
                 self.set(r0, v);
             }
-            Op::MulZ => ff!(|a, c| self.mul_z(a, c)),
+            Op::MulZ => {
+                let m = self.mul_zr(r1, r2);
+                self.set(r0, m);
+            }
             Op::TMaxF | Op::TMinF => {
                 let m = self.get(r1);
                 let e = self.get(r2);
@@ -1135,12 +1177,8 @@ impl T<'_, '_> {
             }
             Op::TProdZ => {
                 let (c, d) = (ins.reg(3), ins.reg(4));
-                let a = self.get(r1);
-                let b = self.get(r2);
-                let c = self.get(c);
-                let d = self.get(d);
-                let m = self.mul_z(a, b);
-                let n = self.mul_z(c, d);
+                let m = self.mul_zr(r1, r2);
+                let n = self.mul_zr(c, d);
                 let v = self.b.ins().fadd(m, n);
                 self.set(r0, v);
             }
@@ -1178,36 +1216,40 @@ impl T<'_, '_> {
                 self.set(r0, v);
             }
             Op::TMulZ => {
-                let t = self.get(r0);
-                let c = self.get(r1);
-                let p = self.get(r2);
-                let q = self.get(x);
-                let m = self.mul_z(t, c);
-                let n = self.mul_z(p, q);
+                let m = self.mul_zr(r0, r1);
+                let n = self.mul_zr(r2, x);
                 let v = self.b.ins().fadd(m, n);
                 self.set(r0, v);
             }
             Op::AddMulZ => {
                 let s = self.get(r1);
-                let p = self.get(r2);
-                let q = self.get(x);
-                let m = self.mul_z(p, q);
+                let m = self.mul_zr(r2, x);
                 let v = self.b.ins().fadd(s, m);
                 self.set(r0, v);
             }
-            Op::DivZ => ff!(|a, c| self.div_z(a, c)),
+            Op::DivZ => {
+                let a = self.get(r1);
+                let c = self.get(r2);
+                let q = if self.finite_nonzero(r2) {
+                    // Nan only where `a` is, which is then not zero.
+                    self.b.ins().fdiv(a, c)
+                } else {
+                    self.div_z(a, c)
+                };
+                self.set(r0, q);
+            }
             Op::AccMulPop => {
                 let v = self.popped(pc);
                 let a = self.get(r0);
                 let g = self.get(r1);
-                let m = self.mul_z(g, v);
+                let m = self.mul_z_by(g, r1, v);
                 let s = self.b.ins().fadd(a, m);
                 self.set(r0, s);
             }
             Op::MulPop => {
                 let v = self.popped(pc);
                 let g = self.get(r1);
-                let m = self.mul_z(g, v);
+                let m = self.mul_z_by(g, r1, v);
                 self.set(r0, m);
             }
             Op::MulPush => {
@@ -1221,9 +1263,8 @@ impl T<'_, '_> {
             Op::AccMulPopMul => {
                 let v = self.popped(pc);
                 let g = self.get(r1);
-                let o = self.get(x);
-                let product = self.mul_z(g, o);
-                let term = self.mul_z(g, v);
+                let product = self.mul_zr(r1, x);
+                let term = self.mul_z_by(g, r1, v);
                 let a = self.get(r0);
                 let acc = self.b.ins().fadd(a, term);
                 self.set(r2, product);
@@ -1248,8 +1289,7 @@ impl T<'_, '_> {
                 let i = self.get(r1);
                 let mut v = self.get(r2);
                 if ins.op == Op::ShadowAccMul {
-                    let o = self.get(x);
-                    v = self.mul_z(v, o);
+                    v = self.mul_zr(r2, x);
                 }
                 self.in_place(pc, r0, Some(i), AV_SHADOW, types::F64, Elem::Add(v), |t| {
                     let h = t.get(r0);
@@ -1718,25 +1758,18 @@ impl T<'_, '_> {
             t.b.ins().brif(cond, next, &[], checked_top, &[]);
             t.b.switch_to_block(next);
         };
-        // At most `most` iterations (so at most `COUNTED_STEPS_MOST`
-        // instructions), all within the fuel left: every look at fuel in
-        // the loop sees at most `s + iterations · steps`.
+        // At most `most` iterations, so at most `COUNTED_STEPS_MOST`
+        // instructions (`s + iterations · steps` is the most any look at
+        // fuel in the loop sees), and that much fuel left.
         let most = (COUNTED_STEPS_MOST / c.steps.max(1)) as i64;
         let few = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, tm1, most);
         require(self, few);
         let s0 = self.b.use_var(self.s);
-        let some = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, s0, self.fuel);
-        require(self, some);
-        let left = self.b.ins().isub(self.fuel, s0);
-        let iterations = self.b.ins().iadd_imm_s(tm1, 1);
-        let need = self.b.ins().imul_imm_s(iterations, c.steps as i64);
-        let enough = self
-            .b
-            .ins()
-            .icmp(IntCC::UnsignedLessThanOrEqual, need, left);
+        let room = match self.fuel_room {
+            Some(slot) => self.b.ins().stack_load(types::I64, types::I64, slot, 0),
+            None => self.fuel,
+        };
+        let enough = self.b.ins().icmp(IntCC::UnsignedLessThan, s0, room);
         require(self, enough);
         // Each index within its length: the lowest value `w` below it and
         // (for an index that moves with the counter) `tm1` below what is
@@ -1773,7 +1806,22 @@ impl T<'_, '_> {
                 require(self, fits);
             }
         }
+        // The bound as a value of its own in the unchecked copy (whose
+        // live range the register allocator may then keep in a register).
+        let bound_here = self.b.ins().iadd_imm_s(bound, 0);
+        self.set(c.bound, bound_here);
         self.b.ins().jump(fast_top, &[]);
+        // The unchecked copy first: it is where the time goes, and the
+        // register allocator does better by the blocks laid out first.
+        self.copy = Some(LoopCopy {
+            unchecked: true,
+            blocks: fast,
+            accesses,
+        });
+        for &b in &c.blocks {
+            let blk = self.block_at(starts[b]);
+            self.block(starts, b, blk);
+        }
         self.copy = Some(LoopCopy {
             unchecked: false,
             blocks: HashMap::from([(c.header, checked_top)]),
@@ -1785,15 +1833,6 @@ impl T<'_, '_> {
             } else {
                 self.blocks[&starts[b]]
             };
-            self.block(starts, b, blk);
-        }
-        self.copy = Some(LoopCopy {
-            unchecked: true,
-            blocks: fast,
-            accesses,
-        });
-        for &b in &c.blocks {
-            let blk = self.block_at(starts[b]);
             self.block(starts, b, blk);
         }
         self.copy = None;
@@ -2181,6 +2220,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         cur: 0,
         counted: HashMap::new(),
         copy: None,
+        fuel_room: None,
     };
     t.reload(true, true);
     // The loops (a function without a backward jump has none).
@@ -2202,6 +2242,23 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
             let k = block_of(&starts, c.header);
             t.counted.insert(k, c);
         }
+    }
+    if !t.counted.is_empty() {
+        let most = COUNTED_STEPS_MOST as i64;
+        let ample = t
+            .b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, fuel, most);
+        let room = t.b.ins().iadd_imm_s(fuel, 1 - most);
+        let zero = t.b.ins().iconst(types::I64, 0);
+        let room = t.b.ins().select(ample, room, zero);
+        let slot = t.b.create_sized_stack_slot(StackSlotData::new(
+            StackSlotKind::ExplicitSlot,
+            8,
+            3,
+        ));
+        t.b.ins().stack_store(types::I64, room, slot, 0);
+        t.fuel_room = Some(slot);
     }
     let first = t.blocks[&0];
     t.b.ins().jump(first, &[]);
