@@ -256,6 +256,9 @@ struct LoopCopy {
     /// The accesses (`pc`, array register, shadow?) the unchecked copy
     /// makes without a bounds check.
     accesses: HashSet<(usize, u32, bool)>,
+    /// Whether the unchecked copy pushes on (or pops from) the comms
+    /// stack and the block stack without looking at its room (or length).
+    stacks: [bool; 2],
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -610,7 +613,11 @@ impl T<'_, '_> {
         if r < np || self.writes.get(r as usize).is_none_or(|w| w.0 > 0) {
             return false;
         }
-        let c = self.f.consts.get((r - np) as usize).map(|b| f64::from_bits(*b));
+        let c = self
+            .f
+            .consts
+            .get((r - np) as usize)
+            .map(|b| f64::from_bits(*b));
         self.f.reg_types.get(r as usize) == Some(&Type::F64)
             && c.is_some_and(|c| c.is_finite() && c != 0.0)
     }
@@ -1470,6 +1477,11 @@ impl T<'_, '_> {
     /// [`T::push_fast`] on either stack.
     fn push_in(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value], st: Stack) {
         let len = self.cget(st.len);
+        if self.unchecked_stack(st) {
+            // The guard of the counted loop has checked the room.
+            self.push_here(v, len, st);
+            return;
+        }
         let cap = self.cget(st.cap);
         let spare = self.b.ins().isub(cap, len);
         let room = self
@@ -1482,6 +1494,18 @@ impl T<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(room, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
+        self.push_here(v, len, st);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(slow);
+        let mut args = vec![v];
+        args.extend_from_slice(extra);
+        self.fallible(name, pc, &args);
+        self.b.ins().jump(join, &[]);
+        self.b.switch_to_block(join);
+    }
+
+    /// Push `v` on stack `st` of length `len`, which has room.
+    fn push_here(&mut self, v: Value, len: Value, st: Stack) {
         let ptr = self.cget(st.ptr);
         let off = self.b.ins().ishl_imm_s(len, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
@@ -1492,13 +1516,15 @@ impl T<'_, '_> {
         }
         let len1 = self.b.ins().iadd_imm_s(len, 1);
         self.cset(st.len, len1);
-        self.b.ins().jump(join, &[]);
-        self.b.switch_to_block(slow);
-        let mut args = vec![v];
-        args.extend_from_slice(extra);
-        self.fallible(name, pc, &args);
-        self.b.ins().jump(join, &[]);
-        self.b.switch_to_block(join);
+    }
+
+    /// Whether the unchecked copy of a counted loop is being translated
+    /// and its guard has checked stack `st` for all its pushes or pops.
+    fn unchecked_stack(&self, st: Stack) -> bool {
+        let k = usize::from(st.ptr != COMMS.ptr);
+        self.copy
+            .as_ref()
+            .is_some_and(|c| c.unchecked && c.stacks[k])
     }
 
     /// Pop 64 bits from the comms stack: in place if it is not empty, else
@@ -1510,6 +1536,10 @@ impl T<'_, '_> {
     /// [`T::pop_fast`] on either stack.
     fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
         let len = self.cget(st.len);
+        if self.unchecked_stack(st) {
+            // The guard of the counted loop has checked the length.
+            return self.pop_here(len, st);
+        }
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
@@ -1517,16 +1547,7 @@ impl T<'_, '_> {
         self.b.set_cold_block(slow);
         self.b.ins().brif(len, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let len1 = self.b.ins().iadd_imm_s(len, -1);
-        self.cset(st.len, len1);
-        let ptr = self.cget(st.ptr);
-        let off = self.b.ins().ishl_imm_s(len1, st.shift);
-        let addr = self.b.ins().iadd(ptr, off);
-        let x = if st.shift == 3 {
-            self.b.ins().load(types::I64, mem(), addr, 0)
-        } else {
-            self.b.ins().uload32(mem(), addr, 0)
-        };
+        let x = self.pop_here(len, st);
         self.b.ins().jump(join, &[x.into()]);
         self.b.switch_to_block(slow);
         let y = self
@@ -1535,6 +1556,20 @@ impl T<'_, '_> {
         self.b.ins().jump(join, &[y.into()]);
         self.b.switch_to_block(join);
         v
+    }
+
+    /// Pop from stack `st` of length `len`, which is not empty.
+    fn pop_here(&mut self, len: Value, st: Stack) -> Value {
+        let len1 = self.b.ins().iadd_imm_s(len, -1);
+        self.cset(st.len, len1);
+        let ptr = self.cget(st.ptr);
+        let off = self.b.ins().ishl_imm_s(len1, st.shift);
+        let addr = self.b.ins().iadd(ptr, off);
+        if st.shift == 3 {
+            self.b.ins().load(types::I64, mem(), addr, 0)
+        } else {
+            self.b.ins().uload32(mem(), addr, 0)
+        }
     }
 
     fn set_result(&mut self, r: u32, v: Option<Value>) {
@@ -1806,6 +1841,33 @@ impl T<'_, '_> {
                 require(self, fits);
             }
         }
+        // Each stack the loop only pushes on (only pops from): room for
+        // (values on it for) the most each iteration pushes (pops), all
+        // iterations together.
+        let mut stacks = [false; 2];
+        for (k, st) in [COMMS, BLK].into_iter().enumerate() {
+            let (push, pop) = c.stacks[k];
+            let per = match (push, pop) {
+                (0, 0) => continue,
+                (n, 0) | (0, n) => n,
+                _ => continue,
+            };
+            let need = self.b.ins().iadd_imm_s(tm1, 1);
+            let need = self.b.ins().imul_imm_s(need, per as i64);
+            let len = self.cget(st.len);
+            let have = if push > 0 {
+                let cap = self.cget(st.cap);
+                self.b.ins().isub(cap, len)
+            } else {
+                len
+            };
+            let fits = self
+                .b
+                .ins()
+                .icmp(IntCC::UnsignedLessThanOrEqual, need, have);
+            require(self, fits);
+            stacks[k] = true;
+        }
         // The bound as a value of its own in the unchecked copy (whose
         // live range the register allocator may then keep in a register).
         let bound_here = self.b.ins().iadd_imm_s(bound, 0);
@@ -1817,6 +1879,7 @@ impl T<'_, '_> {
             unchecked: true,
             blocks: fast,
             accesses,
+            stacks,
         });
         for &b in &c.blocks {
             let blk = self.block_at(starts[b]);
@@ -1826,6 +1889,7 @@ impl T<'_, '_> {
             unchecked: false,
             blocks: HashMap::from([(c.header, checked_top)]),
             accesses: HashSet::new(),
+            stacks: [false; 2],
         });
         for &b in &c.blocks {
             let blk = if b == k {
@@ -2071,6 +2135,19 @@ pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     }
 }
 
+/// What `ins` pushes on and pops from the AD stacks, as compiled code
+/// does it (`push_in`, `pop_in`): comms pushes, comms pops, block pushes,
+/// block pops.
+pub(crate) fn stack_effect(ins: &Instr) -> [u64; 4] {
+    match ins.op {
+        Op::CommsPush | Op::CommsReserve | Op::CommsPushR | Op::MulPush => [1, 0, 0, 0],
+        Op::CommsPop | Op::AccMulPop | Op::MulPop | Op::AccMulPopMul => [0, 1, 0, 0],
+        Op::BlkPush => [0, 0, 1, 0],
+        Op::BlkPop => [0, 0, 0, 1],
+        _ => [0; 4],
+    }
+}
+
 /// The index registers of an element or shadow access (the first `k` of
 /// the two, summed wrapping), as [`accessed_arrays`] names its arrays.
 pub(crate) fn access_index(ins: &Instr) -> Option<([u32; 2], usize)> {
@@ -2245,18 +2322,14 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
     }
     if !t.counted.is_empty() {
         let most = COUNTED_STEPS_MOST as i64;
-        let ample = t
-            .b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, fuel, most);
+        let ample =
+            t.b.ins()
+                .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, fuel, most);
         let room = t.b.ins().iadd_imm_s(fuel, 1 - most);
         let zero = t.b.ins().iconst(types::I64, 0);
         let room = t.b.ins().select(ample, room, zero);
-        let slot = t.b.create_sized_stack_slot(StackSlotData::new(
-            StackSlotKind::ExplicitSlot,
-            8,
-            3,
-        ));
+        let slot =
+            t.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3));
         t.b.ins().stack_store(types::I64, room, slot, 0);
         t.fuel_room = Some(slot);
     }
