@@ -61,8 +61,11 @@ impl Engine {
         // A compile section: an allocation failure is an error, and rolls
         // back what was derived.
         let result = crate::error::section(|| self.derive_all(f, wrt));
-        if result.is_err() {
-            self.rollback(first_new);
+        match &result {
+            // The pullback is called right after the forward function: a
+            // native tier may compile the two together.
+            Ok(d) => self.vm.native_pair(d.fwd, d.rev),
+            Err(_) => self.rollback(first_new),
         }
         result
     }

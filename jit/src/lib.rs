@@ -232,6 +232,9 @@ pub struct CompileTime {
     pub trampoline: bool,
     /// Compiled with the cheaper code generator settings of loop-free code.
     pub cheap: bool,
+    /// Compiled at the same time as another body, on two threads (a
+    /// gradient's forward function and pullback, [`NativeTier::pair`]).
+    pub parallel: bool,
 }
 
 /// The native tier: a Cranelift JIT module and the compiled code cached
@@ -253,6 +256,10 @@ pub struct Jit {
     /// Calls of at most this many loop-free instructions run interpreted
     /// ([`SMALL_CALL`], or 0 for [`Jit::eager`]).
     small: usize,
+    /// Functions whose first compile also compiles their partner
+    /// ([`NativeTier::pair`]: a forward function and its pullback), the
+    /// two on two threads.
+    partners: HashMap<FuncId, FuncId>,
 }
 
 /// The code generator's settings for this host, built once per process.
@@ -304,6 +311,7 @@ fn since(
             .map(|(a, b)| b.saturating_sub(a)),
         trampoline,
         cheap,
+        parallel: false,
     }
 }
 
@@ -317,12 +325,28 @@ fn define(
     id: ModFuncId,
     ctx: &mut Context,
 ) -> Result<Option<usize>, Decline> {
-    let align = ctx
+    let align = compile_ctx(isa, ctx)?;
+    define_compiled(module, id, ctx, Some(align))
+}
+
+/// Compile the function in `ctx` with `isa`: the code's alignment.
+fn compile_ctx(isa: &OwnedTargetIsa, ctx: &mut Context) -> Result<u32, Decline> {
+    Ok(ctx
         .compile(&**isa, &mut ControlPlane::default())
         .map_err(|e| Decline::Unsupported(format!("cranelift: {:?}", e.inner)))?
         .buffer
-        .alignment;
-    let Some(code) = ctx.compiled_code() else {
+        .alignment)
+}
+
+/// Define the code compiled in `ctx` (alignment `align`) as `id` in
+/// `module`; the size of its stack frame, as [`define`] says.
+fn define_compiled(
+    module: &mut JITModule,
+    id: ModFuncId,
+    ctx: &Context,
+    align: Option<u32>,
+) -> Result<Option<usize>, Decline> {
+    let (Some(code), Some(align)) = (ctx.compiled_code(), align) else {
         return Err(Decline::Unsupported("cranelift: no code".into()));
     };
     let frame = code
@@ -339,6 +363,89 @@ fn define(
         .define_function_bytes(id, u64::from(align), code.code_buffer(), &relocs)
         .map_err(|e| Decline::Unsupported(format!("cranelift: {e:?}")))?;
     Ok(frame)
+}
+
+/// A body translated and waiting for, then holding, its machine code
+/// ([`Jit::compile_new`]).
+struct Job {
+    ctx: Context,
+    /// Compiled with [`Isas::cheap`].
+    cheap: bool,
+    /// When the translation ended, and its IR instructions.
+    translated: (Instant, usize),
+    /// When the job began.
+    wall: Instant,
+    /// CPU time of the translation.
+    translate_cpu: Option<Duration>,
+    /// The compile's CPU time and the code's alignment (`None` before
+    /// compiling), or why it failed.
+    compiled: Result<(Duration, Option<u32>), Decline>,
+    /// Compiled on two threads.
+    parallel: bool,
+}
+
+/// The fewest IR instructions of the smaller of two jobs for them to be
+/// compiled on two threads (starting a thread costs tens of
+/// microseconds; a function of this size takes a millisecond or more).
+const PARALLEL_INSTS: usize = 1000;
+
+/// Compile every job: the largest on this thread and, when the second
+/// largest is big enough ([`PARALLEL_INSTS`]), every other job on a second
+/// thread (each job alone in its context, the code generator shared).
+fn compile_jobs(jobs: &mut [Job], isas: &Isas) {
+    let one = |job: &mut Job| {
+        let t0 = native::thread_cpu_time();
+        let isa = if job.cheap { &isas.cheap } else { &isas.speed };
+        let r = compile_ctx(isa, &mut job.ctx);
+        let cpu = native::thread_cpu_time()
+            .zip(t0)
+            .map(|(b, a)| b.saturating_sub(a))
+            .unwrap_or_default();
+        job.compiled = r.map(|align| (cpu, Some(align)));
+    };
+    let mut sizes: Vec<(usize, usize)> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| (j.translated.1, i))
+        .collect();
+    sizes.sort_unstable_by(|a, b| b.cmp(a));
+    let two = sizes.get(1).is_some_and(|(n, _)| *n >= PARALLEL_INSTS);
+    if !two {
+        jobs.iter_mut().for_each(one);
+        return;
+    }
+    // The largest here, the rest there (a forward function and its
+    // pullback are the two large ones of a gradient).
+    for job in jobs.iter_mut() {
+        job.parallel = true;
+    }
+    let largest = sizes[0].1;
+    let (here, there): (Vec<_>, Vec<_>) = jobs
+        .iter_mut()
+        .enumerate()
+        .partition(|(i, _)| *i == largest);
+    std::thread::scope(|s| {
+        let worker = s.spawn(|| {
+            // Its own compile section: an allocation that fails there is
+            // an error of the job, not an abort.
+            let mut there = there;
+            let r = vm::oom::section(|| {
+                for (_, job) in there.iter_mut() {
+                    one(job);
+                }
+            });
+            if r.is_err() {
+                for (_, job) in there.iter_mut() {
+                    job.compiled =
+                        Err(Decline::Unsupported("out of memory while compiling".into()));
+                }
+            }
+        });
+        for (_, job) in here {
+            one(job);
+        }
+        let _ = worker.join();
+    });
 }
 
 /// A fresh [`Jit`] installed in `vm`.
@@ -375,6 +482,7 @@ impl Jit {
             compile_times: Vec::new(),
             next_name: 0,
             small: SMALL_CALL,
+            partners: HashMap::new(),
         };
         if let Some(module) = make_module() {
             let mut module = module;
@@ -420,26 +528,119 @@ impl Jit {
                 return e.code.clone();
             }
         }
-        let small = self.small > 0 && loop_free_steps(prog, f, self.small).is_some();
-        let r = if small {
+        let r = if self.is_small(prog, f) {
             Err(Decline::Small)
         } else {
-            self.compile_entry(prog, f)
+            // With its partner, if that has no current entry yet and is
+            // not a call the interpreter takes.
+            let partner = self.partners.get(&f).copied().filter(|p| {
+                *p != f
+                    && prog.stamp(*p).is_some()
+                    && self.current_entry(prog, *p).is_none()
+                    && !self.is_small(prog, *p)
+            });
+            match partner {
+                Some(p) => {
+                    let mut rs = self.compile_entries(prog, &[f, p]).into_iter();
+                    let (r, rp) = (rs.next(), rs.next());
+                    if let (Some(rp), Some(stamp_p)) = (rp, prog.stamp(p)) {
+                        self.set_entry(p, stamp_p, rp);
+                    }
+                    r.unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into())))
+                }
+                None => self.compile_entry(prog, f),
+            }
         };
-        if self.entries.len() <= f.index() {
-            self.entries.resize(f.index() + 1, None);
-        }
         // A decline is remembered too (until the function changes), so
         // that a call the tier does not take costs a lookup, not a plan.
-        self.entries[f.index()] = Some(Entry {
-            stamp,
-            code: r.clone(),
-        });
+        self.set_entry(f, stamp, r.clone());
         r
     }
 
+    /// Whether calls of `f` run interpreted for being small and loop-free.
+    fn is_small(&self, prog: &Program, f: FuncId) -> bool {
+        self.small > 0 && loop_free_steps(prog, f, self.small).is_some()
+    }
+
+    /// The entry of `f` if it is current (compiled or declined since `f`
+    /// last changed).
+    fn current_entry(&self, prog: &Program, f: FuncId) -> Option<&Entry> {
+        let e = self.entries.get(f.index())?.as_ref()?;
+        (Some(e.stamp) == prog.stamp(f)).then_some(e)
+    }
+
+    fn set_entry(&mut self, f: FuncId, stamp: u64, code: Result<native::EntryCode, Decline>) {
+        if self.entries.len() <= f.index() {
+            self.entries.resize(f.index() + 1, None);
+        }
+        self.entries[f.index()] = Some(Entry { stamp, code });
+    }
+
     fn compile_entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
-        let order = plan(prog, f, &self.bodies)?;
+        self.compile_entries(prog, &[f])
+            .pop()
+            .unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into())))
+    }
+
+    /// Compile the functions `fs` (and what they call) together, and their
+    /// entries: one result per function of `fs`.
+    fn compile_entries(
+        &mut self,
+        prog: &Program,
+        fs: &[FuncId],
+    ) -> Vec<Result<native::EntryCode, Decline>> {
+        let mut out: Vec<Result<native::EntryCode, Decline>> = Vec::with_capacity(fs.len());
+        // One order for all, callees first; a function whose plan fails
+        // is declined on its own.
+        let mut order: Vec<Planned> = Vec::new();
+        let mut take: Vec<FuncId> = Vec::new();
+        for &f in fs {
+            match plan(prog, f, &self.bodies) {
+                Ok(o) => {
+                    for p in o {
+                        if !order.iter().any(|q| q.func == p.func) {
+                            order.push(p);
+                        }
+                    }
+                    take.push(f);
+                    out.push(Err(Decline::Small));
+                }
+                Err(e) => out.push(Err(e)),
+            }
+        }
+        if take.is_empty() {
+            return out;
+        }
+        let r = self.compile_batch(prog, &take, &order);
+        let mut codes = match r {
+            Ok(codes) => codes.into_iter(),
+            Err(e) => {
+                for (f, o) in fs.iter().zip(out.iter_mut()) {
+                    if take.contains(f) {
+                        *o = Err(e.clone());
+                    }
+                }
+                return out;
+            }
+        };
+        for (f, o) in fs.iter().zip(out.iter_mut()) {
+            if take.contains(f) {
+                *o = codes
+                    .next()
+                    .ok_or_else(|| Decline::Unsupported("no entry compiled".into()));
+            }
+        }
+        out
+    }
+
+    /// Compile the bodies of `order` and the entries of `fs` (whose plans
+    /// `order` holds), record the bodies, and check the chains.
+    fn compile_batch(
+        &mut self,
+        prog: &Program,
+        fs: &[FuncId],
+        order: &[Planned],
+    ) -> Result<Vec<native::EntryCode>, Decline> {
         let (Some(native::SendModule(module)), Some(isas)) = (self.module.as_mut(), isas()) else {
             return Err(Decline::Unsupported(
                 "no native code generator for this host".into(),
@@ -456,12 +657,12 @@ impl Jit {
             &mut self.compile_times,
             &mut self.next_name,
             prog,
-            f,
-            &order,
+            fs,
+            order,
         );
         module.clear_context(&mut ctx);
         self.ctx = Some(ctx);
-        let (new, frames, code) = r?;
+        let (new, frames, codes) = r?;
         // The chains again, with the frames' sizes as compiled (the
         // estimate is not a bound: the single-pass register allocator
         // gives every value a slot). The callees outside `new` are the
@@ -487,13 +688,18 @@ impl Jit {
         if chains.iter().any(|c| *c > STACK_BUDGET) {
             return Err(Decline::DeepChain);
         }
-        let mut code = code;
-        code.recursive_frame = recursive_frame(prog, f, &self.bodies);
-        Ok(code)
+        Ok(codes
+            .into_iter()
+            .zip(fs)
+            .map(|(mut code, f)| {
+                code.recursive_frame = recursive_frame(prog, *f, &self.bodies);
+                code
+            })
+            .collect())
     }
 
     /// Compile the functions of `order` (callees first) and the entry
-    /// trampoline of `f`; the new bodies and the entry.
+    /// trampolines of `fs`; the new bodies and the entries.
     #[allow(clippy::too_many_arguments)]
     fn compile_new(
         module: &mut JITModule,
@@ -505,9 +711,9 @@ impl Jit {
         compile_times: &mut Vec<CompileTime>,
         next_name: &mut u64,
         prog: &Program,
-        f: FuncId,
+        fs: &[FuncId],
         order: &[Planned],
-    ) -> Result<(NewBodies, Vec<usize>, native::EntryCode), Decline> {
+    ) -> Result<(NewBodies, Vec<usize>, Vec<native::EntryCode>), Decline> {
         // Declare every new body (and trampoline) first: they call each
         // other.
         let mut new: NewBodies = Vec::new();
@@ -550,14 +756,22 @@ impl Jit {
                         .and_then(|b| b.tramp)
                 })
         };
-        let mut frames = Vec::with_capacity(new.len());
-        for (g, id, _, tramp) in &new {
+        // Translate every body, then compile them (Cranelift's work, most
+        // of the time: on two threads when there are two large ones), then
+        // define them in order.
+        let mut jobs: Vec<Job> = Vec::with_capacity(new.len());
+        for (i, (g, id, _, tramp)) in new.iter().enumerate() {
             let t0 = clocks();
             let func = prog.func(*g);
-            ctx.func.signature = translate::signature(func, module.make_signature());
-            ctx.func.name = UserFuncName::user(0, id.as_u32());
+            let mut c = if i == 0 {
+                std::mem::replace(ctx, module.make_context())
+            } else {
+                module.make_context()
+            };
+            c.func.signature = translate::signature(func, module.make_signature());
+            c.func.name = UserFuncName::user(0, id.as_u32());
             {
-                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+                let mut b = FunctionBuilder::new(&mut c.func, fctx);
                 let mut refs = translate::Refs {
                     helpers,
                     callees: HashMap::new(),
@@ -580,35 +794,81 @@ impl Jit {
                 translate::translate(&mut b, prog, *g, &refs);
                 b.finalize(module.target_config());
             }
-            let translated = (Instant::now(), ctx.func.dfg.num_insts());
+            let translated = (Instant::now(), c.func.dfg.num_insts());
             // A function in a recursive call graph runs any number of
             // times per call, as a loop's body does.
             let cheap = !translate::has_loop(func) && tramp.is_none();
-            let isa = if cheap { &isas.cheap } else { &isas.speed };
-            let r = define(module, isa, *id, ctx);
-            module.clear_context(ctx);
-            frames.push(r?.unwrap_or_else(|| frame_bytes(func)));
-            compile_times.push(since(t0, translated, false, cheap));
-            // An allocation failed while compiling (served from the
-            // reserve of a compile section, `vm::oom`): compile no more;
-            // the call runs interpreted and its section reports it.
-            if vm::oom::failed() {
-                return Err(Decline::Unsupported("out of memory while compiling".into()));
+            let cpu = native::thread_cpu_time()
+                .zip(t0.1)
+                .map(|(b, a)| b.saturating_sub(a));
+            jobs.push(Job {
+                ctx: c,
+                cheap,
+                translated,
+                wall: t0.0,
+                translate_cpu: cpu,
+                compiled: Ok((Duration::ZERO, None)),
+                parallel: false,
+            });
+        }
+        compile_jobs(&mut jobs, isas);
+        let mut frames = Vec::with_capacity(new.len());
+        let mut failed = None;
+        for (job, (g, id, ..)) in jobs.iter_mut().zip(&new) {
+            let r = match std::mem::replace(&mut job.compiled, Ok((Duration::ZERO, None))) {
+                Ok((cpu, align)) => define_compiled(module, *id, &job.ctx, align).map(|f| (cpu, f)),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok((cpu, frame)) => {
+                    frames.push(frame.unwrap_or_else(|| frame_bytes(prog.func(*g))));
+                    compile_times.push(CompileTime {
+                        wall: job.wall.elapsed(),
+                        translate: job.translated.0.duration_since(job.wall),
+                        insts: job.translated.1,
+                        cpu: job.translate_cpu.map(|t| t + cpu),
+                        trampoline: false,
+                        cheap: job.cheap,
+                        parallel: job.parallel,
+                    });
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
+        }
+        // The first job's context goes back to the tier, cleared.
+        if let Some(first) = jobs.into_iter().next() {
+            *ctx = first.ctx;
+            module.clear_context(ctx);
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // An allocation failed while compiling (served from the reserve
+        // of a compile section, `vm::oom`): compile no more; the call runs
+        // interpreted and its section reports it.
+        if vm::oom::failed() {
+            return Err(Decline::Unsupported("out of memory while compiling".into()));
         }
         // The trampolines: of each new function in a recursive call graph,
         // and the entry's (that of `f`, if it has one).
-        let (entry, declared) = match tramp_of(f) {
-            Some(t) => (t, None),
-            None => {
-                *next_name += 1;
-                let tname = format!("advm_entry{}_{}", f.0, next_name);
-                let t = module
-                    .declare_function(&tname, Linkage::Local, &trampoline_signature(module))
-                    .map_err(|e| Decline::Unsupported(e.to_string()))?;
-                (t, Some((f, t)))
+        let mut entries = Vec::with_capacity(fs.len());
+        let mut declared = Vec::new();
+        for &f in fs {
+            match tramp_of(f) {
+                Some(t) => entries.push(t),
+                None => {
+                    *next_name += 1;
+                    let tname = format!("advm_entry{}_{}", f.0, next_name);
+                    let t = module
+                        .declare_function(&tname, Linkage::Local, &trampoline_signature(module))
+                        .map_err(|e| Decline::Unsupported(e.to_string()))?;
+                    entries.push(t);
+                    declared.push((f, t));
+                }
             }
-        };
+        }
         let tramps: Vec<(FuncId, ModFuncId)> = new
             .iter()
             .filter_map(|(g, .., t)| Some((*g, (*t)?)))
@@ -642,15 +902,20 @@ impl Jit {
         if let Some((t0, translated)) = last {
             compile_times.push(since(t0, translated, true, true));
         }
-        let func = prog.func(f);
-        let nouts = translate::many(func).unwrap_or(1);
-        let code = native::EntryCode {
-            ptr: module.get_finalized_function(entry),
-            nparams: func.param_types.len(),
-            nouts,
-            recursive_frame: 0,
-        };
-        Ok((new, frames, code))
+        let codes = fs
+            .iter()
+            .zip(entries)
+            .map(|(f, entry)| {
+                let func = prog.func(*f);
+                native::EntryCode {
+                    ptr: module.get_finalized_function(entry),
+                    nparams: func.param_types.len(),
+                    nouts: translate::many(func).unwrap_or(1),
+                    recursive_frame: 0,
+                }
+            })
+            .collect();
+        Ok((new, frames, codes))
     }
 }
 
@@ -862,6 +1127,10 @@ fn reaches(prog: &Program, order: &[FuncId], pos: &HashMap<FuncId, usize>, i: us
 }
 
 impl NativeTier for Jit {
+    fn pair(&mut self, first: FuncId, then: FuncId) {
+        self.partners.insert(first, then);
+    }
+
     fn call(
         &mut self,
         vm: &mut Vm,

@@ -269,3 +269,61 @@ fn a_call_chain_over_the_stack_budget_runs_interpreted() {
         assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "depth {depth}");
     }
 }
+
+/// A gradient's forward function and pullback (`NativeTier::pair`, which
+/// the engine tells the tier of) compile together when the forward
+/// function is first called, on two threads when both are large: GMM's
+/// (`bench/benches/gmm.adasm`, about 4 000 IR instructions each). The
+/// gradient is the interpreter's, bit for bit, and so is the second one,
+/// which compiles nothing.
+#[test]
+fn a_large_forward_function_and_its_pullback_compile_together_on_two_threads() {
+    let src = include_str!("../../../bench/benches/gmm.adasm");
+    let module = assembler::assemble(src, "gmm.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::new(module.clone()).expect("verifies");
+    let mut native = Engine::new(module).expect("verifies");
+    jit::install(native.vm_mut());
+    // d = 2, k = 2, n = 3.
+    let (d, k, n) = (2usize, 2usize, 3usize);
+    let seq = |len: usize, scale: f64| -> Value {
+        Value::Arr((0..len).map(|i| ((i as f64 + 1.0) * scale).sin()).collect())
+    };
+    let args = [
+        seq(k, 0.3),
+        seq(k * d, 0.7),
+        seq(k * d * (d + 1) / 2, 0.2),
+        seq(n * d, 1.1),
+        Value::F64(1.0),
+        Value::F64(0.5),
+    ];
+    let f = interp.find("gmm").expect("exists");
+    let want = format!("{:?}", interp.grad(f, &args));
+    for _ in 0..2 {
+        assert_eq!(format!("{:?}", native.grad(f, &args)), want);
+        assert_eq!(native.vm_mut().last_tier(), Tier::Native);
+    }
+    // The same compile, by hand, to see how it went.
+    let prog = native.program().clone();
+    let pair = (0..prog.len() as u32)
+        .map(vm::ir::FuncId)
+        .filter(|g| prog.func(*g).name.starts_with("gmm."))
+        .collect::<Vec<_>>();
+    assert_eq!(pair.len(), 2, "gmm.fwd and gmm.rev");
+    let mut jit = jit::Jit::new();
+    vm::NativeTier::pair(&mut jit, pair[0], pair[1]);
+    jit.prepare(&prog, pair[0]).expect("compiles");
+    let bodies: Vec<_> = jit
+        .compile_times()
+        .iter()
+        .filter(|t| !t.trampoline)
+        .collect();
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(
+        bodies.iter().all(|t| t.parallel && t.insts > 1000),
+        "{bodies:?}"
+    );
+    // The pullback's entry is ready: preparing it compiles nothing more.
+    let before = jit.compile_times().len();
+    jit.prepare(&prog, pair[1]).expect("compiled");
+    assert_eq!(jit.compile_times().len(), before);
+}

@@ -53,6 +53,13 @@ pub trait NativeTier: Send + Sync {
     /// A tier of the same kind for another VM (an engine's clone): a fresh
     /// cache is fine.
     fn fork(&self) -> Box<dyn NativeTier>;
+
+    /// Calls of `first` from the host are followed by calls of `then` (a
+    /// forward function and its pullback): a tier may prepare both when
+    /// `first` is first called. Nothing by default.
+    fn pair(&mut self, first: FuncId, then: FuncId) {
+        let _ = (first, then);
+    }
 }
 
 impl Vm {
@@ -80,6 +87,14 @@ impl Vm {
         match self.native_declined.get(f.index()) {
             Some(&s) if s != 0 => prog.stamp(f) == Some(s),
             _ => false,
+        }
+    }
+
+    /// Tell the native tier, if any, that calls of `first` are followed by
+    /// calls of `then` ([`NativeTier::pair`]).
+    pub fn native_pair(&mut self, first: FuncId, then: FuncId) {
+        if let Some(t) = self.native.as_mut() {
+            t.pair(first, then);
         }
     }
 
