@@ -1211,11 +1211,13 @@ impl T<'_, '_> {
                 self.set(r0, s);
             }
             Op::MulMulZ | Op::AccMulMul => {
-                let a = self.get(r1);
-                let b = self.get(r2);
+                let m = self.mul_zr(r1, r2);
                 let c = self.get(x);
-                let m = self.mul_z(a, b);
-                let mut v = self.mul_z(m, c);
+                let mut v = if self.finite_nonzero(x) {
+                    self.b.ins().fmul(m, c)
+                } else {
+                    self.mul_z(m, c)
+                };
                 if ins.op == Op::AccMulMul {
                     let s = self.get(r0);
                     v = self.b.ins().fadd(s, v);

@@ -494,3 +494,66 @@ fn division_by_constant_powers_of_two_matches_the_interpreter() {
         }
     }
 }
+
+/// A strong-zero product or quotient by a constant is the plain operation
+/// only where the constant is finite and nonzero (`T::finite_nonzero`):
+/// by a constant zero, an infinite or nan cotangent still gives zero, as
+/// in the interpreter. `sqrt(x·0)` has an infinite cotangent at the
+/// product, times the constant 0; `(x/0)·0` a zero cotangent at the
+/// quotient, divided by the constant 0; `(x·inf)·0` a zero one times the
+/// constant infinity; `sqrt(x·2)` at 0 an infinite one times 2, which
+/// stays infinite.
+#[test]
+fn strong_zero_products_by_constants_match_the_interpreter() {
+    let src = "
+fn @mul0(%x: f64) -> f64 {
+entry:
+    %y = mul %x, 0.0
+    %z = sqrt %y
+    ret %z
+}
+
+fn @div0(%x: f64) -> f64 {
+entry:
+    %y = div %x, 0.0
+    %z = mul %y, 0.0
+    ret %z
+}
+
+fn @mulinf(%x: f64) -> f64 {
+entry:
+    %y = mul %x, inf
+    %z = mul %y, 0.0
+    ret %z
+}
+
+fn @mul2(%x: f64) -> f64 {
+entry:
+    %y = mul %x, 2.0
+    %z = sqrt %y
+    ret %z
+}
+";
+    let module = assembler::assemble(src, "zeros").unwrap_or_else(|d| panic!("{d}"));
+    let mut interp = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let mut native = Engine::with_inlining(module, &ad::Policy::NONE).expect("verifies");
+    jit::install_eager(native.vm_mut());
+    for (name, x, want) in [
+        ("mul0", 1.0, 0.0),
+        ("div0", 1.0, 0.0),
+        ("mulinf", 1.0, 0.0),
+        ("mul2", 0.0, f64::INFINITY),
+    ] {
+        let f = interp.find(name).expect("exists");
+        let args = [Value::F64(x)];
+        let a = interp.grad(f, &args).expect("differentiates");
+        let b = native.grad(f, &args).expect("differentiates");
+        assert_eq!(native.vm_mut().last_tier(), Tier::Native, "{name}");
+        assert_eq!(format!("{a:?}"), format!("{b:?}"), "{name}");
+        let g = match &b.grad[0] {
+            Some(Value::F64(g)) => *g,
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(g.to_bits(), want.to_bits(), "{name}: {g}");
+    }
+}
