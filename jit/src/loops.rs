@@ -12,9 +12,7 @@
 //!
 //! [`T::loop_views`]: crate::translate
 
-use crate::translate::{
-    access_index, accessed_arrays, accessed_views, operands_written, stack_effect,
-};
+use crate::translate::{access_index, accessed_arrays, accessed_views, operands_written};
 use std::collections::HashMap;
 use vm::bytecode::Function;
 use vm::dom::{Loop, Loops};
@@ -223,9 +221,9 @@ pub(crate) struct Counted {
     /// The element and shadow accesses whose index is the counter plus
     /// registers the loop does not write, or such registers alone.
     pub accesses: Vec<Access>,
-    /// The most values one iteration pushes on and pops from the comms
-    /// stack and the block stack (over every path through its blocks).
-    pub stacks: [(u64, u64); 2],
+    /// For each of `blocks`, its successors in the loop other than the
+    /// header (by leader index): every one after it.
+    pub succs: Vec<Vec<usize>>,
 }
 
 /// An access of a [`Counted`] loop whose index the guard can bound.
@@ -380,30 +378,20 @@ pub(crate) fn counted_loops(
                 }
             }
         }
-        // The most pushes and pops on a path from the header: the blocks
-        // in reverse order (every edge between them goes forward).
-        let mut most: HashMap<usize, [u64; 4]> = HashMap::new();
-        for &b in l.blocks.iter().rev() {
-            let mut here = [0u64; 4];
-            for pc in starts[b]..end_of(b) {
-                for (h, e) in here.iter_mut().zip(stack_effect(&f.code[pc])) {
-                    *h += e;
-                }
-            }
-            let mut after = [0u64; 4];
-            for &s in &graph.succs[b] {
-                if let Some(m) = most.get(&(s as usize)).filter(|_| s as usize != h) {
-                    for (a, x) in after.iter_mut().zip(m) {
-                        *a = (*a).max(*x);
-                    }
-                }
-            }
-            for (x, a) in here.iter_mut().zip(after) {
-                *x += a;
-            }
-            most.insert(b, here);
-        }
-        let m = most.get(&h).copied().unwrap_or_default();
+        let succs = l
+            .blocks
+            .iter()
+            .map(|b| {
+                let mut ss: Vec<usize> = graph.succs[*b]
+                    .iter()
+                    .map(|s| *s as usize)
+                    .filter(|s| *s != h && l.contains(*s))
+                    .collect();
+                ss.sort_unstable();
+                ss.dedup();
+                ss
+            })
+            .collect();
         out.push(Counted {
             header: hpc,
             blocks: l.blocks.clone(),
@@ -412,7 +400,7 @@ pub(crate) fn counted_loops(
             bound,
             up,
             accesses,
-            stacks: [(m[0], m[1]), (m[2], m[3])],
+            succs,
         });
     }
     out

@@ -242,6 +242,11 @@ struct T<'a, 'b> {
     /// iterations cannot run out of fuel). In memory, not in a value: a
     /// value live through the function took a register from its loops.
     fuel_room: Option<cranelift_codegen::ir::StackSlot>,
+    /// While a counted loop's checked copy is translated: the pushes on
+    /// and pops from each stack of each instruction (comms pushes, comms
+    /// pops, block pushes, block pops), as `push_in` and `pop_in` emit
+    /// them, for the guard of the unchecked copy.
+    effects: Option<HashMap<usize, [u64; 4]>>,
 }
 
 /// One of the two copies of a [`Counted`] loop ([`T::counted_loop`]).
@@ -1478,6 +1483,15 @@ impl T<'_, '_> {
 
     /// [`T::push_fast`] on either stack.
     fn push_in(&mut self, pc: usize, v: Value, need: i64, name: &str, extra: &[Value], st: Stack) {
+        // A reservation counts the room it asks for (its own push and the
+        // reserved pushes after it, which count nothing): what the check
+        // the unchecked copy leaves out would have asked for.
+        let asks = if name == "advm_comms_push_r" {
+            0
+        } else {
+            need.max(1) as u64
+        };
+        self.effect(pc, st, 0, asks);
         let len = self.cget(st.len);
         if self.unchecked_stack(st) {
             // The guard of the counted loop has checked the room.
@@ -1520,6 +1534,15 @@ impl T<'_, '_> {
         self.cset(st.len, len1);
     }
 
+    /// Count `n` pushes (`what` 0) or pops (1) on stack `st` at `pc` in
+    /// [`T::effects`], if it is recording.
+    fn effect(&mut self, pc: usize, st: Stack, what: usize, n: u64) {
+        let k = 2 * usize::from(st.ptr != COMMS.ptr) + what;
+        if let Some(e) = self.effects.as_mut() {
+            e.entry(pc).or_insert([0; 4])[k] += n;
+        }
+    }
+
     /// Whether the unchecked copy of a counted loop is being translated
     /// and its guard has checked stack `st` for all its pushes or pops.
     fn unchecked_stack(&self, st: Stack) -> bool {
@@ -1537,6 +1560,7 @@ impl T<'_, '_> {
 
     /// [`T::pop_fast`] on either stack.
     fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
+        self.effect(pc, st, 1, 1);
         let len = self.cget(st.len);
         if self.unchecked_stack(st) {
             // The guard of the counted loop has checked the length.
@@ -1843,19 +1867,74 @@ impl T<'_, '_> {
                 require(self, fits);
             }
         }
+        // The bound as a value of its own in the unchecked copy (whose
+        // live range the register allocator may then keep in a register).
+        let bound_here = self.b.ins().iadd_imm_s(bound, 0);
+        self.set(c.bound, bound_here);
+        // The checked copy, counting what each instruction pushes and
+        // pops as it is translated; the stacks' checks come after.
+        let stack_checks = self.b.create_block();
+        self.b.ins().jump(stack_checks, &[]);
+        self.copy = Some(LoopCopy {
+            unchecked: false,
+            blocks: HashMap::from([(c.header, checked_top)]),
+            accesses: HashSet::new(),
+            stacks: [false; 2],
+        });
+        self.effects = Some(HashMap::new());
+        for &b in &c.blocks {
+            let blk = if b == k {
+                checked_top
+            } else {
+                self.blocks[&starts[b]]
+            };
+            self.block(starts, b, blk);
+        }
+        let effects = self.effects.take().unwrap_or_default();
+        // The most each iteration pushes and pops, over every path from
+        // the header through the loop: its blocks in reverse (every edge
+        // between them goes forward).
+        let end_of = |b: usize| starts.get(b + 1).copied().unwrap_or(self.f.code.len());
+        let mut most: HashMap<usize, [u64; 4]> = HashMap::new();
+        for (i, &b) in c.blocks.iter().enumerate().rev() {
+            let mut here = [0u64; 4];
+            for pc in starts[b]..end_of(b) {
+                for (h, e) in here
+                    .iter_mut()
+                    .zip(effects.get(&pc).copied().unwrap_or_default())
+                {
+                    *h += e;
+                }
+            }
+            let mut after = [0u64; 4];
+            for s in &c.succs[i] {
+                for (a, x) in after
+                    .iter_mut()
+                    .zip(most.get(s).copied().unwrap_or_default())
+                {
+                    *a = (*a).max(x);
+                }
+            }
+            for (x, a) in here.iter_mut().zip(after) {
+                *x += a;
+            }
+            most.insert(b, here);
+        }
+        let per = most.get(&k).copied().unwrap_or_default();
         // Each stack the loop only pushes on (only pops from): room for
         // (values on it for) the most each iteration pushes (pops), all
         // iterations together.
+        self.b.switch_to_block(stack_checks);
+        self.in_block(k);
         let mut stacks = [false; 2];
-        for (k, st) in [COMMS, BLK].into_iter().enumerate() {
-            let (push, pop) = c.stacks[k];
-            let per = match (push, pop) {
-                (0, 0) => continue,
-                (n, 0) | (0, n) => n,
+        for (j, st) in [COMMS, BLK].into_iter().enumerate() {
+            let (push, pop) = (per[2 * j], per[2 * j + 1]);
+            let n = match (push, pop) {
+                (n, 0) | (0, n) if n > 0 => n,
                 _ => continue,
             };
             let need = self.b.ins().iadd_imm_s(tm1, 1);
-            let need = self.b.ins().imul_imm_s(need, per as i64);
+            let need = self.b.ins().imul_imm_s(need, n as i64);
             let len = self.cget(st.len);
             let have = if push > 0 {
                 let cap = self.cget(st.cap);
@@ -1868,15 +1947,9 @@ impl T<'_, '_> {
                 .ins()
                 .icmp(IntCC::UnsignedLessThanOrEqual, need, have);
             require(self, fits);
-            stacks[k] = true;
+            stacks[j] = true;
         }
-        // The bound as a value of its own in the unchecked copy (whose
-        // live range the register allocator may then keep in a register).
-        let bound_here = self.b.ins().iadd_imm_s(bound, 0);
-        self.set(c.bound, bound_here);
         self.b.ins().jump(fast_top, &[]);
-        // The unchecked copy first: it is where the time goes, and the
-        // register allocator does better by the blocks laid out first.
         self.copy = Some(LoopCopy {
             unchecked: true,
             blocks: fast,
@@ -1885,20 +1958,6 @@ impl T<'_, '_> {
         });
         for &b in &c.blocks {
             let blk = self.block_at(starts[b]);
-            self.block(starts, b, blk);
-        }
-        self.copy = Some(LoopCopy {
-            unchecked: false,
-            blocks: HashMap::from([(c.header, checked_top)]),
-            accesses: HashSet::new(),
-            stacks: [false; 2],
-        });
-        for &b in &c.blocks {
-            let blk = if b == k {
-                checked_top
-            } else {
-                self.blocks[&starts[b]]
-            };
             self.block(starts, b, blk);
         }
         self.copy = None;
@@ -2137,19 +2196,6 @@ pub(crate) fn accessed_arrays(ins: &Instr) -> Option<([u32; 2], usize, bool)> {
     }
 }
 
-/// What `ins` pushes on and pops from the AD stacks, as compiled code
-/// does it (`push_in`, `pop_in`): comms pushes, comms pops, block pushes,
-/// block pops.
-pub(crate) fn stack_effect(ins: &Instr) -> [u64; 4] {
-    match ins.op {
-        Op::CommsPush | Op::CommsReserve | Op::CommsPushR | Op::MulPush => [1, 0, 0, 0],
-        Op::CommsPop | Op::AccMulPop | Op::MulPop | Op::AccMulPopMul => [0, 1, 0, 0],
-        Op::BlkPush => [0, 0, 1, 0],
-        Op::BlkPop => [0, 0, 0, 1],
-        _ => [0; 4],
-    }
-}
-
 /// The index registers of an element or shadow access (the first `k` of
 /// the two, summed wrapping), as [`accessed_arrays`] names its arrays.
 pub(crate) fn access_index(ins: &Instr) -> Option<([u32; 2], usize)> {
@@ -2300,6 +2346,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         counted: HashMap::new(),
         copy: None,
         fuel_room: None,
+        effects: None,
     };
     t.reload(true, true);
     // The loops (a function without a backward jump has none).
