@@ -378,7 +378,11 @@ impl Engine {
             self.derived.tangent_of(d.fwd),
             self.derived.tangent_of(d.rev),
         ) {
-            (Some(a), Some(b)) => Ok((a, b)),
+            (Some(a), Some(b)) => {
+                // Run one after the other, as the pair they are tangents of.
+                self.vm.native_pair(a, b);
+                Ok((a, b))
+            }
             _ => Err(AdError::Internal("lost tangent ids".into())),
         }
     }
