@@ -187,6 +187,12 @@ pub(crate) fn loop_views(
 /// instruction).
 pub(crate) const COUNTED_STEPS_MOST: u64 = 1 << 20;
 
+/// The most instructions a counted loop's blocks may hold for the tier to
+/// compile it twice ([`Counted`]): past a few hundred, the checks the
+/// second copy saves are a small part of an iteration, and a second copy
+/// of a large loop costs compile time and code for little.
+pub(crate) const COUNTED_BODY_MOST: u64 = 1024;
+
 /// An innermost loop counted by a register that the tier runs in two
 /// copies: the one as translated, and one without the looks at fuel and
 /// at the interrupt flag on its inner jumps and without the bounds checks
@@ -316,7 +322,7 @@ pub(crate) fn counted_loops(
             }
         }
         let steps = pcs().count() as u64;
-        if steps > COUNTED_STEPS_MOST {
+        if steps > COUNTED_BODY_MOST {
             continue;
         }
         let mut accesses = Vec::new();
@@ -574,6 +580,28 @@ body:
         // A call, a step of 2, a bound or a counter the loop writes.
         for name in ["call", "two", "bump", "skip"] {
             assert_eq!(counted(of(fs, name)), [], "{name}");
+        }
+        // A loop of more than `COUNTED_BODY_MOST` instructions.
+        for (k, counted_too) in [(8, true), (COUNTED_BODY_MOST as usize, false)] {
+            let mut listing = String::from(
+                "fn @big(%a: f64[], %n: i64) -> f64   ; 6 regs, 2 consts\n  ; consts: r2 = 0, r3 = 1\nentry:\n  0000  copy        %i, 0\nbody:\n  0001  aget        %x, %a, %i\n",
+            );
+            for pc in 2..2 + k {
+                listing.push_str(&format!("  {pc:04}  add.f       %x, %x, %x\n"));
+            }
+            listing.push_str(&format!(
+                "  {:04}  jmp.step.if.lt.i %i += 1, %n, -> body (0001)\n  {:04}  ret         %x\n",
+                2 + k,
+                3 + k
+            ));
+            let mut p = assembler::assemble_listing(&listing, "big")
+                .unwrap_or_else(|d| panic!("{}", d.render()));
+            vm::verify::verify_function(&mut p, vm::ir::FuncId(0)).expect("verifies");
+            assert_eq!(
+                counted(of(p.funcs(), "big")).len(),
+                usize::from(counted_too),
+                "{k}"
+            );
         }
         // An index the guard cannot bound keeps its check; `i + n` does not.
         assert_eq!(
