@@ -24,6 +24,14 @@
 //! exactly. As in the interpreter, fuel is looked at on taken jumps and
 //! calls (and, for the entry function, at its return: by the host), the
 //! interrupt flag at taken backward jumps, and the depth limit at calls.
+//!
+//! ## Counted loops
+//! An innermost loop stepped by a counter ([`Counted`]) is translated
+//! twice: as above, and as an unchecked copy whose jumps within the loop
+//! look at neither fuel nor the interrupt flag, and whose accesses and
+//! stack operations that the guard has covered skip their checks. A guard
+//! at the header ([`T::counted_loop`]) picks the unchecked copy only where
+//! none of those checks could fire.
 
 use crate::loops::{
     block_of, counted_loops, loop_views, Counted, Graph, LoopViews, COUNTED_STEPS_MOST,
