@@ -589,9 +589,9 @@ impl Jit {
         prog: &Program,
         fs: &[FuncId],
     ) -> Vec<Result<native::EntryCode, Decline>> {
-        let mut out: Vec<Result<native::EntryCode, Decline>> = Vec::with_capacity(fs.len());
-        // One order for all, callees first; a function whose plan fails
-        // is declined on its own.
+        // One order for all, callees first; a function whose plan fails is
+        // declined on its own (`None`: planned).
+        let mut out: Vec<Option<Result<native::EntryCode, Decline>>> = Vec::new();
         let mut order: Vec<Planned> = Vec::new();
         let mut take: Vec<FuncId> = Vec::new();
         for &f in fs {
@@ -603,34 +603,38 @@ impl Jit {
                         }
                     }
                     take.push(f);
-                    out.push(Err(Decline::Small));
+                    out.push(None);
                 }
-                Err(e) => out.push(Err(e)),
+                Err(e) => out.push(Some(Err(e))),
             }
         }
-        if take.is_empty() {
-            return out;
-        }
-        let r = self.compile_batch(prog, &take, &order);
-        let mut codes = match r {
-            Ok(codes) => codes.into_iter(),
-            Err(e) => {
-                for (f, o) in fs.iter().zip(out.iter_mut()) {
-                    if take.contains(f) {
-                        *o = Err(e.clone());
-                    }
-                }
-                return out;
+        if !take.is_empty() {
+            let mut codes: Vec<Result<native::EntryCode, Decline>> =
+                match self.compile_batch(prog, &take, &order) {
+                    Ok(codes) => codes.into_iter().map(Ok).collect(),
+                    // Some body's chain is too deep for the stack budget:
+                    // which entries reach it, each entry's own plan tells
+                    // (the bodies are recorded, so this compiles only
+                    // trampolines).
+                    Err(Decline::DeepChain) if take.len() > 1 => take
+                        .iter()
+                        .map(|f| {
+                            let order = plan(prog, *f, &self.bodies)?;
+                            let mut one = self.compile_batch(prog, &[*f], &order)?;
+                            one.pop()
+                                .ok_or_else(|| Decline::Unsupported("no entry compiled".into()))
+                        })
+                        .collect(),
+                    Err(e) => vec![Err(e); take.len()],
+                };
+            codes.reverse();
+            for o in out.iter_mut().filter(|o| o.is_none()) {
+                *o = codes.pop();
             }
-        };
-        for (f, o) in fs.iter().zip(out.iter_mut()) {
-            if take.contains(f) {
-                *o = codes
-                    .next()
-                    .ok_or_else(|| Decline::Unsupported("no entry compiled".into()));
-            }
         }
-        out
+        out.into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into()))))
+            .collect()
     }
 
     /// Compile the bodies of `order` and the entries of `fs` (whose plans
