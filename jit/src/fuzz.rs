@@ -31,8 +31,30 @@ fn limits(recursive: bool) -> Limits {
     }
 }
 
+/// The constants of the registers after the parameters (`regs`, their
+/// types), from the header's last byte: bits 1-2 say how many (up to
+/// three, as long as they are `i64` or `f64` registers), bits 3-4 where
+/// in `1, -1, 3, 0` (or `1.0, -1.0, 0.5, 0.0`) their values start. So
+/// counted loops (a `jmp.step` by a constant 1 or -1, `jit/src/loops.rs`)
+/// and products by constants can occur.
+pub fn constants(byte: u8, regs: &[Type]) -> Vec<u64> {
+    let n = usize::from(byte >> 1) % 4;
+    let from = usize::from(byte >> 3) % 4;
+    let mut out = Vec::new();
+    for (k, t) in regs.iter().take(n).enumerate() {
+        let at = (from + k) % 4;
+        out.push(match t {
+            Type::I64 => [1i64, -1, 3, 0][at] as u64,
+            Type::F64 => [1.0f64, -1.0, 0.5, 0.0][at].to_bits(),
+            _ => break,
+        });
+    }
+    out
+}
+
 /// `data`: an 8-byte header (frame size, parameter count, register types,
-/// return type, jump table and callee, return list, mode) and then 12-byte
+/// return type, jump table and callee, return list, mode and constants:
+/// [`constants`]) and then 12-byte
 /// instruction words, as the `verify` target reads them; the one call
 /// site calls the function itself (if bit 3 of the jump table's byte is
 /// set) or a leaf function of the same signature. If the function
@@ -70,13 +92,14 @@ pub fn tiers_agree(data: &[u8]) -> Option<vm::Tier> {
         RetType::One(_) | RetType::Unit => Vec::new(),
     };
     let params = reg_types[..nparams].to_vec();
+    let consts = constants(head[7], &reg_types[nparams..]);
     let recursive = head[5] & 8 != 0;
     let f = Function {
         name: "fuzz".into(),
         param_types: params.clone(),
         ret: ret.clone(),
         reg_types: reg_types.clone(),
-        consts: Vec::new(),
+        consts,
         code,
         sites: vec![CallSite {
             func: if recursive { FuncId(0) } else { FuncId(1) },

@@ -1833,13 +1833,35 @@ impl T<'_, '_> {
         let most = (COUNTED_STEPS_MOST / c.steps.max(1)) as i64;
         let few = self.b.ins().icmp_imm_s(IntCC::UnsignedLessThan, tm1, most);
         require(self, few);
+        // Most calls have fuel to spare: one compare with the room
+        // computed once per call. Otherwise (near the end of the fuel, or
+        // under a fuel below `COUNTED_STEPS_MOST`) the exact count, off the
+        // main path.
         let s0 = self.b.use_var(self.s);
         let room = match self.fuel_room {
             Some(slot) => self.b.ins().stack_load(types::I64, types::I64, slot, 0),
-            None => self.fuel,
+            None => self.b.ins().iconst(types::I64, 0),
         };
-        let enough = self.b.ins().icmp(IntCC::UnsignedLessThan, s0, room);
-        require(self, enough);
+        let ample = self.b.ins().icmp(IntCC::UnsignedLessThan, s0, room);
+        let exact = self.b.create_block();
+        let fuelled = self.b.create_block();
+        self.b.set_cold_block(exact);
+        self.b.ins().brif(ample, fuelled, &[], exact, &[]);
+        self.b.switch_to_block(exact);
+        let some = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, s0, self.fuel);
+        let left = self.b.ins().isub(self.fuel, s0);
+        let iterations = self.b.ins().iadd_imm_s(tm1, 1);
+        let need = self.b.ins().imul_imm_s(iterations, c.steps as i64);
+        let enough = self
+            .b
+            .ins()
+            .icmp(IntCC::UnsignedLessThanOrEqual, need, left);
+        let ok = self.b.ins().band(some, enough);
+        self.b.ins().brif(ok, fuelled, &[], checked_top, &[]);
+        self.b.switch_to_block(fuelled);
         // Each index within its length: the lowest value `w` below it and
         // (for an index that moves with the counter) `tm1` below what is
         // left above `w`.
