@@ -1798,14 +1798,12 @@ impl T<'_, '_> {
         self.in_block(k);
         let r = self.get(c.counter);
         let bound = self.get(c.bound);
-        // The iterations, less one: `(bound - r - 1)` going up,
-        // `(r - bound - 1)` going down, in wrapping arithmetic, where the
-        // counter runs through every value (wrapping) from `r` to the one
-        // before the bound. That is also the count where it starts on the
-        // wrong side of the bound and wraps around; where it starts on the
-        // wrong side and leaves after one iteration the count is over
-        // `2^63`, and the guard fails. The counter's values are then the
-        // `tm1 + 1` values from `lo` up (wrapping).
+        // The iterations less one, `tm1`: `bound - r - 1` going up,
+        // `r - bound - 1` going down, in wrapping arithmetic. The counter
+        // takes the `tm1 + 1` values from `lo` up (wrapping), also where it
+        // starts on the wrong side of the bound and wraps around to it.
+        // Where it starts on the wrong side and leaves after one
+        // iteration, `tm1` is over `2^63` and the guard fails.
         let (tm1, lo) = if c.up {
             let d = self.b.ins().isub(bound, r);
             (self.b.ins().iadd_imm_s(d, -1), r)
