@@ -1952,13 +1952,20 @@ impl T<'_, '_> {
         // Each stack the loop only pushes on (only pops from): room for
         // (values on it for) the most each iteration pushes (pops), all
         // iterations together.
+        //
+        // A stack both pushed on and popped from keeps its checks, and
+        // then so do the pushes on the other: growing one stack may give
+        // back the other's spare room (`grow_stack`), and a refill may grow
+        // either. Pops need values, which nothing takes away.
         self.b.switch_to_block(stack_checks);
         self.in_block(k);
+        let mixed = |j: usize| per[2 * j] > 0 && per[2 * j + 1] > 0;
         let mut stacks = [false; 2];
         for (j, st) in [COMMS, BLK].into_iter().enumerate() {
             let (push, pop) = (per[2 * j], per[2 * j + 1]);
             let n = match (push, pop) {
-                (n, 0) | (0, n) if n > 0 => n,
+                (n, 0) if n > 0 && !mixed(1 - j) => n,
+                (0, n) if n > 0 => n,
                 _ => continue,
             };
             let need = self.b.ins().iadd_imm_s(tm1, 1);
