@@ -263,3 +263,79 @@ fn a_counted_loop_too_long_for_the_unchecked_copy_is_interrupted() {
         }
     }
 }
+
+/// A loop that only pushes on the comms stack while it pushes two block
+/// ids and pops one per iteration: growing the block stack under
+/// `--max-stack-bytes` may give back the comms stack's spare room
+/// (`grow_stack`), so the comms pushes keep their room check. `@fill`
+/// first grows the comms stack to the limit (and traps there); its room
+/// stays for `@mix`, whose guard would then find room for every comms
+/// push, but whose block stack, growing, gives that room back. Both tiers
+/// give the same results, traps, counts and stacks at every limit.
+#[test]
+fn pushes_beside_a_stack_pushed_and_popped_keep_their_checks() {
+    let listing = "\
+fn @mix(%n: i64) -> f64   ; 6 regs, 3 consts
+  ; consts: r1 = 0, r2 = 1, r3 = 1.5
+entry:
+  0000  copy        %i, 0
+  0001  copy        %x, 1.5
+body:
+  0002  comms.push  %x
+  0003  blk.push    0
+  0004  blk.push    1
+  0005  blk.pop     [step: 0006, step: 0006]
+step:
+  0006  jmp.step.if.lt.i %i += 1, %n, -> body (0002)
+  0007  ret         %x
+
+fn @fill(%n: i64) -> f64   ; 6 regs, 3 consts
+  ; consts: r1 = 0, r2 = 1, r3 = 1.5
+entry:
+  0000  copy        %i, 0
+  0001  copy        %x, 1.5
+body:
+  0002  comms.push  %x
+  0003  jmp.step.if.lt.i %i += 1, %n, -> body (0002)
+  0004  ret         %x
+";
+    let mut p =
+        assembler::assemble_listing(listing, "mix").unwrap_or_else(|d| panic!("{}", d.render()));
+    for g in 0..p.len() {
+        vm::verify::verify_function(&mut p, vm::ir::FuncId(g as u32)).expect("verifies");
+    }
+    let (mix, fill) = (vm::ir::FuncId(0), vm::ir::FuncId(1));
+    let mut traps = 0;
+    for limit in (256..8192).step_by(248) {
+        let limits = Limits {
+            max_stack_bytes: limit,
+            ..Limits::default()
+        };
+        let mut outs = Vec::new();
+        for native in [false, true] {
+            let mut m = vm::Vm::new(limits.clone());
+            if native {
+                jit::install_eager(&mut m);
+            }
+            let mut out = String::new();
+            for (f, n) in [(fill, 100_000u64), (mix, 200), (mix, 200)] {
+                m.begin(true);
+                let r = m.call_raw(&p, f, &[n]);
+                traps += usize::from(native && r.is_err());
+                out += &format!(
+                    "{r:?} {:?} {} {} {}; ",
+                    m.results(),
+                    m.executed(),
+                    m.comms_len(),
+                    m.blk_len()
+                );
+            }
+            if native {
+                assert_eq!(m.last_tier(), Tier::Native);
+            }
+            outs.push(out);
+        }
+        assert_eq!(outs[0], outs[1], "limit {limit}");
+    }
+    assert!(traps > 0, "the limit stops the loops");
+}
