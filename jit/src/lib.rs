@@ -326,7 +326,7 @@ fn define(
     ctx: &mut Context,
 ) -> Result<Option<usize>, Decline> {
     let align = compile_ctx(isa, ctx)?;
-    define_compiled(module, id, ctx, Some(align))
+    define_compiled(module, id, ctx, align)
 }
 
 /// Compile the function in `ctx` with `isa`: the code's alignment.
@@ -344,9 +344,9 @@ fn define_compiled(
     module: &mut JITModule,
     id: ModFuncId,
     ctx: &Context,
-    align: Option<u32>,
+    align: u32,
 ) -> Result<Option<usize>, Decline> {
-    let (Some(code), Some(align)) = (ctx.compiled_code(), align) else {
+    let Some(code) = ctx.compiled_code() else {
         return Err(Decline::Unsupported("cranelift: no code".into()));
     };
     let frame = code
@@ -377,9 +377,9 @@ struct Job {
     wall: Instant,
     /// CPU time of the translation.
     translate_cpu: Option<Duration>,
-    /// The compile's CPU time and the code's alignment (`None` before
-    /// compiling), or why it failed.
-    compiled: Result<(Duration, Option<u32>), Decline>,
+    /// The compile's CPU time and the code's alignment, or why it failed
+    /// (`None` until compiled).
+    compiled: Option<Result<(Duration, u32), Decline>>,
     /// Compiled on two threads.
     parallel: bool,
 }
@@ -401,7 +401,7 @@ fn compile_jobs(jobs: &mut [Job], isas: &Isas) {
             .zip(t0)
             .map(|(b, a)| b.saturating_sub(a))
             .unwrap_or_default();
-        job.compiled = r.map(|align| (cpu, Some(align)));
+        job.compiled = Some(r.map(|align| (cpu, align)));
     };
     let mut sizes: Vec<(usize, usize)> = jobs
         .iter()
@@ -436,8 +436,9 @@ fn compile_jobs(jobs: &mut [Job], isas: &Isas) {
             });
             if r.is_err() {
                 for (_, job) in there.iter_mut() {
-                    job.compiled =
-                        Err(Decline::Unsupported("out of memory while compiling".into()));
+                    job.compiled = Some(Err(Decline::Unsupported(
+                        "out of memory while compiling".into(),
+                    )));
                 }
             }
         });
@@ -446,6 +447,12 @@ fn compile_jobs(jobs: &mut [Job], isas: &Isas) {
         }
         let _ = worker.join();
     });
+}
+
+/// The decline of a function the tier was asked to compile but made no
+/// entry for (a bug: every function of a batch gets one).
+fn no_entry() -> Decline {
+    Decline::Unsupported("no entry compiled".into())
 }
 
 /// A fresh [`Jit`] installed in `vm`.
@@ -546,7 +553,7 @@ impl Jit {
                     if let (Some(rp), Some(stamp_p)) = (rp, prog.stamp(p)) {
                         self.set_entry(p, stamp_p, rp);
                     }
-                    r.unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into())))
+                    r.unwrap_or_else(|| Err(no_entry()))
                 }
                 None => self.compile_entry(prog, f),
             }
@@ -579,7 +586,7 @@ impl Jit {
     fn compile_entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
         self.compile_entries(prog, &[f])
             .pop()
-            .unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into())))
+            .unwrap_or_else(|| Err(no_entry()))
     }
 
     /// Compile the functions `fs` (and what they call) together, and their
@@ -621,8 +628,7 @@ impl Jit {
                         .map(|f| {
                             let order = plan(prog, *f, &self.bodies)?;
                             let mut one = self.compile_batch(prog, &[*f], &order)?;
-                            one.pop()
-                                .ok_or_else(|| Decline::Unsupported("no entry compiled".into()))
+                            one.pop().ok_or_else(no_entry)
                         })
                         .collect(),
                     Err(e) => vec![Err(e); take.len()],
@@ -633,7 +639,7 @@ impl Jit {
             }
         }
         out.into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Decline::Unsupported("no entry compiled".into()))))
+            .map(|o| o.unwrap_or_else(|| Err(no_entry())))
             .collect()
     }
 
@@ -811,7 +817,7 @@ impl Jit {
                 translated,
                 wall: t0.0,
                 translate_cpu: cpu,
-                compiled: Ok((Duration::ZERO, None)),
+                compiled: None,
                 parallel: false,
             });
         }
@@ -819,9 +825,13 @@ impl Jit {
         let mut frames = Vec::with_capacity(new.len());
         let mut failed = None;
         for (job, (g, id, ..)) in jobs.iter_mut().zip(&new) {
-            let r = match std::mem::replace(&mut job.compiled, Ok((Duration::ZERO, None))) {
-                Ok((cpu, align)) => define_compiled(module, *id, &job.ctx, align).map(|f| (cpu, f)),
-                Err(e) => Err(e),
+            let r = match job.compiled.take() {
+                Some(Ok((cpu, align))) => {
+                    define_compiled(module, *id, &job.ctx, align).map(|f| (cpu, f))
+                }
+                Some(Err(e)) => Err(e),
+                // Its thread ended without compiling it.
+                None => Err(Decline::Unsupported("cranelift: no code".into())),
             };
             match r {
                 Ok((cpu, frame)) => {

@@ -16,7 +16,7 @@ use crate::translate::{access_index, accessed_arrays, accessed_views, operands_w
 use std::collections::HashMap;
 use vm::bytecode::Function;
 use vm::dom::{Loop, Loops};
-use vm::op::Op;
+use vm::op::{Fused, Op};
 
 /// The most blocks the loops of one function may come to, all loops
 /// together, for the tier to look at them (`vm::dom::Loops::new`).
@@ -45,6 +45,12 @@ pub(crate) fn block_of(starts: &[usize], pc: usize) -> usize {
     starts.partition_point(|s| *s <= pc).saturating_sub(1)
 }
 
+/// The end (exclusive) of the block of leader index `k` (of `starts`) in
+/// code of `len` instructions.
+pub(crate) fn block_end(starts: &[usize], k: usize, len: usize) -> usize {
+    starts.get(k + 1).copied().unwrap_or(len)
+}
+
 /// The control flow of a bytecode function by block (leader index) and
 /// its innermost natural loops: what [`loop_views`] and [`counted_loops`]
 /// look at.
@@ -64,7 +70,7 @@ impl Graph {
     /// The graph of `f`, whose blocks start at `starts` (its leaders).
     pub(crate) fn new(f: &Function, starts: &[usize]) -> Graph {
         let n = starts.len();
-        let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+        let end_of = |k: usize| block_end(starts, k, f.code.len());
         let mut succs: Vec<Vec<u32>> = Vec::with_capacity(n);
         let mut tabled: Vec<(usize, usize)> = Vec::new();
         for k in 0..n {
@@ -135,7 +141,7 @@ pub(crate) fn loop_views(
     writes: &[(u32, usize)],
     most: usize,
 ) -> Vec<LoopViews> {
-    let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+    let end_of = |k: usize| block_end(starts, k, f.code.len());
     let tabled = &graph.tabled;
     let mut out = Vec::new();
     for l in graph.innermost() {
@@ -256,7 +262,7 @@ pub(crate) fn counted_loops(
     graph: &Graph,
     writes: &[(u32, usize)],
 ) -> Vec<Counted> {
-    let end_of = |k: usize| starts.get(k + 1).copied().unwrap_or(f.code.len());
+    let end_of = |k: usize| block_end(starts, k, f.code.len());
     let np = f.param_types.len();
     let mut out = Vec::new();
     'loops: for l in graph.innermost() {
@@ -305,6 +311,10 @@ pub(crate) fn counted_loops(
             continue;
         }
         let pcs = || l.blocks.iter().flat_map(|b| starts[*b]..end_of(*b));
+        let steps = pcs().count() as u64;
+        if steps > COUNTED_BODY_MOST {
+            continue;
+        }
         // Writes in the loop, per register: how many, and the last `pc`.
         let mut written: HashMap<u32, (u32, usize)> = HashMap::new();
         for pc in pcs() {
@@ -320,10 +330,6 @@ pub(crate) fn counted_loops(
                 let e = written.entry(w).or_insert((0, pc));
                 *e = (e.0 + 1, pc);
             }
-        }
-        let steps = pcs().count() as u64;
-        if steps > COUNTED_BODY_MOST {
-            continue;
         }
         let mut accesses = Vec::new();
         for &b in &l.blocks {
@@ -412,17 +418,9 @@ pub(crate) fn counted_loops(
     out
 }
 
-/// Whether `op` steps a counter and branches.
+/// Whether `op` steps a counter and branches (`jmp.step.if.<cc>.i`).
 fn is_step(op: Op) -> bool {
-    matches!(
-        op,
-        Op::JmpStepLtI
-            | Op::JmpStepLeI
-            | Op::JmpStepGtI
-            | Op::JmpStepGeI
-            | Op::JmpStepEqI
-            | Op::JmpStepNeI
-    )
+    op.branch().is_some_and(|b| b.fused == Fused::StepI)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@
 //! none of those checks could fire.
 
 use crate::loops::{
-    block_of, counted_loops, loop_views, Counted, Graph, LoopViews, COUNTED_STEPS_MOST,
+    block_end, block_of, counted_loops, loop_views, Counted, Graph, LoopViews, COUNTED_STEPS_MOST,
 };
 use crate::native::{
     site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
@@ -338,6 +338,8 @@ enum Elem {
 /// the log2 of its element size.
 #[derive(Clone, Copy)]
 struct Stack {
+    /// 0 for the comms stack, 1 for the block stack.
+    index: usize,
     ptr: i32,
     len: i32,
     cap: i32,
@@ -345,6 +347,7 @@ struct Stack {
 }
 
 const COMMS: Stack = Stack {
+    index: 0,
     ptr: OFF_COMMS_PTR,
     len: OFF_COMMS_LEN,
     cap: OFF_COMMS_CAP,
@@ -352,6 +355,7 @@ const COMMS: Stack = Stack {
 };
 
 const BLK: Stack = Stack {
+    index: 1,
     ptr: OFF_BLK_PTR,
     len: OFF_BLK_LEN,
     cap: OFF_BLK_CAP,
@@ -638,18 +642,15 @@ impl T<'_, '_> {
     /// `mul_z` of registers `ra` and `rb`: the plain product where one of
     /// them is [`T::finite_nonzero`].
     fn mul_zr(&mut self, ra: u32, rb: u32) -> Value {
-        let a = self.get(ra);
-        let c = self.get(rb);
-        if self.finite_nonzero(ra) || self.finite_nonzero(rb) {
-            self.b.ins().fmul(a, c)
-        } else {
-            self.mul_z(a, c)
-        }
+        let (a, c) = (self.get(ra), self.get(rb));
+        let plain = self.finite_nonzero(ra) || self.finite_nonzero(rb);
+        self.mul_z_or_plain(a, c, plain)
     }
 
-    /// `mul_z(a, c)` where `a` is register `ra`'s value.
-    fn mul_z_by(&mut self, a: Value, ra: u32, c: Value) -> Value {
-        if self.finite_nonzero(ra) {
+    /// `mul_z(a, c)`, or where `plain` (a factor [`T::finite_nonzero`])
+    /// the product itself.
+    fn mul_z_or_plain(&mut self, a: Value, c: Value, plain: bool) -> Value {
+        if plain {
             self.b.ins().fmul(a, c)
         } else {
             self.mul_z(a, c)
@@ -1226,11 +1227,8 @@ impl T<'_, '_> {
             Op::MulMulZ | Op::AccMulMul => {
                 let m = self.mul_zr(r1, r2);
                 let c = self.get(x);
-                let mut v = if self.finite_nonzero(x) {
-                    self.b.ins().fmul(m, c)
-                } else {
-                    self.mul_z(m, c)
-                };
+                let plain = self.finite_nonzero(x);
+                let mut v = self.mul_z_or_plain(m, c, plain);
                 if ins.op == Op::AccMulMul {
                     let s = self.get(r0);
                     v = self.b.ins().fadd(s, v);
@@ -1264,14 +1262,16 @@ impl T<'_, '_> {
                 let v = self.popped(pc);
                 let a = self.get(r0);
                 let g = self.get(r1);
-                let m = self.mul_z_by(g, r1, v);
+                let plain = self.finite_nonzero(r1);
+                let m = self.mul_z_or_plain(g, v, plain);
                 let s = self.b.ins().fadd(a, m);
                 self.set(r0, s);
             }
             Op::MulPop => {
                 let v = self.popped(pc);
                 let g = self.get(r1);
-                let m = self.mul_z_by(g, r1, v);
+                let plain = self.finite_nonzero(r1);
+                let m = self.mul_z_or_plain(g, v, plain);
                 self.set(r0, m);
             }
             Op::MulPush => {
@@ -1286,7 +1286,8 @@ impl T<'_, '_> {
                 let v = self.popped(pc);
                 let g = self.get(r1);
                 let product = self.mul_zr(r1, x);
-                let term = self.mul_z_by(g, r1, v);
+                let plain = self.finite_nonzero(r1);
+                let term = self.mul_z_or_plain(g, v, plain);
                 let a = self.get(r0);
                 let acc = self.b.ins().fadd(a, term);
                 self.set(r2, product);
@@ -1545,7 +1546,7 @@ impl T<'_, '_> {
     /// Count `n` pushes (`what` 0) or pops (1) on stack `st` at `pc` in
     /// [`T::effects`], if it is recording.
     fn effect(&mut self, pc: usize, st: Stack, what: usize, n: u64) {
-        let k = 2 * usize::from(st.ptr != COMMS.ptr) + what;
+        let k = 2 * st.index + what;
         if let Some(e) = self.effects.as_mut() {
             e.entry(pc).or_insert([0; 4])[k] += n;
         }
@@ -1554,10 +1555,9 @@ impl T<'_, '_> {
     /// Whether the unchecked copy of a counted loop is being translated
     /// and its guard has checked stack `st` for all its pushes or pops.
     fn unchecked_stack(&self, st: Stack) -> bool {
-        let k = usize::from(st.ptr != COMMS.ptr);
         self.copy
             .as_ref()
-            .is_some_and(|c| c.unchecked && c.stacks[k])
+            .is_some_and(|c| c.unchecked && c.stacks[st.index])
     }
 
     /// Pop 64 bits from the comms stack: in place if it is not empty, else
@@ -1759,7 +1759,7 @@ impl T<'_, '_> {
     /// Translate the block of leader index `k` (of `starts`) into `blk`.
     fn block(&mut self, starts: &[usize], k: usize, blk: Block) {
         let start = starts[k];
-        let end = starts.get(k + 1).copied().unwrap_or(self.f.code.len());
+        let end = block_end(starts, k, self.f.code.len());
         self.end = end;
         self.in_block(k);
         self.b.switch_to_block(blk);
@@ -1922,7 +1922,7 @@ impl T<'_, '_> {
         // The most each iteration pushes and pops, over every path from
         // the header through the loop: its blocks in reverse (every edge
         // between them goes forward).
-        let end_of = |b: usize| starts.get(b + 1).copied().unwrap_or(self.f.code.len());
+        let end_of = |b: usize| block_end(starts, b, self.f.code.len());
         let mut most: HashMap<usize, [u64; 4]> = HashMap::new();
         for (i, &b) in c.blocks.iter().enumerate().rev() {
             let mut here = [0u64; 4];
@@ -1961,7 +1961,8 @@ impl T<'_, '_> {
         self.in_block(k);
         let mixed = |j: usize| per[2 * j] > 0 && per[2 * j + 1] > 0;
         let mut stacks = [false; 2];
-        for (j, st) in [COMMS, BLK].into_iter().enumerate() {
+        for st in [COMMS, BLK] {
+            let j = st.index;
             let (push, pop) = (per[2 * j], per[2 * j + 1]);
             let n = match (push, pop) {
                 (n, 0) if n > 0 && !mixed(1 - j) => n,
@@ -2386,7 +2387,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
     t.reload(true, true);
     // The loops (a function without a backward jump has none).
     let graph = has_loop(f).then(|| Graph::new(f, &starts));
-    let hoisted = t.hoist_views(starts.get(1).copied().unwrap_or(f.code.len()));
+    let hoisted = t.hoist_views(block_end(&starts, 0, f.code.len()));
     if let (false, Some(graph)) = (hoisted, &graph) {
         for lv in loop_views(f, &starts, graph, &t.writes, HOIST_MOST) {
             let l = t.loop_views.len();
