@@ -564,12 +564,7 @@ fn checkpointed_as_stored(
     match engine.grad(f, args) {
         Ok(got) => {
             let same = got.value.to_bits() == all.value.to_bits()
-                && got.grad.len() == all.grad.len()
-                && got
-                    .grad
-                    .iter()
-                    .zip(&all.grad)
-                    .all(|(a, b)| crate::same_bits(a, b));
+                && crate::all_same_bits(&got.grad, &all.grad);
             assert!(
                 same,
                 "{what}: checkpointed under {budget} bytes (stored {stored}): {got:?} vs {all:?}"
@@ -648,23 +643,14 @@ pub fn modes_input(data: &[u8]) {
             Err(e) => panic!("{what}: the gradient of converted code failed: {e}"),
         };
         let same = cg.value.to_bits() == grad.value.to_bits()
-            && cg.grad.len() == grad.grad.len()
-            && cg
-                .grad
-                .iter()
-                .zip(&grad.grad)
-                .all(|(a, b)| crate::same_but_zero_sign(a, b));
+            && crate::all_same_but_zero_sign(&cg.grad, &grad.grad);
         assert!(
             same,
             "{what}: converted gradient {cg:?}, from the branches {grad:?}"
         );
         let w = random_dir(&args, &mut rng);
         if let (Ok(a), Ok(b)) = (conv.hvp(f, &args, &w), engine.hvp(f, &args, &w)) {
-            let same = a.hvp.len() == b.hvp.len()
-                && a.hvp
-                    .iter()
-                    .zip(&b.hvp)
-                    .all(|(x, y)| crate::same_but_zero_sign(x, y));
+            let same = crate::all_same_but_zero_sign(&a.hvp, &b.hvp);
             assert!(same, "{what}: converted hvp {a:?}, from the branches {b:?}");
         }
         engine = conv;

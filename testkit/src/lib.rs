@@ -93,6 +93,21 @@ pub fn same_but_zero_sign(a: &Option<vm::Value>, b: &Option<vm::Value>) -> bool 
     same_entries(a, b, true)
 }
 
+/// Two lists of gradient entries (or HVP entries) of one length, entry by
+/// entry [`same_bits`].
+pub fn all_same_bits(a: &[Option<vm::Value>], b: &[Option<vm::Value>]) -> bool {
+    same_lists(a, b, false)
+}
+
+/// [`all_same_bits`], but zeros may differ in sign ([`same_but_zero_sign`]).
+pub fn all_same_but_zero_sign(a: &[Option<vm::Value>], b: &[Option<vm::Value>]) -> bool {
+    same_lists(a, b, true)
+}
+
+fn same_lists(a: &[Option<vm::Value>], b: &[Option<vm::Value>], zeros: bool) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_entries(x, y, zeros))
+}
+
 fn same_entries(a: &Option<vm::Value>, b: &Option<vm::Value>, zeros: bool) -> bool {
     use vm::Value;
     let eq = |x: f64, y: f64| {

@@ -20,12 +20,8 @@ fn eq(x: f64, y: f64) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
-fn same_values(a: &[Option<Value>], b: &[Option<Value>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| testkit::same_bits(x, y))
-}
-
 fn same_bits(a: &Gradient, b: &Gradient) -> bool {
-    eq(a.value, b.value) && same_values(&a.grad, &b.grad)
+    eq(a.value, b.value) && testkit::all_same_bits(&a.grad, &b.grad)
 }
 
 fn engine(src: &str) -> Engine {
@@ -181,12 +177,12 @@ fn powloop_under_a_small_budget_is_checkpointed() {
         assert!(factor > 1.0 && factor < most, "{budget}: factor {factor}");
         assert_eq!(e.recompute_factor(), factor);
         let v = e.vjp(f, &args, &seed).expect("checkpointed");
-        assert!(v.value == vjp_all.value && same_values(&v.grad, &vjp_all.grad));
+        assert!(v.value == vjp_all.value && testkit::all_same_bits(&v.grad, &vjp_all.grad));
         let h = e.hvp(f, &args, &dir).expect("checkpointed");
         assert!(
             eq(h.value, hvp_all.value)
-                && same_values(&h.grad, &hvp_all.grad)
-                && same_values(&h.hvp, &hvp_all.hvp),
+                && testkit::all_same_bits(&h.grad, &hvp_all.grad)
+                && testkit::all_same_bits(&h.hvp, &hvp_all.hvp),
             "{budget}: {h:?} vs {hvp_all:?}"
         );
         assert!(e.vm_mut().stack_high_water_bytes() <= budget);

@@ -80,22 +80,11 @@ fn pair_of(src: &str, limits: &Limits) -> (Engine, Engine) {
 }
 
 /// Run and differentiate `name` on `args` in both engines: the same
-/// results, traps and counts. Returns the primal's `Debug` text and
-/// whether the native tier ran it.
+/// results, traps and counts ([`crate::tiers::same`]). Returns the
+/// primal's `Debug` text and whether the native tier ran it.
 fn same(a: &mut Engine, b: &mut Engine, name: &str, args: &[Value]) -> (String, bool) {
-    let f = a.find(name).expect("exists");
-    let (ra, rb) = (a.run(f, args), b.run(f, args));
-    let text = format!("{rb:?}");
-    assert_eq!(format!("{ra:?}"), text, "run {name} {args:?}");
-    assert_eq!(
-        a.vm_mut().executed(),
-        b.vm_mut().executed(),
-        "count {name} {args:?}"
-    );
-    let ran = b.vm_mut().last_tier() == Tier::Native;
-    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
-    assert_eq!(format!("{ga:?}"), format!("{gb:?}"), "grad {name} {args:?}");
-    (text, ran)
+    let both = crate::tiers::same(a, b, name, args);
+    (both.text, both.native)
 }
 
 #[test]

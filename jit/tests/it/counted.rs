@@ -135,22 +135,9 @@ fn pair() -> (Engine, Engine) {
 fn same(a: &mut Engine, b: &mut Engine, limits: &Limits, name: &str, args: &[Value]) -> bool {
     *a.vm_mut().limits_mut() = limits.clone();
     *b.vm_mut().limits_mut() = limits.clone();
-    let f = a.find(name).expect("exists");
-    let (ra, rb) = (a.run(f, args), b.run(f, args));
-    assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "run {name} {args:?}");
-    assert_eq!(
-        a.vm_mut().executed(),
-        b.vm_mut().executed(),
-        "count {name} {args:?} {limits:?}"
-    );
-    assert_eq!(b.vm_mut().last_tier(), Tier::Native, "{name}");
-    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
-    assert_eq!(
-        format!("{ga:?}"),
-        format!("{gb:?}"),
-        "grad {name} {args:?} {limits:?}"
-    );
-    rb.is_err()
+    let both = crate::tiers::same(a, b, name, args);
+    assert!(both.native, "{name}");
+    both.trapped
 }
 
 fn array(n: usize) -> Value {

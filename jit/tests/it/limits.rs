@@ -92,26 +92,7 @@ fn same(limits: &Limits, name: &str, args: &[Value]) -> bool {
 fn same_in(a: &mut Engine, b: &mut Engine, limits: &Limits, name: &str, args: &[Value]) -> bool {
     *a.vm_mut().limits_mut() = limits.clone();
     *b.vm_mut().limits_mut() = limits.clone();
-    let f = a.find(name).expect("exists");
-    let (ra, rb) = (a.run(f, args), b.run(f, args));
-    assert_eq!(
-        format!("{ra:?}"),
-        format!("{rb:?}"),
-        "run {name} {limits:?}"
-    );
-    assert_eq!(
-        a.vm_mut().executed(),
-        b.vm_mut().executed(),
-        "count {name} {limits:?}"
-    );
-    let ran = b.vm_mut().last_tier() == Tier::Native;
-    let (ga, gb) = (a.grad(f, args), b.grad(f, args));
-    assert_eq!(
-        format!("{ga:?}"),
-        format!("{gb:?}"),
-        "grad {name} {limits:?}"
-    );
-    ran
+    crate::tiers::same(a, b, name, args).native
 }
 
 #[test]

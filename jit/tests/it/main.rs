@@ -16,3 +16,4 @@ mod recursion;
 mod settings;
 mod three_calls;
 mod tiering;
+mod tiers;
