@@ -1,7 +1,8 @@
 //! The native tier against the interpreter and against native Rust
 //! (`suite::native`: the same primals, and hand-written adjoints), on the
-//! suite's programs (`programs/bench/`), and its compile time per function
-//! over the corpus. Criterion times each call; a summary of medians and
+//! suite's programs (`programs/bench/`), what a call from the host costs
+//! in each tier (`entry/*`), and its compile time per function over the
+//! corpus. Criterion times each call; a summary of medians and
 //! ratios is printed at the end (the figures of docs/benchmarks.md,
 //! *Native tier*). `cargo bench -p advm-bench --bench native`.
 //!
@@ -119,6 +120,7 @@ fn main() {
         });
         rows.push((file.to_string(), tiers, np, ng));
     }
+    let entry = entry_costs(&mut c);
     let progs = corpus::programs();
     let mut times = Vec::new();
     for _ in 0..5 {
@@ -142,9 +144,50 @@ fn main() {
             ig / jg
         );
     }
+    println!("\n| call from the host | interp | jit (eager) | jit / interp |");
+    println!("|---|---:|---:|---:|");
+    for (name, i, j) in entry {
+        println!("| {name} | {i:.1} ns | {j:.1} ns | {:.2} |", j / i);
+    }
     println!(
         "\ncompile time per function over the corpus ({} programs, compiled 5 times):\n{}",
         progs.len(),
         corpus::summary(&times)
     );
+}
+
+/// What a call from the host costs past the work it does: `Vm::call_raw`
+/// of a function that returns its argument, and of `sin(cos x)`, in the
+/// interpreter and compiled (a tier from `jit::install_eager`, which
+/// compiles such small loop-free calls that `jit::install` leaves to the
+/// interpreter). Name, interpreter and compiled medians.
+fn entry_costs(c: &mut Criterion) -> Vec<(&'static str, f64, f64)> {
+    let src = "fn @id(%x: f64) -> f64 {\nentry:\n    ret %x\n}\n\
+               fn @sincos(%x: f64) -> f64 {\nentry:\n    %c = cos %x\n    %s = sin %c\n    ret %s\n}\n";
+    let module = assembler::assemble(src, "entry.adasm").expect("assembles");
+    let mut prog = vm::lower::lower_module(&module).expect("lowers");
+    vm::verify::verify_program(&mut prog).expect("verifies");
+    let args = [0.9f64.to_bits()];
+    let mut rows = Vec::new();
+    for name in ["id", "sincos"] {
+        let f = prog.find(name).expect("defined");
+        let mut medians = [0.0; 2];
+        for (k, tier) in ["interp", "jit"].into_iter().enumerate() {
+            let mut v = vm::Vm::new(vm::Limits::default());
+            if k == 1 {
+                jit::install_eager(&mut v);
+            }
+            v.begin(false);
+            v.call_raw(&prog, f, &args).expect("runs");
+            assert_eq!(v.last_tier(), [Tier::Interp, Tier::Native][k]);
+            c.bench_function(&format!("entry/{name}/{tier}"), |b| {
+                b.iter(|| black_box(v.call_raw(&prog, f, black_box(&args)).is_ok()))
+            });
+            medians[k] = median(|| {
+                black_box(v.call_raw(&prog, f, black_box(&args)).is_ok());
+            });
+        }
+        rows.push((name, medians[0], medians[1]));
+    }
+    rows
 }

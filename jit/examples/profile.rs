@@ -5,7 +5,8 @@
 //! As the `native` bench runs them (`suite::advm::Advm`): the primal by
 //! `Vm::call_raw`, the gradient with respect to the inputs the native
 //! adjoint differentiates. `--no-jit` runs the interpreter instead,
-//! `--if-convert` derives from if-converted code.
+//! `--if-convert` derives from if-converted code, `--eager` compiles
+//! small loop-free calls too (`jit::install_eager`).
 
 use std::hint::black_box;
 use suite::advm::Advm;
@@ -28,7 +29,10 @@ fn main() {
     };
     a.engine_mut()
         .set_if_conversion(args.iter().any(|s| s == "--if-convert"));
-    if !args.iter().any(|s| s == "--no-jit") {
+    if args.iter().any(|s| s == "--eager") {
+        jit::install_eager(a.engine_mut().vm_mut());
+        jit::install_eager(a.primal_vm_mut());
+    } else if !args.iter().any(|s| s == "--no-jit") {
         jit::install(a.engine_mut().vm_mut());
         jit::install(a.primal_vm_mut());
     }

@@ -245,7 +245,8 @@ pub struct Jit {
     bodies: Vec<Option<Body>>,
     entries: Vec<Option<Entry>>,
     out: Vec<u64>,
-    views: Vec<native::ArrView>,
+    /// The context compiled code shares with the host, kept between calls.
+    cx: native::CtxCell,
     /// The stack segments compiled recursion runs on past the host's stack.
     stacks: native::Stacks,
     /// Reused for every function (cleared, not rebuilt).
@@ -482,7 +483,7 @@ impl Jit {
             bodies: Vec::new(),
             entries: Vec::new(),
             out: Vec::new(),
-            views: Vec::new(),
+            cx: native::CtxCell::default(),
             stacks: native::Stacks::default(),
             ctx: None,
             fctx: FunctionBuilderContext::new(),
@@ -528,6 +529,7 @@ impl Jit {
     }
 
     /// The compiled entry of `f`, compiling it if needed.
+    #[inline(never)]
     fn entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
         let stamp = prog.stamp(f).ok_or(Decline::NotVerified)?;
         if let Some(Some(e)) = self.entries.get(f.index()) {
@@ -1156,7 +1158,15 @@ impl NativeTier for Jit {
         if !vm.native_entry_ok(prog, f, args) {
             return None;
         }
-        let code = match self.entry(prog, f) {
+        // The common case first: a compiled entry, current.
+        let ready = match self.entries.get(f.index()) {
+            Some(Some(Entry {
+                stamp,
+                code: Ok(code),
+            })) if prog.stamp(f) == Some(*stamp) => Ok(*code),
+            _ => self.entry(prog, f),
+        };
+        let code = match ready {
             // A recursion runs compiled only if its deepest native stack
             // (every level at the largest frame, down to the depth limit)
             // fits in what the memory budget leaves: then that budget bounds
@@ -1187,34 +1197,31 @@ impl NativeTier for Jit {
             self.out.resize(code.nouts, 0);
         }
         vm.native_begin();
-        let o = native::enter(
+        let trapped = native::enter(
+            &mut self.cx,
             code,
             vm,
             args,
             &mut self.out,
-            &mut self.views,
             &mut self.stacks,
         );
-        if let Some((site, kind)) = o.pending {
-            let (func, pc) = native::unsite(site);
-            let callers: Vec<(FuncId, usize)> =
-                o.callers.iter().map(|&s| native::unsite(s)).collect();
-            return Some(Err(vm.native_trap(prog, func, pc, o.steps, kind, &callers)));
+        let steps = self.cx.steps();
+        if trapped {
+            return self.cx.take_trap().map(|((site, kind), callers)| {
+                let (func, pc) = native::unsite(site);
+                let callers: Vec<(FuncId, usize)> =
+                    callers.iter().map(|&s| native::unsite(s)).collect();
+                Err(vm.native_trap(prog, func, pc, steps, kind, &callers))
+            });
         }
         if let Some(fuel) = vm.limits().fuel {
-            if o.steps > fuel {
+            if steps > fuel {
                 let k = TrapKind::OutOfFuel { limit: fuel };
-                return Some(Err(vm.native_trap(
-                    prog,
-                    f,
-                    o.ret_pc as usize,
-                    o.steps,
-                    k,
-                    &[],
-                )));
+                let pc = self.cx.ret_pc() as usize;
+                return Some(Err(vm.native_trap(prog, f, pc, steps, k, &[])));
             }
         }
-        vm.native_finish(o.steps, &self.out[..code.nouts.min(self.out.len())]);
+        vm.native_finish(steps, &self.out[..code.nouts.min(self.out.len())]);
         Some(Ok(()))
     }
 

@@ -158,7 +158,21 @@ fn sync_in(c: &mut Ctx, vm: &mut Vm) {
 /// Bring the views of the live arrays up to date: all of them if buffers
 /// may have moved since they were taken (or `all`), else those of the
 /// arrays allocated since; then point the context at them.
+#[inline]
 fn sync_arrays(c: &mut Ctx, vm: &mut Vm, all: bool) {
+    if vm.native_array_count() == 0 {
+        // No live array (most calls of scalar code): no views.
+        c.views.clear();
+        c.arr_tab = c.views.as_ptr();
+        c.arr_n = 0;
+        return;
+    }
+    sync_views(c, vm, all);
+}
+
+/// [`sync_arrays`] where there are live arrays.
+#[inline(never)]
+fn sync_views(c: &mut Ctx, vm: &mut Vm, all: bool) {
     let moves = vm.native_array_moves();
     let n = vm.native_array_count();
     if all || moves != c.moves || n < c.views.len() {
@@ -616,6 +630,7 @@ impl Stacks {
     /// Unmap the segments past the first [`SEGMENTS_KEPT`] (between calls,
     /// when none is in use): a recursion that once went deep does not keep
     /// its stack's pages for the tier's lifetime.
+    #[inline]
     fn trim(&mut self) {
         while self.segs.len() > SEGMENTS_KEPT {
             if let Some((map, len)) = self.segs.pop() {
@@ -745,14 +760,69 @@ helper_abi! {
     }
 }
 
-/// What one call of compiled code left: the trap (site, kind) if any,
-/// the instructions executed and the `pc` of the last return.
-pub(crate) struct Outcome {
-    pub pending: Option<(u64, TrapKind)>,
-    /// The call sites the trap unwound through, innermost first.
-    pub callers: Vec<u64>,
-    pub steps: u64,
-    pub ret_pc: u64,
+/// The context of a tier's calls from the host, kept between them so that
+/// entering compiled code writes only the fields that change from call to
+/// call (a fresh context took a third of a small call's time).
+pub(crate) struct CtxCell(Box<Ctx>);
+
+// SAFETY: the raw pointers of a `Ctx` (the VM, its stacks, arrays and
+// interrupt flag, the stack segments) are only dereferenced while a call
+// from the host runs, and [`enter`] sets every one of them from its own
+// arguments before compiled code runs; between calls they are stale
+// numbers nothing reads. Moving the cell to another thread between calls
+// is therefore sound.
+unsafe impl Send for CtxCell {}
+
+// SAFETY: the tier reaches the cell only through `&mut Jit` (in
+// [`enter`]); a shared reference gives no access to it.
+unsafe impl Sync for CtxCell {}
+
+impl Default for CtxCell {
+    fn default() -> CtxCell {
+        CtxCell(Box::new(Ctx {
+            trapped: 0,
+            steps: 0,
+            depth: 1,
+            max_depth: 0,
+            fuel: 0,
+            interrupt: std::ptr::null(),
+            ret_pc: 0,
+            comms_ptr: std::ptr::null_mut(),
+            comms_len: 0,
+            comms_cap: 0,
+            blk_ptr: std::ptr::null_mut(),
+            blk_len: 0,
+            blk_cap: 0,
+            arr_tab: std::ptr::null(),
+            arr_n: 0,
+            stack_limit: 0,
+            vm: std::ptr::null_mut(),
+            stacks: std::ptr::null_mut(),
+            views: Vec::new(),
+            moves: 0,
+            pending: None,
+            callers: Vec::new(),
+        }))
+    }
+}
+
+impl CtxCell {
+    /// Instructions the last call executed.
+    pub(crate) fn steps(&self) -> u64 {
+        self.0.steps
+    }
+
+    /// The `pc` of the last call's last return.
+    pub(crate) fn ret_pc(&self) -> u64 {
+        self.0.ret_pc
+    }
+
+    /// The last call's trap (site, kind) and the call sites it unwound
+    /// through, innermost first; `None` if it did not trap.
+    pub(crate) fn take_trap(&mut self) -> Option<((u64, TrapKind), Vec<u64>)> {
+        let p = self.0.pending.take()?;
+        Some((p, std::mem::take(&mut self.0.callers)))
+    }
 }
 
 /// The machine code of an entry trampoline (`translate::trampoline`).
@@ -781,67 +851,55 @@ unsafe impl Send for EntryCode {}
 // `&EntryCode` gives nothing but its address.
 unsafe impl Sync for EntryCode {}
 
-/// Run compiled code: the trampoline `code` on `args`, results in `out`.
-///
-/// `views` is a buffer for the arrays' views, lent for the call and handed
-/// back (its contents are stale afterwards).
+/// Run compiled code: the trampoline `code` on `args`, results in `out`,
+/// with the context `cell`; whether it trapped ([`CtxCell::take_trap`]).
+/// The instructions executed and the last return's `pc` are then in
+/// `cell`.
+#[inline]
 pub(crate) fn enter(
+    cell: &mut CtxCell,
     code: EntryCode,
     vm: &mut Vm,
     args: &[u64],
     out: &mut [u64],
-    views: &mut Vec<ArrView>,
     stacks: &mut Stacks,
-) -> Outcome {
-    let limits = vm.limits();
-    let mut ctx = Ctx {
-        trapped: 0,
-        steps: 0,
-        depth: 1,
-        max_depth: limits.max_call_depth as u64,
-        fuel: limits.fuel.unwrap_or(u64::MAX),
-        interrupt: vm.interrupt_flag() as *const AtomicBool,
-        ret_pc: 0,
-        comms_ptr: std::ptr::null_mut(),
-        comms_len: 0,
-        comms_cap: 0,
-        blk_ptr: std::ptr::null_mut(),
-        blk_len: 0,
-        blk_cap: 0,
-        arr_tab: std::ptr::null(),
-        arr_n: 0,
-        // Only a call graph with recursion makes checked calls.
-        stack_limit: if code.recursive_frame > 0 {
-            host_stack_limit()
-        } else {
-            0
-        },
-        vm: std::ptr::null_mut(),
-        stacks: std::ptr::null_mut(),
-        views: std::mem::take(views),
-        moves: 0,
-        pending: None,
-        callers: Vec::new(),
-    };
-    sync_in(&mut ctx, vm);
-    sync_arrays(&mut ctx, vm, true);
+) -> bool {
+    let ctx = &mut *cell.0;
     if args.len() != code.nparams || out.len() < code.nouts {
         // Never happens (the tier sizes both from the same function); no
         // machine code runs on a mismatch.
-        *views = std::mem::take(&mut ctx.views);
-        return Outcome {
-            pending: Some((0, TrapKind::ArgMismatch("native tier: bad entry".into()))),
-            callers: Vec::new(),
-            steps: 0,
-            ret_pc: 0,
-        };
+        ctx.steps = 0;
+        ctx.ret_pc = 0;
+        ctx.callers.clear();
+        ctx.pending = Some((0, TrapKind::ArgMismatch("native tier: bad entry".into())));
+        return true;
     }
+    let limits = vm.limits();
+    ctx.pending = None;
+    ctx.callers.clear();
+    ctx.trapped = 0;
+    ctx.steps = 0;
+    ctx.depth = 1;
+    ctx.max_depth = limits.max_call_depth as u64;
+    ctx.fuel = limits.fuel.unwrap_or(u64::MAX);
+    ctx.interrupt = vm.interrupt_flag() as *const AtomicBool;
+    ctx.ret_pc = 0;
+    // Only a call graph with recursion makes checked calls.
+    ctx.stack_limit = if code.recursive_frame > 0 {
+        host_stack_limit()
+    } else {
+        0
+    };
+    sync_in(ctx, vm);
+    sync_arrays(ctx, vm, true);
     // SAFETY: `code.ptr` is a trampoline the tier compiled with exactly
     // this signature from a verified function and finalized in its
     // `JITModule` (alive while the tier is); it reads `nparams` values from
     // `args` and writes at most `nouts` to `out`, both checked just above.
-    // `ctx` outlives the call; `vm` is reached only through it until the
-    // call returns (see `parts`). Compiled code reads and writes array
+    // `ctx` is the tier's own, boxed (its address does not move while the
+    // code runs), and every pointer in it was set just above from this
+    // call's arguments; `vm` is reached only through it until the call
+    // returns (see `parts`). Compiled code reads and writes array
     // elements in place only at `arr_tab[h - 1]` with `h - 1 < arr_n` and
     // below that view's length (`translate.rs`, `in_place`, unsigned
     // compares): `arr_tab` and `arr_n` are `views`' buffer and length,
@@ -858,17 +916,11 @@ pub(crate) fn enter(
     ctx.stacks = stacks as *mut Stacks;
     unsafe {
         let f: Trampoline = std::mem::transmute(code.ptr);
-        f(&mut ctx, args.as_ptr(), out.as_mut_ptr());
+        f(ctx, args.as_ptr(), out.as_mut_ptr());
     }
-    sync_out(&ctx, vm);
-    *views = std::mem::take(&mut ctx.views);
+    sync_out(ctx, vm);
     stacks.trim();
-    Outcome {
-        pending: ctx.pending.take(),
-        callers: std::mem::take(&mut ctx.callers),
-        steps: ctx.steps,
-        ret_pc: ctx.ret_pc,
-    }
+    ctx.pending.is_some()
 }
 
 /// The stack limit of a call from the host into a call graph with

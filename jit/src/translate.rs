@@ -255,6 +255,58 @@ struct T<'a, 'b> {
     /// pops, block pushes, block pops), as `push_in` and `pop_in` emit
     /// them, for the guard of the unchecked copy.
     effects: Option<HashMap<usize, [u64; 4]>>,
+    /// Whether the function's own instructions use the AD stacks and the
+    /// arrays ([`touches`]): the cached fields of the others are never
+    /// read from the context nor written back.
+    touch: Touch,
+}
+
+/// Which groups of cached context fields ([`CACHED`]) a function's own
+/// instructions use. A call does not count: the callee reads what it
+/// uses from the context, which the caller leaves as it found it when it
+/// uses none of a group.
+#[derive(Clone, Copy)]
+struct Touch {
+    stacks: bool,
+    arrays: bool,
+}
+
+/// [`Touch`] of `f`. A function that uses neither (most primal code
+/// without arrays) enters and returns without reading or writing the
+/// stacks' or arrays' fields.
+fn touches(f: &Function) -> Touch {
+    let mut t = Touch {
+        stacks: false,
+        arrays: false,
+    };
+    for ins in &f.code {
+        match ins.op {
+            Op::BlkPush
+            | Op::BlkPop
+            | Op::CommsPush
+            | Op::CommsPop
+            | Op::CommsReserve
+            | Op::CommsPushR
+            | Op::AccMulPop
+            | Op::AccMulPopMul
+            | Op::MulPop
+            | Op::MulPush => t.stacks = true,
+            Op::ANew
+            | Op::ALen
+            | Op::AGet
+            | Op::AGetAdd
+            | Op::AGetPair
+            | Op::AddMulAGet
+            | Op::AccMulAGetAdd
+            | Op::ASet
+            | Op::ShadowAcc
+            | Op::ShadowAccMul
+            | Op::ShadowTake
+            | Op::LenCheck => t.arrays = true,
+            _ => {}
+        }
+    }
+    t
 }
 
 /// One of the two copies of a [`Counted`] loop ([`T::counted_loop`]).
@@ -464,6 +516,16 @@ impl T<'_, '_> {
 
     fn cvar(&self, off: i32) -> Variable {
         let k = CACHED.iter().position(|o| *o == off).unwrap_or(0);
+        // A field of a group the function was found not to use is never
+        // read from the context: an instruction missing from `touches`.
+        debug_assert!(
+            if k < 6 {
+                self.touch.stacks
+            } else {
+                self.touch.arrays
+            },
+            "a cached context field used by an instruction `touches` does not list"
+        );
         self.cached[k]
     }
 
@@ -480,6 +542,9 @@ impl T<'_, '_> {
 
     /// Write the stack lengths back to the context.
     fn spill(&mut self) {
+        if !self.touch.stacks {
+            return;
+        }
         for off in [OFF_COMMS_LEN, OFF_BLK_LEN] {
             let v = self.cget(off);
             self.ctx_store(v, off);
@@ -489,6 +554,7 @@ impl T<'_, '_> {
     /// Read the stacks' fields (`stacks`) and the arrays' (`arrays`) from
     /// the context again.
     fn reload(&mut self, stacks: bool, arrays: bool) {
+        let (stacks, arrays) = (stacks && self.touch.stacks, arrays && self.touch.arrays);
         for (k, off) in CACHED.iter().enumerate() {
             if (k < 6 && stacks) || (k >= 6 && arrays) {
                 let v = self.ctx_load(*off);
@@ -2383,6 +2449,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         copy: None,
         fuel_room: None,
         effects: None,
+        touch: touches(f),
     };
     t.reload(true, true);
     // The loops (a function without a backward jump has none).

@@ -139,6 +139,27 @@ fn fuel_traps_at_the_same_instruction() {
 }
 
 #[test]
+fn traps_and_returns_alternate_in_one_tier() {
+    // The tier keeps its context from call to call: what a trap left in
+    // it (its kind, call stack and count) must not reach the next call.
+    let (mut a, mut b) = pair(&Limits::default());
+    let args = [Value::F64(0.5), Value::I64(3)];
+    for _ in 0..3 {
+        for (depth, traps) in [(2, true), (64, false), (1, true), (64, false)] {
+            let limits = Limits {
+                max_call_depth: depth,
+                ..Limits::default()
+            };
+            *a.vm_mut().limits_mut() = limits.clone();
+            *b.vm_mut().limits_mut() = limits;
+            let both = crate::tiers::same(&mut a, &mut b, "top", &args);
+            assert!(both.native);
+            assert_eq!(both.trapped, traps, "depth {depth}: {}", both.text);
+        }
+    }
+}
+
+#[test]
 fn depth_limit_traps_at_the_same_call() {
     let args = [Value::F64(0.5), Value::I64(3)];
     for depth in 1..5 {

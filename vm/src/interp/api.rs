@@ -49,6 +49,7 @@ impl Vm {
     }
 
     /// The limits calls run under.
+    #[inline]
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

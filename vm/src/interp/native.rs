@@ -111,6 +111,7 @@ impl Vm {
     /// Before compiled code runs a call from the host: what the
     /// interpreter does on entry past the entry checks (which the tier
     /// leaves to the interpreter: it declines a call that fails them).
+    #[inline]
     pub fn native_begin(&mut self) {
         self.frames.clear();
         if self.stack_capacity_bytes() > self.stack_limit {
@@ -129,16 +130,22 @@ impl Vm {
 
     /// Whether the interpreter's entry checks pass for this call
     /// (`Vm::entry`).
+    #[inline]
     pub fn native_entry_ok(&self, prog: &Program, f: FuncId, args: &[u64]) -> bool {
         self.entry(prog, f, args).is_some()
     }
 
     /// After compiled code returned to the host: `steps` instructions
     /// executed, `results` returned.
+    #[inline]
     pub fn native_finish(&mut self, steps: u64, results: &[u64]) {
         self.executed_bytes = steps.wrapping_mul(W);
         self.results.clear();
-        self.results.extend_from_slice(results);
+        // Element by element: a call returns one or a few values, fewer
+        // than a `memmove` is worth calling for.
+        for r in results {
+            self.results.push(*r);
+        }
         self.sample_peak();
     }
 
@@ -172,6 +179,7 @@ impl Vm {
     }
 
     /// The interrupt flag, to poll.
+    #[inline]
     pub fn interrupt_flag(&self) -> &AtomicBool {
         &self.interrupt
     }
@@ -180,12 +188,14 @@ impl Vm {
     /// place while the stack has room (growing it only through
     /// [`Vm::native_comms_push`] and [`Vm::native_comms_reserve`], which
     /// keep it within the limits).
+    #[inline]
     pub fn native_comms(&mut self) -> &mut Vec<u64> {
         &mut self.comms
     }
 
     /// The block stack itself, likewise (grown only through
     /// [`Vm::native_blk_push`]).
+    #[inline]
     pub fn native_blk(&mut self) -> &mut Vec<u32> {
         &mut self.blk
     }
