@@ -6,7 +6,9 @@
 //! `Vm::call_raw`, the gradient with respect to the inputs the native
 //! adjoint differentiates. `--no-jit` runs the interpreter instead,
 //! `--if-convert` derives from if-converted code, `--eager` compiles
-//! small loop-free calls too (`jit::install_eager`).
+//! small loop-free calls too (`jit::install_eager`). With `ADVM_SRC` set
+//! to a file, that file's listing replaces the program's (same function
+//! and arguments), to time a variant of it.
 
 use std::hint::black_box;
 use suite::advm::Advm;
@@ -20,7 +22,16 @@ fn main() {
         eprintln!("no suite program {name}");
         std::process::exit(64);
     };
-    let mut a = match Advm::from_case(&case) {
+    let made = match std::env::var("ADVM_SRC") {
+        Ok(path) => std::fs::read_to_string(&path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|src| {
+                let wrt = suite::Input::from_case(&case).wrt();
+                Advm::from_source(&src, &path, case.func, case.args.clone(), wrt)
+            }),
+        Err(_) => Advm::from_case(&case),
+    };
+    let mut a = match made {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
