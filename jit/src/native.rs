@@ -65,8 +65,8 @@ pub(crate) struct Ctx {
     vm: *mut Vm,
     /// The tier's stack segments (host-only; reached by [`h_call_grown`]).
     stacks: *mut Stacks,
-    /// The views themselves (host-only; the tier's buffer, lent for the
-    /// call, so that a warm call allocates nothing).
+    /// The views themselves (host-only; kept with the context between
+    /// calls, so that a warm call allocates nothing).
     views: Vec<ArrView>,
     /// [`Vm::native_array_moves`] when `views` was last filled.
     moves: u64,
@@ -721,7 +721,7 @@ helper_abi! {
     /// segment could be mapped (the trap, `OutOfMemory` at the call, is
     /// set).
     fn h_call_grown(ctx: *mut Ctx, site: u64, tramp: u64, args: u64, out: u64) -> u64 {
-        // SAFETY: `ctx` is the context `enter` made (see `parts`); its
+        // SAFETY: `ctx` is the context `enter` set up (see `parts`); its
         // `stacks` is the tier's, lent for the call. Neither is held by
         // reference across the call below: compiled code and the helpers
         // it calls reach them through the same pointers.
