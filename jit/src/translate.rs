@@ -321,6 +321,15 @@ struct LoopCopy {
     /// The accesses (`pc`, array register, shadow?) the unchecked copy
     /// makes without a bounds check.
     accesses: HashSet<(usize, u32, bool)>,
+    /// For each of `accesses` whose index is the counter plus invariant
+    /// registers: the address of element `offsets` (the view's address
+    /// plus 8 times their sum, computed by the guard), so that the access
+    /// is at that address plus 8 times the counter. A value made for the
+    /// loop, dead after it, instead of the view's address (live through the
+    /// function) and the sum done again on every iteration.
+    pointers: HashMap<(usize, u32, bool), Value>,
+    /// The counter's register.
+    counter: u32,
     /// Whether the unchecked copy pushes on (or pops from) the comms
     /// stack and the block stack without looking at its room (or length).
     stacks: [bool; 2],
@@ -1426,13 +1435,26 @@ impl T<'_, '_> {
                 // The guard of the counted loop has checked the index.
                 let join = self.b.create_block();
                 let out = gives.then(|| self.b.append_block_param(join, ty));
-                let data = if ptr == AV_SHADOW {
-                    view.shadow
-                } else {
-                    view.data
-                };
-                let base = self.b.use_var(data);
-                self.elem_op(base, i, what, join);
+                let at = self
+                    .copy
+                    .as_ref()
+                    .and_then(|c| Some((*c.pointers.get(&key)?, c.counter)));
+                match at {
+                    // The element `offsets` on: the counter's.
+                    Some((p, counter)) => {
+                        let k = self.get(counter);
+                        self.elem_op(p, k, what, join);
+                    }
+                    None => {
+                        let data = if ptr == AV_SHADOW {
+                            view.shadow
+                        } else {
+                            view.data
+                        };
+                        let base = self.b.use_var(data);
+                        self.elem_op(base, i, what, join);
+                    }
+                }
                 self.b.switch_to_block(join);
                 return out;
             }
@@ -1930,12 +1952,33 @@ impl T<'_, '_> {
         // (for an index that moves with the counter) `tm1` below what is
         // left above `w`.
         let mut accesses = HashSet::new();
+        let mut pointers = HashMap::new();
         let mut checked: Vec<(u32, bool, bool, &[u32])> = Vec::new();
+        // By array register, shadow or not, and offsets.
+        let mut bases: HashMap<(u32, bool, &[u32]), Value> = HashMap::new();
         for a in &c.accesses {
             let Some(view) = self.hoisted.get(&a.array).copied() else {
                 continue;
             };
             accesses.insert((a.pc, a.array, a.shadow));
+            if a.counted {
+                let pkey = (a.array, a.shadow, &a.offsets[..]);
+                let p = match bases.get(&pkey) {
+                    Some(p) => *p,
+                    None => {
+                        let data = if a.shadow { view.shadow } else { view.data };
+                        let mut p = self.b.use_var(data);
+                        for &o in &a.offsets {
+                            let v = self.get(o);
+                            let off = self.b.ins().ishl_imm_s(v, 3);
+                            p = self.b.ins().iadd(p, off);
+                        }
+                        bases.insert(pkey, p);
+                        p
+                    }
+                };
+                pointers.insert((a.pc, a.array, a.shadow), p);
+            }
             let key = (a.array, a.shadow, a.counted, &a.offsets[..]);
             if checked.contains(&key) {
                 continue;
@@ -1973,6 +2016,8 @@ impl T<'_, '_> {
             unchecked: false,
             blocks: HashMap::from([(c.header, checked_top)]),
             accesses: HashSet::new(),
+            pointers: HashMap::new(),
+            counter: c.counter,
             stacks: [false; 2],
         });
         self.effects = Some(HashMap::new());
@@ -2056,6 +2101,8 @@ impl T<'_, '_> {
             unchecked: true,
             blocks: fast,
             accesses,
+            pointers,
+            counter: c.counter,
             stacks,
         });
         for &b in &c.blocks {
