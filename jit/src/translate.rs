@@ -259,6 +259,29 @@ struct T<'a, 'b> {
     /// arrays ([`touches`]): the cached fields of the others are never
     /// read from the context nor written back.
     touch: Touch,
+    /// While the unchecked copy of a one-block counted loop is translated:
+    /// where its instruction count comes from ([`StepsFrom`]).
+    steps_from: Option<StepsFrom>,
+    /// The stack slot of [`StepsFrom`] (one per function: counted loops
+    /// are innermost, so one runs at a time).
+    steps_slot: Option<cranelift_codegen::ir::StackSlot>,
+}
+
+/// The instruction count in the unchecked copy of a one-block counted
+/// loop, derived from the counter instead of kept in a register: every
+/// iteration runs the block's `len` instructions, so with `base` (in
+/// `slot`) the count on entry less (going up) or plus (going down) `len`
+/// times the counter's first value, the count once an iteration with
+/// counter `c` has begun is `base + len·(c + 1)` going up and `base -
+/// len·(c - 1)` going down, in wrapping arithmetic. The loop then holds no
+/// register for the count (a loop with a math call had to keep its
+/// counter in a stack slot for want of one).
+#[derive(Clone, Copy)]
+struct StepsFrom {
+    slot: cranelift_codegen::ir::StackSlot,
+    len: i64,
+    counter: u32,
+    up: bool,
 }
 
 /// Which groups of cached context fields ([`CACHED`]) a function's own
@@ -506,12 +529,42 @@ impl T<'_, '_> {
 
     /// The instructions executed once `pc` (of the current block) has.
     fn done(&mut self, pc: usize) -> Value {
-        let s = self.b.use_var(self.s);
+        let s = match self.steps_from {
+            Some(d) => {
+                let c = self.get(d.counter);
+                self.steps_at(d, c, 1)
+            }
+            None => self.b.use_var(self.s),
+        };
         let back = (self.end - 1 - pc) as i64;
         if back == 0 {
             s
         } else {
             self.b.ins().iadd_imm_s(s, -back)
+        }
+    }
+
+    /// Whether counted loop `c` calls a math function (a register the
+    /// call preserves is worth more there).
+    fn calls_math(&self, starts: &[usize], c: &Counted) -> bool {
+        c.blocks.iter().any(|&b| {
+            let end = block_end(starts, b, self.f.code.len());
+            self.f.code[starts[b]..end].iter().any(|i| math_call(i.op))
+        })
+    }
+
+    /// The count of [`StepsFrom`] `d` with the counter at `c`: `base +
+    /// len·(c + k)` going up, `base - len·(c - k)` going down (`k` 1 within
+    /// an iteration, 0 on the way out, after the counter's step).
+    fn steps_at(&mut self, d: StepsFrom, c: Value, k: i64) -> Value {
+        let base = self.b.ins().stack_load(types::I64, types::I64, d.slot, 0);
+        let sign = if d.up { 1 } else { -1 };
+        let c = self.b.ins().iadd_imm_s(c, sign * k);
+        let t = self.b.ins().imul_imm_s(c, d.len);
+        if d.up {
+            self.b.ins().iadd(base, t)
+        } else {
+            self.b.ins().isub(base, t)
         }
     }
 
@@ -836,7 +889,19 @@ impl T<'_, '_> {
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
     fn branch(&mut self, pc: usize, cond: Value, target: usize) {
         let edge = self.b.create_block();
-        if self.enters(pc + 1) {
+        if let Some(d) = self.steps_from {
+            // The step of a one-block counted loop's unchecked copy: on the
+            // way out, the count derived from the stepped counter.
+            let out = self.b.create_block();
+            self.b.ins().brif(cond, edge, &[], out, &[]);
+            self.b.switch_to_block(out);
+            let c = self.get(d.counter);
+            let s = self.steps_at(d, c, 0);
+            self.b.def_var(self.s, s);
+            self.entering(pc + 1);
+            let next = self.block_at(pc + 1);
+            self.b.ins().jump(next, &[]);
+        } else if self.enters(pc + 1) {
             // The edge on reads the views of the loop it enters.
             let on = self.b.create_block();
             self.b.ins().brif(cond, edge, &[], on, &[]);
@@ -1851,9 +1916,11 @@ impl T<'_, '_> {
         self.end = end;
         self.in_block(k);
         self.b.switch_to_block(blk);
-        let s0 = self.b.use_var(self.s);
-        let s1 = self.b.ins().iadd_imm_s(s0, (end - start) as i64);
-        self.b.def_var(self.s, s1);
+        if self.steps_from.is_none() {
+            let s0 = self.b.use_var(self.s);
+            let s1 = self.b.ins().iadd_imm_s(s0, (end - start) as i64);
+            self.b.def_var(self.s, s1);
+        }
         let mut open = true;
         for pc in start..end {
             open = self.instr(pc);
@@ -2096,6 +2163,37 @@ impl T<'_, '_> {
             require(self, fits);
             stacks[j] = true;
         }
+        // A one-block loop with a math call counts from its counter: there
+        // a register the call preserves is worth more than the count's
+        // step (logsumexp's gradient 15 % faster; in loops without a call
+        // the store and load around the loop cost as much as they saved).
+        if c.blocks.len() == 1 && self.calls_math(starts, c) {
+            // The count on entry less (plus) the block's length times the
+            // counter's first value.
+            let slot = match self.steps_slot {
+                Some(slot) => slot,
+                None => {
+                    let data = StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3);
+                    let slot = self.b.create_sized_stack_slot(data);
+                    self.steps_slot = Some(slot);
+                    slot
+                }
+            };
+            let len = c.steps as i64;
+            let t = self.b.ins().imul_imm_s(r, len);
+            let base = if c.up {
+                self.b.ins().isub(s0, t)
+            } else {
+                self.b.ins().iadd(s0, t)
+            };
+            self.b.ins().stack_store(types::I64, base, slot, 0);
+            self.steps_from = Some(StepsFrom {
+                slot,
+                len,
+                counter: c.counter,
+                up: c.up,
+            });
+        }
         self.b.ins().jump(fast_top, &[]);
         self.copy = Some(LoopCopy {
             unchecked: true,
@@ -2109,6 +2207,7 @@ impl T<'_, '_> {
             let blk = self.block_at(starts[b]);
             self.block(starts, b, blk);
         }
+        self.steps_from = None;
         self.copy = None;
     }
 }
@@ -2497,6 +2596,8 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         fuel_room: None,
         effects: None,
         touch: touches(f),
+        steps_from: None,
+        steps_slot: None,
     };
     t.reload(true, true);
     // The loops (a function without a backward jump has none).
@@ -2587,4 +2688,34 @@ pub(crate) fn trampoline(b: &mut FunctionBuilder<'_>, f: &Function, body: FuncRe
     }
     b.ins().return_(&[]);
     b.seal_all_blocks();
+}
+
+/// Whether `op` is translated as a call of a math function.
+fn math_call(op: Op) -> bool {
+    matches!(
+        op,
+        Op::PowF
+            | Op::Sin
+            | Op::Cos
+            | Op::SinCos
+            | Op::Tan
+            | Op::Exp
+            | Op::Log
+            | Op::Tanh
+            | Op::Erf
+            | Op::Erfc
+            | Op::Atan
+            | Op::Asin
+            | Op::Acos
+            | Op::Atan2
+            | Op::Sinh
+            | Op::Cosh
+            | Op::Log1p
+            | Op::Expm1
+            | Op::Log2
+            | Op::Log10
+            | Op::Cbrt
+            | Op::Hypot
+            | Op::Round
+    )
 }
