@@ -261,6 +261,8 @@ pub struct Jit {
     /// ([`NativeTier::pair`]: a forward function and its pullback), the
     /// two on two threads.
     partners: HashMap<FuncId, FuncId>,
+    /// Where [`listing`] collects the code of every body compiled.
+    listing: Option<String>,
 }
 
 /// The code generator's settings for this host, built once per process.
@@ -491,6 +493,7 @@ impl Jit {
             next_name: 0,
             small: SMALL_CALL,
             partners: HashMap::new(),
+            listing: None,
         };
         if let Some(module) = make_module() {
             let mut module = module;
@@ -668,6 +671,7 @@ impl Jit {
             &self.bodies,
             &mut self.compile_times,
             &mut self.next_name,
+            self.listing.as_mut(),
             prog,
             fs,
             order,
@@ -722,6 +726,7 @@ impl Jit {
         bodies: &[Option<Body>],
         compile_times: &mut Vec<CompileTime>,
         next_name: &mut u64,
+        mut listing: Option<&mut String>,
         prog: &Program,
         fs: &[FuncId],
         order: &[Planned],
@@ -806,6 +811,9 @@ impl Jit {
                 translate::translate(&mut b, prog, *g, &refs);
                 b.finalize(module.target_config());
             }
+            if listing.is_some() {
+                c.set_disasm(true);
+            }
             let translated = (Instant::now(), c.func.dfg.num_insts());
             // A function in a recursive call graph runs any number of
             // times per call, as a loop's body does.
@@ -835,6 +843,15 @@ impl Jit {
                 // Its thread ended without compiling it.
                 None => Err(Decline::Unsupported("cranelift: no code".into())),
             };
+            if let Some(text) = listing.as_deref_mut() {
+                list_body(
+                    text,
+                    module,
+                    &job.ctx,
+                    &prog.func(*g).name,
+                    job.translated.1,
+                );
+            }
             match r {
                 Ok((cpu, frame)) => {
                     frames.push(frame.unwrap_or_else(|| frame_bytes(prog.func(*g))));
@@ -1238,6 +1255,59 @@ impl Drop for Jit {
             native::free(m);
         }
     }
+}
+
+/// Append compiled body `name` (its context `ctx`, `insts` IR
+/// instructions) to a [`listing`]: a header, the names of the functions it
+/// calls (helpers, callees), its Cranelift IR, and its machine code
+/// without the unwind annotations.
+fn list_body(text: &mut String, module: &JITModule, ctx: &Context, name: &str, insts: usize) {
+    use std::fmt::Write;
+    let _ = writeln!(text, "; @{name}: {insts} Cranelift IR instructions");
+    let decls = module.declarations();
+    for (k, n) in ctx.func.params.user_named_funcs().iter() {
+        let callee = decls
+            .get_function_decl(ModFuncId::from_u32(n.index))
+            .name
+            .clone()
+            .unwrap_or_default();
+        let _ = writeln!(
+            text,
+            "; userextname{} = u{}:{} = {callee}",
+            k.as_u32(),
+            n.namespace,
+            n.index
+        );
+    }
+    let _ = writeln!(text, "{}", ctx.func.display());
+    let _ = writeln!(text, "; machine code");
+    match ctx.compiled_code().and_then(|c| c.vcode.as_deref()) {
+        Some(vcode) => {
+            for line in vcode
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("unwind "))
+            {
+                let _ = writeln!(text, "{line}");
+            }
+        }
+        None => text.push_str("(none)\n"),
+    }
+    text.push('\n');
+}
+
+/// The code the native tier compiles for a call of `f` from the host:
+/// for `f` and every function it calls, callees first, its Cranelift IR
+/// and its machine code (Cranelift's listing of the instructions it
+/// emits, before their final encoding: pseudo-instructions such as
+/// `load_ext_name` stand for a short sequence), each headed by the
+/// bytecode function's name. Compiled in a tier of its own (every call it
+/// supports, small loop-free ones included), so nothing is cached; why it
+/// declines, if it does.
+pub fn listing(prog: &Program, f: FuncId) -> Result<String, Decline> {
+    let mut jit = Jit::eager();
+    jit.listing = Some(String::new());
+    jit.prepare(prog, f)?;
+    Ok(jit.listing.take().unwrap_or_default())
 }
 
 /// Whether the native tier ([`Jit::new`], as [`install`] installs it)

@@ -909,6 +909,44 @@ pub fn disasm_tiers(file: &Path, opts: &Options, func: Option<&str>) -> u8 {
     })())
 }
 
+/// `advm disasm FILE --native [--fn NAME] [--ad [--wrt NAMES]]`: the code
+/// the native tier compiles for each function (with --ad, for the forward
+/// and reverse functions of the function --fn names): its Cranelift IR and
+/// machine code, or why it runs interpreted.
+pub fn disasm_native(
+    file: &Path,
+    opts: &Options,
+    func: Option<&str>,
+    ad: bool,
+    wrt: Option<&str>,
+) -> u8 {
+    finish((|| {
+        let mut engine = load(file, opts)?;
+        let targets: Vec<FuncId> = if ad {
+            let f = pick_required(&engine, func, file, "--ad --native")?;
+            let mask = selection_or_all(&engine, f, wrt)?;
+            let d = engine.derive_wrt(f, &mask)?;
+            vec![d.fwd, d.rev]
+        } else {
+            match func {
+                Some(name) => vec![pick(&engine, Some(name), file)?],
+                None => (0..engine.module().funcs.len())
+                    .map(|i| FuncId(i as u32))
+                    .collect(),
+            }
+        };
+        for f in targets {
+            let name = &engine.program().func(f).name;
+            emit(format_args!(";; a call of @{name} from the host"))?;
+            match jit::listing(engine.program(), f) {
+                Ok(text) => emit_raw(text)?,
+                Err(why) => emit(format_args!("; interp ({why})"))?,
+            }
+        }
+        Ok(())
+    })())
+}
+
 pub fn disasm(
     file: &Path,
     opts: &Options,

@@ -283,6 +283,12 @@ enum Command {
         /// or `interp` and why).
         #[arg(long, conflicts_with_all = ["ad", "jvp", "hvp", "wrt"])]
         tier: bool,
+        /// Instead of the bytecode, the code the native tier compiles for
+        /// a call of each function (with --ad, of the forward and reverse
+        /// functions of the function --fn names): Cranelift IR and machine
+        /// code.
+        #[arg(long, conflicts_with_all = ["jvp", "hvp", "ir", "tier"])]
+        native: bool,
     },
     /// Time the primal and the gradient call; count allocations per call.
     Bench(CallArgs),
@@ -427,7 +433,17 @@ fn main() -> ExitCode {
             ir,
             wrt,
             tier,
+            native,
         }) => {
+            if native {
+                return ExitCode::from(commands::disasm_native(
+                    &file,
+                    opts,
+                    func.as_deref(),
+                    ad,
+                    wrt.as_deref(),
+                ));
+            }
             if ir {
                 return ExitCode::from(commands::disasm_ir(&file, opts, func.as_deref()));
             }

@@ -327,3 +327,46 @@ fn a_large_forward_function_and_its_pullback_compile_together_on_two_threads() {
     jit.prepare(&prog, pair[1]).expect("compiled");
     assert_eq!(jit.compile_times().len(), before);
 }
+
+/// `jit::listing` gives the code compiled for a call: every body it needs,
+/// callees first, each with its Cranelift IR and machine code; an
+/// unverified function is declined.
+#[test]
+fn a_listing_shows_every_body_a_call_compiles_callees_first() {
+    let src = "
+fn @leaf(%x: f64) -> f64 {
+entry:
+    %y = exp %x
+    ret %y
+}
+
+fn @top(%x: f64, %n: i64) -> f64 {
+entry:
+    jmp head
+head:
+    %r = phi [entry: %x], [body: %r2]
+    %k = phi [entry: %n], [body: %k2]
+    %c = gt %k, 0
+    br %c, body, done
+body:
+    %r2 = call @leaf(%r)
+    %k2 = sub %k, 1
+    jmp head
+done:
+    ret %r
+}
+";
+    let module = assembler::assemble(src, "listing.adasm").unwrap_or_else(|d| panic!("{d}"));
+    let e = Engine::with_inlining(module.clone(), &ad::Policy::NONE).expect("verifies");
+    let top = e.find("top").expect("@top");
+    let text = jit::listing(e.program(), top).expect("compiles");
+    let leaf = text.find("; @leaf: ").expect("the callee's body");
+    let at = text.find("; @top: ").expect("the caller's body");
+    assert!(leaf < at, "{text}");
+    assert_eq!(text.matches("; machine code").count(), 2, "{text}");
+    assert!(text.contains("= advm_exp"), "{text}");
+    // Not verified: declined, as a call would be.
+    let raw = vm::lower::lower_module(&module).expect("lowers");
+    let f = raw.find("top").expect("@top");
+    assert_eq!(jit::listing(&raw, f), Err(Decline::NotVerified));
+}

@@ -2229,6 +2229,39 @@ fn native_tier_is_default_and_no_jit_switches_it_off() {
     assert_eq!(out.trim(), "@pow: interp (--no-jit)");
 }
 
+/// `disasm --native` prints the code the native tier compiles for each
+/// function (callees first, each with its Cranelift IR and machine code),
+/// and with `--ad` that of the forward and reverse functions; it does not
+/// combine with `--tier`.
+#[test]
+fn disasm_native_lists_compiled_code() {
+    let out = ok(&["disasm", "programs/bench/powloop.adasm", "--native"]);
+    assert!(
+        out.starts_with(";; a call of @pow from the host\n; @pow: "),
+        "{out}"
+    );
+    let ir = out.find("function u0:").expect("Cranelift IR");
+    let code = out.find("; machine code").expect("machine code");
+    assert!(ir < code, "{out}");
+    // The body returns, and its loop jumps back.
+    assert!(out.contains("return"), "{out}");
+    let out = ok(&["disasm", "programs/bench/sincos.adasm", "--native", "--ad"]);
+    let fwd = out
+        .find(";; a call of @sincos.fwd")
+        .expect("forward function");
+    let rev = out.find(";; a call of @sincos.rev").expect("pullback");
+    assert!(fwd < rev, "{out}");
+    // The forward function's math calls are named.
+    assert!(out.contains("= advm_cos"), "{out}");
+    let a = advm(&[
+        "disasm",
+        "programs/bench/powloop.adasm",
+        "--native",
+        "--tier",
+    ]);
+    assert_eq!(status(&a), 64);
+}
+
 /// `--if-convert` (global) derives the gradient from if-converted code:
 /// the same value and gradient as without (programs/conditionals.adasm's
 /// diamonds, triangles and an arm that overflows where not taken), and the
