@@ -255,6 +255,11 @@ struct T<'a, 'b> {
     /// pops, block pushes, block pops), as `push_in` and `pop_in` emit
     /// them, for the guard of the unchecked copy.
     effects: Option<HashMap<usize, [u64; 4]>>,
+    /// Whether a math function was called since this was last cleared
+    /// (cleared before a counted loop's checked copy is translated, so that
+    /// afterwards it says whether the loop calls one, as the translation
+    /// emitted the calls: no list of opcodes to keep in step).
+    math_called: bool,
     /// Whether the function's own instructions use the AD stacks and the
     /// arrays ([`touches`]): the cached fields of the others are never
     /// read from the context nor written back.
@@ -544,15 +549,6 @@ impl T<'_, '_> {
         }
     }
 
-    /// Whether counted loop `c` calls a math function (a register the
-    /// call preserves is worth more there).
-    fn calls_math(&self, starts: &[usize], c: &Counted) -> bool {
-        c.blocks.iter().any(|&b| {
-            let end = block_end(starts, b, self.f.code.len());
-            self.f.code[starts[b]..end].iter().any(|i| math_call(i.op))
-        })
-    }
-
     /// The count of [`StepsFrom`] `d` with the counter at `c`: `base +
     /// len·(c + k)` going up, `base - len·(c - k)` going down (`k` 1 within
     /// an iteration, 0 on the way out, after the counter's step).
@@ -721,12 +717,14 @@ impl T<'_, '_> {
     }
 
     fn math1(&mut self, name: &str, a: Value) -> Value {
+        self.math_called = true;
         let h = self.helper(name);
         let call = self.b.ins().call(h, &[a]);
         self.b.inst_results(call)[0]
     }
 
     fn math2(&mut self, name: &str, a: Value, c: Value) -> Value {
+        self.math_called = true;
         let h = self.helper(name);
         let call = self.b.ins().call(h, &[a, c]);
         self.b.inst_results(call)[0]
@@ -2088,6 +2086,7 @@ impl T<'_, '_> {
             stacks: [false; 2],
         });
         self.effects = Some(HashMap::new());
+        self.math_called = false;
         for &b in &c.blocks {
             let blk = if b == k {
                 checked_top
@@ -2167,7 +2166,7 @@ impl T<'_, '_> {
         // a register the call preserves is worth more than the count's
         // step (logsumexp's gradient 15 % faster; in loops without a call
         // the store and load around the loop cost as much as they saved).
-        if c.blocks.len() == 1 && self.calls_math(starts, c) {
+        if c.blocks.len() == 1 && self.math_called {
             // The count on entry less (plus) the block's length times the
             // counter's first value.
             let slot = match self.steps_slot {
@@ -2595,6 +2594,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         copy: None,
         fuel_room: None,
         effects: None,
+        math_called: false,
         touch: touches(f),
         steps_from: None,
         steps_slot: None,
@@ -2688,34 +2688,4 @@ pub(crate) fn trampoline(b: &mut FunctionBuilder<'_>, f: &Function, body: FuncRe
     }
     b.ins().return_(&[]);
     b.seal_all_blocks();
-}
-
-/// Whether `op` is translated as a call of a math function.
-fn math_call(op: Op) -> bool {
-    matches!(
-        op,
-        Op::PowF
-            | Op::Sin
-            | Op::Cos
-            | Op::SinCos
-            | Op::Tan
-            | Op::Exp
-            | Op::Log
-            | Op::Tanh
-            | Op::Erf
-            | Op::Erfc
-            | Op::Atan
-            | Op::Asin
-            | Op::Acos
-            | Op::Atan2
-            | Op::Sinh
-            | Op::Cosh
-            | Op::Log1p
-            | Op::Expm1
-            | Op::Log2
-            | Op::Log10
-            | Op::Cbrt
-            | Op::Hypot
-            | Op::Round
-    )
 }
