@@ -535,10 +535,8 @@ impl Jit {
     #[inline(never)]
     fn entry(&mut self, prog: &Program, f: FuncId) -> Result<native::EntryCode, Decline> {
         let stamp = prog.stamp(f).ok_or(Decline::NotVerified)?;
-        if let Some(Some(e)) = self.entries.get(f.index()) {
-            if e.stamp == stamp {
-                return e.code.clone();
-            }
+        if let Some(e) = self.current_entry(prog, f) {
+            return e.code.clone();
         }
         let r = if self.is_small(prog, f) {
             Err(Decline::Small)
@@ -576,6 +574,7 @@ impl Jit {
 
     /// The entry of `f` if it is current (compiled or declined since `f`
     /// last changed).
+    #[inline]
     fn current_entry(&self, prog: &Program, f: FuncId) -> Option<&Entry> {
         let e = self.entries.get(f.index())?.as_ref()?;
         (Some(e.stamp) == prog.stamp(f)).then_some(e)
@@ -1176,11 +1175,8 @@ impl NativeTier for Jit {
             return None;
         }
         // The common case first: a compiled entry, current.
-        let ready = match self.entries.get(f.index()) {
-            Some(Some(Entry {
-                stamp,
-                code: Ok(code),
-            })) if prog.stamp(f) == Some(*stamp) => Ok(*code),
+        let ready = match self.current_entry(prog, f) {
+            Some(Entry { code: Ok(code), .. }) => Ok(*code),
             _ => self.entry(prog, f),
         };
         let code = match ready {
