@@ -264,9 +264,6 @@ struct T<'a, 'b> {
     /// arrays ([`touches`]): the cached fields of the others are never
     /// read from the context nor written back.
     touch: Touch,
-    /// While the unchecked copy of a one-block counted loop is translated:
-    /// where its instruction count comes from ([`StepsFrom`]).
-    steps_from: Option<StepsFrom>,
     /// The stack slot of [`StepsFrom`] (one per function: counted loops
     /// are innermost, so one runs at a time).
     steps_slot: Option<cranelift_codegen::ir::StackSlot>,
@@ -285,7 +282,6 @@ struct T<'a, 'b> {
 struct StepsFrom {
     slot: cranelift_codegen::ir::StackSlot,
     len: i64,
-    counter: u32,
     up: bool,
 }
 
@@ -358,6 +354,9 @@ struct LoopCopy {
     pointers: HashMap<(usize, u32, bool), Value>,
     /// The counter's register.
     counter: u32,
+    /// In the unchecked copy of a one-block loop with a math call: where
+    /// its instruction count comes from.
+    steps_from: Option<StepsFrom>,
     /// Whether the unchecked copy pushes on (or pops from) the comms
     /// stack and the block stack without looking at its room (or length).
     stacks: [bool; 2],
@@ -534,9 +533,9 @@ impl T<'_, '_> {
 
     /// The instructions executed once `pc` (of the current block) has.
     fn done(&mut self, pc: usize) -> Value {
-        let s = match self.steps_from {
-            Some(d) => {
-                let c = self.get(d.counter);
+        let s = match self.steps_from() {
+            Some((d, counter)) => {
+                let c = self.get(counter);
                 self.steps_at(d, c, 1)
             }
             None => self.b.use_var(self.s),
@@ -547,6 +546,13 @@ impl T<'_, '_> {
         } else {
             self.b.ins().iadd_imm_s(s, -back)
         }
+    }
+
+    /// Where the count comes from in the loop copy being translated, if
+    /// from its counter ([`StepsFrom`]), and the counter's register.
+    fn steps_from(&self) -> Option<(StepsFrom, u32)> {
+        let c = self.copy.as_ref()?;
+        Some((c.steps_from?, c.counter))
     }
 
     /// The count of [`StepsFrom`] `d` with the counter at `c`: `base +
@@ -887,13 +893,13 @@ impl T<'_, '_> {
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
     fn branch(&mut self, pc: usize, cond: Value, target: usize) {
         let edge = self.b.create_block();
-        if let Some(d) = self.steps_from {
+        if let Some((d, counter)) = self.steps_from() {
             // The step of a one-block counted loop's unchecked copy: on the
             // way out, the count derived from the stepped counter.
             let out = self.b.create_block();
             self.b.ins().brif(cond, edge, &[], out, &[]);
             self.b.switch_to_block(out);
-            let c = self.get(d.counter);
+            let c = self.get(counter);
             let s = self.steps_at(d, c, 0);
             self.b.def_var(self.s, s);
             self.entering(pc + 1);
@@ -1914,7 +1920,7 @@ impl T<'_, '_> {
         self.end = end;
         self.in_block(k);
         self.b.switch_to_block(blk);
-        if self.steps_from.is_none() {
+        if self.steps_from().is_none() {
             let s0 = self.b.use_var(self.s);
             let s1 = self.b.ins().iadd_imm_s(s0, (end - start) as i64);
             self.b.def_var(self.s, s1);
@@ -2083,6 +2089,7 @@ impl T<'_, '_> {
             accesses: HashSet::new(),
             pointers: HashMap::new(),
             counter: c.counter,
+            steps_from: None,
             stacks: [false; 2],
         });
         self.effects = Some(HashMap::new());
@@ -2166,6 +2173,7 @@ impl T<'_, '_> {
         // a register the call preserves is worth more than the count's
         // step (logsumexp's gradient 15 % faster; in loops without a call
         // the store and load around the loop cost as much as they saved).
+        let mut steps_from = None;
         if c.blocks.len() == 1 && self.math_called {
             // The count on entry less (plus) the block's length times the
             // counter's first value.
@@ -2186,10 +2194,9 @@ impl T<'_, '_> {
                 self.b.ins().iadd(s0, t)
             };
             self.b.ins().stack_store(types::I64, base, slot, 0);
-            self.steps_from = Some(StepsFrom {
+            steps_from = Some(StepsFrom {
                 slot,
                 len,
-                counter: c.counter,
                 up: c.up,
             });
         }
@@ -2200,13 +2207,13 @@ impl T<'_, '_> {
             accesses,
             pointers,
             counter: c.counter,
+            steps_from,
             stacks,
         });
         for &b in &c.blocks {
             let blk = self.block_at(starts[b]);
             self.block(starts, b, blk);
         }
-        self.steps_from = None;
         self.copy = None;
     }
 }
@@ -2596,7 +2603,6 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         effects: None,
         math_called: false,
         touch: touches(f),
-        steps_from: None,
         steps_slot: None,
     };
     t.reload(true, true);
