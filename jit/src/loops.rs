@@ -12,11 +12,13 @@
 //!
 //! [`T::loop_views`]: crate::translate
 
-use crate::translate::{access_index, accessed_arrays, accessed_views, operands_written};
+use crate::translate::{
+    access_index, accessed_arrays, accessed_views, calls_out, operands_written,
+};
 use std::collections::HashMap;
-use vm::bytecode::Function;
+use vm::bytecode::{Function, Instr};
 use vm::dom::{Loop, Loops};
-use vm::op::{Fused, Op};
+use vm::op::{Fused, Op, Operand};
 
 /// The most blocks the loops of one function may come to, all loops
 /// together, for the tier to look at them (`vm::dom::Loops::new`).
@@ -127,6 +129,172 @@ impl Graph {
             .zip(&self.inner)
             .filter(|(_, inner)| **inner)
             .map(|(l, _)| l)
+    }
+}
+
+/// The registers live on entry to each block of a function: what an edge
+/// out of a counted loop's unchecked copy asks of the values the loop
+/// wrote (`translate.rs`, `T::leave`).
+pub(crate) struct Live {
+    /// The function's leaders.
+    starts: Vec<usize>,
+    /// 64-bit words per block.
+    words: usize,
+    /// Block `k`'s registers, words `k·words..(k+1)·words`.
+    bits: Vec<u64>,
+    /// The registers live across a call (of a function or a math helper)
+    /// somewhere in the function.
+    across: Vec<u64>,
+}
+
+impl Live {
+    /// Whether register `r` is live across a call somewhere.
+    pub(crate) fn across_call(&self, r: u32) -> bool {
+        let (w, b) = (r as usize / 64, r % 64);
+        self.across.get(w).is_some_and(|x| x >> b & 1 == 1)
+    }
+
+    /// Whether register `r` is live on entry to the block at `pc`.
+    pub(crate) fn has(&self, pc: usize, r: u32) -> bool {
+        let k = block_of(&self.starts, pc);
+        let (w, b) = (r as usize / 64, r % 64);
+        w < self.words
+            && self
+                .bits
+                .get(k * self.words + w)
+                .is_some_and(|x| x >> b & 1 == 1)
+    }
+}
+
+/// The registers instruction `ins` of `f` reads (`read`) and writes
+/// (`write`, not those it reads too).
+fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write: impl FnMut(u32)) {
+    for (k, o) in ins.op.reg_operands().enumerate() {
+        match o {
+            Operand::Def(_) => write(ins.reg(k)),
+            _ => read(ins.reg(k)),
+        }
+    }
+    match ins.op {
+        Op::Call | Op::CallAcc | Op::CallN => {
+            if let Some(site) = f.sites.get(ins.x as usize) {
+                site.args.iter().for_each(|r| read(u32::from(*r)));
+                site.rets.iter().for_each(|r| write(u32::from(*r)));
+            }
+        }
+        Op::RetN => {
+            for r in f.lists.get(ins.x as usize).into_iter().flatten() {
+                read(u32::from(*r));
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Graph {
+    /// The registers live on entry to each block of `f` (blocks starting
+    /// at `starts`): backward, a block looked at again while the blocks
+    /// after it change it.
+    pub(crate) fn live_in(&self, f: &Function, starts: &[usize]) -> Live {
+        let n = starts.len();
+        let words = f.reg_types.len().div_ceil(64);
+        // What each block reads before writing (`uses`) and writes.
+        let mut uses = vec![0u64; n * words];
+        let mut defs = vec![0u64; n * words];
+        for k in 0..n {
+            let (u, d) = (
+                &mut uses[k * words..(k + 1) * words],
+                &mut defs[k * words..(k + 1) * words],
+            );
+            for pc in (starts[k]..block_end(starts, k, f.code.len())).rev() {
+                let ins = &f.code[pc];
+                let mut wrote = Vec::new();
+                reads_writes(f, ins, |_| {}, |r| wrote.push(r));
+                for r in wrote {
+                    let (w, b) = (r as usize / 64, r % 64);
+                    if w < words {
+                        d[w] |= 1 << b;
+                        u[w] &= !(1 << b);
+                    }
+                }
+                reads_writes(
+                    f,
+                    ins,
+                    |r| {
+                        let (w, b) = (r as usize / 64, r % 64);
+                        if w < words {
+                            u[w] |= 1 << b;
+                        }
+                    },
+                    |_| {},
+                );
+            }
+        }
+        let mut bits = vec![0u64; n * words];
+        let mut out = vec![0u64; words];
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for k in (0..n).rev() {
+                out.iter_mut().for_each(|x| *x = 0);
+                for &s in &self.succs[k] {
+                    let s = s as usize;
+                    for (o, x) in out.iter_mut().zip(&bits[s * words..(s + 1) * words]) {
+                        *o |= x;
+                    }
+                }
+                for (w, o) in out.iter().enumerate() {
+                    let i = k * words + w;
+                    let v = uses[i] | (o & !defs[i]);
+                    if v != bits[i] {
+                        bits[i] = v;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        // The registers live across a call: live after it, and not what
+        // it writes.
+        let mut across = vec![0u64; words];
+        let mut l = vec![0u64; words];
+        for k in 0..n {
+            l.iter_mut().for_each(|x| *x = 0);
+            for &s in &self.succs[k] {
+                let s = s as usize;
+                for (o, x) in l.iter_mut().zip(&bits[s * words..(s + 1) * words]) {
+                    *o |= x;
+                }
+            }
+            for pc in (starts[k]..block_end(starts, k, f.code.len())).rev() {
+                let ins = &f.code[pc];
+                let mut wrote = Vec::new();
+                let mut read = Vec::new();
+                reads_writes(f, ins, |r| read.push(r), |r| wrote.push(r));
+                for r in wrote {
+                    let (w, b) = (r as usize / 64, r % 64);
+                    if w < words {
+                        l[w] &= !(1 << b);
+                    }
+                }
+                if calls_out(ins.op) {
+                    for (a, x) in across.iter_mut().zip(&l) {
+                        *a |= x;
+                    }
+                }
+                for r in read {
+                    let (w, b) = (r as usize / 64, r % 64);
+                    if w < words {
+                        l[w] |= 1 << b;
+                    }
+                }
+            }
+        }
+        Live {
+            starts: starts.to_vec(),
+            words,
+            bits,
+            across,
+        }
     }
 }
 
@@ -509,6 +677,41 @@ mod tests {
             assert_eq!(c.len(), 1, "{f}");
             assert_eq!((c[0].0, c[0].1, c[0].2.len()), (header, up, n), "{f} {c:?}");
         }
+    }
+
+    #[test]
+    fn liveness_of_logsumexp_at_its_loops_and_across_its_calls() {
+        let src = include_str!("../../programs/bench/logsumexp.adasm");
+        let fs = functions(src, "logsumexp", &[Value::Arr(vec![0.5, 2.0])]);
+        let f = of(&fs, "logsumexp");
+        let starts = leaders(f);
+        let live = Graph::new(f, &starts).live_in(f, &starts);
+        let reg = |name: &str| {
+            f.reg_names
+                .iter()
+                .position(|n| n == name)
+                .unwrap_or_else(|| panic!("{name}")) as u32
+        };
+        // After the max loop (pc 10: the copies before the sum loop), and
+        // at the sum loop's body (pc 13).
+        let names = |pc: usize| {
+            let mut v: Vec<&str> = ["v", "n", "m", "i", "e", "j", "s", "x", "y", "z"]
+                .into_iter()
+                .filter(|r| live.has(pc, reg(r)))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(names(10), ["m", "n", "v"]);
+        assert_eq!(names(13), ["j", "m", "n", "s", "v"]);
+        // Live across `exp` and `log`: what the sum loop carries and reads
+        // again, and the maximum; not the exponential's argument, not the
+        // max loop's values.
+        let across: Vec<&str> = ["v", "n", "m", "i", "e", "j", "s", "x", "y", "z"]
+            .into_iter()
+            .filter(|r| live.across_call(reg(r)))
+            .collect();
+        assert_eq!(across, ["v", "n", "m", "j", "s"]);
     }
 
     #[test]

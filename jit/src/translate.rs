@@ -34,7 +34,8 @@
 //! none of those checks could fire.
 
 use crate::loops::{
-    block_end, block_of, counted_loops, loop_views, Counted, Graph, LoopViews, COUNTED_STEPS_MOST,
+    block_end, block_of, counted_loops, loop_views, Counted, Graph, Live, LoopViews,
+    COUNTED_STEPS_MOST,
 };
 use crate::native::{
     site, sym, Sig, AV_DATA, AV_LEN, AV_SHADOW, AV_SHADOW_LEN, AV_SHIFT, OFF_ARR_N, OFF_ARR_TAB,
@@ -267,6 +268,9 @@ struct T<'a, 'b> {
     /// The stack slot of [`StepsFrom`] (one per function: counted loops
     /// are innermost, so one runs at a time).
     steps_slot: Option<cranelift_codegen::ir::StackSlot>,
+    /// The registers live on entry to each block, in functions with
+    /// counted loops ([`T::leave`]).
+    live: Option<Live>,
 }
 
 /// The instruction count in the unchecked copy of a one-block counted
@@ -360,6 +364,9 @@ struct LoopCopy {
     /// Whether the unchecked copy pushes on (or pops from) the comms
     /// stack and the block stack without looking at its room (or length).
     stacks: [bool; 2],
+    /// The `f64` registers the copy writes, which an edge out of it
+    /// defines again where they are live ([`T::leave`]).
+    written: Vec<u32>,
 }
 
 /// The context fields compiled code keeps in variables between helpers
@@ -846,6 +853,7 @@ impl T<'_, '_> {
         if !self.unchecked_jump(target) {
             self.poll(pc, target <= pc);
         }
+        self.leave(target);
         self.entering(target);
         let blk = self.block_at(target);
         self.b.ins().jump(blk, &[]);
@@ -890,6 +898,59 @@ impl T<'_, '_> {
         }
     }
 
+    /// On an edge out of a counted loop's unchecked copy to `target`:
+    /// each `f64` register the loop writes and `target` reads, defined
+    /// again by a move through an integer register, so that the value in
+    /// the loop and the value after it are different values to the
+    /// register allocator. As one value, live both in a loop without a
+    /// call and across a call after it, it was kept in a stack slot in
+    /// the loop too (logsumexp's maximum: stored and loaded again on every
+    /// iteration, on the loop's one dependency chain).
+    fn leave(&mut self, target: usize) {
+        let (Some(c), Some(live)) = (self.copy.as_ref(), self.live.as_ref()) else {
+            return;
+        };
+        if !c.unchecked || c.blocks.contains_key(&target) {
+            return;
+        }
+        let again: Vec<u32> = c
+            .written
+            .iter()
+            .copied()
+            .filter(|r| live.has(target, *r) && live.across_call(*r))
+            .collect();
+        self.define_again(&again);
+    }
+
+    /// Define registers `regs` again, each by an instruction that keeps
+    /// its bits: an `f64` moved through an integer register, an integer
+    /// plus zero (which the register allocator cannot join as a move).
+    fn define_again(&mut self, regs: &[u32]) {
+        for &r in regs {
+            let v = self.get(r);
+            let v = if self.ty(r) == types::F64 {
+                let i = self.b.ins().bitcast(types::I64, MemFlagsData::new(), v);
+                self.b.ins().bitcast(types::F64, MemFlagsData::new(), i)
+            } else {
+                self.b.ins().iadd_imm_s(v, 0)
+            };
+            self.set(r, v);
+        }
+    }
+
+    /// Whether an edge from the current block to `target` leaves an
+    /// unchecked copy with values to define again ([`T::leave`]).
+    fn leaves(&self, target: usize) -> bool {
+        let (Some(c), Some(live)) = (self.copy.as_ref(), self.live.as_ref()) else {
+            return false;
+        };
+        c.unchecked
+            && !c.blocks.contains_key(&target)
+            && c.written
+                .iter()
+                .any(|r| live.has(target, *r) && live.across_call(*r))
+    }
+
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
     fn branch(&mut self, pc: usize, cond: Value, target: usize) {
         let edge = self.b.create_block();
@@ -903,14 +964,17 @@ impl T<'_, '_> {
             let s = self.steps_at(d, c, 0);
             self.b.def_var(self.s, s);
             self.entering(pc + 1);
+            self.leave(pc + 1);
             let next = self.block_at(pc + 1);
             self.b.ins().jump(next, &[]);
-        } else if self.enters(pc + 1) {
-            // The edge on reads the views of the loop it enters.
+        } else if self.enters(pc + 1) || self.leaves(pc + 1) {
+            // The edge on reads the views of the loop it enters, or
+            // leaves an unchecked copy.
             let on = self.b.create_block();
             self.b.ins().brif(cond, edge, &[], on, &[]);
             self.b.switch_to_block(on);
             self.entering(pc + 1);
+            self.leave(pc + 1);
             let next = self.block_at(pc + 1);
             self.b.ins().jump(next, &[]);
         } else {
@@ -1093,6 +1157,13 @@ impl T<'_, '_> {
                 let c = self.b.ins().icmp_imm_s(IntCC::Equal, v, 0);
                 let c = self.bool64(c);
                 self.set(r0, c);
+            }
+            Op::Select if self.ty(r0) == types::F64 => {
+                let c = self.truthy(r1);
+                let a = self.get(r2);
+                let d = self.get(x);
+                let v = self.b.ins().select(c, a, d);
+                self.set(r0, v);
             }
             Op::Select => {
                 let c = self.truthy(r1);
@@ -2091,6 +2162,7 @@ impl T<'_, '_> {
             counter: c.counter,
             steps_from: None,
             stacks: [false; 2],
+            written: Vec::new(),
         });
         self.effects = Some(HashMap::new());
         self.math_called = false;
@@ -2200,6 +2272,24 @@ impl T<'_, '_> {
                 up: c.up,
             });
         }
+        let mut written = Vec::new();
+        for &b in &c.blocks {
+            for ins in &self.f.code[starts[b]..block_end(starts, b, self.f.code.len())] {
+                for r in operands_written(ins) {
+                    if !written.contains(&r) {
+                        written.push(r);
+                    }
+                }
+            }
+        }
+        if let Some(live) = self.live.as_ref() {
+            let again: Vec<u32> = written
+                .iter()
+                .copied()
+                .filter(|r| live.has(c.header, *r) && live.across_call(*r))
+                .collect();
+            self.define_again(&again);
+        }
         self.b.ins().jump(fast_top, &[]);
         self.copy = Some(LoopCopy {
             unchecked: true,
@@ -2209,6 +2299,7 @@ impl T<'_, '_> {
             counter: c.counter,
             steps_from,
             stacks,
+            written,
         });
         for &b in &c.blocks {
             let blk = self.block_at(starts[b]);
@@ -2493,6 +2584,41 @@ pub(crate) fn accessed_views<'i>(
     Some(regs)
 }
 
+/// Whether the translation of `op` calls out of the function: a call of
+/// a function or of a math helper (which keep no `f64` register the
+/// caller uses).
+pub(crate) fn calls_out(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Call
+            | Op::CallAcc
+            | Op::CallN
+            | Op::PowF
+            | Op::Sin
+            | Op::Cos
+            | Op::SinCos
+            | Op::Tan
+            | Op::Exp
+            | Op::Log
+            | Op::Tanh
+            | Op::Erf
+            | Op::Erfc
+            | Op::Atan
+            | Op::Asin
+            | Op::Acos
+            | Op::Atan2
+            | Op::Sinh
+            | Op::Cosh
+            | Op::Log1p
+            | Op::Expm1
+            | Op::Log2
+            | Op::Log10
+            | Op::Cbrt
+            | Op::Hypot
+            | Op::Round
+    )
+}
+
 /// The registers `ins` writes through its operands (those it writes, or
 /// reads and writes; not a call's results).
 pub(crate) fn operands_written(ins: &Instr) -> impl Iterator<Item = u32> + '_ {
@@ -2604,6 +2730,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         math_called: false,
         touch: touches(f),
         steps_slot: None,
+        live: None,
     };
     t.reload(true, true);
     // The loops (a function without a backward jump has none).
@@ -2624,6 +2751,9 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         for c in counted_loops(f, &starts, graph, &t.writes) {
             let k = block_of(&starts, c.header);
             t.counted.insert(k, c);
+        }
+        if !t.counted.is_empty() {
+            t.live = Some(graph.live_in(f, &starts));
         }
     }
     if !t.counted.is_empty() {

@@ -149,6 +149,56 @@ done:
     ret %s
 }
 
+fn @maxexp(%a: f64[], %n: i64) -> f64 {
+entry:
+    %m0 = aget %a, 0
+    jmp mhead
+mhead:
+    %i = phi [entry: 1], [mbody: %i2]
+    %m = phi [entry: %m0], [mbody: %m2]
+    %c = lt %i, %n
+    br %c, mbody, shead
+mbody:
+    %e = aget %a, %i
+    %m2 = max %m, %e
+    %i2 = add %i, 1
+    jmp mhead
+shead:
+    %j = phi [mhead: 0], [sbody: %j2]
+    %s = phi [mhead: %m], [sbody: %s2]
+    %d = lt %j, %n
+    br %d, sbody, done
+sbody:
+    %x = aget %a, %j
+    %y = sub %x, %m
+    %z = exp %y
+    %s2 = add %s, %z
+    %j2 = add %j, 1
+    jmp shead
+done:
+    %r = add %m, %s
+    ret %r
+}
+
+fn @pick(%a: f64[], %n: i64, %t: f64) -> f64 {
+entry:
+    %s0 = aget %a, 0
+    jmp head
+head:
+    %i = phi [entry: 1], [body: %i2]
+    %s = phi [entry: %s0], [body: %s2]
+    %c = lt %i, %n
+    br %c, body, done
+body:
+    %x = aget %a, %i
+    %p = lt %x, %t
+    %s2 = select %p, %s, %x
+    %i2 = add %i, 1
+    jmp head
+done:
+    ret %s
+}
+
 fn @spin(%n: i64) -> f64 {
 entry:
     jmp head
@@ -240,6 +290,54 @@ fn a_trap_in_any_iteration_of_a_loop_with_a_math_call_agrees() {
     }
     // `z` inside the counter's range traps (7 values each way).
     assert_eq!(trapped, 14);
+}
+
+/// The `f64` values a counted loop writes that are live across a call
+/// (`maxexp`'s maximum, carried out of its first loop and across the
+/// second's `exp` calls; the second's sum, which starts as the maximum)
+/// are defined again on the edges into and out of the unchecked copy
+/// (jit.md, *Counted loops*): by a move through an integer register,
+/// which keeps every bit, a nan's payload and a zero's sign included;
+/// and an `f64` `select` (`pick`) picks one of its operands' bits.
+#[test]
+fn values_carried_through_counted_loops_and_selects_keep_their_bits() {
+    let (mut a, mut b) = pair();
+    let nan = f64::from_bits(0x7ff8_0000_dead_beef);
+    let inputs = [
+        vec![nan, 1.0, 2.0],
+        vec![-nan, 1.0, 2.0],
+        vec![1.0, nan],
+        vec![2.0, 1.0, -nan],
+        vec![-0.0, -0.0, -0.0],
+        vec![0.5, -1.25, 2.0, 0.75],
+        vec![f64::NEG_INFINITY, f64::NEG_INFINITY],
+    ];
+    for (name, v) in inputs
+        .iter()
+        .flat_map(|v| [("maxexp", v.clone()), ("pick", v.clone())])
+    {
+        let n = v.len() as i64;
+        let mut args = vec![Value::Arr(v.clone()), Value::I64(n)];
+        if name == "pick" {
+            args.push(Value::F64(1.5));
+        }
+        let f = a.find(name).expect("exists");
+        let bits = |r: Result<Value, ad::AdError>| match r {
+            Ok(Value::F64(x)) => x.to_bits(),
+            other => panic!("{other:?}"),
+        };
+        let x = bits(a.run(f, &args));
+        let y = bits(b.run(f, &args));
+        assert_eq!(b.vm_mut().last_tier(), Tier::Native);
+        assert_eq!(
+            x,
+            y,
+            "{name} {v:?}: {} against {}",
+            f64::from_bits(x),
+            f64::from_bits(y)
+        );
+        same(&mut a, &mut b, &Limits::default(), name, &args);
+    }
 }
 
 #[test]
