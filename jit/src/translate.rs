@@ -1173,8 +1173,12 @@ impl T<'_, '_> {
                 self.set_bits(r0, v);
             }
             Op::Mov | Op::NoGrad => {
-                let v = self.bits(r1);
-                self.set_bits(r0, v);
+                // Of registers of one machine type, the value itself (an
+                // `f64` through an integer register and back was two
+                // moves on every copy).
+                let v = self.get(r1);
+                let v = self.typed(v, self.ty(r0));
+                self.set(r0, v);
             }
             Op::ItoF => uf!(|a| self.b.ins().fcvt_from_sint(types::F64, a)),
             Op::FtoI => {
@@ -1347,21 +1351,21 @@ impl T<'_, '_> {
                 return false;
             }
             Op::CommsPush => {
-                let v = self.bits(r0);
+                let v = self.get(r0);
                 self.push_fast(pc, v, 1, "advm_comms_push", &[]);
             }
             Op::CommsReserve => {
-                let v = self.bits(r0);
+                let v = self.get(r0);
                 let n = self.b.ins().iconst(types::I64, i64::from(x));
                 self.push_fast(pc, v, i64::from(x), "advm_comms_reserve", &[n]);
             }
             Op::CommsPushR => {
-                let v = self.bits(r0);
+                let v = self.get(r0);
                 self.push_fast(pc, v, 1, "advm_comms_push_r", &[]);
             }
             Op::CommsPop => {
-                let v = self.pop_fast(pc);
-                self.set_bits(r0, v);
+                let v = self.pop_fast(pc, self.ty(r0));
+                self.set(r0, v);
             }
             Op::Acc => {
                 let a = self.get(r0);
@@ -1403,13 +1407,13 @@ impl T<'_, '_> {
                 };
                 let c = self.b.ins().fcmp(cc, e, m);
                 let nm = self.b.ins().select(c, e, m);
-                let dm = self.bits(r0);
-                let de = self.bits(x);
+                let dm = self.get(r0);
+                let de = self.get(x);
                 let nd = self.b.ins().select(c, de, dm);
                 // `r1` first, then `r0`, as the interpreter writes them (a
                 // listing may name one register for both: `r0` wins).
                 self.set(r1, nm);
-                self.set_bits(r0, nd);
+                self.set(r0, nd);
             }
             Op::TProdZ => {
                 let (c, d) = (ins.reg(3), ins.reg(4));
@@ -1491,8 +1495,7 @@ impl T<'_, '_> {
             }
             Op::MulPush => {
                 let a = self.get(r1);
-                let bits = self.raw_bits(a);
-                self.push_fast(pc, bits, 1, "advm_comms_push", &[]);
+                self.push_fast(pc, a, 1, "advm_comms_push", &[]);
                 let c = self.get(r2);
                 let v = self.b.ins().fmul(a, c);
                 self.set(r0, v);
@@ -1750,14 +1753,15 @@ impl T<'_, '_> {
         self.push_here(v, len, st);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(slow);
-        let mut args = vec![v];
+        let mut args = vec![self.raw_bits(v)];
         args.extend_from_slice(extra);
         self.fallible(name, pc, &args);
         self.b.ins().jump(join, &[]);
         self.b.switch_to_block(join);
     }
 
-    /// Push `v` on stack `st` of length `len`, which has room.
+    /// Push `v` (an `f64` or 64 bits; on the block stack 32 bits) on
+    /// stack `st` of length `len`, which has room.
     fn push_here(&mut self, v: Value, len: Value, st: Stack) {
         let ptr = self.cget(st.ptr);
         let off = self.b.ins().ishl_imm_s(len, st.shift);
@@ -1788,47 +1792,51 @@ impl T<'_, '_> {
             .is_some_and(|c| c.unchecked && c.stacks[st.index])
     }
 
-    /// Pop 64 bits from the comms stack: in place if it is not empty, else
-    /// through the helper (which traps at `pc`).
-    fn pop_fast(&mut self, pc: usize) -> Value {
-        self.pop_in(pc, "advm_comms_pop", COMMS)
+    /// Pop 64 bits from the comms stack, as a value of type `ty`: in
+    /// place if it is not empty, else through the helper (which traps at
+    /// `pc`).
+    fn pop_fast(&mut self, pc: usize, ty: CType) -> Value {
+        self.pop_in(pc, "advm_comms_pop", COMMS, ty)
     }
 
-    /// [`T::pop_fast`] on either stack.
-    fn pop_in(&mut self, pc: usize, name: &str, st: Stack) -> Value {
+    /// [`T::pop_fast`] on either stack (the block stack's values `i64`).
+    fn pop_in(&mut self, pc: usize, name: &str, st: Stack, ty: CType) -> Value {
         self.effect(pc, st, 1, 1);
         let len = self.cget(st.len);
         if self.unchecked_stack(st) {
             // The guard of the counted loop has checked the length.
-            return self.pop_here(len, st);
+            return self.pop_here(len, st, ty);
         }
         let fast = self.b.create_block();
         let slow = self.b.create_block();
         let join = self.b.create_block();
-        let v = self.b.append_block_param(join, types::I64);
+        let v = self.b.append_block_param(join, ty);
         self.b.set_cold_block(slow);
         self.b.ins().brif(len, fast, &[], slow, &[]);
         self.b.switch_to_block(fast);
-        let x = self.pop_here(len, st);
+        let x = self.pop_here(len, st, ty);
         self.b.ins().jump(join, &[x.into()]);
         self.b.switch_to_block(slow);
         let y = self
             .fallible(name, pc, &[])
             .unwrap_or_else(|| self.b.ins().iconst(types::I64, 0));
+        let y = self.typed(y, ty);
         self.b.ins().jump(join, &[y.into()]);
         self.b.switch_to_block(join);
         v
     }
 
-    /// Pop from stack `st` of length `len`, which is not empty.
-    fn pop_here(&mut self, len: Value, st: Stack) -> Value {
+    /// Pop a value of type `ty` from stack `st` of length `len`, which is
+    /// not empty: an `f64` is loaded as one (not as 64 bits moved to a
+    /// vector register after).
+    fn pop_here(&mut self, len: Value, st: Stack, ty: CType) -> Value {
         let len1 = self.b.ins().iadd_imm_s(len, -1);
         self.cset(st.len, len1);
         let ptr = self.cget(st.ptr);
         let off = self.b.ins().ishl_imm_s(len1, st.shift);
         let addr = self.b.ins().iadd(ptr, off);
         if st.shift == 3 {
-            self.b.ins().load(types::I64, mem(), addr, 0)
+            self.b.ins().load(ty, mem(), addr, 0)
         } else {
             self.b.ins().uload32(mem(), addr, 0)
         }
@@ -1842,8 +1850,7 @@ impl T<'_, '_> {
 
     /// A value popped from the comms stack, as an f64.
     fn popped(&mut self, pc: usize) -> Value {
-        let v = self.pop_fast(pc);
-        self.typed(v, types::F64)
+        self.pop_fast(pc, types::F64)
     }
 
     /// A `ret` or `ret.n` at `pc`: hand the count and the `pc` back.
@@ -1856,7 +1863,7 @@ impl T<'_, '_> {
     }
 
     fn blk_pop(&mut self, pc: usize, table: usize) {
-        let id = self.pop_in(pc, "advm_blk_pop", BLK);
+        let id = self.pop_in(pc, "advm_blk_pop", BLK, types::I64);
         let table = self.f.tables[table].clone();
         if table.is_empty() {
             self.trap_now(pc, T_BAD_BLOCK, id);
