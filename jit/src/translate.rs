@@ -364,8 +364,8 @@ struct LoopCopy {
     /// Whether the unchecked copy pushes on (or pops from) the comms
     /// stack and the block stack without looking at its room (or length).
     stacks: [bool; 2],
-    /// The `f64` registers the copy writes, which an edge out of it
-    /// defines again where they are live ([`T::leave`]).
+    /// The registers the copy writes, which the edges into and out of it
+    /// define again where they are live across a call ([`T::leave`]).
     written: Vec<u32>,
 }
 
@@ -899,27 +899,33 @@ impl T<'_, '_> {
     }
 
     /// On an edge out of a counted loop's unchecked copy to `target`:
-    /// each `f64` register the loop writes and `target` reads, defined
-    /// again by a move through an integer register, so that the value in
-    /// the loop and the value after it are different values to the
-    /// register allocator. As one value, live both in a loop without a
-    /// call and across a call after it, it was kept in a stack slot in
-    /// the loop too (logsumexp's maximum: stored and loaded again on every
-    /// iteration, on the loop's one dependency chain).
+    /// each register the loop writes that `target` reads and that is live
+    /// across a call somewhere, defined again ([`T::define_again`]), so
+    /// that the value in the loop and the value after it are different
+    /// values to the register allocator. As one value, live both in a
+    /// loop without a call and across a call after it, it was kept in a
+    /// stack slot in the loop too (logsumexp's maximum: stored and loaded
+    /// again on every iteration, on the loop's one dependency chain). The
+    /// guard does the same on the edge in.
     fn leave(&mut self, target: usize) {
+        let again = self.again_at(target);
+        self.define_again(&again);
+    }
+
+    /// The registers [`T::leave`] defines again on an edge from the
+    /// current block to `target`: none unless it leaves an unchecked copy.
+    fn again_at(&self, target: usize) -> Vec<u32> {
         let (Some(c), Some(live)) = (self.copy.as_ref(), self.live.as_ref()) else {
-            return;
+            return Vec::new();
         };
         if !c.unchecked || c.blocks.contains_key(&target) {
-            return;
+            return Vec::new();
         }
-        let again: Vec<u32> = c
-            .written
+        c.written
             .iter()
             .copied()
             .filter(|r| live.has(target, *r) && live.across_call(*r))
-            .collect();
-        self.define_again(&again);
+            .collect()
     }
 
     /// Define registers `regs` again, each by an instruction that keeps
@@ -941,14 +947,7 @@ impl T<'_, '_> {
     /// Whether an edge from the current block to `target` leaves an
     /// unchecked copy with values to define again ([`T::leave`]).
     fn leaves(&self, target: usize) -> bool {
-        let (Some(c), Some(live)) = (self.copy.as_ref(), self.live.as_ref()) else {
-            return false;
-        };
-        c.unchecked
-            && !c.blocks.contains_key(&target)
-            && c.written
-                .iter()
-                .any(|r| live.has(target, *r) && live.across_call(*r))
+        !self.again_at(target).is_empty()
     }
 
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
@@ -2279,6 +2278,9 @@ impl T<'_, '_> {
                 up: c.up,
             });
         }
+        // The registers the loop writes; on the edge into the unchecked
+        // copy, those live at its header and across a call defined again,
+        // as the edges out of it do ([`T::leave`]).
         let mut written = Vec::new();
         for &b in &c.blocks {
             for ins in &self.f.code[starts[b]..block_end(starts, b, self.f.code.len())] {
