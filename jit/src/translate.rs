@@ -529,6 +529,16 @@ impl T<'_, '_> {
         self.set(r, v)
     }
 
+    /// Zero bits as a value of type `t` (an `f64` made as one, not moved
+    /// from an integer register).
+    fn zero(&mut self, t: CType) -> Value {
+        if t == types::F64 {
+            self.b.ins().f64const(0.0)
+        } else {
+            self.b.ins().iconst(types::I64, 0)
+        }
+    }
+
     fn typed(&mut self, v: Value, t: CType) -> Value {
         let vt = self.b.func.dfg.value_type(v);
         if vt == t {
@@ -1189,8 +1199,9 @@ impl T<'_, '_> {
                 let lt = self.b.ins().fcmp(FloatCC::LessThan, t, hi);
                 let ok = self.b.ins().band(ge, lt);
                 let bad = self.b.ins().bxor_imm_s(ok, 1);
-                let bits = self.raw_bits(a);
-                self.trap_if(bad, pc, T_FTOI, bits);
+                // The operand's bits, the trap's payload, made in the cold
+                // block.
+                self.trap_if_with(bad, pc, T_FTOI, |t| t.raw_bits(a));
                 let v = self.b.ins().fcvt_to_sint_sat(types::I64, t);
                 self.set(r0, v);
             }
@@ -1511,8 +1522,8 @@ impl T<'_, '_> {
                 self.set(r0, acc);
             }
             Op::Zero => {
-                let z = self.b.ins().iconst(types::I64, 0);
-                self.set_bits(r0, z);
+                let z = self.zero(self.ty(r0));
+                self.set(r0, z);
             }
             Op::LenCheck => {
                 let a = self.get(r0);
@@ -1521,8 +1532,8 @@ impl T<'_, '_> {
             }
             Op::Take => {
                 let v = self.get(r1);
-                let z = self.b.ins().iconst(types::I64, 0);
-                self.set_bits(r1, z);
+                let z = self.zero(self.ty(r1));
+                self.set(r1, z);
                 self.set_bits(r0, v);
             }
             Op::ShadowAcc | Op::ShadowAccMul => {
