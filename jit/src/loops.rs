@@ -24,6 +24,14 @@ use vm::op::{Fused, Op, Operand};
 /// together, for the tier to look at them (`vm::dom::Loops::new`).
 const LOOP_BLOCKS_MOST: usize = 1 << 22;
 
+/// The most 64-bit words the liveness sets of one function may take (a
+/// set per block, a bit per register): 8 MiB.
+const LIVE_WORDS_MOST: usize = 1 << 20;
+
+/// The most passes over a function's blocks the liveness may take; a
+/// loop nest needs about one pass per level.
+const LIVE_PASSES_MOST: usize = 64;
+
 /// An innermost loop whose views are read on entry.
 #[derive(Debug)]
 pub(crate) struct LoopViews {
@@ -193,11 +201,20 @@ fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write:
 
 impl Graph {
     /// The registers live on entry to each block of `f` (blocks starting
-    /// at `starts`): backward, a block looked at again while the blocks
-    /// after it change it.
-    pub(crate) fn live_in(&self, f: &Function, starts: &[usize]) -> Live {
+    /// at `starts`), and those live across a call: backward, every block
+    /// looked at again while any changes. `None` past [`LIVE_WORDS_MOST`]
+    /// words of sets or [`LIVE_PASSES_MOST`] passes: what the sets serve
+    /// (`T::leave`) changes which values the register allocator sees, not
+    /// what the code computes, so a function without them compiles as
+    /// before.
+    pub(crate) fn live_in(&self, f: &Function, starts: &[usize]) -> Option<Live> {
         let n = starts.len();
         let words = f.reg_types.len().div_ceil(64);
+        if n.checked_mul(words)? > LIVE_WORDS_MOST {
+            return None;
+        }
+        let bit = |r: u32| (r as usize / 64, 1u64 << (r % 64));
+        let end_of = |k: usize| block_end(starts, k, f.code.len());
         // What each block reads before writing (`uses`) and writes.
         let mut uses = vec![0u64; n * words];
         let mut defs = vec![0u64; n * words];
@@ -206,24 +223,26 @@ impl Graph {
                 &mut uses[k * words..(k + 1) * words],
                 &mut defs[k * words..(k + 1) * words],
             );
-            for pc in (starts[k]..block_end(starts, k, f.code.len())).rev() {
-                let ins = &f.code[pc];
-                let mut wrote = Vec::new();
-                reads_writes(f, ins, |_| {}, |r| wrote.push(r));
-                for r in wrote {
-                    let (w, b) = (r as usize / 64, r % 64);
-                    if w < words {
-                        d[w] |= 1 << b;
-                        u[w] &= !(1 << b);
-                    }
-                }
+            for ins in f.code[starts[k]..end_of(k)].iter().rev() {
+                reads_writes(
+                    f,
+                    ins,
+                    |_| {},
+                    |r| {
+                        let (w, b) = bit(r);
+                        if w < words {
+                            d[w] |= b;
+                            u[w] &= !b;
+                        }
+                    },
+                );
                 reads_writes(
                     f,
                     ins,
                     |r| {
-                        let (w, b) = (r as usize / 64, r % 64);
+                        let (w, b) = bit(r);
                         if w < words {
-                            u[w] |= 1 << b;
+                            u[w] |= b;
                         }
                     },
                     |_| {},
@@ -232,17 +251,16 @@ impl Graph {
         }
         let mut bits = vec![0u64; n * words];
         let mut out = vec![0u64; words];
+        let mut passes = 0;
         let mut changed = true;
         while changed {
+            passes += 1;
+            if passes > LIVE_PASSES_MOST {
+                return None;
+            }
             changed = false;
             for k in (0..n).rev() {
-                out.iter_mut().for_each(|x| *x = 0);
-                for &s in &self.succs[k] {
-                    let s = s as usize;
-                    for (o, x) in out.iter_mut().zip(&bits[s * words..(s + 1) * words]) {
-                        *o |= x;
-                    }
-                }
+                self.live_out(k, words, &bits, &mut out);
                 for (w, o) in out.iter().enumerate() {
                     let i = k * words + w;
                     let v = uses[i] | (o & !defs[i]);
@@ -256,44 +274,55 @@ impl Graph {
         // The registers live across a call: live after it, and not what
         // it writes.
         let mut across = vec![0u64; words];
-        let mut l = vec![0u64; words];
-        for k in 0..n {
-            l.iter_mut().for_each(|x| *x = 0);
-            for &s in &self.succs[k] {
-                let s = s as usize;
-                for (o, x) in l.iter_mut().zip(&bits[s * words..(s + 1) * words]) {
-                    *o |= x;
-                }
-            }
-            for pc in (starts[k]..block_end(starts, k, f.code.len())).rev() {
-                let ins = &f.code[pc];
-                let mut wrote = Vec::new();
-                let mut read = Vec::new();
-                reads_writes(f, ins, |r| read.push(r), |r| wrote.push(r));
-                for r in wrote {
-                    let (w, b) = (r as usize / 64, r % 64);
-                    if w < words {
-                        l[w] &= !(1 << b);
-                    }
-                }
+        for (k, &start) in starts.iter().enumerate() {
+            self.live_out(k, words, &bits, &mut out);
+            for ins in f.code[start..end_of(k)].iter().rev() {
+                reads_writes(
+                    f,
+                    ins,
+                    |_| {},
+                    |r| {
+                        let (w, b) = bit(r);
+                        if w < words {
+                            out[w] &= !b;
+                        }
+                    },
+                );
                 if calls_out(ins.op) {
-                    for (a, x) in across.iter_mut().zip(&l) {
+                    for (a, x) in across.iter_mut().zip(&out) {
                         *a |= x;
                     }
                 }
-                for r in read {
-                    let (w, b) = (r as usize / 64, r % 64);
-                    if w < words {
-                        l[w] |= 1 << b;
-                    }
-                }
+                reads_writes(
+                    f,
+                    ins,
+                    |r| {
+                        let (w, b) = bit(r);
+                        if w < words {
+                            out[w] |= b;
+                        }
+                    },
+                    |_| {},
+                );
             }
         }
-        Live {
+        Some(Live {
             starts: starts.to_vec(),
             words,
             bits,
             across,
+        })
+    }
+
+    /// The registers live on exit from block `k` (the union over its
+    /// successors of `bits`, `words` words a block) into `out`.
+    fn live_out(&self, k: usize, words: usize, bits: &[u64], out: &mut [u64]) {
+        out.iter_mut().for_each(|x| *x = 0);
+        for &s in &self.succs[k] {
+            let s = s as usize;
+            for (o, x) in out.iter_mut().zip(&bits[s * words..(s + 1) * words]) {
+                *o |= x;
+            }
         }
     }
 }
@@ -685,7 +714,9 @@ mod tests {
         let fs = functions(src, "logsumexp", &[Value::Arr(vec![0.5, 2.0])]);
         let f = of(&fs, "logsumexp");
         let starts = leaders(f);
-        let live = Graph::new(f, &starts).live_in(f, &starts);
+        let live = Graph::new(f, &starts)
+            .live_in(f, &starts)
+            .expect("within the bounds");
         let reg = |name: &str| {
             f.reg_names
                 .iter()
@@ -712,6 +743,22 @@ mod tests {
             .filter(|r| live.across_call(reg(r)))
             .collect();
         assert_eq!(across, ["v", "n", "m", "j", "s"]);
+    }
+
+    #[test]
+    fn liveness_gives_up_past_its_bound() {
+        let src = include_str!("../../programs/bench/logsumexp.adasm");
+        let fs = functions(src, "logsumexp", &[Value::Arr(vec![0.5, 2.0])]);
+        let mut f = of(&fs, "logsumexp").clone();
+        let starts = leaders(&f);
+        let graph = Graph::new(&f, &starts);
+        // Registers enough for the sets of its blocks to pass the bound
+        // (the registers past the function's own are never read).
+        let words = LIVE_WORDS_MOST / starts.len() + 1;
+        f.reg_types.resize(words * 64, vm::Type::F64);
+        assert!(graph.live_in(&f, &starts).is_none());
+        f.reg_types.truncate((words - 1) * 64);
+        assert!(graph.live_in(&f, &starts).is_some());
     }
 
     #[test]

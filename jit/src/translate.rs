@@ -2773,7 +2773,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
             t.counted.insert(k, c);
         }
         if !t.counted.is_empty() {
-            t.live = Some(graph.live_in(f, &starts));
+            t.live = graph.live_in(f, &starts);
         }
     }
     if !t.counted.is_empty() {
