@@ -174,8 +174,8 @@ impl Live {
     }
 }
 
-/// The registers instruction `ins` of `f` reads (`read`) and writes
-/// (`write`, not those it reads too).
+/// The registers instruction `ins` of `f` reads (`read`), and those it
+/// writes without reading them (`write`).
 fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write: impl FnMut(u32)) {
     for (k, o) in ins.op.reg_operands().enumerate() {
         match o {
@@ -187,7 +187,13 @@ fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write:
         Op::Call | Op::CallAcc | Op::CallN => {
             if let Some(site) = f.sites.get(ins.x as usize) {
                 site.args.iter().for_each(|r| read(u32::from(*r)));
-                site.rets.iter().for_each(|r| write(u32::from(*r)));
+                // `call.acc` adds the results to its registers: it reads
+                // them too.
+                if ins.op == Op::CallAcc {
+                    site.rets.iter().for_each(|r| read(u32::from(*r)));
+                } else {
+                    site.rets.iter().for_each(|r| write(u32::from(*r)));
+                }
             }
         }
         Op::RetN => {
@@ -197,6 +203,37 @@ fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write:
         }
         _ => {}
     }
+}
+
+/// Instruction `ins` of `f` backward over `live` (a bit per register,
+/// the registers live after it): what it writes leaves the set, then
+/// `between` sees the set, then what it reads joins.
+fn step_back(f: &Function, ins: &Instr, live: &mut [u64], mut between: impl FnMut(&[u64])) {
+    let words = live.len();
+    let bit = |r: u32| (r as usize / 64, 1u64 << (r % 64));
+    reads_writes(
+        f,
+        ins,
+        |_| {},
+        |r| {
+            let (w, b) = bit(r);
+            if w < words {
+                live[w] &= !b;
+            }
+        },
+    );
+    between(live);
+    reads_writes(
+        f,
+        ins,
+        |r| {
+            let (w, b) = bit(r);
+            if w < words {
+                live[w] |= b;
+            }
+        },
+        |_| {},
+    );
 }
 
 impl Graph {
@@ -213,44 +250,9 @@ impl Graph {
         if n.checked_mul(words)? > LIVE_WORDS_MOST {
             return None;
         }
-        let bit = |r: u32| (r as usize / 64, 1u64 << (r % 64));
         let end_of = |k: usize| block_end(starts, k, f.code.len());
-        // What each block reads before writing (`uses`) and writes.
-        let mut uses = vec![0u64; n * words];
-        let mut defs = vec![0u64; n * words];
-        for k in 0..n {
-            let (u, d) = (
-                &mut uses[k * words..(k + 1) * words],
-                &mut defs[k * words..(k + 1) * words],
-            );
-            for ins in f.code[starts[k]..end_of(k)].iter().rev() {
-                reads_writes(
-                    f,
-                    ins,
-                    |_| {},
-                    |r| {
-                        let (w, b) = bit(r);
-                        if w < words {
-                            d[w] |= b;
-                            u[w] &= !b;
-                        }
-                    },
-                );
-                reads_writes(
-                    f,
-                    ins,
-                    |r| {
-                        let (w, b) = bit(r);
-                        if w < words {
-                            u[w] |= b;
-                        }
-                    },
-                    |_| {},
-                );
-            }
-        }
         let mut bits = vec![0u64; n * words];
-        let mut out = vec![0u64; words];
+        let mut live = vec![0u64; words];
         let mut passes = 0;
         let mut changed = true;
         while changed {
@@ -260,14 +262,14 @@ impl Graph {
             }
             changed = false;
             for k in (0..n).rev() {
-                self.live_out(k, words, &bits, &mut out);
-                for (w, o) in out.iter().enumerate() {
-                    let i = k * words + w;
-                    let v = uses[i] | (o & !defs[i]);
-                    if v != bits[i] {
-                        bits[i] = v;
-                        changed = true;
-                    }
+                self.live_out(k, words, &bits, &mut live);
+                for ins in f.code[starts[k]..end_of(k)].iter().rev() {
+                    step_back(f, ins, &mut live, |_| {});
+                }
+                let here = &mut bits[k * words..(k + 1) * words];
+                if *here != *live {
+                    here.copy_from_slice(&live);
+                    changed = true;
                 }
             }
         }
@@ -275,35 +277,15 @@ impl Graph {
         // it writes.
         let mut across = vec![0u64; words];
         for (k, &start) in starts.iter().enumerate() {
-            self.live_out(k, words, &bits, &mut out);
+            self.live_out(k, words, &bits, &mut live);
             for ins in f.code[start..end_of(k)].iter().rev() {
-                reads_writes(
-                    f,
-                    ins,
-                    |_| {},
-                    |r| {
-                        let (w, b) = bit(r);
-                        if w < words {
-                            out[w] &= !b;
+                step_back(f, ins, &mut live, |after| {
+                    if calls_out(ins.op) {
+                        for (a, x) in across.iter_mut().zip(after) {
+                            *a |= x;
                         }
-                    },
-                );
-                if calls_out(ins.op) {
-                    for (a, x) in across.iter_mut().zip(&out) {
-                        *a |= x;
                     }
-                }
-                reads_writes(
-                    f,
-                    ins,
-                    |r| {
-                        let (w, b) = bit(r);
-                        if w < words {
-                            out[w] |= b;
-                        }
-                    },
-                    |_| {},
-                );
+                });
             }
         }
         Some(Live {
