@@ -728,6 +728,40 @@ mod tests {
     }
 
     #[test]
+    fn call_acc_reads_the_registers_it_adds_to() {
+        let listing = "\
+fn @pair(%a: f64, %b: f64) -> (f64, f64)   ; 4 regs, 0 consts
+entry:
+  0000  add.f       %s, %a, %b
+  0001  mul.f       %p, %a, %b
+  0002  ret.n       (%s, %p)
+fn @calls(%x: f64, %y: f64) -> (f64, f64)   ; 6 regs, 0 consts
+entry:
+  0000  copy        %u, %x
+  0001  copy        %w, %y
+  0002  call.acc    @pair(%x, %y) += (%u, %w)
+  0003  call.n      @pair(%u, %w) -> (%s, %p)
+  0004  ret.n       (%s, %p)
+";
+        let p = assembler::assemble_listing(listing, "calls")
+            .unwrap_or_else(|d| panic!("{}", d.render()));
+        let f = of(p.funcs(), "calls");
+        let starts = leaders(f);
+        let live = Graph::new(f, &starts)
+            .live_in(f, &starts)
+            .expect("within the bounds");
+        let reg = |name: &str| f.reg_names.iter().position(|n| n == name).expect(name) as u32;
+        // `u` and `w` are added to by the first call and read by the
+        // second: live across the first. `x`, `y`: read by the first only.
+        let across: Vec<&str> = ["x", "y", "u", "w", "s", "p"]
+            .into_iter()
+            .filter(|r| live.across_call(reg(r)))
+            .collect();
+        assert_eq!(across, ["u", "w"]);
+        assert!(live.has(0, reg("x")) && !live.has(0, reg("u")));
+    }
+
+    #[test]
     fn liveness_gives_up_past_its_bound() {
         let src = include_str!("../../programs/bench/logsumexp.adasm");
         let fs = functions(src, "logsumexp", &[Value::Arr(vec![0.5, 2.0])]);
