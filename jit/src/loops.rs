@@ -158,20 +158,36 @@ pub(crate) struct Live {
 impl Live {
     /// Whether register `r` is live across a call somewhere.
     pub(crate) fn across_call(&self, r: u32) -> bool {
-        let (w, b) = (r as usize / 64, r % 64);
-        self.across.get(w).is_some_and(|x| x >> b & 1 == 1)
+        in_set(&self.across, r)
     }
 
     /// Whether register `r` is live on entry to the block at `pc`.
     pub(crate) fn has(&self, pc: usize, r: u32) -> bool {
         let k = block_of(&self.starts, pc);
-        let (w, b) = (r as usize / 64, r % 64);
-        w < self.words
-            && self
-                .bits
-                .get(k * self.words + w)
-                .is_some_and(|x| x >> b & 1 == 1)
+        in_set(&self.bits[k * self.words..(k + 1) * self.words], r)
     }
+
+    /// Those of `regs` live on entry to the block at `pc` and across a
+    /// call somewhere: what an edge into or out of a counted loop's
+    /// unchecked copy defines again (`T::leave`).
+    pub(crate) fn carried(&self, regs: &[u32], pc: usize) -> Vec<u32> {
+        regs.iter()
+            .copied()
+            .filter(|r| self.has(pc, *r) && self.across_call(*r))
+            .collect()
+    }
+}
+
+/// The word of a register set (a bit per register) holding register `r`,
+/// and `r`'s bit in it.
+fn bit(r: u32) -> (usize, u64) {
+    (r as usize / 64, 1 << (r % 64))
+}
+
+/// Whether register `r` is in `set`.
+fn in_set(set: &[u64], r: u32) -> bool {
+    let (w, b) = bit(r);
+    set.get(w).is_some_and(|x| x & b != 0)
 }
 
 /// The registers instruction `ins` of `f` reads (`read`), and those it
@@ -210,7 +226,6 @@ fn reads_writes(f: &Function, ins: &Instr, mut read: impl FnMut(u32), mut write:
 /// `between` sees the set, then what it reads joins.
 fn step_back(f: &Function, ins: &Instr, live: &mut [u64], mut between: impl FnMut(&[u64])) {
     let words = live.len();
-    let bit = |r: u32| (r as usize / 64, 1u64 << (r % 64));
     reads_writes(
         f,
         ins,

@@ -509,12 +509,6 @@ impl T<'_, '_> {
         ctype(self.f.reg_types[r as usize])
     }
 
-    /// The 64 bits of register `r`.
-    fn bits(&mut self, r: u32) -> Value {
-        let v = self.get(r);
-        self.raw_bits(v)
-    }
-
     fn raw_bits(&mut self, v: Value) -> Value {
         if self.b.func.dfg.value_type(v) == types::F64 {
             self.b.ins().bitcast(types::I64, MemFlagsData::new(), v)
@@ -931,11 +925,7 @@ impl T<'_, '_> {
         if !c.unchecked || c.blocks.contains_key(&target) {
             return Vec::new();
         }
-        c.written
-            .iter()
-            .copied()
-            .filter(|r| live.has(target, *r) && live.across_call(*r))
-            .collect()
+        live.carried(&c.written, target)
     }
 
     /// Define registers `regs` again, each by an instruction that keeps
@@ -963,25 +953,20 @@ impl T<'_, '_> {
     /// A conditional jump at `pc`: to `target` if `cond`, else on.
     fn branch(&mut self, pc: usize, cond: Value, target: usize) {
         let edge = self.b.create_block();
-        if let Some((d, counter)) = self.steps_from() {
-            // The step of a one-block counted loop's unchecked copy: on the
-            // way out, the count derived from the stepped counter.
-            let out = self.b.create_block();
-            self.b.ins().brif(cond, edge, &[], out, &[]);
-            self.b.switch_to_block(out);
-            let c = self.get(counter);
-            let s = self.steps_at(d, c, 0);
-            self.b.def_var(self.s, s);
-            self.entering(pc + 1);
-            self.leave(pc + 1);
-            let next = self.block_at(pc + 1);
-            self.b.ins().jump(next, &[]);
-        } else if self.enters(pc + 1) || self.leaves(pc + 1) {
-            // The edge on reads the views of the loop it enters, or
-            // leaves an unchecked copy.
+        let steps = self.steps_from();
+        if steps.is_some() || self.enters(pc + 1) || self.leaves(pc + 1) {
+            // The edge on has work of its own: in a one-block counted
+            // loop's unchecked copy, the count derived from the stepped
+            // counter on the way out; the views of a loop it enters; the
+            // values of an unchecked copy it leaves.
             let on = self.b.create_block();
             self.b.ins().brif(cond, edge, &[], on, &[]);
             self.b.switch_to_block(on);
+            if let Some((d, counter)) = steps {
+                let c = self.get(counter);
+                let s = self.steps_at(d, c, 0);
+                self.b.def_var(self.s, s);
+            }
             self.entering(pc + 1);
             self.leave(pc + 1);
             let next = self.block_at(pc + 1);
@@ -1167,19 +1152,17 @@ impl T<'_, '_> {
                 let c = self.bool64(c);
                 self.set(r0, c);
             }
-            Op::Select if self.ty(r0) == types::F64 => {
+            Op::Select => {
+                // The three registers are of one type: a select of the
+                // values themselves (of `f64` values a move and a branch
+                // over a second move on x86-64, not their bits through
+                // integer registers).
                 let c = self.truthy(r1);
                 let a = self.get(r2);
                 let d = self.get(x);
                 let v = self.b.ins().select(c, a, d);
+                let v = self.typed(v, self.ty(r0));
                 self.set(r0, v);
-            }
-            Op::Select => {
-                let c = self.truthy(r1);
-                let a = self.bits(r2);
-                let d = self.bits(x);
-                let v = self.b.ins().select(c, a, d);
-                self.set_bits(r0, v);
             }
             Op::Mov | Op::NoGrad => {
                 // Of registers of one machine type, the value itself (an
@@ -2303,11 +2286,7 @@ impl T<'_, '_> {
             }
         }
         if let Some(live) = self.live.as_ref() {
-            let again: Vec<u32> = written
-                .iter()
-                .copied()
-                .filter(|r| live.has(c.header, *r) && live.across_call(*r))
-                .collect();
+            let again = live.carried(&written, c.header);
             self.define_again(&again);
         }
         self.b.ins().jump(fast_top, &[]);
