@@ -256,11 +256,12 @@ struct T<'a, 'b> {
     /// pops, block pushes, block pops), as `push_in` and `pop_in` emit
     /// them, for the guard of the unchecked copy.
     effects: Option<HashMap<usize, [u64; 4]>>,
-    /// Whether a math function was called since this was last cleared
-    /// (cleared before a counted loop's checked copy is translated, so that
-    /// afterwards it says whether the loop calls one, as the translation
-    /// emitted the calls: no list of opcodes to keep in step).
-    math_called: bool,
+    /// The math helper calls emitted so far: a counted loop calls one if
+    /// the count moved while its checked copy was translated (as the
+    /// translation emitted the calls, no list of opcodes to keep in step),
+    /// and an instruction that emitted one must be one [`calls_out`]
+    /// lists (a debug assertion in [`T::block`]).
+    math_calls: u64,
     /// Whether the function's own instructions use the AD stacks and the
     /// arrays ([`touches`]): the cached fields of the others are never
     /// read from the context nor written back.
@@ -734,14 +735,14 @@ impl T<'_, '_> {
     }
 
     fn math1(&mut self, name: &str, a: Value) -> Value {
-        self.math_called = true;
+        self.math_calls += 1;
         let h = self.helper(name);
         let call = self.b.ins().call(h, &[a]);
         self.b.inst_results(call)[0]
     }
 
     fn math2(&mut self, name: &str, a: Value, c: Value) -> Value {
-        self.math_called = true;
+        self.math_calls += 1;
         let h = self.helper(name);
         let call = self.b.ins().call(h, &[a, c]);
         self.b.inst_results(call)[0]
@@ -1998,7 +1999,16 @@ impl T<'_, '_> {
         }
         let mut open = true;
         for pc in start..end {
+            let math_before = self.math_calls;
             open = self.instr(pc);
+            // The liveness takes the instructions that call out from
+            // `calls_out`: one missing there would leave values live
+            // across its call out of `Live::across_call`.
+            debug_assert!(
+                self.math_calls == math_before || calls_out(self.f.code[pc].op),
+                "{:?} calls a math helper but `calls_out` does not list it",
+                self.f.code[pc].op
+            );
             if !open {
                 break;
             }
@@ -2165,7 +2175,7 @@ impl T<'_, '_> {
             written: Vec::new(),
         });
         self.effects = Some(HashMap::new());
-        self.math_called = false;
+        let math_before = self.math_calls;
         for &b in &c.blocks {
             let blk = if b == k {
                 checked_top
@@ -2246,7 +2256,7 @@ impl T<'_, '_> {
         // step (logsumexp's gradient 15 % faster; in loops without a call
         // the store and load around the loop cost as much as they saved).
         let mut steps_from = None;
-        if c.blocks.len() == 1 && self.math_called {
+        if c.blocks.len() == 1 && self.math_calls != math_before {
             // The count on entry less (plus) the block's length times the
             // counter's first value.
             let slot = match self.steps_slot {
@@ -2585,7 +2595,8 @@ pub(crate) fn accessed_views<'i>(
 
 /// Whether the translation of `op` calls out of the function: a call of
 /// a function or of a math helper (which keep no `f64` register the
-/// caller uses).
+/// caller uses). Translating an instruction that calls a math helper and
+/// is not listed here fails a debug assertion ([`T::block`]).
 pub(crate) fn calls_out(op: Op) -> bool {
     matches!(
         op,
@@ -2726,7 +2737,7 @@ pub(crate) fn translate(b: &mut FunctionBuilder<'_>, prog: &Program, fid: FuncId
         copy: None,
         fuel_room: None,
         effects: None,
-        math_called: false,
+        math_calls: 0,
         touch: touches(f),
         steps_slot: None,
         live: None,
