@@ -430,6 +430,9 @@ pub(crate) struct Counted {
     /// For each of `blocks`, its successors in the loop other than the
     /// header (by leader index): every one after it.
     pub succs: Vec<Vec<usize>>,
+    /// The registers its instructions write, in the order of their first
+    /// write.
+    pub written: Vec<u32>,
 }
 
 /// An access of a [`Counted`] loop whose index the guard can bound.
@@ -511,6 +514,7 @@ pub(crate) fn counted_loops(
         }
         // Writes in the loop, per register: how many, and the last `pc`.
         let mut written: HashMap<u32, (u32, usize)> = HashMap::new();
+        let mut order = Vec::new();
         for pc in pcs() {
             let ins = &f.code[pc];
             if matches!(ins.op, Op::Call | Op::CallAcc | Op::CallN) {
@@ -521,7 +525,10 @@ pub(crate) fn counted_loops(
                 if w == bound || (w == counter && !stepping) {
                     continue 'loops;
                 }
-                let e = written.entry(w).or_insert((0, pc));
+                let e = written.entry(w).or_insert_with(|| {
+                    order.push(w);
+                    (0, pc)
+                });
                 *e = (e.0 + 1, pc);
             }
         }
@@ -607,6 +614,7 @@ pub(crate) fn counted_loops(
             up,
             accesses,
             succs,
+            written: order,
         });
     }
     out

@@ -2282,21 +2282,11 @@ impl T<'_, '_> {
                 up: c.up,
             });
         }
-        // The registers the loop writes; on the edge into the unchecked
-        // copy, those live at its header and across a call defined again,
-        // as the edges out of it do ([`T::leave`]).
-        let mut written = Vec::new();
-        for &b in &c.blocks {
-            for ins in &self.f.code[starts[b]..block_end(starts, b, self.f.code.len())] {
-                for r in operands_written(ins) {
-                    if !written.contains(&r) {
-                        written.push(r);
-                    }
-                }
-            }
-        }
+        // On the edge into the unchecked copy, the registers the loop
+        // writes that are live at its header and across a call defined
+        // again, as the edges out of it do ([`T::leave`]).
         if let Some(live) = self.live.as_ref() {
-            let again = live.carried(&written, c.header);
+            let again = live.carried(&c.written, c.header);
             self.define_again(&again);
         }
         self.b.ins().jump(fast_top, &[]);
@@ -2308,7 +2298,7 @@ impl T<'_, '_> {
             counter: c.counter,
             steps_from,
             stacks,
-            written,
+            written: c.written.clone(),
         });
         for &b in &c.blocks {
             let blk = self.block_at(starts[b]);
